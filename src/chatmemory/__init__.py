@@ -1,0 +1,97 @@
+"""chatmemory: bounded, persistent chat memory for LLM applications.
+
+Importing this package imports no database driver: store adapters live in :mod:`chatmemory.stores`.
+"""
+
+from __future__ import annotations
+
+from chatmemory.core.errors import (
+    ChatMemoryError,
+    ConcurrentUpdateError,
+    CorruptedMemoryError,
+    MissingDependencyError,
+    SchemaVersionError,
+    SerializationError,
+    StoreError,
+    UnsupportedFormatVersionError,
+)
+from chatmemory.core.memory import ChatMemory, MessageWindowChatMemory, TokenWindowChatMemory
+from chatmemory.core.memory_id import MAX_MEMORY_ID_LENGTH, MemoryId, validate_memory_id
+from chatmemory.core.messages import (
+    AiMessage,
+    AudioContent,
+    ChatMessage,
+    Content,
+    CustomMessage,
+    ImageContent,
+    PdfFileContent,
+    SystemMessage,
+    TextContent,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+    VideoContent,
+)
+from chatmemory.core.provider import ChatMemoryProvider
+from chatmemory.core.store import (
+    ChatMemoryStore,
+    HistoryEntry,
+    Snapshot,
+    SupportsHistory,
+    SupportsListing,
+    SupportsTTL,
+    SupportsVersioning,
+)
+from chatmemory.core.token_estimators import (
+    SimpleTokenCountEstimator,
+    TiktokenTokenCountEstimator,
+    TokenCountEstimator,
+)
+from chatmemory.stores.memory import InMemoryChatMemoryStore
+from chatmemory.stores.url import open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_MEMORY_ID_LENGTH",
+    "AiMessage",
+    "AudioContent",
+    "ChatMemory",
+    "ChatMemoryError",
+    "ChatMemoryProvider",
+    "ChatMemoryStore",
+    "ChatMessage",
+    "ConcurrentUpdateError",
+    "Content",
+    "CorruptedMemoryError",
+    "CustomMessage",
+    "HistoryEntry",
+    "ImageContent",
+    "InMemoryChatMemoryStore",
+    "MemoryId",
+    "MessageWindowChatMemory",
+    "MissingDependencyError",
+    "PdfFileContent",
+    "SchemaVersionError",
+    "SerializationError",
+    "SimpleTokenCountEstimator",
+    "Snapshot",
+    "StoreError",
+    "SupportsHistory",
+    "SupportsListing",
+    "SupportsTTL",
+    "SupportsVersioning",
+    "SystemMessage",
+    "TextContent",
+    "TiktokenTokenCountEstimator",
+    "TokenCountEstimator",
+    "TokenWindowChatMemory",
+    "ToolExecutionRequest",
+    "ToolExecutionResultMessage",
+    "UnsupportedFormatVersionError",
+    "UserMessage",
+    "VideoContent",
+    "__version__",
+    "open_store",
+    "validate_memory_id",
+]

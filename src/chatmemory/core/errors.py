@@ -1,0 +1,107 @@
+"""The error tree. Every message is built here and names the memory id and what to do next."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChatMemoryError",
+    "ConcurrentUpdateError",
+    "CorruptedMemoryError",
+    "MissingDependencyError",
+    "SchemaVersionError",
+    "SerializationError",
+    "StoreError",
+    "UnsupportedFormatVersionError",
+]
+
+
+class ChatMemoryError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class StoreError(ChatMemoryError):
+    """A store's driver or server failed; the driver's exception is the ``__cause__``."""
+
+    def __init__(self, operation: str, memory_id: str | None = None, detail: str | None = None) -> None:
+        self.operation = operation
+        self.memory_id = memory_id
+        where = f" for memory {memory_id!r}" if memory_id is not None else ""
+        super().__init__(f"{operation} failed{where}" + (f": {detail}" if detail else ""))
+
+
+class SerializationError(ChatMemoryError):
+    """Messages could not be encoded, or a payload could not be decoded."""
+
+
+class CorruptedMemoryError(SerializationError):
+    """Stored data is not a valid payload. Nothing was changed; the data is left for inspection.
+
+    Recover by reading the raw data, or by ``delete_messages``/``update_messages`` on the memory.
+    """
+
+    def __init__(self, memory_id: str | None, reason: str) -> None:
+        self.memory_id = memory_id
+        self.reason = reason
+        subject = f"memory {memory_id!r}" if memory_id is not None else "payload"
+        super().__init__(
+            f"stored data of {subject} is corrupted: {reason}. Nothing was changed; inspect the raw data, "
+            "or call delete_messages() / update_messages() on that memory to replace it"
+        )
+
+
+class UnsupportedFormatVersionError(SerializationError):
+    """The payload was written by a newer chatmemory (a format version this one does not know)."""
+
+    def __init__(self, memory_id: str | None, version: object, supported: int) -> None:
+        self.memory_id = memory_id
+        self.version = version
+        self.supported = supported
+        subject = f"memory {memory_id!r}" if memory_id is not None else "payload"
+        super().__init__(
+            f"{subject} was written in format version {version!r}, but this chatmemory reads versions up to "
+            f"{supported}. Upgrade chatmemory (pip install -U chatmemory) to read it; nothing was changed"
+        )
+
+
+class ConcurrentUpdateError(ChatMemoryError):
+    """The memory changed between read and write (a stale version), or kept changing on every retry."""
+
+    def __init__(self, memory_id: str, expected_version: int | None = None, attempts: int | None = None) -> None:
+        self.memory_id = memory_id
+        self.expected_version = expected_version
+        self.attempts = attempts
+        if attempts is not None:
+            text = (f"memory {memory_id!r} changed concurrently on each of {attempts} attempts; "
+                    "nothing was written. Retry later or reduce the number of writers to this memory")
+        else:
+            text = (f"memory {memory_id!r} is no longer at version {expected_version}; another writer "
+                    "changed it and nothing was written. Reload it and apply the change again")
+        super().__init__(text)
+
+
+class SchemaVersionError(StoreError):
+    """The database schema is older (or newer) than this chatmemory expects."""
+
+    def __init__(self, found: str | None, expected: str, command: str) -> None:
+        self.found = found
+        self.expected = expected
+        self.command = command
+        ChatMemoryError.__init__(
+            self,
+            f"the chatmemory schema is at revision {found or 'none'}, but this version needs {expected}. "
+            f"Run: {command}",
+        )
+        self.operation = "schema check"
+        self.memory_id = None
+
+
+class MissingDependencyError(ChatMemoryError, ImportError):
+    """An optional driver is not installed; the message names the extra to install."""
+
+    def __init__(self, feature: str, extra: str, module: str) -> None:
+        self.feature = feature
+        self.extra = extra
+        ChatMemoryError.__init__(
+            self, f"{feature} requires the '{extra}' extra: pip install 'chatmemory[{extra}]' "
+                  f"(module {module!r} is not installed)"
+        )
+        self.name = module

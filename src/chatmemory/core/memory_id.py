@@ -1,0 +1,27 @@
+"""Memory id validation: one rule for every memory and every store."""
+
+from __future__ import annotations
+
+__all__ = ["MAX_MEMORY_ID_LENGTH", "MemoryId", "validate_memory_id"]
+
+MemoryId = str | int
+MAX_MEMORY_ID_LENGTH = 255
+
+
+def validate_memory_id(memory_id: object) -> str:
+    """Return the memory id as a ``str``.
+
+    A non-empty ``str`` of at most 255 characters is used as it is; an ``int`` is converted with ``str()``.
+
+    Raises:
+        TypeError: for anything else (None, bytes, bool, float, containers).
+        ValueError: for an empty or over-long string.
+    """
+    if isinstance(memory_id, bool) or not isinstance(memory_id, (str, int)):
+        raise TypeError(f"a memory id must be a str or an int, not {type(memory_id).__name__}")
+    text = memory_id if isinstance(memory_id, str) else str(memory_id)
+    if not text:
+        raise ValueError("a memory id must not be empty")
+    if len(text) > MAX_MEMORY_ID_LENGTH:
+        raise ValueError(f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, got {len(text)}")
+    return text

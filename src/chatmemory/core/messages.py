@@ -1,0 +1,329 @@
+"""Immutable chat message types.
+
+Messages are frozen, slotted dataclasses that compare by value. Every mutable input (attribute dicts,
+lists, content sequences) is copied when a message is built, so a message never changes afterwards.
+Messages hash by value too (attribute dicts included), which lets token estimates be cached per
+distinct message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+__all__ = [
+    "AiMessage",
+    "AudioContent",
+    "ChatMessage",
+    "Content",
+    "CustomMessage",
+    "ImageContent",
+    "PdfFileContent",
+    "SystemMessage",
+    "TextContent",
+    "ToolExecutionRequest",
+    "ToolExecutionResultMessage",
+    "UserMessage",
+    "VideoContent",
+]
+
+JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
+
+# orjson (and most JSON consumers) only represent 64-bit integers; anything wider would fail to persist.
+_MIN_INT = -(2**63)
+_MAX_INT = 2**64 - 1
+
+
+def _copy_json(value: Any, key: str) -> Any:
+    """Deep-copy a JSON-native value, rejecting anything that would not survive persistence."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        if not _MIN_INT <= value <= _MAX_INT:
+            raise TypeError(f"attribute {key!r} holds an integer outside the 64-bit range: {value}")
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"attribute {key!r} holds a non-finite float ({value}), which JSON cannot hold")
+        return float(value)
+    if isinstance(value, list):
+        return [_copy_json(item, key) for item in value]
+    if isinstance(value, dict):
+        copied: dict[str, Any] = {}
+        for inner_key, inner_value in value.items():
+            if not isinstance(inner_key, str):
+                raise TypeError(f"attribute {key!r} holds a dict with a non-str key {inner_key!r}")
+            copied[inner_key] = _copy_json(inner_value, key)
+        return copied
+    raise TypeError(
+        f"attribute {key!r} holds a {type(value).__name__}; attributes accept JSON-native values only "
+        "(str, int, float, bool, None, list, dict with str keys)"
+    )
+
+
+def _copy_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, Mapping):
+        raise TypeError(f"attributes must be a dict, not {type(attributes).__name__}")
+    copied: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if not isinstance(key, str):
+            raise TypeError(f"attribute key {key!r} is not a str")
+        copied[key] = _copy_json(value, key)
+    return copied
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable image of a JSON-native value, consistent with ``==`` on the original."""
+    if isinstance(value, dict):
+        return frozenset((key, _freeze(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return tuple(_freeze(item) for item in value)
+    return value
+
+
+def _require_str(owner: str, name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        expected = "a str or None" if optional else "a str"
+        raise TypeError(f"{owner}.{name} must be {expected}, not {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------------------------- contents
+
+
+@dataclass(frozen=True, slots=True)
+class TextContent:
+    """A text part of a user message."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        _require_str("TextContent", "text", self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class _MediaContent:
+    url: str | None = None
+    base64_data: str | None = None
+    mime_type: str | None = None
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        _require_str(owner, "url", self.url, optional=True)
+        _require_str(owner, "base64_data", self.base64_data, optional=True)
+        _require_str(owner, "mime_type", self.mime_type, optional=True)
+        if self.url is None and self.base64_data is None:
+            raise ValueError(f"{owner} needs a url or base64_data")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageContent(_MediaContent):
+    """An image part, by URL or inline base64 data; ``detail_level`` is e.g. ``"LOW"``/``"HIGH"``/``"AUTO"``."""
+
+    detail_level: str | None = None
+
+    def __post_init__(self) -> None:
+        _MediaContent.__post_init__(self)
+        _require_str("ImageContent", "detail_level", self.detail_level, optional=True)
+
+
+@dataclass(frozen=True, slots=True)
+class AudioContent(_MediaContent):
+    """An audio part, by URL or inline base64 data."""
+
+
+@dataclass(frozen=True, slots=True)
+class VideoContent(_MediaContent):
+    """A video part, by URL or inline base64 data."""
+
+
+@dataclass(frozen=True, slots=True)
+class PdfFileContent(_MediaContent):
+    """A PDF file part, by URL or inline base64 data."""
+
+
+Content = Union[TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent]
+_CONTENT_TYPES = (TextContent, ImageContent, AudioContent, VideoContent, PdfFileContent)
+
+
+# --------------------------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """Instructions for the model; a window memory holds at most one and never evicts it."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        _require_str("SystemMessage", "text", self.text)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class UserMessage:
+    """What the user said: one or more content parts, an optional name and attributes.
+
+    ``UserMessage("hi")`` builds a single text part; so does ``UserMessage.from_text("hi")``.
+    """
+
+    contents: tuple[Content, ...]
+    name: str | None
+    attributes: dict[str, Any] = field(hash=False)
+
+    def __init__(
+        self,
+        contents: str | Content | Iterable[str | Content],
+        name: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        parts: list[Content] = []
+        items: Iterable[str | Content]
+        items = [contents] if isinstance(contents, (str, *_CONTENT_TYPES)) else contents
+        if not isinstance(items, Iterable):
+            raise TypeError(f"UserMessage.contents must be a str, a content part or an iterable of them, "
+                            f"not {type(contents).__name__}")
+        for item in items:
+            if isinstance(item, str):
+                parts.append(TextContent(item))
+            elif isinstance(item, _CONTENT_TYPES):
+                parts.append(item)
+            else:
+                raise TypeError(f"UserMessage content parts must be str or content objects, not {type(item).__name__}")
+        if not parts:
+            raise ValueError("UserMessage needs at least one content part")
+        _require_str("UserMessage", "name", name, optional=True)
+        object.__setattr__(self, "contents", tuple(parts))
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "attributes", _copy_attributes(attributes))
+
+    @classmethod
+    def from_text(cls, text: str, name: str | None = None) -> UserMessage:
+        """A user message with a single text part."""
+        return cls(TextContent(text), name=name)
+
+    @property
+    def text(self) -> str:
+        """The text, when the message holds exactly one part and it is text."""
+        if len(self.contents) == 1 and isinstance(self.contents[0], TextContent):
+            return self.contents[0].text
+        raise ValueError("UserMessage.text needs exactly one TextContent part; read .contents instead")
+
+    def has_single_text(self) -> bool:
+        """Whether ``.text`` may be read."""
+        return len(self.contents) == 1 and isinstance(self.contents[0], TextContent)
+
+    def __hash__(self) -> int:
+        return hash((UserMessage, self.contents, self.name, _freeze(self.attributes)))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionRequest:
+    """A tool call the model asked for; ``arguments`` is the model's raw JSON string, kept byte for byte."""
+
+    id: str | None
+    name: str
+    arguments: str
+
+    def __post_init__(self) -> None:
+        _require_str("ToolExecutionRequest", "id", self.id, optional=True)
+        _require_str("ToolExecutionRequest", "name", self.name)
+        _require_str("ToolExecutionRequest", "arguments", self.arguments)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class AiMessage:
+    """What the model answered: text, tool calls, its thinking, attributes (e.g. a thought signature)."""
+
+    text: str | None
+    tool_execution_requests: tuple[ToolExecutionRequest, ...]
+    thinking: str | None
+    attributes: dict[str, Any] = field(hash=False)
+
+    def __init__(
+        self,
+        text: str | None = None,
+        tool_execution_requests: Iterable[ToolExecutionRequest] = (),
+        thinking: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        _require_str("AiMessage", "text", text, optional=True)
+        _require_str("AiMessage", "thinking", thinking, optional=True)
+        requests = tuple(tool_execution_requests)
+        for request in requests:
+            if not isinstance(request, ToolExecutionRequest):
+                raise TypeError(f"AiMessage.tool_execution_requests holds a {type(request).__name__}, "
+                                "not a ToolExecutionRequest")
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "tool_execution_requests", requests)
+        object.__setattr__(self, "thinking", thinking)
+        object.__setattr__(self, "attributes", _copy_attributes(attributes))
+
+    def has_tool_execution_requests(self) -> bool:
+        """Whether the model asked for at least one tool call."""
+        return bool(self.tool_execution_requests)
+
+    def __hash__(self) -> int:
+        return hash((AiMessage, self.text, self.tool_execution_requests, self.thinking, _freeze(self.attributes)))
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class ToolExecutionResultMessage:
+    """The result of one tool call, linked to its request by ``id``."""
+
+    id: str | None
+    tool_name: str
+    text: str
+    is_error: bool
+    attributes: dict[str, Any] = field(hash=False)
+
+    def __init__(
+        self,
+        id: str | None,  # noqa: A002 - the public name mirrors the request's id
+        tool_name: str,
+        text: str,
+        is_error: bool = False,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        _require_str("ToolExecutionResultMessage", "id", id, optional=True)
+        _require_str("ToolExecutionResultMessage", "tool_name", tool_name)
+        _require_str("ToolExecutionResultMessage", "text", text)
+        if not isinstance(is_error, bool):
+            raise TypeError(f"ToolExecutionResultMessage.is_error must be a bool, not {type(is_error).__name__}")
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "tool_name", tool_name)
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "is_error", is_error)
+        object.__setattr__(self, "attributes", _copy_attributes(attributes))
+
+    def __hash__(self) -> int:
+        return hash((ToolExecutionResultMessage, self.id, self.tool_name, self.text, self.is_error,
+                     _freeze(self.attributes)))
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class CustomMessage:
+    """An application-specific entry; never treated as a system message or a tool message."""
+
+    attributes: dict[str, Any] = field(hash=False)
+
+    def __init__(self, attributes: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "attributes", _copy_attributes(attributes))
+
+    def __hash__(self) -> int:
+        return hash((CustomMessage, _freeze(self.attributes)))
+
+
+ChatMessage = Union[SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage]
+MESSAGE_TYPES: tuple[type, ...] = (SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage)
+
+
+def require_message(value: object) -> None:
+    """Raise ``TypeError`` unless ``value`` is one of the chat message types."""
+    if not isinstance(value, MESSAGE_TYPES):
+        raise TypeError(f"expected a chat message (SystemMessage, UserMessage, AiMessage, "
+                        f"ToolExecutionResultMessage, CustomMessage), got {type(value).__name__}")

@@ -1,0 +1,88 @@
+"""The sequence diff: how a stored list becomes the new list with the fewest writes.
+
+A window memory changes its list in one shape almost every turn: some old messages are evicted (usually
+from the head, or right after a system message kept first) and new ones are appended. Stores that keep a
+row or element per message write only that difference: delete the evicted ones, append the new tail.
+This module computes the plan; it does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chatmemory.core.messages import ChatMessage
+
+__all__ = ["SequenceDiff", "diff_messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceDiff:
+    """The plan that turns ``old`` into ``new``: ``new == [old[i] for i in kept] + list(appended)``.
+
+    Attributes:
+        kept: positions in ``old`` that stay, ascending.
+        deleted: positions in ``old`` that go, ascending.
+        appended: the messages that follow the kept ones.
+        old_length: ``len(old)``.
+    """
+
+    kept: tuple[int, ...]
+    deleted: tuple[int, ...]
+    appended: tuple[ChatMessage, ...]
+    old_length: int
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing to write."""
+        return not self.deleted and not self.appended
+
+    @property
+    def is_rewrite(self) -> bool:
+        """Nothing of ``old`` survives although there was something: write the new list whole."""
+        return not self.kept and self.old_length > 0
+
+    @property
+    def head_trim(self) -> int | None:
+        """How many messages go from the head, if exactly the first ``n`` go; else ``None``."""
+        count = len(self.deleted)
+        if count == 0 or self.deleted[-1] == count - 1:
+            return count
+        return None
+
+    @property
+    def deleted_span(self) -> int:
+        """How many leading positions a store must touch to delete: ``max(deleted) + 1`` (0 if none)."""
+        return self.deleted[-1] + 1 if self.deleted else 0
+
+
+def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> SequenceDiff:
+    """Plan the writes that turn ``old`` into ``new``.
+
+    The longest prefix of ``new`` that is a subsequence of ``old`` is kept in place (matched to the latest
+    possible positions, so that evictions land at the head); everything after it is appended. When no
+    prefix matches (a new system message put first, a wholly different list), ``kept`` is empty and the
+    store rewrites the list.
+    """
+    # Earliest matching finds the longest prefix of `new` that is a subsequence of `old`.
+    position = 0
+    prefix = 0
+    for message in new:
+        while position < len(old) and old[position] != message:
+            position += 1
+        if position == len(old):
+            break
+        position += 1
+        prefix += 1
+    # Latest matching of that prefix prefers deleting older messages, keeping deletions at the head.
+    kept: list[int] = []
+    position = len(old) - 1
+    for message in reversed(new[:prefix]):
+        while old[position] != message:
+            position -= 1
+        kept.append(position)
+        position -= 1
+    kept.reverse()
+    kept_set = set(kept)
+    deleted = tuple(index for index in range(len(old)) if index not in kept_set)
+    return SequenceDiff(tuple(kept), deleted, tuple(new[prefix:]), len(old))

@@ -1,0 +1,217 @@
+"""The window algorithm: a pure function from (stored messages, added messages) to the new window.
+
+No I/O happens here. Window memories, the asyncio mirror and tests all use the same functions.
+
+Rules (SEMANTICS.md §3):
+
+* At most one system message is held. Adding one equal to the held one changes nothing; a different one
+  replaces it, appended at the end or put first when ``always_keep_system_message_first``.
+* While the window weighs more than the limit, the oldest message that is not the system message is
+  evicted. The system message is never evicted, wherever it sits.
+* Evicting an AI message with tool calls evicts the results of those calls too: by request id where ids
+  are present, else the results directly after it. After an eviction the window never starts (after the
+  system message) with a tool result whose request is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from chatmemory.core.messages import (
+    AiMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolExecutionResultMessage,
+    require_message,
+)
+
+__all__ = ["WindowUpdate", "add_messages", "evict", "fit_window"]
+
+MessageWeight = Callable[[ChatMessage], int]
+TotalWeight = Callable[[Sequence[ChatMessage]], int]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowUpdate:
+    """The outcome of applying messages to a window.
+
+    Attributes:
+        messages: the new window.
+        changed: whether the window differs from the stored one (``False``: no write is needed).
+        evicted: the messages evicted to fit the limit, oldest first.
+        oversized: messages that alone weigh more than the whole limit (evicted, or kept if system).
+    """
+
+    messages: list[ChatMessage]
+    changed: bool
+    evicted: list[ChatMessage]
+    oversized: list[ChatMessage]
+
+
+def _system_index(messages: Sequence[ChatMessage]) -> int | None:
+    for index, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            return index
+    return None
+
+
+def _place_messages(
+    current: Sequence[ChatMessage], added: Sequence[ChatMessage], always_keep_system_message_first: bool
+) -> tuple[list[ChatMessage], bool]:
+    window = list(current)
+    changed = False
+    for message in added:
+        require_message(message)
+        if isinstance(message, SystemMessage):
+            held = _system_index(window)
+            if held is not None:
+                if window[held] == message:
+                    continue
+                del window[held]
+            if always_keep_system_message_first:
+                window.insert(0, message)
+            else:
+                window.append(message)
+        else:
+            window.append(message)
+        changed = True
+    return window, changed
+
+
+def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> set[int]:
+    """Indices of the tool results that belong to the AI message that stood at ``position``."""
+    ids = {request.id for request in ai.tool_execution_requests if request.id is not None}
+    positional = any(request.id is None for request in ai.tool_execution_requests)
+    doomed = {
+        index
+        for index, message in enumerate(window)
+        if isinstance(message, ToolExecutionResultMessage) and message.id is not None and message.id in ids
+    }
+    if positional:
+        # Requests without ids can only be matched the way LangChain4j does: the results right after them.
+        index = position
+        while index < len(window) and isinstance(window[index], ToolExecutionResultMessage):
+            result = window[index]
+            assert isinstance(result, ToolExecutionResultMessage)
+            if result.id is None:
+                doomed.add(index)
+            index += 1
+    return doomed
+
+
+def _requested_ids(window: Sequence[ChatMessage]) -> set[str]:
+    return {
+        request.id
+        for message in window
+        if isinstance(message, AiMessage)
+        for request in message.tool_execution_requests
+        if request.id is not None
+    }
+
+
+def _leading_orphans(window: Sequence[ChatMessage]) -> list[int]:
+    """Tool results at the head of the window (system message aside) whose request is not in the window."""
+    requested = _requested_ids(window)
+    orphans: list[int] = []
+    for index, message in enumerate(window):
+        if isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, ToolExecutionResultMessage) and (message.id is None or message.id not in requested):
+            orphans.append(index)
+            continue
+        break
+    return orphans
+
+
+def evict(
+    window: list[ChatMessage],
+    limit: int,
+    weight: MessageWeight,
+    total: TotalWeight | None = None,
+) -> tuple[list[ChatMessage], list[ChatMessage]]:
+    """Evict from ``window`` (in place) until it weighs at most ``limit``.
+
+    Args:
+        window: the messages, oldest first; changed in place.
+        limit: the largest total weight allowed.
+        weight: the weight of one message (1 for a message window, tokens for a token window).
+        total: the weight of a whole window when it is not the sum of its messages (per-request overhead).
+
+    Returns:
+        The evicted messages (oldest first) and the window.
+    """
+    weights = [weight(message) for message in window]
+    current_total = total(window) if total is not None else sum(weights)
+    evicted: list[ChatMessage] = []
+    evicted_any = False
+    while current_total > limit:
+        victim = next((i for i, m in enumerate(window) if not isinstance(m, SystemMessage)), None)
+        if victim is None:
+            break
+        doomed = {victim}
+        message = window[victim]
+        if isinstance(message, AiMessage) and message.tool_execution_requests:
+            doomed |= _results_of(window, victim + 1, message)
+        for index in sorted(doomed, reverse=True):
+            evicted.append(window.pop(index))
+            current_total -= weights.pop(index)
+        evicted_any = True
+        for index in reversed(_leading_orphans(window)):
+            evicted.append(window.pop(index))
+            current_total -= weights.pop(index)
+        if total is not None:
+            current_total = total(window)
+    if evicted_any:
+        # Results of requests evicted earlier can still be at the head when the limit was met exactly.
+        for index in reversed(_leading_orphans(window)):
+            evicted.append(window.pop(index))
+    return evicted, window
+
+
+def add_messages(
+    current: Sequence[ChatMessage],
+    added: Sequence[ChatMessage],
+    *,
+    limit: int,
+    weight: MessageWeight,
+    total: TotalWeight | None = None,
+    always_keep_system_message_first: bool = False,
+) -> WindowUpdate:
+    """Apply ``added`` to the stored window ``current`` and evict down to ``limit``.
+
+    Returns a :class:`WindowUpdate`; ``changed`` is ``False`` when nothing needs writing (for example an
+    add of the system message already held).
+    """
+    window, changed = _place_messages(current, added, always_keep_system_message_first)
+    if not changed:
+        return WindowUpdate(list(current), False, [], [])
+    oversized = [message for message in window if message in added and weight(message) > limit]
+    evicted, window = evict(window, limit, weight, total)
+    return WindowUpdate(window, True, evicted, oversized)
+
+
+def fit_window(
+    messages: Sequence[ChatMessage],
+    *,
+    limit: int,
+    weight: MessageWeight,
+    total: TotalWeight | None = None,
+    always_keep_system_message_first: bool = False,
+) -> WindowUpdate:
+    """The window for a wholesale replacement (``set``): at most one system message, evicted to ``limit``.
+
+    Raises:
+        ValueError: if ``messages`` holds more than one system message.
+    """
+    for message in messages:
+        require_message(message)
+    systems = [index for index, message in enumerate(messages) if isinstance(message, SystemMessage)]
+    if len(systems) > 1:
+        raise ValueError(f"a memory holds at most one system message; got {len(systems)} (at indices {systems})")
+    window = list(messages)
+    if systems and always_keep_system_message_first and systems[0] != 0:
+        window.insert(0, window.pop(systems[0]))
+    oversized = [message for message in window if weight(message) > limit]
+    evicted, window = evict(window, limit, weight, total)
+    return WindowUpdate(window, True, evicted, oversized)

@@ -1,0 +1,31 @@
+"""Serialization: chatmemory's versioned JSON format and codecs for LangChain4j and OpenAI messages.
+
+* :func:`dumps` / :func:`loads` — the native, versioned format (orjson).
+* :mod:`chatmemory.serialization.langchain4j` — LangChain4j's ``ChatMessageSerializer`` JSON.
+* :func:`to_openai` / :func:`from_openai` — OpenAI Chat Completions message dicts.
+"""
+
+from __future__ import annotations
+
+from chatmemory.serialization.native import (
+    FORMAT_VERSION,
+    dumps,
+    dumps_message,
+    loads,
+    loads_message,
+    message_from_dict,
+    message_to_dict,
+)
+from chatmemory.serialization.openai import from_openai, to_openai
+
+__all__ = [
+    "FORMAT_VERSION",
+    "dumps",
+    "dumps_message",
+    "from_openai",
+    "loads",
+    "loads_message",
+    "message_from_dict",
+    "message_to_dict",
+    "to_openai",
+]

@@ -1,0 +1,134 @@
+"""A store in this process's memory: for tests, demos and single-process services."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.store import Snapshot
+from chatmemory.serialization.native import loads
+
+__all__ = ["InMemoryChatMemoryStore"]
+
+
+@dataclass(slots=True)
+class _Entry:
+    version: int
+    messages: tuple[ChatMessage, ...] | None
+    raw: bytes | None
+    expires_at: float | None
+
+
+class InMemoryChatMemoryStore:
+    """A thread-safe store in a dict; supports versioning, listing and TTL.
+
+    It keeps its own tuple of the (immutable) messages, never the caller's list. Versions come from one
+    counter per store, so a memory deleted and written again never repeats a version.
+
+    Args:
+        ttl: seconds a memory lives after its last write (``None``: forever).
+        clock: the time source for ``ttl`` (monotonic seconds).
+    """
+
+    def __init__(self, *, ttl: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ValueError("ttl must be > 0 seconds, or None")
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._versions = itertools.count(1)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: object) -> InMemoryChatMemoryStore:
+        """Build from ``memory://`` (options are passed to the constructor)."""
+        if not url.startswith("memory:"):
+            raise ValueError(f"InMemoryChatMemoryStore takes memory:// URLs, not {url!r}")
+        return cls(**options)  # type: ignore[arg-type]
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._ttl
+
+    def _live(self, memory_id: str) -> _Entry | None:
+        entry = self._entries.get(memory_id)
+        if entry is not None and entry.expires_at is not None and entry.expires_at <= self._clock():
+            del self._entries[memory_id]
+            return None
+        return entry
+
+    def _write(self, memory_id: str, messages: Sequence[ChatMessage]) -> int:
+        version = next(self._versions)
+        expires_at = None if self._ttl is None else self._clock() + self._ttl
+        self._entries[memory_id] = _Entry(version, tuple(messages), None, expires_at)
+        return version
+
+    def load(self, memory_id: str) -> Snapshot:
+        """The messages of ``memory_id`` and their version."""
+        memory_id = validate_memory_id(memory_id)
+        with self._lock:
+            entry = self._live(memory_id)
+            if entry is None:
+                return Snapshot([], 0)
+            if entry.messages is None:
+                assert entry.raw is not None
+                entry.messages = tuple(loads(entry.raw, memory_id=memory_id))
+                entry.raw = None
+            return Snapshot(list(entry.messages), entry.version)
+
+    def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        """The stored messages of ``memory_id``, oldest first."""
+        return self.load(memory_id).messages
+
+    def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
+        memory_id = validate_memory_id(memory_id)
+        for message in messages:
+            require_message(message)
+        with self._lock:
+            entry = self._live(memory_id)
+            current = 0 if entry is None else entry.version
+            if current != expected_version:
+                raise ConcurrentUpdateError(memory_id, expected_version)
+            return self._write(memory_id, messages)
+
+    def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+        """Replace the stored messages of ``memory_id``."""
+        memory_id = validate_memory_id(memory_id)
+        for message in messages:
+            require_message(message)
+        with self._lock:
+            self._write(memory_id, messages)
+
+    def delete_messages(self, memory_id: str) -> None:
+        """Remove ``memory_id``; idempotent."""
+        memory_id = validate_memory_id(memory_id)
+        with self._lock:
+            self._entries.pop(memory_id, None)
+
+    def memory_ids(self) -> Iterator[str]:
+        """The ids of the live memories, in insertion order."""
+        with self._lock:
+            ids = [memory_id for memory_id in list(self._entries) if self._live(memory_id) is not None]
+        return iter(ids)
+
+    def write_raw(self, memory_id: str, payload: bytes) -> None:
+        """Store a native payload as it is, decoded (and checked) only when read.
+
+        This is how data from elsewhere (a file, another store) is imported without decoding it twice,
+        and how the contract suite plants corrupted data.
+        """
+        memory_id = validate_memory_id(memory_id)
+        with self._lock:
+            expires_at = None if self._ttl is None else self._clock() + self._ttl
+            self._entries[memory_id] = _Entry(next(self._versions), None, bytes(payload), expires_at)
+
+    def __repr__(self) -> str:
+        return f"InMemoryChatMemoryStore(ttl={self._ttl!r})"

@@ -1,0 +1,55 @@
+"""``open_store(url)``: pick a store class by URL scheme, importing only that store's module."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from urllib.parse import urlsplit
+
+from chatmemory.core.store import ChatMemoryStore
+
+__all__ = ["STORE_SCHEMES", "open_store"]
+
+STORE_SCHEMES: dict[str, str] = {
+    "memory": "chatmemory.stores.memory:InMemoryChatMemoryStore",
+    "redis": "chatmemory.stores.redis:RedisChatMemoryStore",
+    "rediss": "chatmemory.stores.redis:RedisChatMemoryStore",
+    "redis+cluster": "chatmemory.stores.redis:RedisChatMemoryStore",
+    "rediss+cluster": "chatmemory.stores.redis:RedisChatMemoryStore",
+    "sqlite": "chatmemory.stores.sql:SQLChatMemoryStore",
+    "postgresql": "chatmemory.stores.sql:SQLChatMemoryStore",
+    "postgres": "chatmemory.stores.sql:SQLChatMemoryStore",
+    "mysql": "chatmemory.stores.sql:SQLChatMemoryStore",
+    "mariadb": "chatmemory.stores.sql:SQLChatMemoryStore",
+    "mongodb": "chatmemory.stores.mongodb:MongoChatMemoryStore",
+    "mongodb+srv": "chatmemory.stores.mongodb:MongoChatMemoryStore",
+}
+"""URL scheme (the part before any ``+driver`` suffix, except where listed whole) → ``module:Class``."""
+
+
+def _target(scheme: str) -> str:
+    scheme = scheme.lower()
+    if scheme in STORE_SCHEMES:
+        return STORE_SCHEMES[scheme]
+    base = scheme.split("+", 1)[0]
+    if base in STORE_SCHEMES:
+        return STORE_SCHEMES[base]
+    known = ", ".join(sorted(STORE_SCHEMES))
+    raise ValueError(f"no chatmemory store for URL scheme {scheme!r}; known schemes: {known}")
+
+
+def open_store(url: str, **options: Any) -> ChatMemoryStore:
+    """Open the store a URL names, passing ``options`` to its constructor.
+
+    ``memory://``, ``redis://host/0``, ``redis+cluster://host:7000``, ``sqlite:///file.db``,
+    ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``. The store owns (and closes) the
+    client or engine it builds from the URL.
+    """
+    scheme = urlsplit(url).scheme
+    if not scheme:
+        raise ValueError(f"{url!r} is not a store URL (it has no scheme, e.g. redis://localhost:6379/0)")
+    module_name, class_name = _target(scheme).split(":")
+    store_class = getattr(importlib.import_module(module_name), class_name)
+    from_url = getattr(store_class, "from_url", None)
+    store: ChatMemoryStore = from_url(url, **options) if from_url is not None else store_class(url, **options)
+    return store
