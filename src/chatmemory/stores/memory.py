@@ -12,7 +12,7 @@ from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.store import Snapshot
-from chatmemory.serialization.native import loads
+from chatmemory.serialization.native import loads_message
 
 __all__ = ["InMemoryChatMemoryStore"]
 
@@ -21,7 +21,7 @@ __all__ = ["InMemoryChatMemoryStore"]
 class _Entry:
     version: int
     messages: tuple[ChatMessage, ...] | None
-    raw: bytes | None
+    raw: tuple[bytes, ...] | None
     expires_at: float | None
 
 
@@ -79,7 +79,7 @@ class InMemoryChatMemoryStore:
                 return Snapshot([], 0)
             if entry.messages is None:
                 assert entry.raw is not None
-                entry.messages = tuple(loads(entry.raw, memory_id=memory_id))
+                entry.messages = tuple(loads_message(record, memory_id=memory_id) for record in entry.raw)
                 entry.raw = None
             return Snapshot(list(entry.messages), entry.version)
 
@@ -119,16 +119,16 @@ class InMemoryChatMemoryStore:
             ids = [memory_id for memory_id in list(self._entries) if self._live(memory_id) is not None]
         return iter(ids)
 
-    def write_raw(self, memory_id: str, payload: bytes) -> None:
-        """Store a native payload as it is, decoded (and checked) only when read.
+    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
-        This is how data from elsewhere (a file, another store) is imported without decoding it twice,
-        and how the contract suite plants corrupted data.
+        This imports data from another store without decoding it twice, and is how the contract suite
+        plants corrupted data.
         """
         memory_id = validate_memory_id(memory_id)
         with self._lock:
             expires_at = None if self._ttl is None else self._clock() + self._ttl
-            self._entries[memory_id] = _Entry(next(self._versions), None, bytes(payload), expires_at)
+            self._entries[memory_id] = _Entry(next(self._versions), None, tuple(bytes(r) for r in records), expires_at)
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(ttl={self._ttl!r})"

@@ -1,0 +1,1 @@
+"""Test support: finding servers and opening stores on them."""
