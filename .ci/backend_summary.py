@@ -28,7 +28,7 @@ def main(path: str) -> None:
     for backend in (*BACKENDS, "core"):
         if backend in counts:
             c = counts[backend]
-            print(f"{backend:>14}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+            print(f"  {backend:<14} passed={c['passed']:<5} failed={c['failed']:<4} skipped={c['skipped']}")
 
 
 if __name__ == "__main__":
