@@ -184,7 +184,8 @@ class UserMessage:
         parts: list[Content] = []
         items: Iterable[str | Content]
         items = [contents] if isinstance(contents, (str, *_CONTENT_TYPES)) else contents
-        if not isinstance(items, Iterable):
+        # A mapping or bytes is iterable but never a list of parts: iterating would turn keys or ints into text.
+        if not isinstance(items, Iterable) or isinstance(items, (Mapping, bytes, bytearray)):
             raise TypeError(f"UserMessage.contents must be a str, a content part or an iterable of them, "
                             f"not {type(contents).__name__}")
         for item in items:

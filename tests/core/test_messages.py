@@ -1,0 +1,281 @@
+"""Messages: immutable values, copied inputs, equality and hashing by value, strict validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from chatmemory import (
+    AiMessage,
+    AudioContent,
+    CustomMessage,
+    ImageContent,
+    PdfFileContent,
+    SystemMessage,
+    TextContent,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+    VideoContent,
+)
+
+MEDIA = [ImageContent, AudioContent, VideoContent, PdfFileContent]
+
+
+def _with_attributes(kind: str, attributes: object) -> object:
+    builders = {
+        "user": lambda: UserMessage("hi", attributes=attributes),
+        "ai": lambda: AiMessage("hi", attributes=attributes),
+        "tool": lambda: ToolExecutionResultMessage("c1", "t", "r", attributes=attributes),
+        "custom": lambda: CustomMessage(attributes),  # type: ignore[arg-type]
+    }
+    return builders[kind]()
+
+
+KINDS = ["user", "ai", "tool", "custom"]
+
+
+# ------------------------------------------------------------------------------------------ immutability
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "value"),
+    [
+        (SystemMessage("s"), "text", "x"),
+        (UserMessage("u"), "name", "x"),
+        (AiMessage("a"), "text", "x"),
+        (ToolExecutionResultMessage("c", "t", "r"), "text", "x"),
+        (CustomMessage({"k": 1}), "attributes", {}),
+        (ToolExecutionRequest("c", "t", "{}"), "arguments", "x"),
+        (TextContent("t"), "text", "x"),
+        (ImageContent(url="http://x"), "url", "y"),
+    ],
+)
+def test_fields_cannot_be_assigned(message: object, field: str, value: object) -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(message, field, value)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_attribute_dicts_are_copied_deeply(kind: str) -> None:
+    nested = {"list": [1, {"deep": "x"}], "dict": {"a": [1, 2]}}
+    message = _with_attributes(kind, nested)
+    before = _with_attributes(kind, {"list": [1, {"deep": "x"}], "dict": {"a": [1, 2]}})
+    nested["list"][1]["deep"] = "changed"  # type: ignore[index]
+    nested["list"].append(3)  # type: ignore[attr-defined]
+    nested["dict"]["a"].append(3)  # type: ignore[index]
+    nested["new"] = 1
+    assert message == before
+    assert message.attributes == {"list": [1, {"deep": "x"}], "dict": {"a": [1, 2]}}  # type: ignore[attr-defined]
+
+
+def test_content_and_request_lists_are_copied() -> None:
+    parts: list[object] = ["one", TextContent("two")]
+    user = UserMessage(parts)  # type: ignore[arg-type]
+    parts.append("three")
+    assert len(user.contents) == 2
+    assert isinstance(user.contents, tuple)
+    requests = [ToolExecutionRequest("c1", "t", "{}")]
+    ai = AiMessage(tool_execution_requests=requests)
+    requests.append(ToolExecutionRequest("c2", "t", "{}"))
+    assert ai.tool_execution_requests == (ToolExecutionRequest("c1", "t", "{}"),)
+
+
+def test_generator_contents_are_materialised() -> None:
+    user = UserMessage(text for text in ["a", "b"])
+    assert user.contents == (TextContent("a"), TextContent("b"))
+    ai = AiMessage(tool_execution_requests=(ToolExecutionRequest(str(i), "t", "{}") for i in range(2)))
+    assert len(ai.tool_execution_requests) == 2
+
+
+# --------------------------------------------------------------------------------------- equality, hash
+
+
+def _pairs() -> list[tuple[object, object]]:
+    attributes = {"signature": "abc", "n": [1, 2.5, None, True], "d": {"x": {"y": "z"}}}
+    return [
+        (SystemMessage("s"), SystemMessage("s")),
+        (UserMessage("u", name="n", attributes=attributes), UserMessage([TextContent("u")], "n", dict(attributes))),
+        (
+            AiMessage("a", [ToolExecutionRequest("c", "t", '{"a": 1}')], "think", attributes),
+            AiMessage("a", (ToolExecutionRequest("c", "t", '{"a": 1}'),), "think", dict(attributes)),
+        ),
+        (ToolExecutionResultMessage("c", "t", "r", True, attributes), ToolExecutionResultMessage("c", "t", "r", True,
+                                                                                                  attributes)),
+        (CustomMessage(attributes), CustomMessage(dict(attributes))),
+        (UserMessage(ImageContent(url="u", detail_level="LOW")),
+         UserMessage([ImageContent(url="u", detail_level="LOW")])),
+    ]
+
+
+@pytest.mark.parametrize(("left", "right"), _pairs())
+def test_equal_by_value_and_hash_alike(left: object, right: object) -> None:
+    assert left is not right
+    assert left == right
+    assert hash(left) == hash(right)
+    assert len({left, right}) == 1
+
+
+def test_dict_key_order_does_not_matter() -> None:
+    left = CustomMessage({"a": 1, "b": {"x": 1, "y": 2}})
+    right = CustomMessage({"b": {"y": 2, "x": 1}, "a": 1})
+    assert left == right
+    assert hash(left) == hash(right)
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        (SystemMessage("s"), SystemMessage("t")),
+        (SystemMessage("s"), UserMessage("s")),
+        (UserMessage("u"), UserMessage("u", name="n")),
+        (UserMessage("u", attributes={"a": 1}), UserMessage("u", attributes={"a": 2})),
+        (AiMessage("a"), AiMessage("a", thinking="t")),
+        (AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{}")]),
+         AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{ }")])),
+        (ToolExecutionResultMessage("c", "t", "r"), ToolExecutionResultMessage("c", "t", "r", is_error=True)),
+        (CustomMessage({"a": [1, 2]}), CustomMessage({"a": [2, 1]})),
+        (CustomMessage({"a": {"b": 1}}), CustomMessage({"a": [["b", 1]]})),
+    ],
+)
+def test_different_values_are_unequal(left: object, right: object) -> None:
+    assert left != right
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {1, 2},
+        (1, 2),
+        b"bytes",
+        bytearray(b"x"),
+        object(),
+        {1: "non-str key"},
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        2**64,
+        -(2**63) - 1,
+        [1, {"inner": {3}}],
+        {"inner": (1,)},
+        complex(1, 2),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_non_json_attribute_values_raise_type_error_naming_the_key(kind: str, bad: object) -> None:
+    with pytest.raises(TypeError, match="the_key"):
+        _with_attributes(kind, {"the_key": bad})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_non_str_attribute_key_raises(kind: str) -> None:
+    with pytest.raises(TypeError, match="42"):
+        _with_attributes(kind, {42: "x"})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "good", ["s", 0, -(2**63), 2**64 - 1, 1.5, -0.0, True, None, [], {}, [1, "a", None, {"b": [False]}]]
+)
+def test_json_native_attribute_values_are_accepted(kind: str, good: object) -> None:
+    message = _with_attributes(kind, {"k": good})
+    assert message.attributes == {"k": good}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["user", "ai", "tool"])
+def test_attributes_must_be_a_mapping(kind: str) -> None:
+    with pytest.raises(TypeError):
+        _with_attributes(kind, [("k", "v")])
+
+
+def test_user_message_text_helpers() -> None:
+    assert UserMessage("hi").contents == (TextContent("hi"),)
+    assert UserMessage("hi") == UserMessage.from_text("hi")
+    assert UserMessage.from_text("hi", name="ann") == UserMessage("hi", name="ann")
+    assert UserMessage("hi").text == "hi"
+    assert UserMessage("hi").has_single_text()
+    for multi in (UserMessage(["a", "b"]), UserMessage([ImageContent(url="u")]),
+                  UserMessage(["a", ImageContent(base64_data="AAAA", mime_type="image/png")])):
+        assert not multi.has_single_text()
+        with pytest.raises(ValueError, match="contents"):
+            _ = multi.text
+
+
+@pytest.mark.parametrize("media", MEDIA)
+def test_media_needs_url_or_base64(media: type) -> None:
+    with pytest.raises(ValueError, match="url or base64_data"):
+        media()
+    with pytest.raises(ValueError, match="url or base64_data"):
+        media(mime_type="image/png")
+    assert media(url="https://example.org/x").url == "https://example.org/x"
+    assert media(base64_data="AAAA", mime_type="x/y").base64_data == "AAAA"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: SystemMessage(1),
+        lambda: SystemMessage(None),
+        lambda: TextContent(b"x"),
+        lambda: UserMessage(1),
+        lambda: UserMessage(None),
+        lambda: UserMessage([1]),
+        lambda: UserMessage({"not": "contents"}),
+        lambda: UserMessage(b"bytes"),
+        lambda: UserMessage("u", name=1),
+        lambda: AiMessage(text=1),
+        lambda: AiMessage(thinking=b"x"),
+        lambda: AiMessage(tool_execution_requests=["call"]),
+        lambda: AiMessage(tool_execution_requests=[{"id": "c", "name": "t", "arguments": "{}"}]),
+        lambda: ToolExecutionRequest(1, "t", "{}"),
+        lambda: ToolExecutionRequest("c", None, "{}"),
+        lambda: ToolExecutionRequest("c", "t", {"a": 1}),
+        lambda: ToolExecutionResultMessage(1, "t", "r"),
+        lambda: ToolExecutionResultMessage("c", "t", None),
+        lambda: ToolExecutionResultMessage("c", "t", "r", is_error=1),
+        lambda: ToolExecutionResultMessage("c", "t", "r", is_error="yes"),
+        lambda: ImageContent(url=1),
+        lambda: ImageContent(url="u", detail_level=1),
+        lambda: AudioContent(base64_data=b"AAAA"),
+        lambda: PdfFileContent(url="u", mime_type=1),
+    ],
+)
+def test_wrong_field_types_raise_type_error(build: object) -> None:
+    with pytest.raises(TypeError):
+        build()  # type: ignore[operator]
+
+
+def test_user_message_needs_a_part() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        UserMessage([])
+
+
+def test_tool_ids_may_be_none() -> None:
+    assert ToolExecutionRequest(None, "t", "{}").id is None
+    assert ToolExecutionResultMessage(None, "t", "r").id is None
+
+
+def test_arguments_kept_byte_for_byte() -> None:
+    raw = '{ "b" : 1,"a":[1.0,  2e3], "u": "\\u00e9" }'
+    assert AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", raw)]).tool_execution_requests[
+        0
+    ].arguments == raw
+
+
+def test_has_tool_execution_requests() -> None:
+    assert not AiMessage("a").has_tool_execution_requests()
+    assert AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{}")]).has_tool_execution_requests()
+
+
+def test_nan_check_is_not_fooled_by_float_subclasses() -> None:
+    class Weird(float):
+        pass
+
+    with pytest.raises(TypeError, match="k"):
+        CustomMessage({"k": Weird(math.nan)})
