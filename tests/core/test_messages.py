@@ -144,6 +144,31 @@ def test_different_values_are_unequal(left: object, right: object) -> None:
     assert left != right
 
 
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ({"a": 1}, {"a": True}),
+        ({"a": 0}, {"a": False}),
+        ({"a": 1}, {"a": 1.0}),
+        ({"a": [True]}, {"a": [1]}),
+        ({"a": {"b": 0.0}}, {"a": {"b": -0.0}}),
+    ],
+)
+def test_json_distinct_attribute_values_are_unequal(left: dict[str, object], right: dict[str, object]) -> None:
+    # 1, 1.0 and true are different JSON values and persist differently; a store diffing by equality
+    # would otherwise keep the old one when the new one was written.
+    assert CustomMessage(left) != CustomMessage(right)
+    assert AiMessage("a", attributes=left) != AiMessage("a", attributes=right)
+
+
+def test_strict_attribute_equality_everywhere() -> None:
+    assert UserMessage("u", attributes={"a": 1}) != UserMessage("u", attributes={"a": True})
+    assert ToolExecutionResultMessage("c", "t", "r", attributes={"a": 1}) != ToolExecutionResultMessage(
+        "c", "t", "r", attributes={"a": 1.0})
+    assert UserMessage("u", attributes={"a": 1}) == UserMessage("u", attributes={"a": 1})
+    assert SystemMessage("s") != "s"
+
+
 # --------------------------------------------------------------------------------------------- validation
 
 

@@ -38,8 +38,10 @@ _MAX_INT = 2**64 - 1
 
 def _copy_json(value: Any, key: str) -> Any:
     """Deep-copy a JSON-native value, rejecting anything that would not survive persistence."""
-    if value is None or isinstance(value, (str, bool)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, int):
         if not _MIN_INT <= value <= _MAX_INT:
             raise TypeError(f"attribute {key!r} holds an integer outside the 64-bit range: {value}")
@@ -83,6 +85,23 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(item) for item in value)
     return value
+
+
+def _json_equal(left: Any, right: Any) -> bool:
+    """Equality of copied attribute values as JSON sees them: ``1``, ``1.0`` and ``true`` differ.
+
+    Python's ``==`` calls them equal, but they persist differently, and stores that diff by equality
+    would otherwise keep the old value when a different one was written.
+    """
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_json_equal(item, right[key]) for key, item in left.items())
+    if isinstance(left, list):
+        return len(left) == len(right) and all(_json_equal(a, b) for a, b in zip(left, right))
+    if isinstance(left, float):
+        return left == right and math.copysign(1.0, left) == math.copysign(1.0, right)
+    return bool(left == right)
 
 
 def _require_str(owner: str, name: str, value: object, *, optional: bool = False) -> None:
@@ -218,6 +237,13 @@ class UserMessage:
         """Whether ``.text`` may be read."""
         return len(self.contents) == 1 and isinstance(self.contents[0], TextContent)
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, UserMessage)
+        return (self.contents == other.contents and self.name == other.name
+                and _json_equal(self.attributes, other.attributes))
+
     def __hash__(self) -> int:
         return hash((UserMessage, self.contents, self.name, _freeze(self.attributes)))
 
@@ -268,6 +294,13 @@ class AiMessage:
         """Whether the model asked for at least one tool call."""
         return bool(self.tool_execution_requests)
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, AiMessage)
+        return (self.text == other.text and self.tool_execution_requests == other.tool_execution_requests
+                and self.thinking == other.thinking and _json_equal(self.attributes, other.attributes))
+
     def __hash__(self) -> int:
         return hash((AiMessage, self.text, self.tool_execution_requests, self.thinking, _freeze(self.attributes)))
 
@@ -301,6 +334,13 @@ class ToolExecutionResultMessage:
         object.__setattr__(self, "is_error", is_error)
         object.__setattr__(self, "attributes", _copy_attributes(attributes))
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, ToolExecutionResultMessage)
+        return (self.id == other.id and self.tool_name == other.tool_name and self.text == other.text
+                and self.is_error == other.is_error and _json_equal(self.attributes, other.attributes))
+
     def __hash__(self) -> int:
         return hash((ToolExecutionResultMessage, self.id, self.tool_name, self.text, self.is_error,
                      _freeze(self.attributes)))
@@ -314,6 +354,12 @@ class CustomMessage:
 
     def __init__(self, attributes: Mapping[str, Any]) -> None:
         object.__setattr__(self, "attributes", _copy_attributes(attributes))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, CustomMessage)
+        return _json_equal(self.attributes, other.attributes)
 
     def __hash__(self) -> int:
         return hash((CustomMessage, _freeze(self.attributes)))
