@@ -71,7 +71,7 @@ class _WindowChatMemory:
 
     def __init__(
         self,
-        id: MemoryId,  # noqa: A002 - the public name follows LangChain4j
+        id: MemoryId,
         store: ChatMemoryStore | None,
         limit: Limit,
         always_keep_system_message_first: bool,
@@ -142,7 +142,7 @@ class _WindowChatMemory:
                 store.save(self._id, update.messages, snapshot.version)
             except ConcurrentUpdateError:
                 # Full jitter keeps competing writers from colliding again in lock step.
-                time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))  # noqa: S311 - not security
+                time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
                 continue
             self._report(update, limit)
             return
@@ -187,7 +187,7 @@ class MessageWindowChatMemory(_WindowChatMemory):
 
     def __init__(
         self,
-        id: MemoryId = "default",  # noqa: A002
+        id: MemoryId = "default",
         *,
         max_messages: Limit,
         store: ChatMemoryStore | None = None,
@@ -222,7 +222,7 @@ class TokenWindowChatMemory(_WindowChatMemory):
 
     def __init__(
         self,
-        id: MemoryId = "default",  # noqa: A002
+        id: MemoryId = "default",
         *,
         max_tokens: Limit,
         token_count_estimator: TokenCountEstimator | None = None,

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
-from chatmemory.serialization.native import loads_message
+from chatmemory.serialization.native import dumps_message, loads_message
 
 __all__ = ["InMemoryChatMemoryStore"]
 
@@ -65,6 +66,12 @@ class InMemoryChatMemoryStore:
         return entry
 
     def _write(self, memory_id: str, messages: Sequence[ChatMessage]) -> int:
+        entry = self._entries.get(memory_id)
+        old = entry.messages if entry is not None and entry.messages is not None else ()
+        # Encode what is new, as a persistent store would, so that a message no store can hold (an
+        # unencodable string, an attribute changed after construction) fails here too, changing nothing.
+        for message in diff_messages(old, messages).appended:
+            dumps_message(message)
         version = next(self._versions)
         expires_at = None if self._ttl is None else self._clock() + self._ttl
         self._entries[memory_id] = _Entry(version, tuple(messages), None, expires_at)
