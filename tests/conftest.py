@@ -14,6 +14,8 @@ from chatmemory import ChatMemoryStore
 # (param id / marker, module in support.backends). Adding a backend: one module, one line here.
 BACKENDS: list[tuple[str, str]] = [
     ("memory", "memory"),
+    ("redis", "redis"),
+    ("redis_cluster", "redis_cluster"),
 ]
 
 _opened: dict[str, Backend] = {}

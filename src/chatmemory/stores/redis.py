@@ -1,0 +1,376 @@
+"""The Redis store: one memory is a list of message records and a metadata hash in one hash slot.
+
+Every read and every write is one Lua script run (``EVALSHA``, falling back to ``EVAL`` once per server
+on ``NOSCRIPT``), so each is atomic and one round trip, on a single server and on Redis Cluster alike.
+The layout and the scripts are described in :mod:`chatmemory.stores.redis_scripts`.
+
+Writes are diffs: the store keeps the last snapshot it read or wrote of each memory (a bounded LRU), and
+when a write starts from that snapshot it sends only the new messages and which leading elements to drop.
+The script applies the diff only if the memory is still at that version and incarnation, so a cached
+snapshot can never be applied to a list it did not come from. Reads send the cached version too, and the
+server answers "unchanged" without sending the list when it still holds it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.store import Snapshot
+from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stores._optional import require
+from chatmemory.stores.redis_scripts import READ_SCRIPT, WRITE_SCRIPT
+
+require("redis", feature="RedisChatMemoryStore", extra="redis")
+
+from redis import Redis  # noqa: E402 - only once the extra is known to be installed
+from redis.cluster import RedisCluster  # noqa: E402
+from redis.commands.core import Script  # noqa: E402
+from redis.exceptions import RedisError  # noqa: E402
+
+__all__ = ["RedisChatMemoryStore"]
+
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_WRITTEN, _CONFLICT, _STALE = 0, 1, 2
+_STATUS = {1: _WRITTEN, 0: _CONFLICT, 2: _STALE}
+_ESCAPED_ID = re.compile(rb"(?:[^%{}]|%25|%7B|%7D)+")
+_GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
+_UNESCAPES = {b"%25": b"%", b"%7B": b"{", b"%7D": b"}"}
+
+
+def _escape_id(memory_id: str) -> bytes:
+    """The id as key bytes: ``{`` and ``}`` cannot end or open the hash tag, and ``%`` keeps it reversible."""
+    raw = memory_id.encode("utf-8", "surrogatepass")
+    return raw.replace(b"%", b"%25").replace(b"{", b"%7B").replace(b"}", b"%7D")
+
+
+def _unescape_id(escaped: bytes) -> str | None:
+    """The id back from its key bytes, or ``None`` for a key this store did not write."""
+    if _ESCAPED_ID.fullmatch(escaped) is None:
+        return None
+    raw = re.sub(rb"%(?:25|7B|7D)", lambda match: _UNESCAPES[match.group(0)], escaped)
+    try:
+        return validate_memory_id(raw.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _glob_literal(text: bytes) -> bytes:
+    """``text`` as a SCAN MATCH pattern that matches only itself."""
+    return _GLOB_SPECIAL.sub(rb"\\\1", text)
+
+
+def _seconds(ttl: float | datetime.timedelta | None) -> float | None:
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else float(ttl)
+    if not seconds > 0:
+        raise ValueError(f"ttl must be > 0 seconds, or None; got {ttl!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    """What this store last read or wrote for one memory."""
+
+    version: int
+    incarnation: bytes
+    messages: tuple[ChatMessage, ...]
+
+
+class RedisChatMemoryStore:
+    """A store on Redis or Redis Cluster; supports versioning, listing and TTL.
+
+    Args:
+        url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
+            ``rediss+cluster://`` URL (the store builds the client, owns it and closes it in
+            :meth:`close`), or a ``redis.Redis`` / ``redis.cluster.RedisCluster`` client created with
+            ``decode_responses=False`` (the caller owns and closes it).
+        key_prefix: put before every key; stores with different prefixes share nothing.
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever.
+        refresh_ttl_on_read: reads slide the expiry too.
+        cache_size: how many memories' last snapshots to keep for diffing writes and skipping unchanged
+            reads (``0``: none; every write then sends the whole list).
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | Redis | RedisCluster,
+        *,
+        key_prefix: str = "chatmemory:",
+        ttl: float | datetime.timedelta | None = None,
+        refresh_ttl_on_read: bool = False,
+        cache_size: int = 1024,
+    ) -> None:
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
+        self._ttl = _seconds(ttl)
+        self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
+        self._read_ttl_ms = self._ttl_ms if refresh_ttl_on_read else 0
+        self._refresh_ttl_on_read = refresh_ttl_on_read
+        self._prefix = key_prefix.encode("utf-8")
+        self._key_prefix = key_prefix
+        client: Redis | RedisCluster
+        if isinstance(url_or_client, str):
+            client = self._client_from_url(url_or_client)
+            self._owns_client = True
+        elif isinstance(url_or_client, (Redis, RedisCluster)):
+            client = url_or_client
+            self._owns_client = False
+        else:
+            raise TypeError(
+                "RedisChatMemoryStore takes a Redis URL or a redis.Redis / redis.cluster.RedisCluster client, "
+                f"not {type(url_or_client).__name__}"
+            )
+        if client.get_encoder().decode_responses:
+            if self._owns_client:
+                client.close()
+            raise ValueError(
+                "RedisChatMemoryStore needs a client with decode_responses=False: message records are bytes. "
+                "Create a separate client for the store, without decode_responses=True"
+            )
+        self._client = client
+        self._cluster = isinstance(client, RedisCluster)
+        self._read: Script = client.register_script(READ_SCRIPT)
+        self._write: Script = client.register_script(WRITE_SCRIPT)
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    @staticmethod
+    def _client_from_url(url: str) -> Redis | RedisCluster:
+        scheme, separator, rest = url.partition("://")
+        if not separator:
+            raise ValueError(f"{url!r} is not a Redis URL (e.g. redis://localhost:6379/0)")
+        base = _CLUSTER_SCHEMES.get(scheme.lower())
+        try:
+            if base is not None:
+                return RedisCluster.from_url(f"{base}://{rest}")
+            return Redis.from_url(url)
+        except RedisError as exc:
+            raise StoreError("connecting to Redis", detail=str(exc)) from exc
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisChatMemoryStore:
+        """Build from a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL."""
+        return cls(url, **options)
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._ttl
+
+    @property
+    def client(self) -> Redis | RedisCluster:
+        """The Redis client the store uses."""
+        return self._client
+
+    # ------------------------------------------------------------------------------------------ keys
+
+    def keys_of(self, memory_id: str) -> tuple[bytes, bytes]:
+        """The metadata and message-list keys of ``memory_id`` (in one hash slot)."""
+        tagged = self._prefix + b"{" + _escape_id(validate_memory_id(memory_id)) + b"}"
+        return tagged + b":meta", tagged + b":messages"
+
+    @staticmethod
+    def key_pattern(key_prefix: str) -> bytes:
+        """A SCAN MATCH pattern for every key a store with ``key_prefix`` writes (the prefix taken literally)."""
+        return _glob_literal(key_prefix.encode("utf-8")) + b"*"
+
+    # ----------------------------------------------------------------------------------------- cache
+
+    def _cached(self, memory_id: str) -> _Cached | None:
+        with self._cache_lock:
+            return self._cache.get(memory_id)
+
+    def _remember(self, memory_id: str, entry: _Cached) -> None:
+        if not self._cache_size:
+            return
+        with self._cache_lock:
+            self._cache[memory_id] = entry
+            self._cache.move_to_end(memory_id)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def _forget(self, memory_id: str) -> None:
+        with self._cache_lock:
+            self._cache.pop(memory_id, None)
+
+    # ----------------------------------------------------------------------------------------- reads
+
+    def _run(self, script: Script, operation: str, memory_id: str, keys: Sequence[bytes],
+             args: Sequence[bytes | int | str]) -> Any:
+        try:
+            return script(keys=keys, args=args)
+        except RedisError as exc:
+            raise StoreError(operation, memory_id, str(exc)) from exc
+
+    def load(self, memory_id: str) -> Snapshot:
+        """The messages of ``memory_id`` and their version."""
+        memory_id = validate_memory_id(memory_id)
+        cached = self._cached(memory_id)
+        args: list[bytes | int | str] = [self._read_ttl_ms, b"", b""]
+        if cached is not None:
+            args[1:] = [str(cached.version), cached.incarnation]
+        reply = self._run(self._read, "reading the memory", memory_id, self.keys_of(memory_id), args)
+        if reply[0] == b"":
+            raise CorruptedMemoryError(memory_id, "its message list exists without its metadata key")
+        version = self._version(memory_id, reply[0])
+        if version == 0:
+            self._forget(memory_id)
+            return Snapshot([], 0)
+        if len(reply) == 2 and cached is not None:
+            return Snapshot(list(cached.messages), version)
+        messages = [loads_message(record, memory_id=memory_id) for record in reply[2]]
+        self._remember(memory_id, _Cached(version, reply[1], tuple(messages)))
+        return Snapshot(messages, version)
+
+    @staticmethod
+    def _version(memory_id: str, raw: bytes) -> int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise CorruptedMemoryError(memory_id, f"its version is {raw!r}, not an integer") from None
+
+    def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        """The stored messages of ``memory_id``, oldest first."""
+        return self.load(memory_id).messages
+
+    # ---------------------------------------------------------------------------------------- writes
+
+    def _full(self, memory_id: str, expected: str, records: Sequence[bytes]) -> tuple[int, list[Any]]:
+        args: list[bytes | int | str] = [expected, secrets.token_hex(8), self._ttl_ms, "f", *records]
+        reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
+        return _STATUS[reply[0]], reply
+
+    def _diff(self, memory_id: str, cached: _Cached, messages: Sequence[ChatMessage]) -> tuple[int, list[Any]] | None:
+        """Write ``messages`` as a diff against ``cached``; ``None`` when the diff is not of that shape."""
+        plan = diff_messages(cached.messages, messages)
+        if plan.is_rewrite:
+            return None
+        span = plan.deleted_span
+        kept_in_span = [position for position in plan.kept if position < span]
+        appended = [dumps_message(message) for message in plan.appended]
+        args: list[bytes | int | str] = [
+            str(cached.version), secrets.token_hex(8), self._ttl_ms, "d", cached.incarnation,
+            len(cached.messages), span, len(kept_in_span), *kept_in_span, *appended,
+        ]
+        reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
+        return _STATUS[reply[0]], reply
+
+    def _written(self, memory_id: str, reply: list[Any], messages: tuple[ChatMessage, ...]) -> int:
+        version = int(reply[1])
+        self._remember(memory_id, _Cached(version, reply[2], messages))
+        return version
+
+    def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
+        memory_id = validate_memory_id(memory_id)
+        new = self._checked(messages)
+        cached = self._cached(memory_id)
+        if cached is not None and expected_version != 0 and cached.version == expected_version:
+            outcome = self._diff(memory_id, cached, new)
+            if outcome is not None:
+                status, reply = outcome
+                if status == _WRITTEN:
+                    return self._written(memory_id, reply, new)
+                self._forget(memory_id)
+                if status == _CONFLICT:
+                    raise ConcurrentUpdateError(memory_id, expected_version)
+        status, reply = self._full(memory_id, str(expected_version), [dumps_message(m) for m in new])
+        if status != _WRITTEN:
+            self._forget(memory_id)
+            raise ConcurrentUpdateError(memory_id, expected_version)
+        return self._written(memory_id, reply, new)
+
+    def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+        """Replace the stored messages of ``memory_id``."""
+        memory_id = validate_memory_id(memory_id)
+        new = self._checked(messages)
+        cached = self._cached(memory_id)
+        if cached is not None:
+            outcome = self._diff(memory_id, cached, new)
+            if outcome is not None and outcome[0] == _WRITTEN:
+                self._written(memory_id, outcome[1], new)
+                return
+            self._forget(memory_id)
+        records = [dumps_message(message) for message in new]
+        _, reply = self._full(memory_id, "", records)
+        self._written(memory_id, reply, new)
+
+    @staticmethod
+    def _checked(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+        new = tuple(messages)
+        for message in new:
+            require_message(message)
+        return new
+
+    def delete_messages(self, memory_id: str) -> None:
+        """Remove ``memory_id``; idempotent."""
+        memory_id = validate_memory_id(memory_id)
+        self._forget(memory_id)
+        try:
+            self._client.delete(*self.keys_of(memory_id))
+        except RedisError as exc:
+            raise StoreError("deleting the memory", memory_id, str(exc)) from exc
+
+    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
+
+        This imports data from another store without decoding it twice, and is how the contract suite
+        plants corrupted data.
+        """
+        memory_id = validate_memory_id(memory_id)
+        self._forget(memory_id)
+        self._full(memory_id, "", [bytes(record) for record in records])
+
+    # --------------------------------------------------------------------------------------- listing
+
+    def memory_ids(self) -> Iterator[str]:
+        """The ids of the stored memories, in no particular order (SCAN over every primary)."""
+        pattern = _glob_literal(self._prefix) + b"{*}:meta"
+        start, end = len(self._prefix) + 1, -len(b"}:meta")
+        seen: set[str] = set()
+        try:
+            if isinstance(self._client, RedisCluster):
+                keys = self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
+            else:
+                keys = self._client.scan_iter(match=pattern, count=1000)
+            for key in keys:
+                memory_id = _unescape_id(key[start:end])
+                # SCAN may return a key twice; a key that does not parse belongs to someone else.
+                if memory_id is not None and memory_id not in seen:
+                    seen.add(memory_id)
+                    yield memory_id
+        except RedisError as exc:
+            raise StoreError("listing memory ids", detail=str(exc)) from exc
+
+    # ------------------------------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Close the client if the store built it from a URL; a client passed in is left open."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> RedisChatMemoryStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kind = "cluster" if self._cluster else "server"
+        return (f"RedisChatMemoryStore({kind}, key_prefix={self._key_prefix!r}, ttl={self._ttl!r}, "
+                f"refresh_ttl_on_read={self._refresh_ttl_on_read!r})")

@@ -1,0 +1,106 @@
+"""The Lua scripts the Redis store runs: each is one atomic round trip over the two keys of one memory.
+
+A memory is two keys in one hash slot: ``…:meta``, a hash of ``version`` (never repeats for an id, also
+across delete and recreate: it is at least the server clock in microseconds), ``incarnation`` (a random
+token set when the memory is created, so a snapshot cached by a client can be told apart from a memory
+recreated since), and ``token`` (the last write's random token, so a write retried after a lost reply
+is recognised as done rather than reported as a conflict); and ``…:messages``, a list with one
+``dumps_message`` record per message. Both keys always get the same absolute expiry in the same script,
+and scripts see a frozen clock, so a memory can never be half expired.
+"""
+
+from __future__ import annotations
+
+__all__ = ["READ_SCRIPT", "WRITE_SCRIPT"]
+
+READ_SCRIPT = """
+-- KEYS: meta, messages. ARGV: ttl in ms to slide the expiry by (0: leave it), cached version, cached
+-- incarnation ('' when nothing is cached).
+-- Returns {version, incarnation[, records]}: version '' with the list present means the metadata is
+-- missing (corrupted), '0' means no memory; no records means the caller's cached snapshot is current.
+local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation')
+if not meta[1] then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    return {'', ''}
+  end
+  return {'0', ''}
+end
+local ttl = tonumber(ARGV[1])
+if ttl > 0 then
+  local now = redis.call('TIME')
+  local expires = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl)
+  redis.call('PEXPIREAT', KEYS[1], expires)
+  redis.call('PEXPIREAT', KEYS[2], expires)
+end
+if meta[1] == ARGV[2] and meta[2] == ARGV[3] then
+  return {meta[1], meta[2]}
+end
+return {meta[1], meta[2], redis.call('LRANGE', KEYS[2], 0, -1)}
+"""
+
+WRITE_SCRIPT = """
+-- KEYS: meta, messages.
+-- ARGV[1] expected version ('' for an unconditional write), ARGV[2] this write's random token,
+-- ARGV[3] ttl in ms (0: the memory never expires), ARGV[4] mode:
+--   'f' (full): ARGV[5..] are the records of the whole new list;
+--   'd' (diff): ARGV[5] cached incarnation, ARGV[6] cached length, ARGV[7] span (the first `span`
+--   elements are removed), ARGV[8] k, ARGV[9..8+k] the positions (< span) among them that stay,
+--   ARGV[9+k..] the records to append.
+-- Returns {1, version, incarnation} when written, {0, version} on a version conflict, {2, version} when
+-- the cached snapshot the diff was computed against is not what the server holds.
+local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'token')
+local current = tonumber(meta[1]) or 0
+if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= current then
+  if meta[3] == ARGV[2] then
+    -- This very write already ran; its reply was lost and the client sent it again.
+    return {1, meta[1], meta[2]}
+  end
+  return {0, meta[1] or '0'}
+end
+local first
+if ARGV[4] == 'd' then
+  if meta[2] ~= ARGV[5] or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[6]) then
+    return {2, meta[1] or '0'}
+  end
+  local span = tonumber(ARGV[7])
+  local kept = tonumber(ARGV[8])
+  if span > 0 then
+    if kept == 0 then
+      redis.call('LTRIM', KEYS[2], span, -1)
+    else
+      -- Evictions behind a kept head (a system message first): the kept ones are put back server-side,
+      -- so the client never sends the window.
+      local head = redis.call('LRANGE', KEYS[2], 0, span - 1)
+      redis.call('LTRIM', KEYS[2], span, -1)
+      for i = 8 + kept, 9, -1 do
+        redis.call('LPUSH', KEYS[2], head[tonumber(ARGV[i]) + 1])
+      end
+    end
+  end
+  first = 9 + kept
+else
+  redis.call('DEL', KEYS[2])
+  first = 5
+end
+local last = #ARGV
+while first <= last do
+  local upto = math.min(first + 999, last)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, first, upto))
+  first = upto + 1
+end
+local now = redis.call('TIME')
+local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local version = string.format('%.0f', math.max(current + 1, micros))
+local incarnation = meta[2] or ARGV[2]
+redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'token', ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  local expires = string.format('%.0f', math.floor(micros / 1000) + ttl)
+  redis.call('PEXPIREAT', KEYS[1], expires)
+  redis.call('PEXPIREAT', KEYS[2], expires)
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+end
+return {1, version, incarnation}
+"""

@@ -1,0 +1,83 @@
+"""The Redis store on a standalone server; each store gets a fresh key prefix, removed on close."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from chatmemory import ChatMemoryStore
+from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
+from support.servers import server_url
+
+REDIS_EXAMPLE = "redis://127.0.0.1:6379/0"
+CLUSTER_EXAMPLE = "redis+cluster://127.0.0.1:7000"
+
+
+def _redis_container() -> tuple[Any, str]:
+    from testcontainers.redis import RedisContainer
+
+    container = RedisContainer("redis:7").start()
+    return container, f"redis://{container.get_container_host_ip()}:{container.get_exposed_port(6379)}/0"
+
+
+def redis_url() -> str:
+    """The standalone server's URL (environment, testcontainers, else skip)."""
+    return server_url("Redis", "CHATMEMORY_TEST_REDIS_URL", REDIS_EXAMPLE, _redis_container)
+
+
+def cluster_url() -> str:
+    """The cluster's ``redis+cluster://`` URL (environment, else skip)."""
+    return server_url("Redis Cluster", "CHATMEMORY_TEST_REDIS_CLUSTER_URL", CLUSTER_EXAMPLE)
+
+
+def fresh_prefix() -> str:
+    """A key prefix no other test uses; its glob characters check that listing treats it literally."""
+    return f"cmtest:{uuid.uuid4().hex[:12]}:*?[x]:"
+
+
+def drop_prefix(client: Redis | RedisCluster, prefix: str) -> None:
+    """Delete every key under ``prefix`` (on every primary of a cluster)."""
+    pattern = RedisChatMemoryStore.key_pattern(prefix)
+    if isinstance(client, RedisCluster):
+        keys = list(client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES))
+        for key in keys:
+            client.delete(key)
+    else:
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+
+
+class RedisBackend:
+    """Stores sharing one client of the session; ``client_factory`` builds it from the URL."""
+
+    name = "redis"
+
+    def __init__(self, client: Redis | RedisCluster) -> None:
+        self.client = client
+        self._prefixes: dict[int, str] = {}
+
+    def make_store(self, **options: Any) -> ChatMemoryStore:
+        prefix = options.pop("key_prefix", None) or fresh_prefix()
+        store = RedisChatMemoryStore(self.client, key_prefix=prefix, **options)
+        self._prefixes[id(store)] = prefix
+        return store
+
+    def write_raw(self, store: ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, RedisChatMemoryStore)
+        store.write_raw(memory_id, records)
+
+    def close_store(self, store: ChatMemoryStore) -> None:
+        prefix = self._prefixes.pop(id(store), None)
+        if prefix is not None:
+            drop_prefix(self.client, prefix)
+        assert isinstance(store, RedisChatMemoryStore)
+        store.close()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_backend() -> RedisBackend:
+    return RedisBackend(Redis.from_url(redis_url()))
