@@ -80,15 +80,23 @@ def _place_messages(
 
 
 def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> set[int]:
-    """Indices of the tool results that belong to the AI message that stood at ``position``."""
-    ids = {request.id for request in ai.tool_execution_requests if request.id is not None}
-    positional = any(request.id is None for request in ai.tool_execution_requests)
-    doomed = {
-        index
-        for index, message in enumerate(window)
-        if isinstance(message, ToolExecutionResultMessage) and message.id is not None and message.id in ids
-    }
-    if positional:
+    """Indices of the tool results that belong to the AI message that stood just before ``position``.
+
+    A result with an id belongs to the nearest earlier request with that id: some providers number calls
+    per turn (``call_0`` every time), so a later AI message asking with the same id claims the results
+    after it.
+    """
+    open_ids = {request.id for request in ai.tool_execution_requests if request.id is not None}
+    doomed: set[int] = set()
+    for index in range(position, len(window)):
+        if not open_ids:
+            break
+        message = window[index]
+        if isinstance(message, AiMessage):
+            open_ids -= {request.id for request in message.tool_execution_requests}
+        elif isinstance(message, ToolExecutionResultMessage) and message.id in open_ids:
+            doomed.add(index)
+    if any(request.id is None for request in ai.tool_execution_requests):
         # Requests without ids can only be matched the way LangChain4j does: the results right after them.
         index = position
         while index < len(window) and isinstance(window[index], ToolExecutionResultMessage):
@@ -100,24 +108,17 @@ def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> 
     return doomed
 
 
-def _requested_ids(window: Sequence[ChatMessage]) -> set[str]:
-    return {
-        request.id
-        for message in window
-        if isinstance(message, AiMessage)
-        for request in message.tool_execution_requests
-        if request.id is not None
-    }
-
-
 def _leading_orphans(window: Sequence[ChatMessage]) -> list[int]:
-    """Tool results at the head of the window (system message aside) whose request is not in the window."""
-    requested = _requested_ids(window)
+    """Tool results at the head of the window (system message aside).
+
+    Nothing but a system message comes before them, so their request is gone whatever their id says
+    (a later AI message may reuse the id, but a result never answers a request that follows it).
+    """
     orphans: list[int] = []
     for index, message in enumerate(window):
         if isinstance(message, SystemMessage):
             continue
-        if isinstance(message, ToolExecutionResultMessage) and (message.id is None or message.id not in requested):
+        if isinstance(message, ToolExecutionResultMessage):
             orphans.append(index)
             continue
         break
