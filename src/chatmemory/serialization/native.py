@@ -36,6 +36,7 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.serialization import upgrades
 from chatmemory.serialization.upgrades import FORMAT_VERSION, upgrade_message
 
 __all__ = [
@@ -117,12 +118,13 @@ def _encode(value: Any) -> bytes:
 
 def dumps(messages: Iterable[ChatMessage]) -> bytes:
     """Encode a list of messages as a versioned JSON payload."""
-    return _encode({"version": FORMAT_VERSION, "messages": [message_to_dict(message) for message in messages]})
+    return _encode({"version": upgrades.FORMAT_VERSION,
+                    "messages": [message_to_dict(message) for message in messages]})
 
 
 def dumps_message(message: ChatMessage) -> bytes:
     """Encode one message as a versioned JSON payload (``{"v": 1, ...}``)."""
-    return _encode({"v": FORMAT_VERSION, **message_to_dict(message)})
+    return _encode({"v": upgrades.FORMAT_VERSION, **message_to_dict(message)})
 
 
 # ----------------------------------------------------------------------------------------------- decode
@@ -174,7 +176,7 @@ def _content_from_dict(data: Any) -> Content:
     media = _MEDIA_TYPES.get(kind) if isinstance(kind, str) else None
     if media is None:
         raise _Invalid(f"unknown content type {kind!r}")
-    _only(data, _CONTENT_KEYS.get(kind, _MEDIA_KEYS))
+    _only(data, _CONTENT_KEYS["image"] if media is ImageContent else _MEDIA_KEYS)
     fields = {key: _field(data, key, _STR_OR_NONE, required=False) for key in ("url", "base64_data", "mime_type")}
     if media is ImageContent:
         return ImageContent(**fields, detail_level=_field(data, "detail_level", _STR_OR_NONE, required=False))
@@ -248,15 +250,17 @@ def _parse(data: bytes | bytearray | memoryview | str, memory_id: str | None) ->
 def _check_version(version: Any, memory_id: str | None) -> int:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise CorruptedMemoryError(memory_id, f"the format version is {version!r}, not a positive integer")
-    if version > FORMAT_VERSION:
-        raise UnsupportedFormatVersionError(memory_id, version, FORMAT_VERSION)
+    # Looked up on the module at call time, so the one definition in upgrades.py is the only one.
+    if version > upgrades.FORMAT_VERSION:
+        raise UnsupportedFormatVersionError(memory_id, version, upgrades.FORMAT_VERSION)
     return version
 
 
 def _decode(data: Any, version: int, memory_id: str | None, position: int | None = None) -> ChatMessage:
     try:
         return _message_from_dict(upgrade_message(data, version))
-    except (_Invalid, TypeError, ValueError) as exc:
+    # An upgrader reads a message object that may itself be broken; whatever it trips over is corruption.
+    except (_Invalid, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         where = f"message {position}: " if position is not None else ""
         raise CorruptedMemoryError(memory_id, f"{where}{exc}") from None
 
@@ -273,8 +277,9 @@ def loads(data: bytes | bytearray | memoryview | str, *, memory_id: str | None =
         UnsupportedFormatVersionError: the payload was written by a newer format version.
     """
     document = _parse(data, memory_id)
-    if not isinstance(document, dict) or "messages" not in document or "version" not in document:
-        raise CorruptedMemoryError(memory_id, "not a chatmemory payload (expected an object with version and messages)")
+    if not isinstance(document, dict) or document.keys() != {"version", "messages"}:
+        raise CorruptedMemoryError(memory_id, "not a chatmemory payload (expected an object with exactly the keys "
+                                              "version and messages)")
     version = _check_version(document["version"], memory_id)
     messages = document["messages"]
     if not isinstance(messages, list):
