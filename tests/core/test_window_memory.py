@@ -331,6 +331,30 @@ def test_default_id_and_store() -> None:
 # ---------------------------------------------------------------------------------------------- limits
 
 
+def test_dynamic_limit_is_read_on_every_operation(kind: str) -> None:
+    size = {"n": 4}
+    calls = {"n": 0}
+
+    def limit() -> int:
+        calls["n"] += 1
+        return size["n"]
+
+    memory = make_memory(kind, limit)
+    memory.add(u("1"), u("2"), u("3"), u("4"))
+    assert len(memory.messages()) == 4
+    size["n"] = 2
+    # The smaller limit applies to what is read even before the next write.
+    assert memory.messages() == [u("3"), u("4")]
+    memory.add(u("5"))
+    assert memory.messages() == [u("4"), u("5")]
+    size["n"] = 3
+    memory.add(u("6"))
+    assert memory.messages() == [u("4"), u("5"), u("6")]
+    memory.set([u(str(i)) for i in range(10)])
+    assert len(memory.messages()) == 3
+    assert calls["n"] >= 7
+
+
 @pytest.mark.parametrize("bad", [0, -1])
 def test_limits_must_be_positive(bad: int) -> None:
     with pytest.raises(ValueError, match="max_messages"):
@@ -480,7 +504,7 @@ def test_concurrent_adds_lose_nothing() -> None:
             barrier.wait()
             for i in range(per_thread):
                 memory.add(u(f"{worker}-{i}"))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in range(threads_count)]

@@ -20,7 +20,7 @@ from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import ChatMemoryStore, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
-from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, add_messages, fit_window
+from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, add_messages, evict, fit_window
 
 __all__ = ["ChatMemory", "MessageWindowChatMemory", "TokenWindowChatMemory"]
 
@@ -149,8 +149,14 @@ class _WindowChatMemory:
         raise ConcurrentUpdateError(self._id, attempts=self.max_attempts)
 
     def messages(self) -> list[ChatMessage]:
-        """The current window, oldest first (one read)."""
-        return self._store.get_messages(self._id)
+        """The current window, oldest first (one read, no write).
+
+        The limit is read again, so a dynamic limit that shrank applies at once, like LangChain4j's; the
+        store catches up on the next write.
+        """
+        limit = _resolve_limit(self._limit, self._limit_name)
+        _, window = evict(self._store.get_messages(self._id), limit, self._weight(), self._total())
+        return window
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
         """Replace the whole window with ``messages``, evicted down to the limit (one write, no read).
