@@ -16,6 +16,7 @@ BACKENDS: list[tuple[str, str]] = [
     ("memory", "memory"),
     ("redis", "redis"),
     ("redis_cluster", "redis_cluster"),
+    ("mongodb", "mongodb"),
 ]
 
 _opened: dict[str, Backend] = {}

@@ -1,0 +1,495 @@
+"""A MongoDB store (pymongo): one document per memory, written as a diff in one ``update_one``.
+
+Document layout (field order is never relied on)::
+
+    {
+        "_id": <memory id>,              # the id as a plain string value, never an operator
+        "version": <int64>,              # optimistic concurrency; never repeats for an id
+        "incarnation": <ObjectId>,       # new on every full write; guards cached snapshots
+        "messages": [<record>, ...],     # dumps_message JSON text, oldest first, system message left out
+        "system": <record>,              # the held system message, if any ...
+        "system_at": <int>,              # ... and its position in the memory
+        "expires_at": <date>,            # with a ttl: a TTL index (expireAfterSeconds=0) removes the document
+    }
+
+Each message is kept as its native record (JSON text), not as a BSON sub-document: message attributes
+may have keys such as ``"$where"``, ``"a.b"`` or ``"\\x00"`` that BSON field names cannot hold safely.
+
+The held system message lives outside the array because a window memory that keeps it first evicts
+from position 1, not from the head; with the system message aside, every steady-state turn (evict the
+oldest, append the newest) is a head trim of the array, which ``$push`` with ``$each``/``$slice`` does
+in one small ``update_one`` filtered on the version.
+
+Everything here runs on MongoDB 7 and newer: no multi-document transactions, no 8.0-only commands or
+options, errors recognised by code.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage, SystemMessage, require_message
+from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.store import Snapshot
+from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stores._optional import require
+
+require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
+
+from bson import ObjectId  # noqa: E402 - imported once the driver is known to be installed
+from bson.codec_options import CodecOptions  # noqa: E402
+from pymongo import ASCENDING, MongoClient  # noqa: E402
+from pymongo.errors import PyMongoError  # noqa: E402
+
+if TYPE_CHECKING:
+    from pymongo.collection import Collection
+
+__all__ = ["MongoChatMemoryStore", "MongoLayout", "MongoWritePlan", "plan_layout", "plan_write"]
+
+Document = dict[str, Any]
+
+DUPLICATE_KEY = 11000
+"""Another writer created the document first (an upsert race on a new memory)."""
+WRITE_CONFLICT = 112
+"""Two operations touched the document at once; nothing of ours was applied."""
+NO_SUCH_TRANSACTION = 251
+"""A transaction the server aborted under us (only inside a caller's session); nothing was applied."""
+CONFLICT_CODES = frozenset({DUPLICATE_KEY, WRITE_CONFLICT, NO_SUCH_TRANSACTION})
+INDEX_CONFLICT_CODES = frozenset({85, 86})
+"""IndexOptionsConflict / IndexKeySpecsConflict: an index of that name or key exists with other options."""
+
+EXPIRY_INDEX = "chatmemory_expires_at"
+_CACHE_SIZE = 1024
+_UNCONDITIONAL_ATTEMPTS = 5
+
+
+# ------------------------------------------------------------------------------------------ pure planning
+
+
+@dataclass(frozen=True, slots=True)
+class MongoLayout:
+    """How a list of messages is laid out in a document.
+
+    Attributes:
+        array: the messages in the ``messages`` array, in order.
+        system: the message held outside the array (``None``: none).
+        system_at: the held message's position in the full list.
+    """
+
+    array: tuple[ChatMessage, ...]
+    system: ChatMessage | None = None
+    system_at: int = 0
+
+    def messages(self) -> list[ChatMessage]:
+        """The full list, the held message put back at its position."""
+        full = list(self.array)
+        if self.system is not None:
+            full.insert(self.system_at, self.system)
+        return full
+
+
+def plan_layout(messages: Sequence[ChatMessage]) -> MongoLayout:
+    """Lay ``messages`` out: the first :class:`SystemMessage` is held aside, the rest go in the array."""
+    for position, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            return MongoLayout(tuple(messages[:position]) + tuple(messages[position + 1 :]), message, position)
+    return MongoLayout(tuple(messages))
+
+
+@dataclass(frozen=True, slots=True)
+class MongoWritePlan:
+    """An in-place write: drop ``head_trim`` array elements from the head, append ``appended``.
+
+    Attributes:
+        head_trim: how many array elements go from the head.
+        appended: the messages pushed onto the array.
+        array_length: the array's length afterwards (the ``$slice`` bound).
+        system_changed: whether the held message differs from the stored one.
+    """
+
+    head_trim: int
+    appended: tuple[ChatMessage, ...]
+    array_length: int
+    system_changed: bool
+
+
+def plan_write(old: MongoLayout, new: MongoLayout) -> MongoWritePlan | None:
+    """The in-place write that turns ``old`` into ``new``, or ``None`` if the whole document must be written.
+
+    In-place means the array loses only a head and gains only a tail (what ``$push`` with ``$each`` and a
+    negative ``$slice`` does); the held message and its position are set regardless.
+    """
+    diff = diff_messages(old.array, new.array)
+    if diff.head_trim is None:
+        return None
+    return MongoWritePlan(diff.head_trim, diff.appended, len(new.array), old.system != new.system)
+
+
+# ------------------------------------------------------------------------------------------------- store
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    """The layout of a memory at a version, as this store last read or wrote it."""
+
+    version: int
+    incarnation: ObjectId
+    layout: MongoLayout
+
+
+def _version_floor() -> int:
+    # Versions never fall below the wall clock in microseconds: a memory deleted and created again starts
+    # above every version its earlier incarnation reached (which also sat below the clock of its writes).
+    return time.time_ns() // 1000
+
+
+def _record(message: ChatMessage) -> str:
+    # orjson's output is valid UTF-8, so the JSON text can be a BSON string (readable in mongosh).
+    return dumps_message(message).decode("utf-8")
+
+
+def _seconds(ttl: float | datetime.timedelta | None) -> float | None:
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else float(ttl)
+    if not seconds > 0:
+        raise ValueError("ttl must be > 0 seconds (a number or a timedelta), or None")
+    return seconds
+
+
+class MongoChatMemoryStore:
+    """A store in a MongoDB collection; supports versioning, listing and TTL.
+
+    Args:
+        url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
+            in :meth:`close`), or a :class:`pymongo.MongoClient` (the caller owns and closes it).
+        database: the database name.
+        collection: the collection name; it holds nothing but memories.
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever. With a
+            ttl the store creates a TTL index on ``expires_at`` (once, idempotently) so the server removes
+            expired documents; until it does (its TTL monitor runs about once a minute) they read as empty.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | MongoClient[Any],
+        *,
+        database: str = "chatmemory",
+        collection: str = "memories",
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        self._ttl = _seconds(ttl)
+        if isinstance(url_or_client, str):
+            try:
+                self._client: MongoClient[Any] = MongoClient(url_or_client)
+            except PyMongoError as exc:
+                raise StoreError("connecting to MongoDB", detail=str(exc)) from exc
+            except ValueError as exc:  # pymongo's URI parser raises ConfigurationError or ValueError
+                raise StoreError("connecting to MongoDB", detail=str(exc)) from exc
+            self._owns_client = True
+        elif isinstance(url_or_client, MongoClient):
+            self._client = url_or_client
+            self._owns_client = False
+        else:
+            raise TypeError(f"expected a MongoDB URL or a pymongo.MongoClient, got {type(url_or_client).__name__}")
+        # Our own codec options: documents as dicts and aware UTC dates, whatever the caller's client uses.
+        codec: CodecOptions[Document] = CodecOptions(document_class=dict, tz_aware=True, tzinfo=datetime.timezone.utc)
+        self._collection: Collection[Document] = self._client[database].get_collection(
+            collection, codec_options=codec
+        )
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._lock = threading.Lock()
+        self._indexed = self._ttl is None
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MongoChatMemoryStore:
+        """Build from a ``mongodb://`` or ``mongodb+srv://`` URL (options go to the constructor)."""
+        if not url.startswith(("mongodb://", "mongodb+srv://")):
+            raise ValueError(f"MongoChatMemoryStore takes mongodb:// or mongodb+srv:// URLs, not {url!r}")
+        return cls(url, **options)
+
+    # ----------------------------------------------------------------------------------------- resources
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._ttl
+
+    @property
+    def collection(self) -> Collection[Document]:
+        """The collection holding the memories (for inspection and administration)."""
+        return self._collection
+
+    def close(self) -> None:
+        """Close the client if the store built it from a URL; a caller's client is left open."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> MongoChatMemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"MongoChatMemoryStore(database={self._collection.database.name!r}, "
+                f"collection={self._collection.name!r}, ttl={self._ttl!r})")
+
+    # ------------------------------------------------------------------------------------------- helpers
+
+    def _ensure_expiry_index(self) -> None:
+        if self._indexed:
+            return
+        try:
+            # create_index is idempotent for the same key and options.
+            self._collection.create_index([("expires_at", ASCENDING)], name=EXPIRY_INDEX, expireAfterSeconds=0)
+        except PyMongoError as exc:
+            detail = str(exc)
+            if getattr(exc, "code", None) in INDEX_CONFLICT_CODES:
+                detail = (f"an index on 'expires_at' or named {EXPIRY_INDEX!r} exists with other options; "
+                          f"drop it (db.{self._collection.name}.dropIndex(...)) so the store can create "
+                          "its TTL index with expireAfterSeconds: 0")
+            raise StoreError("creating the TTL index", detail=detail) from exc
+        self._indexed = True
+
+    def _expiry(self, now: datetime.datetime) -> datetime.datetime | None:
+        return None if self._ttl is None else now + datetime.timedelta(seconds=self._ttl)
+
+    @staticmethod
+    def _live(now: datetime.datetime) -> Document:
+        # Absent (no ttl) or still in the future: expired documents count as gone before the TTL monitor
+        # removes them.
+        return {"$not": {"$lte": now}}
+
+    def _remember(self, memory_id: str, cached: _Cached | None) -> None:
+        with self._lock:
+            if cached is None:
+                self._cache.pop(memory_id, None)
+                return
+            self._cache[memory_id] = cached
+            self._cache.move_to_end(memory_id)
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _cached(self, memory_id: str, version: int) -> _Cached | None:
+        with self._lock:
+            cached = self._cache.get(memory_id)
+        return cached if cached is not None and cached.version == version else None
+
+    def _document(
+        self, layout: MongoLayout, version: int, incarnation: ObjectId, now: datetime.datetime
+    ) -> Document:
+        document: Document = {
+            "version": version,
+            "incarnation": incarnation,
+            "messages": [_record(message) for message in layout.array],
+        }
+        if layout.system is not None:
+            document["system"] = _record(layout.system)
+            document["system_at"] = layout.system_at
+        expires_at = self._expiry(now)
+        if expires_at is not None:
+            document["expires_at"] = expires_at
+        return document
+
+    # ---------------------------------------------------------------------------------------------- read
+
+    def _decode(self, memory_id: str, document: Document) -> _Cached:
+        version = document.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
+            raise CorruptedMemoryError(memory_id, f"the document's 'version' is {version!r}, not a positive integer")
+        records = document.get("messages", [])
+        if not isinstance(records, list):
+            raise CorruptedMemoryError(memory_id, f"'messages' is a {type(records).__name__}, not an array")
+        array = tuple(self._message(memory_id, record, f"messages[{index}]") for index, record in enumerate(records))
+        system: ChatMessage | None = None
+        system_at = 0
+        if "system" in document:
+            system = self._message(memory_id, document["system"], "system")
+            system_at = document.get("system_at")  # type: ignore[assignment]
+            if not isinstance(system_at, int) or isinstance(system_at, bool) or not 0 <= system_at <= len(array):
+                raise CorruptedMemoryError(
+                    memory_id, f"'system_at' is {system_at!r}, not a position within the {len(array) + 1} messages"
+                )
+        incarnation = document.get("incarnation")
+        # A document without an incarnation (written by hand) can be read, but never diffed against.
+        token = incarnation if isinstance(incarnation, ObjectId) else ObjectId()
+        return _Cached(version, token, MongoLayout(array, system, system_at))
+
+    @staticmethod
+    def _message(memory_id: str, record: object, where: str) -> ChatMessage:
+        if not isinstance(record, (str, bytes)):
+            raise CorruptedMemoryError(memory_id, f"{where} is a BSON {type(record).__name__}, not a message record")
+        return loads_message(record, memory_id=memory_id)
+
+    def load(self, memory_id: str) -> Snapshot:
+        """The messages of ``memory_id`` and their version (one ``find_one``)."""
+        memory_id = validate_memory_id(memory_id)
+        try:
+            document = self._collection.find_one({"_id": memory_id})
+        except PyMongoError as exc:
+            raise StoreError("reading", memory_id, str(exc)) from exc
+        if document is None:
+            self._remember(memory_id, None)
+            return Snapshot([], 0)
+        expires_at = document.get("expires_at")
+        if isinstance(expires_at, datetime.datetime) and expires_at <= datetime.datetime.now(datetime.timezone.utc):
+            self._remember(memory_id, None)
+            return Snapshot([], 0)
+        cached = self._decode(memory_id, document)
+        self._remember(memory_id, cached)
+        return Snapshot(cached.layout.messages(), cached.version)
+
+    def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        """The stored messages of ``memory_id``, oldest first."""
+        return self.load(memory_id).messages
+
+    def memory_ids(self) -> Iterator[str]:
+        """The ids of the memories that have not expired."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        try:
+            ids = [document["_id"] for document in self._collection.find({"expires_at": self._live(now)}, {"_id": 1})]
+        except PyMongoError as exc:
+            raise StoreError("listing memory ids", detail=str(exc)) from exc
+        return iter(ids)
+
+    # --------------------------------------------------------------------------------------------- write
+
+    def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
+        memory_id = validate_memory_id(memory_id)
+        for message in messages:
+            require_message(message)
+        if not isinstance(expected_version, int) or expected_version < 0:
+            raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
+        layout = plan_layout(messages)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        version = max(expected_version + 1, _version_floor())
+        cached = self._cached(memory_id, expected_version) if expected_version else None
+        plan = plan_write(cached.layout, layout) if cached is not None else None
+        self._ensure_expiry_index()
+        try:
+            if cached is not None and plan is not None:
+                incarnation = cached.incarnation
+                matched = self._update_in_place(memory_id, expected_version, incarnation, plan, layout, version, now)
+            else:
+                incarnation = ObjectId()
+                matched = self._replace(memory_id, expected_version, self._document(layout, version, incarnation, now),
+                                        now)
+        except PyMongoError as exc:
+            self._remember(memory_id, None)
+            if getattr(exc, "code", None) in CONFLICT_CODES:
+                raise ConcurrentUpdateError(memory_id, expected_version) from exc
+            raise StoreError("writing", memory_id, str(exc)) from exc
+        if not matched:
+            self._remember(memory_id, None)
+            raise ConcurrentUpdateError(memory_id, expected_version)
+        self._remember(memory_id, _Cached(version, incarnation, layout))
+        return version
+
+    def _update_in_place(
+        self,
+        memory_id: str,
+        expected_version: int,
+        incarnation: ObjectId,
+        plan: MongoWritePlan,
+        layout: MongoLayout,
+        version: int,
+        now: datetime.datetime,
+    ) -> bool:
+        assignments: Document = {"version": version}
+        removals: Document = {}
+        if layout.system is not None:
+            if plan.system_changed:
+                assignments["system"] = _record(layout.system)
+            assignments["system_at"] = layout.system_at
+        elif plan.system_changed:
+            removals.update(system="", system_at="")
+        expires_at = self._expiry(now)
+        if expires_at is None:
+            removals["expires_at"] = ""
+        else:
+            assignments["expires_at"] = expires_at
+        update: Document = {"$set": assignments}
+        if removals:
+            update["$unset"] = removals
+        if plan.appended or plan.head_trim:
+            push: Document = {"$each": [_record(message) for message in plan.appended]}
+            if plan.head_trim:
+                # A negative $slice keeps the last n elements: exactly the evicted head goes.
+                push["$slice"] = -plan.array_length
+            update["$push"] = {"messages": push}
+        # The incarnation pins the exact document the cached layout came from, so a memory deleted and
+        # created again can never receive a diff computed against its predecessor.
+        result = self._collection.update_one(
+            {"_id": memory_id, "version": expected_version, "incarnation": incarnation,
+             "expires_at": self._live(now)},
+            update,
+        )
+        return result.matched_count == 1
+
+    def _replace(self, memory_id: str, expected_version: int, document: Document, now: datetime.datetime) -> bool:
+        if expected_version == 0:
+            # Create, or take the place of an expired document the TTL monitor has not removed yet. A live
+            # document makes the upsert's insert fail with a duplicate key (11000): a conflict.
+            self._collection.replace_one({"_id": memory_id, "expires_at": {"$lte": now}}, document, upsert=True)
+            return True
+        result = self._collection.replace_one(
+            {"_id": memory_id, "version": expected_version, "expires_at": self._live(now)}, document
+        )
+        return result.matched_count == 1
+
+    def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+        """Replace the stored messages of ``memory_id`` (one update, whatever version it is at)."""
+        memory_id = validate_memory_id(memory_id)
+        for message in messages:
+            require_message(message)
+        layout = plan_layout(messages)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        fields = self._document(layout, 0, ObjectId(), now)
+        del fields["version"]
+        removals = [name for name in ("system", "system_at", "expires_at") if name not in fields]
+        # An update pipeline moves the version on server-side, above both the stored version (whatever
+        # type a damaged document holds there) and the clock floor; $literal keeps every value inert.
+        current = {"$cond": [{"$isNumber": "$version"}, "$version", 0]}
+        stages: list[Document] = [
+            {"$set": {
+                "version": {"$max": [{"$add": [current, 1]}, _version_floor()]},
+                **{name: {"$literal": value} for name, value in fields.items()},
+            }}
+        ]
+        if removals:
+            stages.append({"$unset": removals})
+        self._ensure_expiry_index()
+        self._remember(memory_id, None)
+        for attempt in range(1, _UNCONDITIONAL_ATTEMPTS + 1):
+            error = self._upsert(memory_id, stages)
+            if error is None:
+                return
+            # Two upserts creating one new document race on the _id index; the loser's retry updates.
+            if getattr(error, "code", None) not in CONFLICT_CODES or attempt == _UNCONDITIONAL_ATTEMPTS:
+                raise StoreError("writing", memory_id, str(error)) from error
+
+    def _upsert(self, memory_id: str, stages: list[Document]) -> PyMongoError | None:
+        try:
+            self._collection.update_one({"_id": memory_id}, stages, upsert=True)
+        except PyMongoError as exc:
+            return exc
+        return None
+
+    def delete_messages(self, memory_id: str) -> None:
+        """Remove ``memory_id``; idempotent."""
+        memory_id = validate_memory_id(memory_id)
+        self._remember(memory_id, None)
+        try:
+            self._collection.delete_one({"_id": memory_id})
+        except PyMongoError as exc:
+            raise StoreError("deleting", memory_id, str(exc)) from exc

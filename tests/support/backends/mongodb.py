@@ -1,0 +1,75 @@
+"""The MongoDB store: one collection per test store, every command checked against MongoDB 7.0.
+
+The server is CHATMEMORY_TEST_MONGODB_URL (CI runs SecantusDB, a wire-protocol server), else a
+``mongo:7`` container through testcontainers (a standalone mongod: no transactions, which the store
+must not need anyway).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pymongo import MongoClient
+from support.mongo7_guard import Mongo7Guard
+from support.servers import server_url
+
+from chatmemory import ChatMemoryStore
+from chatmemory.stores.mongodb import MongoChatMemoryStore
+
+DATABASE = "chatmemory_test"
+ENV_VAR = "CHATMEMORY_TEST_MONGODB_URL"
+EXAMPLE = "mongodb://127.0.0.1:27017/"
+
+
+def _start_mongo7() -> tuple[Any, str]:
+    try:
+        from testcontainers.community.mongodb import MongoDbContainer
+    except ImportError:  # testcontainers before 4.14 kept the module at the top level
+        from testcontainers.mongodb import MongoDbContainer  # type: ignore[no-redef]
+    container = MongoDbContainer("mongo:7")
+    container.start()
+    return container, container.get_connection_url()
+
+
+def mongodb_url() -> str:
+    """A URL of a MongoDB (or wire-compatible) server for tests, else skip."""
+    return server_url("MongoDB", ENV_VAR, EXAMPLE, container=_start_mongo7)
+
+
+class MongoBackend:
+    name = "mongodb"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.guard = Mongo7Guard()
+        self.client: MongoClient[Any] = MongoClient(url, event_listeners=[self.guard],
+                                                    serverSelectionTimeoutMS=10_000)
+
+    def make_store(self, **options: Any) -> MongoChatMemoryStore:
+        collection = f"memories_{uuid.uuid4().hex}"
+        return MongoChatMemoryStore(self.client, database=DATABASE, collection=collection, **options)
+
+    def write_raw(self, store: ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, MongoChatMemoryStore)
+        # A fresh incarnation and a version above the clock, as the store itself would write.
+        from bson import ObjectId
+
+        document = {"version": time.time_ns() // 1000, "incarnation": ObjectId(),
+                    "messages": [bytes(record) for record in records]}
+        store.collection.replace_one({"_id": memory_id}, document, upsert=True)
+
+    def close_store(self, store: ChatMemoryStore) -> None:
+        assert isinstance(store, MongoChatMemoryStore)
+        store.collection.drop()
+        store.close()
+        self.guard.check()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_backend() -> MongoBackend:
+    return MongoBackend(mongodb_url())
