@@ -234,6 +234,37 @@ def test_result_at_the_head_is_an_orphan_even_if_a_later_call_reuses_its_id(kind
     assert memory.messages() == [u("1"), call("call_0"), result("call_0"), u("2")]
 
 
+def test_late_result_into_an_emptied_window_is_dropped(kind: str, recording: RecordingStore) -> None:
+    memory = make_memory(kind, 2, recording)
+    memory.add(call("a", "b"))
+    memory.add(result("a"))
+    memory.add(u("1"))  # evicts the call and its first result
+    assert memory.messages() == [u("1")]
+    memory.set([])
+    recording.reset()
+    memory.add(result("b"))  # its call is long gone; heading the window it would be an invalid prompt
+    assert memory.messages() == []
+    assert writes(recording) == 0
+
+
+def test_late_result_after_the_system_message_is_dropped(kind: str) -> None:
+    memory = make_memory(kind, 3)
+    memory.add(SystemMessage("s"), call("a", "b"), result("a"))
+    memory.add(u("1"))
+    assert memory.messages() == [SystemMessage("s"), u("1")]
+    memory.set([SystemMessage("s")])
+    memory.add(result("b"))
+    assert memory.messages() == [SystemMessage("s")]
+    memory.add(result("b"), u("2"))
+    assert memory.messages() == [SystemMessage("s"), u("2")]
+
+
+def test_set_drops_leading_results(kind: str) -> None:
+    memory = make_memory(kind, 5)
+    memory.set([result("x"), result(None), u("1")])
+    assert memory.messages() == [u("1")]
+
+
 # ------------------------------------------------------------------------------------------ store traffic
 
 

@@ -129,14 +129,16 @@ class _WindowChatMemory:
             update = add_messages(store.get_messages(self._id), messages, limit=limit, weight=weight, total=total,
                                   always_keep_system_message_first=self.always_keep_system_message_first)
             if update.changed:
-                self._report(update, limit)
                 store.update_messages(self._id, update.messages)
+            self._report(update, limit)
             return
         for attempt in range(self.max_attempts):
             snapshot = store.load(self._id)
             update = add_messages(snapshot.messages, messages, limit=limit, weight=weight, total=total,
                                   always_keep_system_message_first=self.always_keep_system_message_first)
             if not update.changed:
+                # An oversized message can leave the window as it was; it still deserves the warning.
+                self._report(update, limit)
                 return
             try:
                 store.save(self._id, update.messages, snapshot.version)

@@ -98,7 +98,7 @@ def _json_equal(left: Any, right: Any) -> bool:
     if isinstance(left, dict):
         return left.keys() == right.keys() and all(_json_equal(item, right[key]) for key, item in left.items())
     if isinstance(left, list):
-        return len(left) == len(right) and all(_json_equal(a, b) for a, b in zip(left, right))
+        return len(left) == len(right) and all(_json_equal(a, b) for a, b in zip(left, right, strict=True))
     if isinstance(left, float):
         return left == right and math.copysign(1.0, left) == math.copysign(1.0, right)
     return bool(left == right)
@@ -317,7 +317,7 @@ class ToolExecutionResultMessage:
 
     def __init__(
         self,
-        id: str | None,  # noqa: A002 - the public name mirrors the request's id
+        id: str | None,
         tool_name: str,
         text: str,
         is_error: bool = False,

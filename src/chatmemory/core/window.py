@@ -15,7 +15,7 @@ Rules (SEMANTICS.md §3):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from chatmemory.core.messages import (
@@ -133,6 +133,9 @@ def evict(
 ) -> tuple[list[ChatMessage], list[ChatMessage]]:
     """Evict from ``window`` (in place) until it weighs at most ``limit``.
 
+    Tool results heading the window go too, whether or not anything else had to: nothing but a system
+    message precedes them, so their request is gone (a result arriving after its call was evicted).
+
     Args:
         window: the messages, oldest first; changed in place.
         limit: the largest total weight allowed.
@@ -143,10 +146,20 @@ def evict(
         The evicted messages (oldest first) and the window.
     """
     weights = [weight(message) for message in window]
-    current_total = total(window) if total is not None else sum(weights)
     evicted: list[ChatMessage] = []
-    evicted_any = False
-    while current_total > limit:
+
+    def remove(indices: Iterable[int]) -> None:
+        doomed = sorted(indices)
+        evicted.extend(window[index] for index in doomed)
+        for index in reversed(doomed):
+            del window[index]
+            del weights[index]
+
+    def current_total() -> int:
+        return total(window) if total is not None else sum(weights)
+
+    remove(_leading_orphans(window))
+    while current_total() > limit:
         victim = next((i for i, m in enumerate(window) if not isinstance(m, SystemMessage)), None)
         if victim is None:
             break
@@ -154,19 +167,8 @@ def evict(
         message = window[victim]
         if isinstance(message, AiMessage) and message.tool_execution_requests:
             doomed |= _results_of(window, victim + 1, message)
-        for index in sorted(doomed, reverse=True):
-            evicted.append(window.pop(index))
-            current_total -= weights.pop(index)
-        evicted_any = True
-        for index in reversed(_leading_orphans(window)):
-            evicted.append(window.pop(index))
-            current_total -= weights.pop(index)
-        if total is not None:
-            current_total = total(window)
-    if evicted_any:
-        # Results of requests evicted earlier can still be at the head when the limit was met exactly.
-        for index in reversed(_leading_orphans(window)):
-            evicted.append(window.pop(index))
+        remove(doomed)
+        remove(_leading_orphans(window))
     return evicted, window
 
 
@@ -182,14 +184,14 @@ def add_messages(
     """Apply ``added`` to the stored window ``current`` and evict down to ``limit``.
 
     Returns a :class:`WindowUpdate`; ``changed`` is ``False`` when nothing needs writing (for example an
-    add of the system message already held).
+    add of the system message already held, or of a result whose call is gone to an empty window).
     """
-    window, changed = _place_messages(current, added, always_keep_system_message_first)
-    if not changed:
+    window, placed = _place_messages(current, added, always_keep_system_message_first)
+    if not placed:
         return WindowUpdate(list(current), False, [], [])
-    oversized = [message for message in window if message in added and weight(message) > limit]
+    oversized = [message for message in window if any(message is new for new in added) and weight(message) > limit]
     evicted, window = evict(window, limit, weight, total)
-    return WindowUpdate(window, True, evicted, oversized)
+    return WindowUpdate(window, window != list(current), evicted, oversized)
 
 
 def fit_window(
