@@ -64,9 +64,11 @@ def violations_of(command_name: str, command: Mapping[str, Any]) -> list[str]:
         found.append(f"{command_name!r} uses a multi-document transaction (a standalone mongod has none)")
     if command_name in STATEMENT_OPTIONS_AFTER_7:
         array, options = STATEMENT_OPTIONS_AFTER_7[command_name]
-        for statement in command.get(array, ()):
-            for option in options & set(statement):
-                found.append(f"{command_name!r} statement option {option!r} needs MongoDB 8.0")
+        found.extend(
+            f"{command_name!r} statement option {option!r} needs MongoDB 8.0"
+            for statement in command.get(array, ())
+            for option in sorted(options & set(statement))
+        )
     found.extend(
         f"{command_name!r} uses {operator!r}, which MongoDB 7.0 does not know"
         for operator in sorted(OPERATORS_AFTER_7 & set(_keys(command)))

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from pymongo import MongoClient
-from support.mongo7_guard import Mongo7Guard
-from support.servers import server_url
 
 from chatmemory import ChatMemoryStore
 from chatmemory.stores.mongodb import MongoChatMemoryStore
+from support.mongo7_guard import Mongo7Guard
+from support.servers import server_url
 
 DATABASE = "chatmemory_test"
 ENV_VAR = "CHATMEMORY_TEST_MONGODB_URL"
@@ -28,7 +28,7 @@ def _start_mongo7() -> tuple[Any, str]:
     try:
         from testcontainers.community.mongodb import MongoDbContainer
     except ImportError:  # testcontainers before 4.14 kept the module at the top level
-        from testcontainers.mongodb import MongoDbContainer  # type: ignore[no-redef]
+        from testcontainers.mongodb import MongoDbContainer
     container = MongoDbContainer("mongo:7")
     container.start()
     return container, container.get_connection_url()
