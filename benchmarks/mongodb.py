@@ -1,0 +1,178 @@
+"""MongoDB store against a raw ``update_one`` $push/$slice / ``find_one`` baseline, same server, same run.
+
+    python benchmarks/mongodb.py [--url mongodb://127.0.0.1:27018/?replicaSet=secantus] [--turns 300]
+                                 [--windows 20 200]
+
+For each window size the memory is filled, then every steady-state turn does, interleaved:
+
+* store get: ``load()`` (one ``find_one``; the whole window comes back and is decoded);
+* store update: ``save()`` of the window with the oldest message evicted and one appended;
+* store update, system first: the same turn on a memory that keeps a system message at index 0 (the
+  eviction is at position 1; the store still sends one ``$push``);
+* baseline update: one ``update_one`` of ``$push`` (the new record, ``$each``/``$slice``) + ``$set`` of
+  the expiry, no version filter;
+* baseline get: ``find_one`` and decoding every record.
+
+Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline has no version
+check and cannot keep a system message first: it is the floor, not an alternative. "bytes sent" is the
+BSON size of the command document the driver sent (as a command listener sees it: with the session id
+and cluster time, without the 21-byte OP_MSG framing). Figures only, no assertions: not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+# Run as a script, this file's directory is first on sys.path and its name would shadow nothing today,
+# but keep the package imports unambiguous as the Redis benchmark does.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+import bson  # noqa: E402
+from pymongo import MongoClient, monitoring  # noqa: E402
+
+from chatmemory import AiMessage, ChatMessage, SystemMessage, UserMessage  # noqa: E402
+from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
+from chatmemory.stores.mongodb import MongoChatMemoryStore  # noqa: E402
+
+TTL_SECONDS = 3600
+DATABASE = "chatmemory_bench"
+
+
+class ByteCounter(monitoring.CommandListener):
+    """Adds up the BSON size of every command the client sends."""
+
+    sent = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        ByteCounter.sent += len(bson.encode(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def message(turn: int) -> ChatMessage:
+    """A turn of a plausible conversation (~300 bytes encoded)."""
+    text = f"turn {turn}: " + "the quick brown fox jumps over the lazy dog " * 6
+    return UserMessage(text) if turn % 2 == 0 else AiMessage(text)
+
+
+class Timings:
+    def __init__(self) -> None:
+        self.micros: list[float] = []
+        self.sent: list[int] = []
+
+    def measure(self, action: Callable[[], object]) -> None:
+        before_bytes = ByteCounter.sent
+        start = time.perf_counter_ns()
+        action()
+        self.micros.append((time.perf_counter_ns() - start) / 1000)
+        self.sent.append(ByteCounter.sent - before_bytes)
+
+    def median(self) -> float:
+        return statistics.median(self.micros)
+
+    def p99(self) -> float:
+        return statistics.quantiles(self.micros, n=100)[98]
+
+    def bytes(self) -> float:
+        return statistics.mean(self.sent)
+
+
+def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, Timings]:
+    collection_name = f"bench_{uuid.uuid4().hex[:8]}"
+    store = MongoChatMemoryStore(client, database=DATABASE, collection=collection_name, ttl=TTL_SECONDS)
+    raw = client[DATABASE][collection_name]
+    results = {name: Timings() for name in (
+        "store get", "store update", "store update, system", "baseline get", "baseline update",
+    )}
+    system = SystemMessage("You are a helpful assistant. Answer briefly.")
+    messages = [message(turn) for turn in range(window)]
+    store.update_messages("plain", messages)
+    store.update_messages("system", [system, *messages[1:]])
+    raw.insert_one({"_id": "baseline", "messages": [dumps_message(m).decode() for m in messages],
+                    "expires_at": datetime.datetime.now(datetime.timezone.utc)})
+
+    def baseline_update(new: ChatMessage) -> None:
+        expires_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TTL_SECONDS)
+        raw.update_one({"_id": "baseline"}, {
+            "$push": {"messages": {"$each": [dumps_message(new).decode()], "$slice": -window}},
+            "$set": {"expires_at": expires_at},
+        })
+
+    def baseline_get() -> list[ChatMessage]:
+        document = raw.find_one({"_id": "baseline"})
+        assert document is not None
+        return [loads_message(record) for record in document["messages"]]
+
+    def turn_on(memory_id: str, name: str, new: ChatMessage, keep_first: int) -> None:
+        snapshot = store.load(memory_id)
+        kept = [*snapshot.messages[:keep_first], *snapshot.messages[keep_first + 1:], new]
+        results[name].measure(lambda: store.save(memory_id, kept, snapshot.version))
+
+    try:
+        for turn in range(window, window + turns):
+            new = message(turn)
+            results["store get"].measure(lambda: store.load("plain"))
+            turn_on("plain", "store update", new, 0)
+            turn_on("system", "store update, system", new, 1)
+            results["baseline update"].measure(lambda: baseline_update(new))  # noqa: B023
+            results["baseline get"].measure(baseline_get)
+        assert store.get_messages("plain") == baseline_get()
+        assert store.get_messages("system") == [system, *baseline_get()[1:]]
+    finally:
+        raw.drop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_MONGODB_URL",
+                                                        "mongodb://127.0.0.1:27018/?replicaSet=secantus"))
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
+    options = parser.parse_args()
+    client: MongoClient[Any] = MongoClient(options.url, event_listeners=[ByteCounter()])
+    info = client.server_info()
+    flavour = f"SecantusDB {info['secantusVersion']} (reports {info['version']})" if "secantusVersion" in info \
+        else f"MongoDB {info['version']}"
+    print(f"{flavour} at {options.url}; {options.turns} turns per window; "
+          f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n")
+    by_window = {}
+    for window in options.windows:
+        run_window(client, window, min(30, options.turns))  # warm-up: connections, collection creation
+        by_window[window] = run_window(client, window, options.turns)
+    print(f"{'window':>6}  {'operation':<24}{'median µs':>11}{'p99 µs':>10}{'bytes sent':>12}")
+    for window, results in by_window.items():
+        for name, timings in results.items():
+            print(f"{window:>6}  {name:<24}{timings.median():>11.1f}{timings.p99():>10.1f}{timings.bytes():>12.0f}")
+        print()
+    print("ratios (median store / median baseline):")
+    for window, results in by_window.items():
+        update = results["store update"].median() / results["baseline update"].median()
+        system_update = results["store update, system"].median() / results["baseline update"].median()
+        get = results["store get"].median() / results["baseline get"].median()
+        print(f"  window {window:>4}: update {update:.2f}x, update with system first {system_update:.2f}x, "
+              f"get {get:.2f}x")
+    if len(by_window) >= 2:
+        small, large = min(by_window), max(by_window)
+        print(f"flatness (median at window {large} / window {small}):")
+        for name in ("store update", "store update, system", "store get", "baseline update", "baseline get"):
+            ratio = by_window[large][name].median() / by_window[small][name].median()
+            print(f"  {name:<22} {ratio:.2f}x")
+    client.close()
+
+
+if __name__ == "__main__":
+    main()
