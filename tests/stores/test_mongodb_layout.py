@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from chatmemory import AiMessage, SystemMessage, UserMessage
-from chatmemory.stores.mongodb import MongoLayout, plan_layout, plan_write
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chatmemory import AiMessage, ChatMessage, SystemMessage, UserMessage
+from chatmemory.stores.mongodb import MongoLayout, MongoWritePlan, plan_layout, plan_write
 
 
 def _users(*numbers: int) -> list[UserMessage]:
@@ -85,3 +88,42 @@ def test_an_unchanged_list_writes_no_messages() -> None:
     plan = plan_write(plan_layout(_users(1, 2)), plan_layout(_users(1, 2)))
     assert plan is not None
     assert (plan.head_trim, plan.appended, plan.system_changed) == (0, (), False)
+
+
+def _apply(old: MongoLayout, plan: MongoWritePlan, new: MongoLayout) -> list[ChatMessage]:
+    """What the server does with the update: $push $each, then $slice to the last n; $set the system."""
+    array = [*old.array, *plan.appended]
+    if plan.head_trim:
+        array = array[-plan.array_length:] if plan.array_length else []
+    return MongoLayout(tuple(array), new.system, new.system_at).messages()
+
+
+_message = st.one_of(
+    st.integers(0, 6).map(lambda n: UserMessage(str(n))),
+    st.sampled_from([SystemMessage("a"), SystemMessage("b")]),
+)
+
+
+@given(st.lists(_message, max_size=8), st.lists(_message, max_size=8))
+def test_an_in_place_plan_applied_as_the_server_would_gives_the_new_list(
+    old_messages: list[ChatMessage], new_messages: list[ChatMessage]
+) -> None:
+    old, new = plan_layout(old_messages), plan_layout(new_messages)
+    assert new.messages() == new_messages
+    plan = plan_write(old, new)
+    if plan is not None:
+        assert _apply(old, plan, new) == new_messages
+
+
+@given(st.lists(st.integers(0, 50), max_size=10), st.integers(0, 10), st.lists(st.integers(51, 99), max_size=4),
+       st.booleans())
+def test_every_window_turn_is_in_place(
+    window: list[int], evicted: int, added: list[int], system_first: bool
+) -> None:
+    head = [SystemMessage("s")] if system_first else []
+    old = [*head, *_users(*window)]
+    new = [*head, *_users(*window[evicted:]), *_users(*added)]
+    plan = plan_write(plan_layout(old), plan_layout(new))
+    assert plan is not None
+    assert plan.head_trim == min(evicted, len(window))
+    assert _apply(plan_layout(old), plan, plan_layout(new)) == new

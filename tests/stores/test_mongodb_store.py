@@ -494,3 +494,17 @@ def test_the_guard_lets_mongodb_7_commands_pass() -> None:
                                            "upsert": False}], "txnNumber": 4, "lsid": {}}
     assert violations_of("update", command) == []
     assert violations_of("findAndModify", {"findAndModify": "c", "query": {}, "sort": {"a": 1}}) == []
+
+
+def test_a_document_written_by_other_means_is_rewritten_not_diffed(store: MongoChatMemoryStore,
+                                                                   recorder: Recorder) -> None:
+    # No incarnation: nothing pins the array a diff would be computed against, so the first save
+    # replaces the document; from then on turns are diffs again.
+    store.collection.insert_one({"_id": "chat", "version": 3, "messages": [_record(m) for m in _users(1, 2)]})
+    memory = MessageWindowChatMemory("chat", store=store, max_messages=2)
+    recorder.take()
+    memory.add(UserMessage("3"))
+    assert "$push" not in recorder.take()[1][1]["updates"][0]["u"]
+    memory.add(UserMessage("4"))
+    assert "$push" in recorder.take()[1][1]["updates"][0]["u"]
+    assert memory.messages() == _users(3, 4)

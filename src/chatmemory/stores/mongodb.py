@@ -141,7 +141,8 @@ class _Cached:
     """The layout of a memory at a version, as this store last read or wrote it."""
 
     version: int
-    incarnation: ObjectId
+    incarnation: ObjectId | None
+    """``None`` for a document written by other means: it is read, never diffed against."""
     layout: MongoLayout
 
 
@@ -282,7 +283,9 @@ class MongoChatMemoryStore:
     def _cached(self, memory_id: str, version: int) -> _Cached | None:
         with self._lock:
             cached = self._cache.get(memory_id)
-        return cached if cached is not None and cached.version == version else None
+        if cached is None or cached.version != version or cached.incarnation is None:
+            return None
+        return cached
 
     def _document(
         self, layout: MongoLayout, version: int, incarnation: ObjectId, now: datetime.datetime
@@ -320,9 +323,8 @@ class MongoChatMemoryStore:
                     memory_id, f"'system_at' is {system_at!r}, not a position within the {len(array) + 1} messages"
                 )
         incarnation = document.get("incarnation")
-        # A document without an incarnation (written by hand) can be read, but never diffed against.
-        token = incarnation if isinstance(incarnation, ObjectId) else ObjectId()
-        return _Cached(version, token, MongoLayout(array, system, system_at))
+        return _Cached(version, incarnation if isinstance(incarnation, ObjectId) else None,
+                       MongoLayout(array, system, system_at))
 
     @staticmethod
     def _message(memory_id: str, record: object, where: str) -> ChatMessage:
@@ -377,7 +379,7 @@ class MongoChatMemoryStore:
         plan = plan_write(cached.layout, layout) if cached is not None else None
         self._ensure_expiry_index()
         try:
-            if cached is not None and plan is not None:
+            if cached is not None and cached.incarnation is not None and plan is not None:
                 incarnation = cached.incarnation
                 matched = self._update_in_place(memory_id, expected_version, incarnation, plan, layout, version, now)
             else:
