@@ -1,0 +1,140 @@
+"""The sequence diff: the write plan stores execute, checked on shapes and as a property."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatmemory import SystemMessage, UserMessage
+from chatmemory.core.sequence_diff import diff_messages
+
+EXAMPLES = 200
+
+
+def u(text: str) -> UserMessage:
+    return UserMessage(text)
+
+
+def test_head_trim_and_append() -> None:
+    old = [u("1"), u("2"), u("3"), u("4")]
+    plan = diff_messages(old, [u("3"), u("4"), u("5")])
+    assert plan.kept == (2, 3)
+    assert plan.deleted == (0, 1)
+    assert plan.appended == (u("5"),)
+    assert plan.head_trim == 2
+    assert plan.deleted_span == 2
+    assert not plan.is_rewrite
+    assert not plan.unchanged
+
+
+def test_system_first_trim_deletes_positions_after_it() -> None:
+    old = [SystemMessage("s"), u("1"), u("2"), u("3"), u("4")]
+    plan = diff_messages(old, [SystemMessage("s"), u("3"), u("4"), u("5")])
+    assert plan.kept == (0, 3, 4)
+    assert plan.deleted == (1, 2)
+    assert plan.head_trim is None
+    assert plan.deleted_span == 3
+    assert plan.appended == (u("5"),)
+
+
+def test_new_system_message_put_first_is_a_rewrite() -> None:
+    old = [SystemMessage("old"), u("1"), u("2")]
+    plan = diff_messages(old, [SystemMessage("new"), u("1"), u("2")])
+    assert plan.is_rewrite
+    assert plan.kept == ()
+    assert plan.deleted == (0, 1, 2)
+    assert plan.appended == (SystemMessage("new"), u("1"), u("2"))
+
+
+def test_unchanged() -> None:
+    old = [u("1"), u("2")]
+    plan = diff_messages(old, [u("1"), u("2")])
+    assert plan.unchanged
+    assert plan.kept == (0, 1)
+    assert plan.head_trim == 0
+    assert plan.deleted_span == 0
+    assert diff_messages([], []).unchanged
+    assert not diff_messages([], []).is_rewrite
+
+
+def test_from_empty_is_append_not_rewrite() -> None:
+    plan = diff_messages([], [u("1")])
+    assert not plan.is_rewrite
+    assert plan.appended == (u("1"),)
+
+
+def test_everything_deleted() -> None:
+    plan = diff_messages([u("1"), u("2")], [])
+    assert plan.deleted == (0, 1)
+    assert plan.head_trim == 2
+    assert plan.is_rewrite
+
+
+def test_duplicates_prefer_deleting_at_the_head() -> None:
+    old = [u("a"), u("a"), u("a")]
+    plan = diff_messages(old, [u("a"), u("a"), u("b")])
+    assert plan.kept == (1, 2)
+    assert plan.deleted == (0,)
+    assert plan.head_trim == 1
+    plan = diff_messages([u("a"), u("b"), u("a")], [u("a"), u("c")])
+    assert plan.kept == (2,)
+    assert plan.head_trim == 2
+
+
+def test_equal_values_match_across_objects() -> None:
+    plan = diff_messages([UserMessage("x", attributes={"k": [1]})], [UserMessage("x", attributes={"k": [1]})])
+    assert plan.unchanged
+    assert not diff_messages([UserMessage("x", attributes={"k": 1})], [UserMessage("x", attributes={"k": True})]).kept
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    old=st.lists(st.sampled_from("abcde"), max_size=12),
+    new=st.lists(st.sampled_from("abcdef"), max_size=12),
+)
+def test_plan_rebuilds_new_and_partitions_old(old: list[str], new: list[str]) -> None:
+    old_messages = [u(text) for text in old]
+    new_messages = [u(text) for text in new]
+    plan = diff_messages(old_messages, new_messages)
+    assert [old_messages[i] for i in plan.kept] + list(plan.appended) == new_messages
+    assert sorted(plan.kept + plan.deleted) == list(range(len(old)))
+    assert set(plan.kept).isdisjoint(plan.deleted)
+    assert list(plan.kept) == sorted(plan.kept)
+    assert list(plan.deleted) == sorted(plan.deleted)
+    assert plan.old_length == len(old)
+    assert plan.unchanged == (old == new)
+    if plan.head_trim is not None:
+        assert plan.deleted == tuple(range(plan.head_trim))
+    assert plan.deleted_span == (max(plan.deleted) + 1 if plan.deleted else 0)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    window=st.lists(st.sampled_from("abc"), max_size=10),
+    evict=st.integers(0, 10),
+    added=st.lists(st.sampled_from("abcd"), max_size=4),
+)
+def test_window_turns_cost_no_more_than_a_head_trim(window: list[str], evict: int, added: list[str]) -> None:
+    old = [u(text) for text in window]
+    new = old[evict:] + [u(text) for text in added]
+    plan = diff_messages(old, new)
+    assert len(plan.deleted) + len(plan.appended) <= min(evict, len(old)) + len(added)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(size=st.integers(0, 10), evict=st.integers(0, 10), added=st.integers(0, 4), system_first=st.booleans())
+def test_window_turns_of_distinct_messages_are_trims(size: int, evict: int, added: int, system_first: bool) -> None:
+    old = [u(f"old {i}") for i in range(size)]
+    tail = [u(f"new {i}") for i in range(added)]
+    if system_first:
+        old.insert(0, SystemMessage("s"))
+        new = [old[0], *old[1 + evict:], *tail]
+    else:
+        new = old[evict:] + tail
+    plan = diff_messages(old, new)
+    dropped = min(evict, size)
+    assert plan.appended == tuple(tail)
+    if system_first:
+        assert plan.deleted == tuple(range(1, 1 + dropped))
+    else:
+        assert plan.head_trim == dropped
