@@ -1,0 +1,155 @@
+"""Schema migrations of the SQL store: Alembic, shipped inside the package and driven from code.
+
+Each table prefix is migrated on its own, with its own version table ``<prefix>alembic_version``::
+
+    from chatmemory.migrations import upgrade, current
+    upgrade("postgresql+psycopg://app@db/app")          # or: chatmemory migrate URL
+    current("postgresql+psycopg://app@db/app")          # "0001_initial"
+
+Revision ids are readable (``0001_initial``, ``0002_...``); :func:`head` is the one this chatmemory needs.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from chatmemory.stores._optional import require
+
+require("alembic", feature="chatmemory migrations", extra="sql")
+
+from alembic import command  # noqa: E402 - after the dependency check
+from alembic.config import Config  # noqa: E402
+from alembic.runtime.migration import MigrationContext  # noqa: E402
+from alembic.script import ScriptDirectory  # noqa: E402
+from sqlalchemy import Connection, Engine, create_engine, inspect  # noqa: E402
+from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
+
+from chatmemory.core.errors import StoreError  # noqa: E402
+from chatmemory.stores.sql_schema import (  # noqa: E402
+    DEFAULT_TABLE_PREFIX,
+    validate_table_prefix,
+    version_table_name,
+)
+
+__all__ = ["cli_migrate", "current", "head", "migrate_command", "revisions", "upgrade"]
+
+_SCRIPT_LOCATION = str(Path(__file__).resolve().parent)
+
+
+def _config(table_prefix: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", _SCRIPT_LOCATION)
+    config.attributes["table_prefix"] = validate_table_prefix(table_prefix)
+    return config
+
+
+@functools.lru_cache(maxsize=1)
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config(DEFAULT_TABLE_PREFIX))
+
+
+def head() -> str:
+    """The revision this chatmemory's store needs (the newest one shipped)."""
+    revision = _scripts().get_current_head()
+    assert revision is not None
+    return revision
+
+
+def revisions() -> list[str]:
+    """Every shipped revision, oldest first."""
+    return [script.revision for script in reversed(list(_scripts().walk_revisions()))]
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` (no driver) mean psycopg 3 here, not SQLAlchemy's psycopg2."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
+
+
+@contextmanager
+def _connection(url_or_engine: str | Engine) -> Iterator[Connection]:
+    engine = create_engine(normalize_url(url_or_engine)) if isinstance(url_or_engine, str) else url_or_engine
+    try:
+        with engine.begin() as connection:
+            yield connection
+    finally:
+        if isinstance(url_or_engine, str):
+            engine.dispose()
+
+
+def upgrade(
+    url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX, revision: str = "head"
+) -> None:
+    """Migrate the tables of ``table_prefix`` to ``revision`` (default: the newest).
+
+    Args:
+        url_or_engine: a SQLAlchemy URL (an engine is made and disposed of) or an engine the caller owns.
+        table_prefix: which store's tables.
+        revision: the target revision id.
+
+    Raises:
+        StoreError: the database failed; the driver's exception is the ``__cause__``.
+    """
+    config = _config(table_prefix)
+    try:
+        with _connection(url_or_engine) as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+    except SQLAlchemyError as exc:
+        raise StoreError("schema migration", detail=str(exc).splitlines()[0]) from exc
+
+
+def stamp(connection: Connection, *, table_prefix: str = DEFAULT_TABLE_PREFIX, revision: str = "head") -> None:
+    """Record ``revision`` as applied without running it (used after creating tables from metadata)."""
+    config = _config(table_prefix)
+    config.attributes["connection"] = connection
+    command.stamp(config, revision)
+
+
+def current_on(connection: Connection, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> str | None:
+    """The applied revision of ``table_prefix`` on an open connection (``None``: never migrated)."""
+    version_table = version_table_name(table_prefix)
+    if not inspect(connection).has_table(version_table):
+        return None
+    context = MigrationContext.configure(connection, opts={"version_table": version_table})
+    return context.get_current_revision()
+
+
+def current(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> str | None:
+    """The applied revision of ``table_prefix`` (``None``: never migrated)."""
+    try:
+        with _connection(url_or_engine) as connection:
+            return current_on(connection, table_prefix=table_prefix)
+    except SQLAlchemyError as exc:
+        raise StoreError("reading the schema revision", detail=str(exc).splitlines()[0]) from exc
+
+
+def migrate_command(url: str, table_prefix: str = DEFAULT_TABLE_PREFIX) -> str:
+    """The shell command that migrates ``url`` (password hidden), as named in error messages."""
+    from sqlalchemy.engine import make_url
+
+    shown = make_url(url).render_as_string(hide_password=True)
+    suffix = "" if table_prefix == DEFAULT_TABLE_PREFIX else f" --table-prefix {table_prefix}"
+    return f"chatmemory migrate '{shown}'{suffix}"
+
+
+def cli_migrate(url: str, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> int:
+    """``chatmemory migrate URL``: upgrade to the newest revision and report; returns the exit status."""
+    try:
+        before = current(url, table_prefix=table_prefix)
+        upgrade(url, table_prefix=table_prefix)
+        after = current(url, table_prefix=table_prefix)
+    except (StoreError, ValueError) as exc:
+        print(f"chatmemory migrate: {exc}", file=sys.stderr)
+        return 1
+    if before == after:
+        print(f"schema already at {after}")
+    else:
+        print(f"schema migrated from {before or 'empty'} to {after}")
+    return 0

@@ -1,0 +1,86 @@
+"""Engines and transactions for the SQL store: per-dialect settings, locking, and conflict detection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError
+
+from chatmemory.core.errors import MissingDependencyError
+from chatmemory.migrations import normalize_url
+
+__all__ = ["engine_from_url", "is_conflict", "transaction"]
+
+_CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "23505"})
+"""PostgreSQL: serialization failure, deadlock, unique violation (two writers creating one memory)."""
+_CONFLICT_MYSQL_CODES = frozenset({1062, 1213, 1205})
+"""MySQL/MariaDB: duplicate key, deadlock, lock wait timeout."""
+_DRIVER_EXTRAS = {"postgresql": ("psycopg", "postgres"), "mysql": ("pymysql", "mysql")}
+
+
+def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
+    """An engine for the store to own: ``postgresql://`` means psycopg 3; per-dialect defaults below."""
+    url = normalize_url(url)
+    settings = dict(options)
+    scheme = url.split(":", 1)[0].split("+", 1)[0]
+    if scheme in ("mysql", "mariadb"):
+        # READ COMMITTED takes no gap locks, so writers of different memories do not deadlock on
+        # neighbouring index ranges; it is set once per connection, not per transaction.
+        settings.setdefault("isolation_level", "READ COMMITTED")
+    if scheme == "sqlite":
+        connect_args = dict(settings.pop("connect_args", {}))
+        # BEGIN IMMEDIATE waits this long for another writer's lock before giving up.
+        connect_args.setdefault("timeout", 30.0)
+        settings["connect_args"] = connect_args
+    try:
+        engine = create_engine(url, **settings)
+    except ImportError as exc:
+        module, extra = _DRIVER_EXTRAS.get("mysql" if scheme == "mariadb" else scheme, (exc.name or "?", "sql"))
+        raise MissingDependencyError("SQLChatMemoryStore", extra, module) from exc
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+
+        @event.listens_for(engine, "connect")
+        def _write_ahead_log(dbapi_connection: Any, _record: Any) -> None:
+            # In WAL mode readers never wait for the writer (the setting is kept in the file).
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+    return engine
+
+
+@contextmanager
+def transaction(engine: Engine, autocommit_engine: Engine) -> Iterator[Connection]:
+    """A write transaction; on SQLite it takes the write lock at BEGIN.
+
+    pysqlite begins deferred transactions, and two writers that both read before writing fail with
+    "database is locked" when both try to upgrade their locks. ``BEGIN IMMEDIATE`` takes the write lock
+    up front, waiting for it under the busy timeout (SQLAlchemy's pysqlite docs, "Serializable isolation
+    / Savepoints / Transactional DDL"): on an autocommit connection we issue BEGIN ourselves.
+    """
+    if engine.dialect.name == "sqlite":
+        with autocommit_engine.connect() as connection:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            except BaseException:
+                connection.exec_driver_sql("ROLLBACK")
+                raise
+            connection.exec_driver_sql("COMMIT")
+    else:
+        with engine.begin() as connection:
+            yield connection
+
+
+def is_conflict(dialect: str, exc: DBAPIError) -> bool:
+    """Whether ``exc`` means another writer got there first (retry or report a concurrent update)."""
+    original = exc.orig
+    if dialect == "postgresql":
+        return getattr(original, "sqlstate", None) in _CONFLICT_SQLSTATES
+    if dialect in ("mysql", "mariadb"):
+        args: tuple[Any, ...] = getattr(original, "args", ())
+        return bool(args) and args[0] in _CONFLICT_MYSQL_CODES
+    return False

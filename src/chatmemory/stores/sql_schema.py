@@ -1,0 +1,140 @@
+"""The tables of the SQL store, per table prefix, with column types chosen per dialect.
+
+Two tables per prefix:
+
+* ``<prefix>memories`` — the head row of a memory: its version, an incarnation token (new each time the
+  memory is created), the next message sequence number, and created/updated/expiry times.
+* ``<prefix>messages`` — one row per message, keyed by ``(memory_id, seq)``, holding the versioned
+  ``dumps_message`` payload as bytes (PostgreSQL rejects ``\\x00`` in ``text`` and ``jsonb``; bytes keep
+  every message exact).
+
+Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
+equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
+MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\\x00``
+is allowed, and ordering by id is code point order everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from chatmemory.stores._optional import require
+
+require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
+
+from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missing extra names itself
+    BigInteger,
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    TypeDecorator,
+)
+from sqlalchemy.dialects import mysql  # noqa: E402
+from sqlalchemy.types import TypeEngine  # noqa: E402
+
+__all__ = [
+    "DEFAULT_TABLE_PREFIX",
+    "MemoryIdType",
+    "SchemaTables",
+    "build_tables",
+    "validate_table_prefix",
+    "version_table_name",
+]
+
+DEFAULT_TABLE_PREFIX = "chatmemory_"
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
+MEMORY_ID_BYTES = 1020
+"""255 characters of at most 4 UTF-8 bytes each."""
+
+
+def validate_table_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a plain identifier of at most 30 characters, else raise ``ValueError``."""
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"table_prefix must be letters, digits and underscores, not starting with a digit, at most 30 "
+            f"characters; got {prefix!r}"
+        )
+    return prefix
+
+
+def version_table_name(prefix: str) -> str:
+    """The Alembic version table of a prefix: each prefix migrates on its own."""
+    return f"{validate_table_prefix(prefix)}alembic_version"
+
+
+class MemoryIdType(TypeDecorator[str]):
+    """A memory id, stored as its UTF-8 bytes (lone surrogates kept with ``surrogatepass``)."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.VARBINARY(MEMORY_ID_BYTES))
+        return dialect.type_descriptor(LargeBinary())
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else value.encode("utf-8", "surrogatepass")
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
+
+    @property
+    def python_type(self) -> type[str]:
+        return str
+
+
+def payload_type() -> TypeEngine[bytes]:
+    """``BYTEA`` / ``LONGBLOB`` (messages of a mebibyte and more) / ``BLOB``."""
+    return LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+
+
+def timestamp_type() -> TypeEngine[Any]:
+    """``TIMESTAMP WITH TIME ZONE`` / ``DATETIME(6)`` (microseconds) / SQLite's ``DATETIME`` text."""
+    return DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+@dataclass(frozen=True)
+class SchemaTables:
+    """The tables of one prefix, in their own ``MetaData``."""
+
+    prefix: str
+    metadata: MetaData
+    memories: Table
+    messages: Table
+
+
+def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
+    """The current schema (the state ``alembic upgrade head`` produces) for ``prefix``."""
+    prefix = validate_table_prefix(prefix)
+    metadata = MetaData()
+    memories = Table(
+        f"{prefix}memories",
+        metadata,
+        Column("memory_id", MemoryIdType(), nullable=False),
+        Column("version", BigInteger, nullable=False),
+        Column("incarnation", BigInteger, nullable=False),
+        Column("next_seq", BigInteger, nullable=False),
+        Column("created_at", timestamp_type(), nullable=False),
+        Column("updated_at", timestamp_type(), nullable=False),
+        Column("expires_at", timestamp_type(), nullable=True),
+        PrimaryKeyConstraint("memory_id", name=f"pk_{prefix}memories"),
+        Index(f"ix_{prefix}memories_expires_at", "expires_at"),
+        Index(f"ix_{prefix}memories_updated_at", "updated_at", "memory_id"),
+    )
+    messages = Table(
+        f"{prefix}messages",
+        metadata,
+        Column("memory_id", MemoryIdType(), nullable=False),
+        Column("seq", BigInteger, nullable=False, autoincrement=False),
+        Column("payload", payload_type(), nullable=False),
+        PrimaryKeyConstraint("memory_id", "seq", name=f"pk_{prefix}messages"),
+    )
+    return SchemaTables(prefix, metadata, memories, messages)

@@ -1,0 +1,159 @@
+"""The statements of the SQL store, built once per store so SQLAlchemy compiles each only once.
+
+Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Delete,
+    Insert,
+    LargeBinary,
+    Select,
+    Update,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql
+
+from chatmemory.stores.sql_schema import MemoryIdType, SchemaTables
+
+__all__ = ["Statements"]
+
+
+class Statements:
+    """Every statement the store runs, for one table prefix and dialect."""
+
+    def __init__(self, tables: SchemaTables, dialect: str) -> None:
+        self._tables = tables
+        memories, messages = tables.memories, tables.messages
+        memory_id = memories.c.memory_id == bindparam("p_id")
+        self._live = or_(memories.c.expires_at.is_(None), memories.c.expires_at > bindparam("p_now"))
+
+        self.read: Select[Any] = (
+            select(memories.c.version, memories.c.incarnation, memories.c.next_seq, messages.c.seq,
+                   messages.c.payload)
+            .select_from(memories.outerjoin(messages, messages.c.memory_id == memories.c.memory_id))
+            .where(memory_id, self._live)
+            .order_by(messages.c.seq)
+        )
+        """All of a memory in one query: head and messages (none when absent or expired)."""
+
+        self.bump_head: Update = (
+            update(memories)
+            .where(memory_id, memories.c.version == bindparam("p_expected"),
+                   memories.c.incarnation == bindparam("p_incarnation"), self._live)
+            .values(version=memories.c.version + 1, next_seq=bindparam("p_next_seq"),
+                    updated_at=bindparam("p_now"), expires_at=bindparam("p_expires"))
+        )
+        """The conditional write of a diff: matches one row only at the expected version and incarnation."""
+
+        self.lock_head: Select[Any] = (
+            select(memories.c.version, memories.c.incarnation, memories.c.next_seq, memories.c.expires_at)
+            .where(memory_id)
+            .with_for_update()
+        )
+        self.insert_head: Insert = insert(memories)
+        self.rewrite_head: Update = (
+            update(memories)
+            .where(memory_id)
+            .values(version=bindparam("p_version"), incarnation=bindparam("p_incarnation"),
+                    next_seq=bindparam("p_next_seq"), updated_at=bindparam("p_now"),
+                    expires_at=bindparam("p_expires"),
+                    created_at=func.coalesce(bindparam("p_created", type_=memories.c.created_at.type),
+                                             memories.c.created_at))
+        )
+        self.delete_head: Delete = delete(memories).where(memory_id)
+        self.delete_all: Delete = delete(messages).where(messages.c.memory_id == bindparam("p_id"))
+        self.delete_seqs: Delete = delete(messages).where(
+            messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
+        )
+        self.insert_messages: Insert = insert(messages)
+        self.delete_heads: Delete = delete(memories).where(
+            memories.c.memory_id.in_(bindparam("p_ids", expanding=True))
+        )
+        self.delete_messages_of: Delete = delete(messages).where(
+            messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
+        )
+        if dialect == "postgresql":
+            self.diff_postgresql = self._diff_postgresql()
+
+    def _diff_postgresql(self) -> Select[Any]:
+        """A whole steady-state turn as one statement: bump the head, delete the evicted, insert the tail.
+
+        The deletes and inserts run only if the head row matched (they read the UPDATE's RETURNING), so a
+        stale version changes nothing and returns no row.
+        """
+        memories, messages = self._tables.memories, self._tables.messages
+        head = (
+            update(memories)
+            .where(memories.c.memory_id == bindparam("p_id"), memories.c.version == bindparam("p_expected"),
+                   memories.c.incarnation == bindparam("p_incarnation"), self._live)
+            .values(version=memories.c.version + 1, next_seq=bindparam("p_next_seq"),
+                    updated_at=bindparam("p_now"), expires_at=bindparam("p_expires"))
+            .returning(memories.c.version)
+            .cte("head")
+        )
+        matched = select(literal(1)).select_from(head).exists()
+        deleted = (
+            delete(messages)
+            .where(messages.c.memory_id == bindparam("p_id"),
+                   messages.c.seq == any_(bindparam("p_deleted", type_=postgresql.ARRAY(BigInteger))),
+                   matched)
+            .cte("deleted")
+        )
+        new_rows = (
+            func.unnest(bindparam("p_seqs", type_=postgresql.ARRAY(BigInteger)),
+                        bindparam("p_payloads", type_=postgresql.ARRAY(LargeBinary)))
+            .table_valued("seq", "payload")
+            .render_derived(name="new_rows")
+        )
+        inserted = (
+            insert(messages)
+            .from_select(["memory_id", "seq", "payload"],
+                         select(bindparam("p_id", type_=MemoryIdType()), new_rows.c.seq, new_rows.c.payload)
+                         .where(matched))
+            .cte("inserted")
+        )
+        return select(head.c.version).add_cte(deleted, inserted)
+
+    def list_page(self, order: str, after: bool, page_size: int) -> Select[Any]:
+        """One page of live ids by id, or newest first, after the last id (and time) of the previous page."""
+        memories = self._tables.memories
+        statement = select(memories.c.memory_id, memories.c.updated_at).where(self._live)
+        after_id = bindparam("p_after_id", type_=MemoryIdType())
+        if order == "id":
+            if after:
+                statement = statement.where(memories.c.memory_id > after_id)
+            return statement.order_by(memories.c.memory_id).limit(page_size)
+        if after:
+            after_updated = bindparam("p_after_updated", type_=memories.c.updated_at.type)
+            older: ColumnElement[bool] = or_(
+                memories.c.updated_at < after_updated,
+                and_(memories.c.updated_at == after_updated, memories.c.memory_id < after_id),
+            )
+            statement = statement.where(older)
+        return statement.order_by(memories.c.updated_at.desc(), memories.c.memory_id.desc()).limit(page_size)
+
+    def lock_expired(self, batch_size: int) -> Select[Any]:
+        """Up to ``batch_size`` expired ids, locked (skipping rows a writer holds) until the purge commits."""
+        memories = self._tables.memories
+        return (
+            select(memories.c.memory_id)
+            .where(memories.c.expires_at <= bindparam("p_now"))
+            .order_by(memories.c.expires_at)
+            .limit(batch_size)
+            .with_for_update(skip_locked=True)
+        )

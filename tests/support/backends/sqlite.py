@@ -1,0 +1,53 @@
+"""The SQL store on SQLite (a file in a temporary directory), and the backend class all SQL dialects share."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from chatmemory import ChatMemoryStore
+from chatmemory.stores.sql import SQLChatMemoryStore
+
+
+class SQLBackend:
+    """A SQL server (or file) at ``url``; each store gets fresh tables under its own table prefix.
+
+    Stores are made from the URL, so they own their engine as applications' stores do.
+    """
+
+    def __init__(self, name: str, url: str, cleanup: Any = None) -> None:
+        self.name = name
+        self.url = url
+        self._cleanup = cleanup
+
+    def fresh_prefix(self) -> str:
+        return f"t{uuid.uuid4().hex[:12]}_"
+
+    def make_store(self, **options: Any) -> SQLChatMemoryStore:
+        options.setdefault("table_prefix", self.fresh_prefix())
+        store = SQLChatMemoryStore(self.url, **options)
+        store.create_schema()
+        return store
+
+    def write_raw(self, store: ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, SQLChatMemoryStore)
+        store.write_raw(memory_id, records)
+
+    def close_store(self, store: ChatMemoryStore) -> None:
+        assert isinstance(store, SQLChatMemoryStore)
+        try:
+            store.drop_schema()
+        finally:
+            store.close()
+
+    def close(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup()
+
+
+def open_backend() -> SQLBackend:
+    directory = tempfile.TemporaryDirectory(prefix="chatmemory-sqlite-")
+    return SQLBackend("sqlite", f"sqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup)
