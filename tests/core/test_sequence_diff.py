@@ -138,3 +138,42 @@ def test_window_turns_of_distinct_messages_are_trims(size: int, evict: int, adde
         assert plan.deleted == tuple(range(1, 1 + dropped))
     else:
         assert plan.head_trim == dropped
+
+
+def _one_by_one(old: list[UserMessage], new: list[UserMessage]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The plan by plain equality, one element at a time: what the identity runs must reproduce."""
+    position = prefix = 0
+    for message in new:
+        while position < len(old) and old[position] != message:
+            position += 1
+        if position == len(old):
+            break
+        position, prefix = position + 1, prefix + 1
+    kept: list[int] = []
+    position = len(old) - 1
+    for message in reversed(new[:prefix]):
+        while old[position] != message:
+            position -= 1
+        kept.append(position)
+        position -= 1
+    kept.reverse()
+    return tuple(kept), tuple(i for i in range(len(old)) if i not in kept), prefix
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    old=st.lists(st.sampled_from("abc"), max_size=12),
+    picks=st.lists(st.tuples(st.integers(0, 11), st.booleans()), max_size=12),
+    added=st.lists(st.sampled_from("abcd"), max_size=3),
+)
+def test_runs_of_identical_objects_give_the_plan_of_plain_equality(
+    old: list[str], picks: list[tuple[int, bool]], added: list[str]
+) -> None:
+    # The new list mixes the very objects of the old one with equal copies, as windows read back do.
+    old_messages = [u(text) for text in old]
+    chosen = sorted({index for index, _ in picks if index < len(old)})
+    copies = {index for index, copy in picks if copy}
+    new_messages = [u(old[i]) if i in copies else old_messages[i] for i in chosen] + [u(t) for t in added]
+    plan = diff_messages(old_messages, new_messages)
+    kept, deleted, prefix = _one_by_one(old_messages, new_messages)
+    assert (plan.kept, plan.deleted, plan.appended) == (kept, deleted, tuple(new_messages[prefix:]))

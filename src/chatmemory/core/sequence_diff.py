@@ -8,8 +8,10 @@ This module computes the plan; it does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, count, islice
+from operator import is_not
 
 from chatmemory.core.messages import ChatMessage
 
@@ -56,6 +58,12 @@ class SequenceDiff:
         return self.deleted[-1] + 1 if self.deleted else 0
 
 
+def _identical_run(left: Iterator[ChatMessage], right: Iterator[ChatMessage], longest: int) -> int:
+    """How many leading elements of ``left`` and ``right`` are the same objects (at most ``longest``)."""
+    mismatch = next(compress(count(), map(is_not, left, right)), None)
+    return longest if mismatch is None else mismatch
+
+
 def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> SequenceDiff:
     """Plan the writes that turn ``old`` into ``new``.
 
@@ -64,25 +72,37 @@ def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> Seq
     prefix matches (a new system message put first, a wholly different list), ``kept`` is empty and the
     store rewrites the list.
     """
-    # Earliest matching finds the longest prefix of `new` that is a subsequence of `old`.
-    position = 0
-    prefix = 0
-    for message in new:
-        while position < len(old) and old[position] != message:
+    # Earliest matching finds the longest prefix of `new` that is a subsequence of `old`. Messages read
+    # from a store and handed back are the same objects, so a steady-state window is a few long runs of
+    # identical elements: each run is consumed at C speed, with the same result as matching one by one
+    # (greedy matching takes an identical element at once), in time flat in the window.
+    old_length, new_length = len(old), len(new)
+    position = prefix = 0
+    while prefix < new_length:
+        message = new[prefix]
+        while position < old_length and old[position] is not message and old[position] != message:
             position += 1
-        if position == len(old):
+        if position == old_length:
             break
-        position += 1
-        prefix += 1
+        run = _identical_run(islice(new, prefix + 1, None), islice(old, position + 1, None),
+                             min(new_length - prefix, old_length - position) - 1)
+        position += 1 + run
+        prefix += 1 + run
     # Latest matching of that prefix prefers deleting older messages, keeping deletions at the head.
     kept: list[int] = []
-    position = len(old) - 1
-    for message in reversed(new[:prefix]):
-        while old[position] != message:
+    skipped: list[int] = []
+    position, index = old_length - 1, prefix - 1
+    while index >= 0:
+        message = new[index]
+        while old[position] is not message and old[position] != message:
+            skipped.append(position)
             position -= 1
-        kept.append(position)
-        position -= 1
+        run = _identical_run(islice(reversed(new), new_length - index, None),
+                             islice(reversed(old), old_length - position, None), min(index, position))
+        kept.extend(range(position, position - run - 1, -1))
+        position -= run + 1
+        index -= run + 1
     kept.reverse()
-    kept_set = set(kept)
-    deleted = tuple(index for index in range(len(old)) if index not in kept_set)
+    skipped.reverse()
+    deleted = (*range(position + 1), *skipped)
     return SequenceDiff(tuple(kept), deleted, tuple(new[prefix:]), len(old))

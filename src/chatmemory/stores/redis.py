@@ -13,7 +13,9 @@ server answers "unchanged" without sending the list when it still holds it.
 
 from __future__ import annotations
 
+import bisect
 import datetime
+import itertools
 import re
 import secrets
 import threading
@@ -147,6 +149,9 @@ class RedisChatMemoryStore:
         self._cache_size = cache_size
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # Write tokens only need to be unique: a random per-store nonce and a counter, no syscall per write.
+        self._nonce = secrets.token_hex(8)
+        self._counter = itertools.count()
 
     @staticmethod
     def _client_from_url(url: str) -> Redis | RedisCluster:
@@ -249,8 +254,11 @@ class RedisChatMemoryStore:
 
     # ---------------------------------------------------------------------------------------- writes
 
+    def _token(self) -> str:
+        return f"{self._nonce}{next(self._counter):x}"
+
     def _full(self, memory_id: str, expected: str, records: Sequence[bytes]) -> tuple[int, list[Any]]:
-        args: list[bytes | int | str] = [expected, secrets.token_hex(8), self._ttl_ms, "f", *records]
+        args: list[bytes | int | str] = [expected, self._token(), self._ttl_ms, "f", *records]
         reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
         return _STATUS[reply[0]], reply
 
@@ -260,10 +268,11 @@ class RedisChatMemoryStore:
         if plan.is_rewrite:
             return None
         span = plan.deleted_span
-        kept_in_span = [position for position in plan.kept if position < span]
-        appended = [dumps_message(message) for message in plan.appended]
+        kept_in_span = plan.kept[: bisect.bisect_left(plan.kept, span)]
+        # Kept messages matched cached ones, so they are messages; only the appended need checking.
+        appended = [self._encode(message) for message in plan.appended]
         args: list[bytes | int | str] = [
-            str(cached.version), secrets.token_hex(8), self._ttl_ms, "d", cached.incarnation,
+            str(cached.version), self._token(), self._ttl_ms, "d", cached.incarnation,
             len(cached.messages), span, len(kept_in_span), *kept_in_span, *appended,
         ]
         reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
@@ -277,7 +286,7 @@ class RedisChatMemoryStore:
     def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         memory_id = validate_memory_id(memory_id)
-        new = self._checked(messages)
+        new = tuple(messages)
         cached = self._cached(memory_id)
         if cached is not None and expected_version != 0 and cached.version == expected_version:
             outcome = self._diff(memory_id, cached, new)
@@ -288,7 +297,7 @@ class RedisChatMemoryStore:
                 self._forget(memory_id)
                 if status == _CONFLICT:
                     raise ConcurrentUpdateError(memory_id, expected_version)
-        status, reply = self._full(memory_id, str(expected_version), [dumps_message(m) for m in new])
+        status, reply = self._full(memory_id, str(expected_version), [self._encode(m) for m in new])
         if status != _WRITTEN:
             self._forget(memory_id)
             raise ConcurrentUpdateError(memory_id, expected_version)
@@ -297,7 +306,7 @@ class RedisChatMemoryStore:
     def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
-        new = self._checked(messages)
+        new = tuple(messages)
         cached = self._cached(memory_id)
         if cached is not None:
             outcome = self._diff(memory_id, cached, new)
@@ -305,16 +314,14 @@ class RedisChatMemoryStore:
                 self._written(memory_id, outcome[1], new)
                 return
             self._forget(memory_id)
-        records = [dumps_message(message) for message in new]
+        records = [self._encode(message) for message in new]
         _, reply = self._full(memory_id, "", records)
         self._written(memory_id, reply, new)
 
     @staticmethod
-    def _checked(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
-        new = tuple(messages)
-        for message in new:
-            require_message(message)
-        return new
+    def _encode(message: ChatMessage) -> bytes:
+        require_message(message)
+        return dumps_message(message)
 
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id``; idempotent."""

@@ -1,0 +1,182 @@
+"""Redis store against a raw pipelined RPUSH+LTRIM+EXPIRE / LRANGE baseline, on the same server, same run.
+
+    python benchmarks/redis.py [--url redis://127.0.0.1:6379/0] [--turns 2000] [--windows 20 200]
+
+For each window size the memory is filled, then every steady-state turn does (the light operations
+interleaved in one loop, the whole-list ones in a second):
+
+* store get: ``load()`` on the writing store (its snapshot cache makes this an "unchanged?" round trip);
+* store update: ``save()`` of the window with the oldest message evicted and one appended;
+* store get, cold: ``get_messages()`` on a second store with no cache (the whole list comes back and is
+  decoded, as for a process that did not write last);
+* store update, no cache: the same turn on a store with ``cache_size=0`` (a full rewrite every turn);
+* baseline update: one pipeline of ``RPUSH`` (the new record) + ``LTRIM`` + ``EXPIRE``;
+* baseline get: ``LRANGE 0 -1`` and decoding every record.
+
+Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline is not atomic
+across processes, has no version check and cannot keep a system message first: it is the floor, not an
+alternative. Bytes are what the client wrote to its socket for that one command. Figures only, no
+assertions: this is not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+# Run as a script, this file's directory is first on sys.path and its name would shadow redis-py.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+from redis import Redis  # noqa: E402
+from redis.connection import Connection  # noqa: E402
+
+from chatmemory import AiMessage, ChatMessage, UserMessage  # noqa: E402
+from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
+from chatmemory.stores.redis import RedisChatMemoryStore  # noqa: E402
+
+TTL_SECONDS = 3600
+T = TypeVar("T")
+
+
+class CountingConnection(Connection):
+    """A connection that counts the bytes it sends."""
+
+    sent = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        chunks = [command] if isinstance(command, (bytes, bytearray, memoryview)) else command
+        CountingConnection.sent += sum(len(chunk) for chunk in chunks)
+        super().send_packed_command(command, check_health)
+
+
+def message(turn: int) -> ChatMessage:
+    """A turn of a plausible conversation (~300 bytes encoded)."""
+    text = f"turn {turn}: " + "the quick brown fox jumps over the lazy dog " * 6
+    return UserMessage(text) if turn % 2 == 0 else AiMessage(text)
+
+
+class Timings:
+    def __init__(self) -> None:
+        self.micros: list[float] = []
+        self.sent: list[int] = []
+
+    def measure(self, action: Callable[[], T]) -> T:
+        before_bytes = CountingConnection.sent
+        start = time.perf_counter_ns()
+        result = action()
+        self.micros.append((time.perf_counter_ns() - start) / 1000)
+        self.sent.append(CountingConnection.sent - before_bytes)
+        return result
+
+    def median(self) -> float:
+        return statistics.median(self.micros)
+
+    def p99(self) -> float:
+        return statistics.quantiles(self.micros, n=100)[98]
+
+    def bytes(self) -> float:
+        return statistics.mean(self.sent)
+
+
+def run_window(client: Redis, window: int, turns: int) -> dict[str, Timings]:
+    prefix = f"chatmemory-bench:{uuid.uuid4().hex[:8]}:"
+    store = RedisChatMemoryStore(client, key_prefix=prefix, ttl=TTL_SECONDS)
+    cold_reader = RedisChatMemoryStore(client, key_prefix=prefix, ttl=TTL_SECONDS, cache_size=0)
+    uncached = RedisChatMemoryStore(client, key_prefix=prefix, ttl=TTL_SECONDS, cache_size=0)
+    baseline_key = f"{prefix}baseline".encode()
+    results = {name: Timings() for name in (
+        "store get", "store update", "store get, cold", "store update, no cache", "baseline get", "baseline update",
+    )}
+    messages = [message(turn) for turn in range(window)]
+    store.update_messages("cached", messages)
+    uncached.update_messages("uncached", messages)
+    client.rpush(baseline_key, *(dumps_message(m) for m in messages))
+    client.expire(baseline_key, TTL_SECONDS)
+
+    def baseline_update(new: ChatMessage) -> None:
+        pipe = client.pipeline(transaction=False)
+        pipe.rpush(baseline_key, dumps_message(new))
+        pipe.ltrim(baseline_key, -window, -1)
+        pipe.expire(baseline_key, TTL_SECONDS)
+        pipe.execute()
+
+    def baseline_get() -> list[ChatMessage]:
+        return [loads_message(record) for record in client.lrange(baseline_key, 0, -1)]
+
+    def uncached_turn(new: ChatMessage) -> None:
+        snapshot = uncached.load("uncached")
+        results["store update, no cache"].measure(
+            lambda: uncached.save("uncached", [*snapshot.messages[1:], new], snapshot.version))
+
+    try:
+        # Light operations interleaved, then the heavy ones (whole-list transfers) in a loop of their own,
+        # so that a 66 KB reply does not flush the caches right before a small command is timed.
+        for turn in range(window, window + turns):
+            new = message(turn)
+            snapshot = results["store get"].measure(lambda: store.load("cached"))
+            results["store update"].measure(
+                lambda: store.save("cached", [*snapshot.messages[1:], new], snapshot.version))  # noqa: B023
+            results["baseline update"].measure(lambda: baseline_update(new))  # noqa: B023
+        for turn in range(window, window + turns):
+            results["store get, cold"].measure(lambda: cold_reader.get_messages("cached"))
+            results["baseline get"].measure(baseline_get)
+            uncached_turn(message(turn))
+        assert store.get_messages("cached") == baseline_get() == cold_reader.get_messages("cached")
+    finally:
+        keys = list(client.scan_iter(match=RedisChatMemoryStore.key_pattern(prefix), count=1000))
+        client.delete(*keys)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
+    options = parser.parse_args()
+    client = Redis.from_url(options.url, connection_class=CountingConnection)
+    print(f"Redis {client.info('server')['redis_version']} at {options.url}; {options.turns} turns per window; "
+          f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n")
+    by_window = {}
+    # Reference counting frees everything these turns allocate; the cyclic collector would only add
+    # pauses, proportional to the live heap, to whichever operation happened to trigger it.
+    gc.collect()
+    gc.disable()
+    try:
+        for window in options.windows:
+            run_window(client, window, min(200, options.turns))  # warm-up: connections, scripts, caches
+            by_window[window] = run_window(client, window, options.turns)
+    finally:
+        gc.enable()
+    print(f"{'window':>6}  {'operation':<24}{'median µs':>11}{'p99 µs':>10}{'bytes sent':>12}")
+    for window, results in by_window.items():
+        for name, timings in results.items():
+            print(f"{window:>6}  {name:<24}{timings.median():>11.1f}{timings.p99():>10.1f}{timings.bytes():>12.0f}")
+        print()
+    print("ratios (median store / median baseline):")
+    for window, results in by_window.items():
+        parts = []
+        pairs = (("update", "store update", "baseline update"), ("get", "store get", "baseline get"),
+                 ("cold get", "store get, cold", "baseline get"))
+        for operation, store_name, baseline_name in pairs:
+            parts.append(f"{operation} {results[store_name].median() / results[baseline_name].median():.2f}x")
+        print(f"  window {window:>4}: " + ", ".join(parts))
+    if len(by_window) >= 2:
+        small, large = min(by_window), max(by_window)
+        print(f"flatness (median at window {large} / window {small}):")
+        for name in ("store update", "store get", "store get, cold", "baseline update", "baseline get"):
+            ratio = by_window[large][name].median() / by_window[small][name].median()
+            print(f"  {name:<20} {ratio:.2f}x")
+    client.close()
+
+
+if __name__ == "__main__":
+    main()
