@@ -382,9 +382,9 @@ class ChatMemoryStoreContract:
         texts = [m.text for m in store.get_messages(memory_id) if isinstance(m, UserMessage)]
         assert len(texts) == threads * adds
         assert sorted(texts) == sorted(f"{w}:{i}" for w in range(threads) for i in range(adds))
-        for worker in range(threads):
-            mine = [t for t in texts if t.startswith(f"{worker}:")]
-            assert mine == [f"{worker}:{i}" for i in range(adds)], "one writer's messages are out of order"
+        for number in range(threads):
+            mine = [t for t in texts if t.startswith(f"{number}:")]
+            assert mine == [f"{number}:{i}" for i in range(adds)], "one writer's messages are out of order"
 
     # ------------------------------------------------------------------------------------ corruption
 
