@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["MongoChatMemoryStore", "MongoLayout", "MongoWritePlan", "plan_layout", "plan_write"]
 
 Document = dict[str, Any]
+Record = str | bytes
 
 DUPLICATE_KEY = 11000
 """Another writer created the document first (an upsert race on a new memory)."""
@@ -144,6 +145,13 @@ class _Cached:
     incarnation: ObjectId | None
     """``None`` for a document written by other means: it is read, never diffed against."""
     layout: MongoLayout
+    records: tuple[Record, ...]
+    """The stored records of ``layout.array`` (and of the held message, last, if any)."""
+
+    def decoded(self) -> dict[Record, ChatMessage]:
+        """Record → message, so a later read decodes only the records it has not seen."""
+        messages = self.layout.array if self.layout.system is None else (*self.layout.array, self.layout.system)
+        return dict(zip(self.records, messages, strict=True))
 
 
 def _version_floor() -> int:
@@ -305,18 +313,22 @@ class MongoChatMemoryStore:
 
     # ---------------------------------------------------------------------------------------------- read
 
-    def _decode(self, memory_id: str, document: Document) -> _Cached:
+    def _decode(self, memory_id: str, document: Document, previous: _Cached | None) -> _Cached:
         version = document.get("version")
         if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
             raise CorruptedMemoryError(memory_id, f"the document's 'version' is {version!r}, not a positive integer")
         records = document.get("messages", [])
         if not isinstance(records, list):
             raise CorruptedMemoryError(memory_id, f"'messages' is a {type(records).__name__}, not an array")
-        array = tuple(self._message(memory_id, record, f"messages[{index}]") for index, record in enumerate(records))
+        # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
+        known = previous.decoded() if previous is not None else {}
+        array = tuple(self._message(memory_id, record, f"messages[{index}]", known)
+                      for index, record in enumerate(records))
         system: ChatMessage | None = None
         system_at = 0
         if "system" in document:
-            system = self._message(memory_id, document["system"], "system")
+            records = [*records, document["system"]]
+            system = self._message(memory_id, document["system"], "system", known)
             system_at = document.get("system_at")  # type: ignore[assignment]
             if not isinstance(system_at, int) or isinstance(system_at, bool) or not 0 <= system_at <= len(array):
                 raise CorruptedMemoryError(
@@ -324,13 +336,14 @@ class MongoChatMemoryStore:
                 )
         incarnation = document.get("incarnation")
         return _Cached(version, incarnation if isinstance(incarnation, ObjectId) else None,
-                       MongoLayout(array, system, system_at))
+                       MongoLayout(array, system, system_at), tuple(records))
 
     @staticmethod
-    def _message(memory_id: str, record: object, where: str) -> ChatMessage:
+    def _message(memory_id: str, record: object, where: str, known: dict[Record, ChatMessage]) -> ChatMessage:
         if not isinstance(record, (str, bytes)):
             raise CorruptedMemoryError(memory_id, f"{where} is a BSON {type(record).__name__}, not a message record")
-        return loads_message(record, memory_id=memory_id)
+        message = known.get(record)
+        return message if message is not None else loads_message(record, memory_id=memory_id)
 
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one ``find_one``)."""
@@ -346,7 +359,9 @@ class MongoChatMemoryStore:
         if isinstance(expires_at, datetime.datetime) and expires_at <= datetime.datetime.now(datetime.timezone.utc):
             self._remember(memory_id, None)
             return Snapshot([], 0)
-        cached = self._decode(memory_id, document)
+        with self._lock:
+            previous = self._cache.get(memory_id)
+        cached = self._decode(memory_id, document, previous)
         self._remember(memory_id, cached)
         return Snapshot(cached.layout.messages(), cached.version)
 
@@ -381,11 +396,14 @@ class MongoChatMemoryStore:
         try:
             if cached is not None and cached.incarnation is not None and plan is not None:
                 incarnation = cached.incarnation
-                matched = self._update_in_place(memory_id, expected_version, incarnation, plan, layout, version, now)
+                records = self._records_after(cached, plan, layout)
+                matched = self._update_in_place(memory_id, expected_version, incarnation, plan, records, layout,
+                                                version, now)
             else:
                 incarnation = ObjectId()
-                matched = self._replace(memory_id, expected_version, self._document(layout, version, incarnation, now),
-                                        now)
+                document = self._document(layout, version, incarnation, now)
+                records = (*document["messages"], *([document["system"]] if "system" in document else []))
+                matched = self._replace(memory_id, expected_version, document, now)
         except PyMongoError as exc:
             self._remember(memory_id, None)
             if getattr(exc, "code", None) in CONFLICT_CODES:
@@ -394,8 +412,18 @@ class MongoChatMemoryStore:
         if not matched:
             self._remember(memory_id, None)
             raise ConcurrentUpdateError(memory_id, expected_version)
-        self._remember(memory_id, _Cached(version, incarnation, layout))
+        self._remember(memory_id, _Cached(version, incarnation, layout, records))
         return version
+
+    @staticmethod
+    def _records_after(cached: _Cached, plan: MongoWritePlan, layout: MongoLayout) -> tuple[Record, ...]:
+        """The records the document holds after ``plan``: the array's, then the held message's."""
+        old_array = cached.records[: len(cached.layout.array)]
+        array = (*old_array[plan.head_trim :], *(_record(message) for message in plan.appended))
+        if layout.system is None:
+            return array
+        held = cached.records[-1] if not plan.system_changed else _record(layout.system)
+        return (*array, held)
 
     def _update_in_place(
         self,
@@ -403,6 +431,7 @@ class MongoChatMemoryStore:
         expected_version: int,
         incarnation: ObjectId,
         plan: MongoWritePlan,
+        records: tuple[Record, ...],
         layout: MongoLayout,
         version: int,
         now: datetime.datetime,
@@ -411,7 +440,7 @@ class MongoChatMemoryStore:
         removals: Document = {}
         if layout.system is not None:
             if plan.system_changed:
-                assignments["system"] = _record(layout.system)
+                assignments["system"] = records[-1]
             assignments["system_at"] = layout.system_at
         elif plan.system_changed:
             removals.update(system="", system_at="")
@@ -424,7 +453,8 @@ class MongoChatMemoryStore:
         if removals:
             update["$unset"] = removals
         if plan.appended or plan.head_trim:
-            push: Document = {"$each": [_record(message) for message in plan.appended]}
+            array_end = len(records) - (layout.system is not None)
+            push: Document = {"$each": list(records[array_end - len(plan.appended) : array_end])}
             if plan.head_trim:
                 # A negative $slice keeps the last n elements: exactly the evicted head goes.
                 push["$slice"] = -plan.array_length
