@@ -2,8 +2,9 @@
 
     python benchmarks/redis.py [--url redis://127.0.0.1:6379/0] [--turns 2000] [--windows 20 200]
 
-For each window size the memory is filled, then every steady-state turn does (the light operations
-interleaved in one loop, the whole-list ones in a second):
+For each window size the memory is filled, then every steady-state turn does the operations below; the
+light ones run in one loop and the whole-list ones in a second, and the window sizes take turns within
+each loop, so that load on the machine weighs on every column alike:
 
 * store get: ``load()`` on the writing store (its snapshot cache makes this an "unchanged?" round trip);
 * store update: ``save()`` of the window with the oldest message evicted and one appended;
@@ -86,54 +87,73 @@ class Timings:
         return statistics.mean(self.sent)
 
 
-def run_window(client: Redis, window: int, turns: int) -> dict[str, Timings]:
-    prefix = f"chatmemory-bench:{uuid.uuid4().hex[:8]}:"
-    store = RedisChatMemoryStore(client, key_prefix=prefix, ttl=TTL_SECONDS)
-    cold_reader = RedisChatMemoryStore(client, key_prefix=prefix, ttl=TTL_SECONDS, cache_size=0)
-    uncached = RedisChatMemoryStore(client, key_prefix=prefix, ttl=TTL_SECONDS, cache_size=0)
-    baseline_key = f"{prefix}baseline".encode()
-    results = {name: Timings() for name in (
-        "store get", "store update", "store get, cold", "store update, no cache", "baseline get", "baseline update",
-    )}
-    messages = [message(turn) for turn in range(window)]
-    store.update_messages("cached", messages)
-    uncached.update_messages("uncached", messages)
-    client.rpush(baseline_key, *(dumps_message(m) for m in messages))
-    client.expire(baseline_key, TTL_SECONDS)
+class WindowRun:
+    """One window size: a memory in the store, one on a cache-less store, and the baseline list."""
 
-    def baseline_update(new: ChatMessage) -> None:
-        pipe = client.pipeline(transaction=False)
-        pipe.rpush(baseline_key, dumps_message(new))
-        pipe.ltrim(baseline_key, -window, -1)
-        pipe.expire(baseline_key, TTL_SECONDS)
+    def __init__(self, client: Redis, window: int) -> None:
+        self.client, self.window = client, window
+        self.prefix = f"chatmemory-bench:{uuid.uuid4().hex[:8]}:"
+        self.store = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS)
+        self.cold_reader = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, cache_size=0)
+        self.uncached = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, cache_size=0)
+        self.baseline_key = f"{self.prefix}baseline".encode()
+        self.results = {name: Timings() for name in (
+            "store get", "store update", "store get, cold", "store update, no cache", "baseline get",
+            "baseline update",
+        )}
+        messages = [message(turn) for turn in range(window)]
+        self.store.update_messages("cached", messages)
+        self.uncached.update_messages("uncached", messages)
+        client.rpush(self.baseline_key, *(dumps_message(m) for m in messages))
+        client.expire(self.baseline_key, TTL_SECONDS)
+
+    def baseline_update(self, new: ChatMessage) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(self.baseline_key, dumps_message(new))
+        pipe.ltrim(self.baseline_key, -self.window, -1)
+        pipe.expire(self.baseline_key, TTL_SECONDS)
         pipe.execute()
 
-    def baseline_get() -> list[ChatMessage]:
-        return [loads_message(record) for record in client.lrange(baseline_key, 0, -1)]
+    def baseline_get(self) -> list[ChatMessage]:
+        return [loads_message(record) for record in self.client.lrange(self.baseline_key, 0, -1)]
 
-    def uncached_turn(new: ChatMessage) -> None:
-        snapshot = uncached.load("uncached")
-        results["store update, no cache"].measure(
-            lambda: uncached.save("uncached", [*snapshot.messages[1:], new], snapshot.version))
+    def light_turn(self, turn: int) -> None:
+        """A window memory's turn (load, then save one message in, one out) and the baseline's update."""
+        new = message(self.window + turn)
+        snapshot = self.results["store get"].measure(lambda: self.store.load("cached"))
+        self.results["store update"].measure(
+            lambda: self.store.save("cached", [*snapshot.messages[1:], new], snapshot.version))
+        self.results["baseline update"].measure(lambda: self.baseline_update(new))
 
+    def heavy_turn(self, turn: int) -> None:
+        """Whole-list transfers: a reader with no cache, the baseline's read, a cache-less writer."""
+        self.results["store get, cold"].measure(lambda: self.cold_reader.get_messages("cached"))
+        self.results["baseline get"].measure(self.baseline_get)
+        snapshot = self.uncached.load("uncached")
+        new = [*snapshot.messages[1:], message(self.window + turn)]
+        self.results["store update, no cache"].measure(lambda: self.uncached.save("uncached", new, snapshot.version))
+
+    def check_and_drop(self) -> None:
+        assert self.store.get_messages("cached") == self.baseline_get() == self.cold_reader.get_messages("cached")
+        keys = list(self.client.scan_iter(match=RedisChatMemoryStore.key_pattern(self.prefix), count=1000))
+        self.client.delete(*keys)
+
+
+def run(client: Redis, windows: list[int], turns: int) -> dict[int, dict[str, Timings]]:
+    """Every window's turns interleaved (so load on the machine weighs on all alike), light ones first."""
+    runs = [WindowRun(client, window) for window in windows]
     try:
-        # Light operations interleaved, then the heavy ones (whole-list transfers) in a loop of their own,
-        # so that a 66 KB reply does not flush the caches right before a small command is timed.
-        for turn in range(window, window + turns):
-            new = message(turn)
-            snapshot = results["store get"].measure(lambda: store.load("cached"))
-            results["store update"].measure(
-                lambda: store.save("cached", [*snapshot.messages[1:], new], snapshot.version))  # noqa: B023
-            results["baseline update"].measure(lambda: baseline_update(new))  # noqa: B023
-        for turn in range(window, window + turns):
-            results["store get, cold"].measure(lambda: cold_reader.get_messages("cached"))
-            results["baseline get"].measure(baseline_get)
-            uncached_turn(message(turn))
-        assert store.get_messages("cached") == baseline_get() == cold_reader.get_messages("cached")
-    finally:
-        keys = list(client.scan_iter(match=RedisChatMemoryStore.key_pattern(prefix), count=1000))
-        client.delete(*keys)
-    return results
+        for step in (WindowRun.light_turn, WindowRun.heavy_turn):
+            for turn in range(turns):
+                for each in runs if turn % 2 == 0 else reversed(runs):
+                    step(each, turn)
+        for each in runs:
+            each.check_and_drop()
+    except BaseException:
+        for each in runs:
+            each.client.delete(*each.client.scan_iter(match=RedisChatMemoryStore.key_pattern(each.prefix)))
+        raise
+    return {each.window: each.results for each in runs}
 
 
 def main() -> None:
@@ -145,15 +165,13 @@ def main() -> None:
     client = Redis.from_url(options.url, connection_class=CountingConnection)
     print(f"Redis {client.info('server')['redis_version']} at {options.url}; {options.turns} turns per window; "
           f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n")
-    by_window = {}
     # Reference counting frees everything these turns allocate; the cyclic collector would only add
     # pauses, proportional to the live heap, to whichever operation happened to trigger it.
     gc.collect()
     gc.disable()
     try:
-        for window in options.windows:
-            run_window(client, window, min(200, options.turns))  # warm-up: connections, scripts, caches
-            by_window[window] = run_window(client, window, options.turns)
+        run(client, options.windows, min(200, options.turns))  # warm-up: connections, scripts, caches
+        by_window = run(client, options.windows, options.turns)
     finally:
         gc.enable()
     print(f"{'window':>6}  {'operation':<24}{'median µs':>11}{'p99 µs':>10}{'bytes sent':>12}")

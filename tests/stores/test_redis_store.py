@@ -292,3 +292,13 @@ def test_cluster_url_opens_a_cluster_store_that_lists_every_primary() -> None:
     finally:
         drop_prefix(cluster, prefix)
         store.close()
+
+
+def test_scripts_are_loaded_again_after_the_server_forgets_them(client: Redis, store: RedisChatMemoryStore) -> None:
+    # What a restarted server looks like to a store that ran its scripts before: NOSCRIPT, then EVAL.
+    store.update_messages("m", _texts(2))
+    client.script_flush()
+    assert store.get_messages("m") == _texts(2)
+    client.script_flush()
+    store.update_messages("m", _texts(3))
+    assert store.load("m").messages == _texts(3)

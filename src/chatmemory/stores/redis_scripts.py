@@ -1,10 +1,10 @@
 """The Lua scripts the Redis store runs: each is one atomic round trip over the two keys of one memory.
 
 A memory is two keys in one hash slot: ``…:meta``, a hash of ``version`` (never repeats for an id, also
-across delete and recreate: it is at least the server clock in microseconds), ``incarnation`` (a random
-token set when the memory is created, so a snapshot cached by a client can be told apart from a memory
-recreated since), and ``token`` (the last write's random token, so a write retried after a lost reply
-is recognised as done rather than reported as a conflict); and ``…:messages``, a list with one
+across delete and recreate: it is at least the server clock in microseconds), ``incarnation`` (the token
+of the write that created the memory, so a snapshot cached by a client can be told apart from a memory
+recreated since), and ``token`` (the last write's token, unique to that write, so a write retried after
+a lost reply is recognised as done rather than reported as a conflict); and ``…:messages``, a list with one
 ``dumps_message`` record per message. Both keys always get the same absolute expiry in the same script,
 and scripts see a frozen clock, so a memory can never be half expired.
 """
@@ -40,12 +40,12 @@ return {meta[1], meta[2], redis.call('LRANGE', KEYS[2], 0, -1)}
 
 WRITE_SCRIPT = """
 -- KEYS: meta, messages.
--- ARGV[1] expected version ('' for an unconditional write), ARGV[2] this write's random token,
+-- ARGV[1] expected version ('' for an unconditional write), ARGV[2] this write's unique token,
 -- ARGV[3] ttl in ms (0: the memory never expires), ARGV[4] mode:
 --   'f' (full): ARGV[5..] are the records of the whole new list;
---   'd' (diff): ARGV[5] cached incarnation, ARGV[6] cached length, ARGV[7] span (the first `span`
---   elements are removed), ARGV[8] k, ARGV[9..8+k] the positions (< span) among them that stay,
---   ARGV[9+k..] the records to append.
+--   'd' (diff): ARGV[5] cached incarnation, ARGV[6] span (the first `span` elements are removed),
+--   ARGV[7] k, ARGV[8..7+k] the positions (< span) among them that stay, ARGV[8+k..] the records to
+--   append. The version and incarnation both matching is what proves the list is the cached one.
 -- Returns {1, version, incarnation} when written, {0, version} on a version conflict, {2, version} when
 -- the cached snapshot the diff was computed against is not what the server holds.
 local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'token')
@@ -59,11 +59,11 @@ if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= current then
 end
 local first
 if ARGV[4] == 'd' then
-  if meta[2] ~= ARGV[5] or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[6]) then
+  if meta[2] ~= ARGV[5] then
     return {2, meta[1] or '0'}
   end
-  local span = tonumber(ARGV[7])
-  local kept = tonumber(ARGV[8])
+  local span = tonumber(ARGV[6])
+  local kept = tonumber(ARGV[7])
   if span > 0 then
     if kept == 0 then
       redis.call('LTRIM', KEYS[2], span, -1)
@@ -72,12 +72,12 @@ if ARGV[4] == 'd' then
       -- so the client never sends the window.
       local head = redis.call('LRANGE', KEYS[2], 0, span - 1)
       redis.call('LTRIM', KEYS[2], span, -1)
-      for i = 8 + kept, 9, -1 do
+      for i = 7 + kept, 8, -1 do
         redis.call('LPUSH', KEYS[2], head[tonumber(ARGV[i]) + 1])
       end
     end
   end
-  first = 9 + kept
+  first = 8 + kept
 else
   redis.call('DEL', KEYS[2])
   first = 5
@@ -91,8 +91,13 @@ end
 local now = redis.call('TIME')
 local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local version = string.format('%.0f', math.max(current + 1, micros))
-local incarnation = meta[2] or ARGV[2]
-redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'token', ARGV[2])
+local incarnation = meta[2]
+if incarnation then
+  redis.call('HSET', KEYS[1], 'version', version, 'token', ARGV[2])
+else
+  incarnation = ARGV[2]
+  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'token', ARGV[2])
+end
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then
   local expires = string.format('%.0f', math.floor(micros / 1000) + ttl)
