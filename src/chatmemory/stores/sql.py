@@ -111,7 +111,7 @@ class SQLChatMemoryStore:
         # Autocommit connections let a single statement run without BEGIN/COMMIT round trips (PostgreSQL)
         # and let SQLite transactions start with BEGIN IMMEDIATE (see _transaction).
         self._autocommit_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._statements = Statements(self._tables, self._dialect)
+        self._statements = Statements(self._tables, self._engine.dialect)
         self._schema_checked = False
         self._schema_lock = threading.Lock()
         self._closed = False
@@ -313,9 +313,12 @@ class SQLChatMemoryStore:
     def _save_diff_postgresql(
         self, head: dict[str, Any], deleted_seqs: list[int], new_seqs: list[int], payloads: list[bytes]
     ) -> bool:
-        parameters = {**head, "p_deleted": deleted_seqs, "p_seqs": new_seqs, "p_payloads": payloads}
+        assert self._statements.diff_postgresql is not None
+        parameters = {**head, "p_id": head["p_id"].encode("utf-8", "surrogatepass"), "p_deleted": deleted_seqs,
+                      "p_seqs": new_seqs, "p_payloads": payloads}
         with self._autocommit_engine.connect() as connection:
-            return connection.execute(self._statements.diff_postgresql, parameters).first() is not None
+            result = connection.exec_driver_sql(self._statements.diff_postgresql, parameters)
+            return result.first() is not None
 
     def _save_diff_transaction(
         self, head: dict[str, Any], deleted_seqs: list[int], new_seqs: list[int], payloads: list[bytes]

@@ -51,3 +51,22 @@ class SQLBackend:
 def open_backend() -> SQLBackend:
     directory = tempfile.TemporaryDirectory(prefix="chatmemory-sqlite-")
     return SQLBackend("sqlite", f"sqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup)
+
+
+SQL_DIALECTS = ("sqlite", "postgres", "mysql")
+"""The SQL backends (module and marker names); store-specific SQL tests run on each."""
+
+
+def sql_backend_params() -> list[Any]:
+    """``pytest.param`` per SQL backend, marked with its backend marker."""
+    import pytest
+
+    return [pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in SQL_DIALECTS]
+
+
+def open_sql_backend(name: str) -> SQLBackend:
+    """The backend of one SQL dialect (server found as for the contract suite)."""
+    import importlib
+
+    backend: SQLBackend = importlib.import_module(f"support.backends.{name}").open_backend()
+    return backend

@@ -1,0 +1,196 @@
+"""SQL store on PostgreSQL against a raw one-statement psycopg baseline, same server, same run.
+
+    python benchmarks/sql.py [--url postgresql+psycopg://postgres@127.0.0.1:5432/test] [--turns 2000]
+                             [--windows 20 200]
+
+For each window size the memory is filled, then every steady-state turn (interleaved, so drift hits
+both sides alike) does:
+
+* store update: ``save()`` of the window with the oldest message evicted and one appended, at the version
+  of the previous turn (what a window memory does after its ``load()``);
+* store get: ``get_messages()`` — one query, every message decoded;
+* baseline update: one autocommit statement ``WITH new AS (INSERT …) DELETE …`` (insert the new record,
+  delete the evicted one) on a plain psycopg connection;
+* baseline get: one ``SELECT payload … ORDER BY seq`` and decoding every record.
+
+Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline has no version
+check, no expiry and no head row: it is the floor, not an alternative. "Flat" compares the median update
+of the last 200 turns with that of the first 200 (the conversation is ten times longer by then). With
+``--url`` naming SQLite or MySQL/MariaDB the store runs alone (the baseline is psycopg only). Figures only,
+no assertions: this is not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+# Run as a script, this file's directory is first on sys.path and its name would shadow the sql module.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+from sqlalchemy import event  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
+
+from chatmemory import AiMessage, ChatMessage, UserMessage  # noqa: E402
+from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
+from chatmemory.stores.sql import SQLChatMemoryStore  # noqa: E402
+
+TTL_SECONDS = 3600
+FLAT_SPAN = 200
+
+
+def message(turn: int) -> ChatMessage:
+    """A turn of a plausible conversation (~300 bytes encoded)."""
+    if turn % 2:
+        return AiMessage(f"Answer {turn}: " + "the weather in Munich is mild, around 14°C, with light rain. " * 3)
+    return UserMessage(f"Question {turn}: what is the weather like in Munich today, and should I bring a coat?")
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def timed(action: Callable[..., Any], *arguments: Any) -> tuple[float, Any]:
+    start = time.perf_counter_ns()
+    result = action(*arguments)
+    return (time.perf_counter_ns() - start) / 1000, result
+
+
+class Baseline:
+    """The floor: one autocommit statement per update, one SELECT per read, on a raw psycopg connection."""
+
+    def __init__(self, url: str, table: str) -> None:
+        import psycopg
+
+        parsed = make_url(url)
+        self.connection = psycopg.connect(
+            host=parsed.host, port=parsed.port or 5432, user=parsed.username, password=parsed.password,
+            dbname=parsed.database, autocommit=True,
+        )
+        self.table = table
+        self.connection.execute(
+            f"CREATE TABLE {table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
+            "PRIMARY KEY (memory_id, seq))"
+        )
+        self.update_sql = (
+            f"WITH new AS (INSERT INTO {table} (memory_id, seq, payload) VALUES (%s, %s, %s)) "
+            f"DELETE FROM {table} WHERE memory_id = %s AND seq <= %s"
+        )
+        self.read_sql = f"SELECT payload FROM {table} WHERE memory_id = %s ORDER BY seq"
+
+    def fill(self, memory_id: str, messages: list[ChatMessage]) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {self.table} (memory_id, seq, payload) VALUES (%s, %s, %s)",
+                [(memory_id, seq, dumps_message(m)) for seq, m in enumerate(messages)],
+            )
+
+    def update(self, memory_id: str, seq: int, new: ChatMessage, window: int) -> None:
+        self.connection.execute(self.update_sql, (memory_id, seq, dumps_message(new), memory_id, seq - window))
+
+    def get(self, memory_id: str) -> list[ChatMessage]:
+        rows = self.connection.execute(self.read_sql, (memory_id,)).fetchall()
+        return [loads_message(row[0], memory_id=memory_id) for row in rows]
+
+    def close(self) -> None:
+        self.connection.execute(f"DROP TABLE IF EXISTS {self.table}")
+        self.connection.close()
+
+
+def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[str, Any]:
+    prefix = f"bench{uuid.uuid4().hex[:8]}_"
+    store = SQLChatMemoryStore(url, table_prefix=prefix, ttl=TTL_SECONDS)
+    store.create_schema()
+    statements = 0
+
+    def count(*_: Any) -> None:
+        nonlocal statements
+        statements += 1
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    baseline = Baseline(url, f"{prefix}baseline") if with_baseline else None
+    memory_id = f"bench-{uuid.uuid4().hex}"
+    try:
+        messages = [message(turn) for turn in range(window)]
+        version = store.save(memory_id, messages, 0)
+        if baseline is not None:
+            baseline.fill(memory_id, messages)
+        samples: dict[str, list[float]] = {"update": [], "get": [], "baseline update": [], "baseline get": []}
+        statements_per_update: list[int] = []
+        gc.disable()
+        try:
+            for turn in range(window, window + turns):
+                new = message(turn)
+                messages = [*messages[1:], new]
+                before = statements
+                elapsed, version = timed(store.save, memory_id, messages, version)
+                statements_per_update.append(statements - before)
+                samples["update"].append(elapsed)
+                elapsed, got = timed(store.get_messages, memory_id)
+                samples["get"].append(elapsed)
+                if baseline is not None:
+                    elapsed, _ = timed(baseline.update, memory_id, turn, new, window)
+                    samples["baseline update"].append(elapsed)
+                    elapsed, got_baseline = timed(baseline.get, memory_id)
+                    samples["baseline get"].append(elapsed)
+                    if turn == window:
+                        assert got_baseline == got, "the baseline holds another window"
+                if turn == window:
+                    assert got == messages, "the store holds another window"
+        finally:
+            gc.enable()
+        assert store.get_messages(memory_id) == messages
+        return {"samples": samples, "statements": statements_per_update}
+    finally:
+        if baseline is not None:
+            baseline.close()
+        event.remove(store.engine, "before_cursor_execute", count)
+        store.drop_schema()
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_POSTGRES_URL",
+                                                        "postgresql+psycopg://postgres@127.0.0.1:5432/test"))
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
+    arguments = parser.parse_args()
+    with_baseline = make_url(arguments.url).get_backend_name() == "postgresql"
+    shown = make_url(arguments.url).render_as_string(hide_password=True)
+    print(f"{shown}: {arguments.turns} steady-state turns per window, µs (median / p99)")
+    header = f"{'window':>6}  {'operation':<16}{'store':>18}{'baseline':>18}{'ratio (median)':>16}"
+    print(header)
+    print("-" * len(header))
+    for window in arguments.windows:
+        result = run_window(arguments.url, window, arguments.turns, with_baseline)
+        samples = result["samples"]
+        for operation in ("update", "get"):
+            mine = samples[operation]
+            line = f"{window:>6}  {operation:<16}{statistics.median(mine):>9.0f} / {percentile(mine, 0.99):>6.0f}"
+            if with_baseline:
+                theirs = samples[f"baseline {operation}"]
+                ratio = statistics.median(mine) / statistics.median(theirs)
+                line += f"{statistics.median(theirs):>9.0f} / {percentile(theirs, 0.99):>6.0f}{ratio:>15.2f}x"
+            print(line)
+        updates = samples["update"]
+        if len(updates) >= 2 * FLAT_SPAN:
+            early = statistics.median(updates[:FLAT_SPAN])
+            late = statistics.median(updates[-FLAT_SPAN:])
+            print(f"{window:>6}  {'update flat':<16}{'last/first ' + str(FLAT_SPAN) + ' turns':>18}"
+                  f"{'':>18}{late / early:>15.2f}x")
+        counts = sorted(set(result["statements"]))
+        print(f"{window:>6}  {'statements/upd.':<16}{', '.join(map(str, counts)):>18}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""What the SQL store sends: a steady-state turn costs the same for a window of 20 and of 200."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select, text
+
+from chatmemory import ChatMessage, SystemMessage, UserMessage
+from chatmemory.stores.sql import SQLChatMemoryStore
+from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
+
+
+@pytest.fixture(scope="module", params=sql_backend_params())
+def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
+    backend = open_sql_backend(request.param)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def store(sql_backend: SQLBackend) -> Iterator[SQLChatMemoryStore]:
+    made = sql_backend.make_store()
+    yield made
+    sql_backend.close_store(made)
+
+
+@dataclass
+class Traffic:
+    """Statements sent, and rows the driver reports changed by INSERT/UPDATE/DELETE statements."""
+
+    statements: list[str] = field(default_factory=list)
+    changed_rows: int = 0
+
+
+@dataclass
+class Recorder:
+    store: SQLChatMemoryStore
+    current: Traffic | None = None
+
+    def __post_init__(self) -> None:
+        event.listen(self.store.engine, "before_cursor_execute", self._before)
+        event.listen(self.store.engine, "after_cursor_execute", self._after)
+
+    def _before(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if self.current is not None:
+            self.current.statements.append(statement)
+
+    def _after(self, _conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        verb = statement.lstrip().split(None, 1)[0].upper()
+        if self.current is not None and verb in ("INSERT", "UPDATE", "DELETE") and cursor.rowcount > 0:
+            self.current.changed_rows += cursor.rowcount
+
+    def record(self) -> Traffic:
+        self.current = Traffic()
+        return self.current
+
+    def stop(self) -> None:
+        self.current = None
+        event.remove(self.store.engine, "before_cursor_execute", self._before)
+        event.remove(self.store.engine, "after_cursor_execute", self._after)
+
+
+def _row_versions(store: SQLChatMemoryStore, memory_id: str) -> set[tuple[Any, ...]]:
+    """The message rows of a memory as the database identifies them: seq, plus the row version on PostgreSQL.
+
+    A row deleted and inserted again, or updated in place, shows up as changed on PostgreSQL (``xmin`` is
+    the id of the transaction that wrote the row version).
+    """
+    messages = store._tables.messages
+    with store.engine.connect() as connection:
+        if store.engine.dialect.name == "postgresql":
+            rows = connection.execute(
+                text(f"SELECT seq, xmin::text FROM {messages.name} WHERE memory_id = :id"),
+                {"id": memory_id.encode()},
+            )
+        else:
+            rows = connection.execute(select(messages.c.seq).where(messages.c.memory_id == memory_id))
+        return {tuple(row) for row in rows}
+
+
+def _turn_cost(store: SQLChatMemoryStore, window: int, turns: int = 5) -> list[tuple[int, int, int]]:
+    """For each steady-state turn: (statements, rows the driver changed, message rows that changed)."""
+    memory_id = f"traffic-{window}"
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(window)]
+    version = store.save(memory_id, messages, 0)
+    recorder = Recorder(store)
+    costs = []
+    try:
+        for turn in range(turns + 2):
+            messages = [*messages[1:], UserMessage(f"turn {turn}")]
+            before = _row_versions(store, memory_id)
+            traffic = recorder.record()
+            version = store.save(memory_id, messages, version)
+            recorder.current = None
+            after = _row_versions(store, memory_id)
+            if turn >= 2:  # the first turns may fill the snapshot cache
+                costs.append((len(traffic.statements), traffic.changed_rows, len(before ^ after)))
+    finally:
+        recorder.stop()
+    assert store.get_messages(memory_id) == messages
+    return costs
+
+
+def test_steady_state_turn_cost_does_not_depend_on_the_window(store: SQLChatMemoryStore) -> None:
+    small = _turn_cost(store, 20)
+    large = _turn_cost(store, 200)
+    assert small == large, (small, large)
+    statements, changed, rows = small[0]
+    # One message row deleted and one inserted; the head row is the only other row written.
+    assert rows == 2
+    if store.engine.dialect.name == "postgresql":
+        assert statements == 1  # one statement with data-modifying CTEs
+    else:
+        assert changed == 3  # head UPDATE + DELETE + INSERT, each of one row
+        assert statements <= 5  # BEGIN IMMEDIATE/COMMIT on SQLite count as statements
+
+
+def test_a_new_system_message_first_rewrites_the_window(store: SQLChatMemoryStore) -> None:
+    # The test above could fail: a turn that is not "old minus some plus new" touches every row.
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(50)]
+    version = store.save("rewrite", messages, 0)
+    before = _row_versions(store, "rewrite")
+    messages = [SystemMessage("be brief"), *messages[1:]]
+    store.save("rewrite", messages, version)
+    after = _row_versions(store, "rewrite")
+    assert len(before ^ after) == 100
+    assert store.get_messages("rewrite") == messages
+
+
+def test_a_read_is_one_query(store: SQLChatMemoryStore) -> None:
+    store.update_messages("read", [UserMessage(f"m{i}") for i in range(30)])
+    fresh = SQLChatMemoryStore(store.engine, table_prefix=store.table_prefix)
+    recorder = Recorder(fresh)
+    try:
+        fresh.get_messages("read")  # the first operation also checks the schema revision
+        traffic = recorder.record()
+        snapshot = fresh.load("read")
+        unknown = fresh.load("nobody")
+    finally:
+        recorder.stop()
+    assert len(snapshot.messages) == 30 and snapshot.version > 0
+    assert unknown.version == 0
+    assert len(traffic.statements) == 2
