@@ -1,0 +1,170 @@
+"""Alembic migrations: ``upgrade head`` builds exactly the store's metadata, and keeps data on the way.
+
+Adding a revision ``000N``: write ``seed_000N_predecessor`` below for the revision before it (data in that
+revision's shape, and the messages the store must read after upgrading), register it in ``SEEDERS``; the
+upgrade test then starts from every earlier revision by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, create_engine, inspect, text
+
+from chatmemory import ChatMessage, UserMessage, migrations
+from chatmemory.serialization.native import dumps_message
+from chatmemory.stores.sql import SQLChatMemoryStore
+from chatmemory.stores.sql_schema import build_tables, version_table_name
+from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
+
+
+@pytest.fixture(scope="module", params=sql_backend_params())
+def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
+    backend = open_sql_backend(request.param)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def prefix(sql_backend: SQLBackend) -> Iterator[str]:
+    chosen = sql_backend.fresh_prefix()
+    yield chosen
+    with SQLChatMemoryStore(sql_backend.url, table_prefix=chosen) as store:
+        store.drop_schema()
+
+
+def _differences(connection: Connection, prefix: str) -> list[object]:
+    ours = set(build_tables(prefix).metadata.tables)
+    context = MigrationContext.configure(connection, opts={
+        "compare_type": True,
+        "version_table": version_table_name(prefix),
+        # The database is shared with other tests: compare only this prefix's tables.
+        "include_name": lambda name, kind, _parent: kind != "table" or name in ours,
+    })
+    return list(compare_metadata(context, build_tables(prefix).metadata))
+
+
+def test_upgrade_head_builds_the_metadata(sql_backend: SQLBackend, prefix: str) -> None:
+    assert migrations.current(sql_backend.url, table_prefix=prefix) is None
+    migrations.upgrade(sql_backend.url, table_prefix=prefix)
+    assert migrations.current(sql_backend.url, table_prefix=prefix) == migrations.head()
+    engine = create_engine(sql_backend.url)
+    try:
+        with engine.connect() as connection:
+            assert _differences(connection, prefix) == []
+            assert inspect(connection).has_table(f"{prefix}alembic_version")
+    finally:
+        engine.dispose()
+
+
+def test_the_comparison_sees_a_difference(sql_backend: SQLBackend, prefix: str) -> None:
+    # The test above can fail: a missing index is reported.
+    migrations.upgrade(sql_backend.url, table_prefix=prefix)
+    engine = create_engine(sql_backend.url)
+    try:
+        with engine.begin() as connection:
+            index = f"ix_{prefix}memories_expires_at"
+            drop = f"DROP INDEX {index} ON {prefix}memories" if engine.dialect.name == "mysql" else f"DROP INDEX {index}"
+            connection.execute(text(drop))
+        with engine.connect() as connection:
+            assert [d[0] for d in _differences(connection, prefix)] == ["add_index"]  # type: ignore[index]
+    finally:
+        engine.dispose()
+
+
+def test_create_schema_equals_the_migrations(sql_backend: SQLBackend, prefix: str) -> None:
+    with SQLChatMemoryStore(sql_backend.url, table_prefix=prefix) as store:
+        store.create_schema()
+        with store.engine.connect() as connection:
+            assert _differences(connection, prefix) == []
+        assert migrations.current(store.engine, table_prefix=prefix) == migrations.head()
+
+
+def test_prefixes_migrate_on_their_own(sql_backend: SQLBackend, prefix: str) -> None:
+    migrations.upgrade(sql_backend.url, table_prefix=prefix)
+    other = sql_backend.fresh_prefix()
+    assert migrations.current(sql_backend.url, table_prefix=other) is None
+
+
+# --------------------------------------------------------------------------------- upgrades keep data
+
+Seeder = Callable[[Connection, str], dict[str, list[ChatMessage]]]
+
+
+def seed_0001_initial(connection: Connection, prefix: str) -> dict[str, list[ChatMessage]]:
+    """Rows in the shape of 0001_initial, written with plain SQL; returns what the store must read back."""
+    expected: dict[str, list[ChatMessage]] = {
+        "plain": [UserMessage("hello"), UserMessage("again")],
+        "用户 🦜": [UserMessage("\x00 kept")],
+        "empty": [],
+    }
+    for number, (memory_id, messages) in enumerate(expected.items()):
+        key = memory_id.encode()
+        connection.execute(
+            text(f"INSERT INTO {prefix}memories (memory_id, version, incarnation, next_seq, created_at, updated_at, "
+                 "expires_at) VALUES (:id, :version, :incarnation, :next_seq, :now, :now, NULL)"),
+            {"id": key, "version": 10 + number, "incarnation": number, "next_seq": 5 + len(messages),
+             "now": "2026-01-01 00:00:00"},
+        )
+        for offset, message in enumerate(messages):
+            connection.execute(
+                text(f"INSERT INTO {prefix}messages (memory_id, seq, payload) VALUES (:id, :seq, :payload)"),
+                {"id": key, "seq": 5 + offset, "payload": dumps_message(message)},
+            )
+    return expected
+
+
+SEEDERS: dict[str, Seeder] = {"0001_initial": seed_0001_initial}
+"""For each revision: put data in its shape. Every revision but the newest needs one to test its upgrade."""
+
+
+def test_every_revision_has_a_seeder() -> None:
+    assert set(migrations.revisions()) <= set(SEEDERS)
+    assert migrations.revisions()[0] == "0001_initial"
+
+
+@pytest.mark.parametrize("start", ["empty", *migrations.revisions()[:-1]])
+def test_upgrading_from_each_earlier_state_keeps_the_data(sql_backend: SQLBackend, prefix: str, start: str) -> None:
+    engine = create_engine(sql_backend.url)
+    try:
+        if start == "empty":
+            # Nothing to keep yet: upgrade, then write data in the newest shape and read it through the store.
+            migrations.upgrade(engine, table_prefix=prefix)
+            start = migrations.head()
+        else:
+            migrations.upgrade(engine, table_prefix=prefix, revision=start)
+        with engine.begin() as connection:
+            expected = SEEDERS[start](connection, prefix)
+        migrations.upgrade(engine, table_prefix=prefix)
+        assert migrations.current(engine, table_prefix=prefix) == migrations.head()
+        with SQLChatMemoryStore(engine, table_prefix=prefix) as store:
+            for memory_id, messages in expected.items():
+                snapshot = store.load(memory_id)
+                assert snapshot.messages == messages
+                assert snapshot.version > 0
+                version = store.save(memory_id, [*messages, UserMessage("after upgrade")], snapshot.version)
+                assert version > snapshot.version
+                assert store.get_messages(memory_id) == [*messages, UserMessage("after upgrade")]
+            assert set(store.memory_ids()) == set(expected)
+    finally:
+        engine.dispose()
+
+
+# ----------------------------------------------------------------------------------------- the command
+
+
+def test_cli_migrate(sql_backend: SQLBackend, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert migrations.cli_migrate(sql_backend.url, table_prefix=prefix) == 0
+    assert f"to {migrations.head()}" in capsys.readouterr().out
+    assert migrations.cli_migrate(sql_backend.url, table_prefix=prefix) == 0
+    assert "already at" in capsys.readouterr().out
+    assert migrations.cli_migrate(sql_backend.url, table_prefix="not a prefix") == 1
+    assert "table_prefix" in capsys.readouterr().err
+
+
+def test_cli_migrate_reports_an_unreachable_database(capsys: pytest.CaptureFixture[str]) -> None:
+    assert migrations.cli_migrate("sqlite:////nonexistent-dir/for/chatmemory.db") == 1
+    assert "chatmemory migrate:" in capsys.readouterr().err
