@@ -508,3 +508,18 @@ def test_a_document_written_by_other_means_is_rewritten_not_diffed(store: MongoC
     memory.add(UserMessage("4"))
     assert "$push" in recorder.take()[1][1]["updates"][0]["u"]
     assert memory.messages() == _users(3, 4)
+
+
+def test_a_window_past_the_16_mib_document_limit_is_a_store_error_that_changes_nothing(
+    store: MongoChatMemoryStore,
+) -> None:
+    mebibyte = [UserMessage(f"{index}" + "x" * (1 << 20)) for index in range(17)]
+    store.update_messages("chat", mebibyte[:9])
+    snapshot = store.load("chat")
+    with pytest.raises(StoreError, match="16 MiB") as grown:
+        store.save("chat", mebibyte, snapshot.version)  # a $push the server refuses (code 10334)
+    with pytest.raises(StoreError, match="16 MiB") as whole:
+        store.update_messages("chat", mebibyte)  # refused by the driver before sending
+    assert isinstance(whole.value.__cause__, Exception)
+    assert isinstance(grown.value.__cause__, PyMongoError)
+    assert store.load("chat") == snapshot

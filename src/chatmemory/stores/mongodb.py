@@ -46,8 +46,9 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from bson import ObjectId  # noqa: E402 - imported once the driver is known to be installed
 from bson.codec_options import CodecOptions  # noqa: E402
+from bson.errors import BSONError  # noqa: E402
 from pymongo import ASCENDING, MongoClient  # noqa: E402
-from pymongo.errors import PyMongoError  # noqa: E402
+from pymongo.errors import DocumentTooLarge, PyMongoError  # noqa: E402
 
 if TYPE_CHECKING:
     from pymongo.collection import Collection
@@ -66,6 +67,11 @@ NO_SUCH_TRANSACTION = 251
 CONFLICT_CODES = frozenset({DUPLICATE_KEY, WRITE_CONFLICT, NO_SUCH_TRANSACTION})
 INDEX_CONFLICT_CODES = frozenset({85, 86})
 """IndexOptionsConflict / IndexKeySpecsConflict: an index of that name or key exists with other options."""
+
+DOCUMENT_TOO_LARGE = 10334
+"""BSONObjectTooLarge: the update would grow the document past the server's limit (16 MiB)."""
+DRIVER_ERRORS = (PyMongoError, BSONError)
+"""What pymongo raises: its own errors, and BSON errors such as DocumentTooLarge (not a PyMongoError)."""
 
 EXPIRY_INDEX = "chatmemory_expires_at"
 _CACHE_SIZE = 1024
@@ -165,6 +171,14 @@ def _record(message: ChatMessage) -> str:
     return dumps_message(message).decode("utf-8")
 
 
+def _write_error(memory_id: str, exc: Exception) -> StoreError:
+    detail = str(exc)
+    if isinstance(exc, DocumentTooLarge) or getattr(exc, "code", None) == DOCUMENT_TOO_LARGE:
+        detail = (f"{detail}. A memory is one document, which MongoDB limits to 16 MiB; keep the window "
+                  "smaller (max_messages / max_tokens) or the messages shorter. Nothing was changed")
+    return StoreError("writing", memory_id, detail)
+
+
 def _seconds(ttl: float | datetime.timedelta | None) -> float | None:
     if ttl is None:
         return None
@@ -199,9 +213,7 @@ class MongoChatMemoryStore:
         if isinstance(url_or_client, str):
             try:
                 self._client: MongoClient[Any] = MongoClient(url_or_client)
-            except PyMongoError as exc:
-                raise StoreError("connecting to MongoDB", detail=str(exc)) from exc
-            except ValueError as exc:  # pymongo's URI parser raises ConfigurationError or ValueError
+            except (PyMongoError, ValueError) as exc:  # the URI parser raises ConfigurationError or ValueError
                 raise StoreError("connecting to MongoDB", detail=str(exc)) from exc
             self._owns_client = True
         elif isinstance(url_or_client, MongoClient):
@@ -260,7 +272,7 @@ class MongoChatMemoryStore:
         try:
             # create_index is idempotent for the same key and options.
             self._collection.create_index([("expires_at", ASCENDING)], name=EXPIRY_INDEX, expireAfterSeconds=0)
-        except PyMongoError as exc:
+        except DRIVER_ERRORS as exc:
             detail = str(exc)
             if getattr(exc, "code", None) in INDEX_CONFLICT_CODES:
                 detail = (f"an index on 'expires_at' or named {EXPIRY_INDEX!r} exists with other options; "
@@ -350,7 +362,7 @@ class MongoChatMemoryStore:
         memory_id = validate_memory_id(memory_id)
         try:
             document = self._collection.find_one({"_id": memory_id})
-        except PyMongoError as exc:
+        except DRIVER_ERRORS as exc:
             raise StoreError("reading", memory_id, str(exc)) from exc
         if document is None:
             self._remember(memory_id, None)
@@ -374,7 +386,7 @@ class MongoChatMemoryStore:
         now = datetime.datetime.now(datetime.timezone.utc)
         try:
             ids = [document["_id"] for document in self._collection.find({"expires_at": self._live(now)}, {"_id": 1})]
-        except PyMongoError as exc:
+        except DRIVER_ERRORS as exc:
             raise StoreError("listing memory ids", detail=str(exc)) from exc
         return iter(ids)
 
@@ -404,11 +416,11 @@ class MongoChatMemoryStore:
                 document = self._document(layout, version, incarnation, now)
                 records = (*document["messages"], *([document["system"]] if "system" in document else []))
                 matched = self._replace(memory_id, expected_version, document, now)
-        except PyMongoError as exc:
+        except DRIVER_ERRORS as exc:
             self._remember(memory_id, None)
             if getattr(exc, "code", None) in CONFLICT_CODES:
                 raise ConcurrentUpdateError(memory_id, expected_version) from exc
-            raise StoreError("writing", memory_id, str(exc)) from exc
+            raise _write_error(memory_id, exc) from exc
         if not matched:
             self._remember(memory_id, None)
             raise ConcurrentUpdateError(memory_id, expected_version)
@@ -508,12 +520,12 @@ class MongoChatMemoryStore:
                 return
             # Two upserts creating one new document race on the _id index; the loser's retry updates.
             if getattr(error, "code", None) not in CONFLICT_CODES or attempt == _UNCONDITIONAL_ATTEMPTS:
-                raise StoreError("writing", memory_id, str(error)) from error
+                raise _write_error(memory_id, error) from error
 
-    def _upsert(self, memory_id: str, stages: list[Document]) -> PyMongoError | None:
+    def _upsert(self, memory_id: str, stages: list[Document]) -> Exception | None:
         try:
             self._collection.update_one({"_id": memory_id}, stages, upsert=True)
-        except PyMongoError as exc:
+        except DRIVER_ERRORS as exc:
             return exc
         return None
 
@@ -523,5 +535,5 @@ class MongoChatMemoryStore:
         self._remember(memory_id, None)
         try:
             self._collection.delete_one({"_id": memory_id})
-        except PyMongoError as exc:
+        except DRIVER_ERRORS as exc:
             raise StoreError("deleting", memory_id, str(exc)) from exc
