@@ -18,6 +18,7 @@ from chatmemory import (
     UserMessage,
     open_store,
 )
+from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
 from chatmemory.testing import ADVERSARIAL_IDS
 from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, redis_url
@@ -184,6 +185,21 @@ def test_window_matches_a_plain_list_whatever_the_cache(
         assert store.get_messages("m") == expected == memory.messages()
     raw = client.lrange(store.keys_of("m")[1], 0, -1)
     assert len(raw) == 5
+
+
+def test_a_cached_snapshot_of_another_incarnation_is_never_diffed_against(
+    client: Redis, store: RedisChatMemoryStore, prefix: str
+) -> None:
+    # Same version, different incarnation (what a server clock set back could produce): the diff is
+    # refused by the script and the whole list is written instead.
+    version = store.save("m", _texts(4), 0)
+    client.hset(store.keys_of("m")[0], "incarnation", b"someone else")
+    client.delete(store.keys_of("m")[1])
+    client.rpush(store.keys_of("m")[1], *(dumps_message(m) for m in _texts(2, "other")))
+    new_version = store.save("m", [*_texts(4)[1:], UserMessage("next")], version)
+    assert new_version > version
+    reader = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=0)
+    assert reader.get_messages("m") == [*_texts(4)[1:], UserMessage("next")]
 
 
 def test_cache_size_must_not_be_negative(client: Redis) -> None:

@@ -44,8 +44,7 @@ from redis.exceptions import NoScriptError, RedisError  # noqa: E402
 __all__ = ["RedisChatMemoryStore"]
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
-_WRITTEN, _CONFLICT, _STALE = 0, 1, 2
-_STATUS = {1: _WRITTEN, 0: _CONFLICT, 2: _STALE}
+_CONFLICT, _WRITTEN, _STALE = 0, 1, 2  # the write script's status codes
 _ESCAPED_ID = re.compile(rb"(?:[^%{}]|%25|%7B|%7D)+")
 _GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
 _UNESCAPES = {b"%25": b"%", b"%7B": b"{", b"%7D": b"}"}
@@ -236,7 +235,7 @@ class RedisChatMemoryStore:
             args[1:] = [str(cached.version), cached.incarnation]
         reply = self._run(self._read, "reading the memory", memory_id, self.keys_of(memory_id), args)
         if reply[0] == b"":
-            raise CorruptedMemoryError(memory_id, "its message list exists without its metadata key")
+            raise CorruptedMemoryError(memory_id, "its message list has no metadata (no version) next to it")
         version = self._version(memory_id, reply[0])
         if version == 0:
             self._forget(memory_id)
@@ -266,7 +265,7 @@ class RedisChatMemoryStore:
     def _full(self, memory_id: str, expected: str, records: Sequence[bytes]) -> tuple[int, list[Any]]:
         args: list[bytes | int | str] = [expected, self._token(), self._ttl_ms, "f", *records]
         reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
-        return _STATUS[reply[0]], reply
+        return int(reply[0]), reply
 
     def _diff(self, memory_id: str, cached: _Cached, messages: Sequence[ChatMessage]) -> tuple[int, list[Any]] | None:
         """Write ``messages`` as a diff against ``cached``; ``None`` when the diff is not of that shape."""
@@ -282,7 +281,7 @@ class RedisChatMemoryStore:
             span, len(kept_in_span), *kept_in_span, *appended,
         ]
         reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
-        return _STATUS[reply[0]], reply
+        return int(reply[0]), reply
 
     def _written(self, memory_id: str, reply: list[Any], messages: tuple[ChatMessage, ...]) -> int:
         version = int(reply[1])
@@ -301,8 +300,9 @@ class RedisChatMemoryStore:
                 if status == _WRITTEN:
                     return self._written(memory_id, reply, new)
                 self._forget(memory_id)
-                if status == _CONFLICT:
+                if status != _STALE:
                     raise ConcurrentUpdateError(memory_id, expected_version)
+                # Same version, other incarnation: the cache is not what the server holds; send it all.
         status, reply = self._full(memory_id, str(expected_version), [self._encode(m) for m in new])
         if status != _WRITTEN:
             self._forget(memory_id)
