@@ -523,3 +523,12 @@ def test_a_window_past_the_16_mib_document_limit_is_a_store_error_that_changes_n
     assert isinstance(whole.value.__cause__, Exception)
     assert isinstance(grown.value.__cause__, PyMongoError)
     assert store.load("chat") == snapshot
+
+
+def test_the_same_ttl_index_under_another_name_is_accepted(make_store: Any) -> None:
+    store: MongoChatMemoryStore = make_store(ttl=30)
+    store.collection.create_index("expires_at", name="made_by_an_operator", expireAfterSeconds=0)
+    store.update_messages("a", _users(1))
+    assert store.get_messages("a") == _users(1)
+    names = {index["name"] for index in store.collection.list_indexes()}
+    assert "made_by_an_operator" in names

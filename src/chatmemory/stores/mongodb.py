@@ -275,11 +275,25 @@ class MongoChatMemoryStore:
         except DRIVER_ERRORS as exc:
             detail = str(exc)
             if getattr(exc, "code", None) in INDEX_CONFLICT_CODES:
+                if self._has_equivalent_expiry_index():
+                    self._indexed = True
+                    return
                 detail = (f"an index on 'expires_at' or named {EXPIRY_INDEX!r} exists with other options; "
                           f"drop it (db.{self._collection.name}.dropIndex(...)) so the store can create "
                           "its TTL index with expireAfterSeconds: 0")
             raise StoreError("creating the TTL index", detail=detail) from exc
         self._indexed = True
+
+    def _has_equivalent_expiry_index(self) -> bool:
+        # An operator may have created the same TTL index under another name; MongoDB then refuses ours.
+        try:
+            indexes = list(self._collection.list_indexes())
+        except DRIVER_ERRORS:
+            return False
+        return any(
+            list(dict(index["key"]).items()) == [("expires_at", 1)] and index.get("expireAfterSeconds") == 0
+            for index in indexes
+        )
 
     def _expiry(self, now: datetime.datetime) -> datetime.datetime | None:
         return None if self._ttl is None else now + datetime.timedelta(seconds=self._ttl)
