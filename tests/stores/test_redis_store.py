@@ -3,6 +3,8 @@ client ownership, and how driver errors and damaged keys surface. The contract s
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -318,3 +320,15 @@ def test_scripts_are_loaded_again_after_the_server_forgets_them(client: Redis, s
     client.script_flush()
     store.update_messages("m", _texts(3))
     assert store.load("m").messages == _texts(3)
+
+
+def test_a_missing_extra_names_the_class_and_the_pip_command() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "import chatmemory\n"
+        "try:\n    import chatmemory.stores.redis\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.startswith("MissingDependencyError RedisChatMemoryStore requires the 'redis' extra: "
+                                    "pip install 'chatmemory[redis]'"), result.stdout
