@@ -293,6 +293,10 @@ class RedisChatMemoryStore:
         memory_id = validate_memory_id(memory_id)
         new = tuple(messages)
         cached = self._cached(memory_id)
+        if cached is not None and 0 < expected_version < cached.version:
+            # This store saw a later version itself, and versions only grow (or the memory is gone): the
+            # write cannot succeed, so it is refused without encoding and sending the list.
+            raise ConcurrentUpdateError(memory_id, expected_version)
         if cached is not None and expected_version != 0 and cached.version == expected_version:
             outcome = self._diff(memory_id, cached, new)
             if outcome is not None:
