@@ -7,8 +7,10 @@ silently left out.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -19,18 +21,35 @@ _docker_answers: bool | None = None
 
 
 def docker_answers() -> bool:
-    """Whether a Docker engine answers (checked once per session, quickly)."""
+    """Whether a Docker engine answers ``GET /_ping`` (checked once per session, within 3 seconds)."""
     global _docker_answers
     if _docker_answers is None:
-        try:
-            import docker
-
-            client = docker.from_env(timeout=3)
-            client.ping()
-            _docker_answers = True
-        except Exception:
-            _docker_answers = False
+        _docker_answers = _ping_docker(os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"))
     return _docker_answers
+
+
+def _ping_docker(host: str) -> bool:
+    parsed = urlsplit(host)
+    try:
+        if parsed.scheme == "unix":
+            if not os.path.exists(parsed.path):
+                return False
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(3)
+            target: Any = parsed.path
+        elif parsed.scheme == "tcp" and parsed.hostname:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.settimeout(3)
+            target = (parsed.hostname, parsed.port or 2375)
+        else:
+            return False
+        with sock:
+            sock.connect(target)
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            status_line = sock.recv(64).split(b"\r\n", 1)[0]
+            return status_line.startswith(b"HTTP/1.") and b" 200" in status_line
+    except OSError:
+        return False
 
 
 def unavailable(backend: str, env_var: str, example: str) -> None:
