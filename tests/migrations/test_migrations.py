@@ -67,7 +67,8 @@ def test_the_comparison_sees_a_difference(sql_backend: SQLBackend, prefix: str) 
     try:
         with engine.begin() as connection:
             index = f"ix_{prefix}memories_expires_at"
-            drop = f"DROP INDEX {index} ON {prefix}memories" if engine.dialect.name == "mysql" else f"DROP INDEX {index}"
+            on_table = f" ON {prefix}memories" if engine.dialect.name == "mysql" else ""
+            drop = f"DROP INDEX {index}{on_table}"
             connection.execute(text(drop))
         with engine.connect() as connection:
             assert [d[0] for d in _differences(connection, prefix)] == ["add_index"]  # type: ignore[index]

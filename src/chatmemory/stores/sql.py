@@ -235,19 +235,29 @@ class SQLChatMemoryStore:
         """The messages of ``memory_id`` and their version (one query)."""
         memory_id = validate_memory_id(memory_id)
         self._check_schema()
+        cached = self._cache.get(memory_id)
+        parameters = {"p_id": memory_id, "p_now": self._now(),
+                      # -1 matches no incarnation (they are non-negative): every payload is sent.
+                      "p_known_incarnation": -1 if cached is None else cached.incarnation,
+                      "p_known_next": 0 if cached is None else cached.next_seq}
         with self._driver_errors("load", memory_id):
             connection_source = self._autocommit_engine if self._dialect == "postgresql" else self._engine
             with connection_source.connect() as connection:
-                rows = connection.execute(
-                    self._statements.read, {"p_id": memory_id, "p_now": self._now()}
-                ).all()
+                rows = connection.execute(self._statements.read, parameters).all()
         if not rows:
             return Snapshot([], 0)
         head = rows[0]
         pairs = [(row.seq, row.payload) for row in rows if row.seq is not None]
-        messages = tuple(loads_message(payload, memory_id=memory_id) for _, payload in pairs)
+        # Within one incarnation a sequence number is written once and never reused (rewrites take new
+        # ones), so every row below the cached next_seq is a message of the cached snapshot: the query
+        # left its payload out, and it is not decoded again.
+        known = dict(zip(cached.seqs, cached.messages, strict=True)) if (
+            cached is not None and cached.incarnation == head.incarnation) else {}
+        messages = tuple(
+            known[seq] if payload is None else loads_message(payload, memory_id=memory_id) for seq, payload in pairs
+        )
         self._cache.put(memory_id, CachedSnapshot(head.version, head.incarnation, head.next_seq,
-                                          tuple(seq for seq, _ in pairs), messages))
+                                                  tuple(seq for seq, _ in pairs), messages))
         return Snapshot(list(messages), head.version)
 
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -301,7 +311,7 @@ class SQLChatMemoryStore:
                     raise
                 written = False
         if not written:
-            self._cache.forget(memory_id)
+            # The cached snapshot still describes its version truly; the next load reuses its messages.
             raise ConcurrentUpdateError(memory_id, cached.version)
         kept = set(deleted)
         seqs = tuple(seq for index, seq in enumerate(cached.seqs) if index not in kept) + tuple(new_seqs)
@@ -383,7 +393,6 @@ class SQLChatMemoryStore:
             outcome = self._attempt(operation, memory_id, write)
             if not isinstance(outcome, _Conflict):
                 return outcome
-            self._cache.forget(memory_id)
             if attempt == attempts - 1:
                 if attempts == 1:
                     raise outcome

@@ -19,10 +19,12 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    case,
     delete,
     func,
     insert,
     literal_column,
+    null,
     or_,
     select,
     update,
@@ -43,14 +45,18 @@ class Statements:
         memory_id = memories.c.memory_id == bindparam("p_id")
         self._live = or_(memories.c.expires_at.is_(None), memories.c.expires_at > bindparam("p_now"))
 
+        # Rows this store already decoded are sent without their payload: within one incarnation every
+        # row below the next sequence number the store saw was in that snapshot (see SQLChatMemoryStore.load).
+        known = and_(memories.c.incarnation == bindparam("p_known_incarnation"),
+                     messages.c.seq < bindparam("p_known_next"))
+        payload = case((known, null()), else_=messages.c.payload).label("payload")
         self.read: Select[Any] = (
-            select(memories.c.version, memories.c.incarnation, memories.c.next_seq, messages.c.seq,
-                   messages.c.payload)
+            select(memories.c.version, memories.c.incarnation, memories.c.next_seq, messages.c.seq, payload)
             .select_from(memories.outerjoin(messages, messages.c.memory_id == memories.c.memory_id))
             .where(memory_id, self._live)
             .order_by(messages.c.seq)
         )
-        """All of a memory in one query: head and messages (none when absent or expired)."""
+        """All of a memory in one query: head and messages (no row when absent or expired)."""
 
         self.bump_head: Update = (
             update(memories)
