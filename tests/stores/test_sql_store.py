@@ -15,9 +15,11 @@ from sqlalchemy.engine import make_url
 
 from chatmemory import (
     ConcurrentUpdateError,
+    CorruptedMemoryError,
     MissingDependencyError,
     SchemaVersionError,
     StoreError,
+    SystemMessage,
     UserMessage,
     open_store,
 )
@@ -214,3 +216,26 @@ def test_a_missing_extra_names_the_pip_command() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert MissingDependencyError.__name__ in result.stdout
     assert "pip install 'chatmemory[sql]'" in result.stdout
+
+
+def test_reads_reuse_decoded_messages_only_while_they_are_true(
+    sql_backend: SQLBackend, store: SQLChatMemoryStore
+) -> None:
+    # `store` caches what it read; `writer` changes the memory in every way a window can change.
+    writer = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+    texts = [UserMessage(str(i)) for i in range(6)]
+    try:
+        writer.update_messages("m", texts)
+        assert store.get_messages("m") == texts
+        writer.update_messages("m", [*texts[2:], UserMessage("6")])  # evict two, append one
+        assert store.get_messages("m") == [*texts[2:], UserMessage("6")]
+        writer.update_messages("m", [SystemMessage("first"), *texts[2:]])  # a rewrite
+        assert store.get_messages("m") == [SystemMessage("first"), *texts[2:]]
+        writer.delete_messages("m")  # a new incarnation with other messages at the same sequence numbers
+        writer.update_messages("m", [UserMessage("x"), UserMessage("y")])
+        assert store.get_messages("m") == [UserMessage("x"), UserMessage("y")]
+        writer.write_raw("m", [b"\xff"])
+        with pytest.raises(CorruptedMemoryError):
+            store.get_messages("m")
+    finally:
+        writer.close()

@@ -25,17 +25,31 @@ from alembic import command  # noqa: E402 - after the dependency check
 from alembic.config import Config  # noqa: E402
 from alembic.runtime.migration import MigrationContext  # noqa: E402
 from alembic.script import ScriptDirectory  # noqa: E402
-from sqlalchemy import Connection, Engine, create_engine, inspect  # noqa: E402
+from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, inspect  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
-from chatmemory.core.errors import StoreError  # noqa: E402
+from chatmemory.core.errors import SchemaVersionError, StoreError  # noqa: E402
 from chatmemory.stores.sql_schema import (  # noqa: E402
     DEFAULT_TABLE_PREFIX,
+    build_tables,
     validate_table_prefix,
     version_table_name,
 )
 
-__all__ = ["cli_migrate", "current", "head", "migrate_command", "revisions", "upgrade"]
+__all__ = [
+    "check_schema",
+    "cli_migrate",
+    "create_schema",
+    "current",
+    "current_on",
+    "drop_schema",
+    "head",
+    "migrate_command",
+    "normalize_url",
+    "revisions",
+    "stamp",
+    "upgrade",
+]
 
 _SCRIPT_LOCATION = str(Path(__file__).resolve().parent)
 
@@ -137,6 +151,53 @@ def migrate_command(url: str, table_prefix: str = DEFAULT_TABLE_PREFIX) -> str:
     shown = make_url(url).render_as_string(hide_password=True)
     suffix = "" if table_prefix == DEFAULT_TABLE_PREFIX else f" --table-prefix {table_prefix}"
     return f"chatmemory migrate '{shown}'{suffix}"
+
+
+def create_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
+    """Create the tables of ``table_prefix`` from the metadata and stamp them with the newest revision.
+
+    The quick path for development and tests. Tables that already exist are migrated instead, so this
+    never hides a pending migration.
+    """
+    try:
+        with engine.begin() as connection:
+            found = current_on(connection, table_prefix=table_prefix)
+            if found is None:
+                build_tables(table_prefix).metadata.create_all(connection)
+                stamp(connection, table_prefix=table_prefix)
+    except SQLAlchemyError as exc:
+        raise StoreError("creating the schema", detail=str(exc).splitlines()[0]) from exc
+    if found is not None and found != head():
+        upgrade(engine, table_prefix=table_prefix)
+
+
+def drop_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
+    """Drop the tables of ``table_prefix`` and its version table (the data is gone)."""
+    metadata = build_tables(table_prefix).metadata
+    version_table = Table(version_table_name(table_prefix), MetaData())
+    try:
+        with engine.begin() as connection:
+            metadata.drop_all(connection)
+            version_table.drop(connection, checkfirst=True)
+    except SQLAlchemyError as exc:
+        raise StoreError("dropping the schema", detail=str(exc).splitlines()[0]) from exc
+
+
+def check_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
+    """Raise :class:`~chatmemory.SchemaVersionError` naming the command to run unless the schema is at head."""
+    try:
+        with engine.connect() as connection:
+            found = current_on(connection, table_prefix=table_prefix)
+    except SQLAlchemyError as exc:
+        raise StoreError("checking the schema revision", detail=str(exc).splitlines()[0]) from exc
+    expected = head()
+    if found == expected:
+        return
+    if found is not None and found not in revisions():
+        command = "pip install -U chatmemory (the schema is newer than this chatmemory)"
+    else:
+        command = migrate_command(engine.url.render_as_string(hide_password=False), table_prefix)
+    raise SchemaVersionError(found, expected, command)
 
 
 def cli_migrate(url: str, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> int:

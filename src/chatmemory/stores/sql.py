@@ -28,7 +28,6 @@ from chatmemory import migrations  # noqa: E402
 from chatmemory.core.errors import (  # noqa: E402
     ChatMemoryError,
     ConcurrentUpdateError,
-    SchemaVersionError,
     StoreError,
 )
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
@@ -155,35 +154,13 @@ class SQLChatMemoryStore:
         return f"SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r})"
 
     def create_schema(self) -> None:
-        """Create the tables (development quick path) or bring them to the newest revision.
-
-        New tables are created from the metadata and stamped with the newest revision; existing ones
-        are migrated with Alembic, so this never hides a pending migration.
-        """
-        try:
-            with self._engine.begin() as connection:
-                found = migrations.current_on(connection, table_prefix=self._tables.prefix)
-                if found is None:
-                    self._tables.metadata.create_all(connection)
-                    migrations.stamp(connection, table_prefix=self._tables.prefix)
-        except SQLAlchemyError as exc:
-            raise StoreError("creating the schema", detail=str(exc).splitlines()[0]) from exc
-        if found is not None and found != migrations.head():
-            migrations.upgrade(self._engine, table_prefix=self._tables.prefix)
+        """Create the tables (the development quick path), or migrate existing ones to the newest revision."""
+        migrations.create_schema(self._engine, table_prefix=self._tables.prefix)
         self._schema_checked = False
 
     def drop_schema(self) -> None:
-        """Drop the store's tables and version table (for tests and teardown; the data is gone)."""
-        from sqlalchemy import Table
-
-        try:
-            with self._engine.begin() as connection:
-                self._tables.metadata.drop_all(connection)
-                version = Table(f"{self._tables.prefix}alembic_version", self._tables.metadata)
-                version.drop(connection, checkfirst=True)
-                self._tables.metadata.remove(version)
-        except SQLAlchemyError as exc:
-            raise StoreError("dropping the schema", detail=str(exc).splitlines()[0]) from exc
+        """Drop the store's tables and its version table (for tests and teardown: the data is gone)."""
+        migrations.drop_schema(self._engine, table_prefix=self._tables.prefix)
         self._cache.clear()
         self._schema_checked = False
 
@@ -191,21 +168,9 @@ class SQLChatMemoryStore:
         if self._schema_checked:
             return
         with self._schema_lock:
-            if self._schema_checked:
-                return
-            try:
-                with self._engine.connect() as connection:
-                    found = migrations.current_on(connection, table_prefix=self._tables.prefix)
-            except SQLAlchemyError as exc:
-                raise StoreError("checking the schema revision", detail=str(exc).splitlines()[0]) from exc
-            expected = migrations.head()
-            if found != expected:
-                url = self._engine.url.render_as_string(hide_password=False)
-                command = migrations.migrate_command(url, self._tables.prefix)
-                if found is not None and found not in migrations.revisions():
-                    command = "pip install -U chatmemory (the schema is newer than this chatmemory)"
-                raise SchemaVersionError(found, expected, command)
-            self._schema_checked = True
+            if not self._schema_checked:
+                migrations.check_schema(self._engine, table_prefix=self._tables.prefix)
+                self._schema_checked = True
 
     # ----------------------------------------------------------------------------------------- driver I/O
 
