@@ -532,3 +532,16 @@ def test_the_same_ttl_index_under_another_name_is_accepted(make_store: Any) -> N
     assert store.get_messages("a") == _users(1)
     names = {index["name"] for index in store.collection.list_indexes()}
     assert "made_by_an_operator" in names
+
+
+def test_listing_streams_past_the_first_batch(make_store: Any) -> None:
+    store: MongoChatMemoryStore = make_store(ttl=60)
+    live = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=60)
+    gone = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+    store.collection.insert_many(
+        [{"_id": f"m{index}", "version": 1, "messages": [], "expires_at": live} for index in range(250)]
+        + [{"_id": f"x{index}", "version": 1, "messages": [], "expires_at": gone} for index in range(5)]
+    )
+    ids = store.memory_ids()
+    first = next(ids)
+    assert sorted([first, *ids]) == sorted(f"m{index}" for index in range(250))

@@ -396,13 +396,14 @@ class MongoChatMemoryStore:
         return self.load(memory_id).messages
 
     def memory_ids(self) -> Iterator[str]:
-        """The ids of the memories that have not expired."""
+        """The ids of the memories that have not expired, streamed from a cursor."""
         now = datetime.datetime.now(datetime.timezone.utc)
         try:
-            ids = [document["_id"] for document in self._collection.find({"expires_at": self._live(now)}, {"_id": 1})]
+            cursor = self._collection.find({"expires_at": self._live(now)}, {"_id": 1})
+            for document in cursor:
+                yield document["_id"]
         except DRIVER_ERRORS as exc:
             raise StoreError("listing memory ids", detail=str(exc)) from exc
-        return iter(ids)
 
     # --------------------------------------------------------------------------------------------- write
 
