@@ -545,3 +545,35 @@ def test_listing_streams_past_the_first_batch(make_store: Any) -> None:
     ids = store.memory_ids()
     first = next(ids)
     assert sorted([first, *ids]) == sorted(f"m{index}" for index in range(250))
+
+
+def test_writers_with_their_own_stores_lose_nothing(make_store: Any) -> None:
+    # Each store caches its own snapshots, as separate processes would: the version and incarnation
+    # filters, not a shared cache, keep every diff honest.
+    writers, adds = 4, 20
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        memory = MessageWindowChatMemory("chat", store=make_store(), max_messages=writers * adds // 2,
+                                         always_keep_system_message_first=True, max_attempts=100)
+        try:
+            memory.add(SystemMessage("shared"))
+            for index in range(adds):
+                memory.add(UserMessage(f"{worker}:{index}"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(worker,)) for worker in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
+    messages = make_store().get_messages("chat")
+    assert messages[0] == SystemMessage("shared")
+    texts = [message.text for message in messages[1:] if isinstance(message, UserMessage)]
+    assert len(texts) == writers * adds // 2 - 1
+    # The window holds the newest messages, each writer's in its own order.
+    for worker in range(writers):
+        mine = [int(text.split(":")[1]) for text in texts if text.startswith(f"{worker}:")]
+        assert mine == list(range(adds - len(mine), adds))  # a suffix: evicted oldest first, none lost
