@@ -8,7 +8,10 @@ both sides alike) does:
 
 * store update: ``save()`` of the window with the oldest message evicted and one appended, at the version
   of the previous turn (what a window memory does after its ``load()``);
-* store get: ``get_messages()`` — one query, every message decoded;
+* store get: ``get_messages()`` on the writing store — one query; rows it already decoded come back
+  without their payload (its snapshot cache), so only the new message is decoded;
+* store get, cold: ``get_messages()`` on a second store with no snapshot cache (every payload comes back
+  and is decoded, as for a process that did not write last);
 * baseline update: one autocommit statement ``WITH new AS (INSERT …) DELETE …`` (insert the new record,
   delete the evicted one) on a plain psycopg connection;
 * baseline get: one ``SELECT payload … ORDER BY seq`` and decoding every record.
@@ -117,6 +120,7 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
         statements += 1
 
     event.listen(store.engine, "before_cursor_execute", count)
+    cold = SQLChatMemoryStore(url, table_prefix=prefix, snapshot_cache_size=0)
     baseline = Baseline(url, f"{prefix}baseline") if with_baseline else None
     memory_id = f"bench-{uuid.uuid4().hex}"
     try:
@@ -124,7 +128,8 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
         version = store.save(memory_id, messages, 0)
         if baseline is not None:
             baseline.fill(memory_id, messages)
-        samples: dict[str, list[float]] = {"update": [], "get": [], "baseline update": [], "baseline get": []}
+        samples: dict[str, list[float]] = {"update": [], "get": [], "get, cold": [], "baseline update": [],
+                                           "baseline get": []}
         statements_per_update: list[int] = []
         gc.disable()
         try:
@@ -137,6 +142,8 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
                 samples["update"].append(elapsed)
                 elapsed, got = timed(store.get_messages, memory_id)
                 samples["get"].append(elapsed)
+                elapsed, got_cold = timed(cold.get_messages, memory_id)
+                samples["get, cold"].append(elapsed)
                 if baseline is not None:
                     elapsed, _ = timed(baseline.update, memory_id, turn, new, window)
                     samples["baseline update"].append(elapsed)
@@ -145,7 +152,7 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
                     if turn == window:
                         assert got_baseline == got, "the baseline holds another window"
                 if turn == window:
-                    assert got == messages, "the store holds another window"
+                    assert got == messages == got_cold, "the store holds another window"
         finally:
             gc.enable()
         assert store.get_messages(memory_id) == messages
@@ -154,6 +161,7 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
         if baseline is not None:
             baseline.close()
         event.remove(store.engine, "before_cursor_execute", count)
+        cold.close()
         store.drop_schema()
         store.close()
 
@@ -174,11 +182,11 @@ def main() -> None:
     for window in arguments.windows:
         result = run_window(arguments.url, window, arguments.turns, with_baseline)
         samples = result["samples"]
-        for operation in ("update", "get"):
+        for operation in ("update", "get", "get, cold"):
             mine = samples[operation]
             line = f"{window:>6}  {operation:<16}{statistics.median(mine):>9.0f} / {percentile(mine, 0.99):>6.0f}"
             if with_baseline:
-                theirs = samples[f"baseline {operation}"]
+                theirs = samples[f"baseline {operation.split(',')[0]}"]
                 ratio = statistics.median(mine) / statistics.median(theirs)
                 line += f"{statistics.median(theirs):>9.0f} / {percentile(theirs, 0.99):>6.0f}{ratio:>15.2f}x"
             print(line)
