@@ -152,6 +152,27 @@ def test_open_store_and_from_url(sql_backend: SQLBackend, store: SQLChatMemorySt
         opened.close()
 
 
+@pytest.mark.mysql
+def test_mysql_and_mariadb_urls_without_a_driver_mean_pymysql() -> None:
+    backend = open_sql_backend("mysql")
+    url = make_url(backend.url)
+    prefix = backend.fresh_prefix()
+    for drivername in ("mysql", "mariadb"):
+        plain = url.set(drivername=drivername).render_as_string(hide_password=False)
+        store = open_store(plain, table_prefix=prefix)
+        assert isinstance(store, SQLChatMemoryStore)
+        try:
+            assert store.engine.driver == "pymysql"
+            store.create_schema()
+            store.update_messages(drivername, [UserMessage(drivername)])
+            assert store.get_messages(drivername) == [UserMessage(drivername)]
+        finally:
+            store.close()
+    with SQLChatMemoryStore(backend.url, table_prefix=prefix) as store:
+        assert sorted(store.memory_ids()) == ["mariadb", "mysql"]
+        store.drop_schema()
+
+
 @pytest.mark.postgres
 def test_postgresql_url_without_a_driver_means_psycopg_3() -> None:
     backend = open_sql_backend("postgres")

@@ -78,11 +78,23 @@ def revisions() -> list[str]:
     return [script.revision for script in reversed(list(_scripts().walk_revisions()))]
 
 
+_DEFAULT_DRIVERS = {
+    "postgresql://": "postgresql+psycopg://",
+    "postgres://": "postgresql+psycopg://",
+    "mysql://": "mysql+pymysql://",
+    "mariadb://": "mariadb+pymysql://",
+}
+
+
 def normalize_url(url: str) -> str:
-    """``postgresql://`` and ``postgres://`` (no driver) mean psycopg 3 here, not SQLAlchemy's psycopg2."""
-    for plain in ("postgresql://", "postgres://"):
+    """A URL without a driver gets the one chatmemory's extras install (psycopg 3, PyMySQL).
+
+    SQLAlchemy's own defaults would be psycopg2 and mysqlclient, which ``chatmemory[postgres]`` and
+    ``chatmemory[mysql]`` do not install.
+    """
+    for plain, with_driver in _DEFAULT_DRIVERS.items():
         if url.startswith(plain):
-            return "postgresql+psycopg://" + url[len(plain):]
+            return with_driver + url[len(plain):]
     return url
 
 
