@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatmemory import AiMessage, ChatMessage, SystemMessage, UserMessage
-from chatmemory.stores.mongodb import MongoLayout, MongoWritePlan, plan_layout, plan_write
+from chatmemory.stores.mongodb_layout import MongoLayout, MongoWritePlan, plan_layout, plan_write
 
 
 def _users(*numbers: int) -> list[UserMessage]:
