@@ -32,18 +32,14 @@ from chatmemory.core.errors import (  # noqa: E402
 )
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage, require_message  # noqa: E402
-from chatmemory.core.sequence_diff import SequenceDiff, diff_messages  # noqa: E402
+from chatmemory.core.sequence_diff import diff_messages  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.sql_engine import engine_from_url, is_conflict, transaction  # noqa: E402
 from chatmemory.stores.sql_schema import DEFAULT_TABLE_PREFIX, build_tables  # noqa: E402
-from chatmemory.stores.sql_snapshots import (  # noqa: E402
-    CachedSnapshot,
-    SnapshotCache,
-    fresh_version,
-    new_incarnation,
-)
+from chatmemory.stores.sql_snapshots import CachedSnapshot, SnapshotCache  # noqa: E402
 from chatmemory.stores.sql_statements import Statements  # noqa: E402
+from chatmemory.stores.sql_writes import Conflict, TurnWrite, write_locked  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -52,10 +48,6 @@ _UNCONDITIONAL_ATTEMPTS = 8
 
 
 _T = TypeVar("_T")
-
-
-class _Conflict(Exception):
-    """Another writer won: raised inside a transaction to roll it back."""
 
 
 def _ttl_seconds(ttl: float | datetime.timedelta | None) -> float | None:
@@ -253,24 +245,20 @@ class SQLChatMemoryStore:
         deleted: tuple[int, ...],
         appended: tuple[ChatMessage, ...],
     ) -> int:
-        payloads = [dumps_message(message) for message in appended]
-        deleted_seqs = [cached.seqs[index] for index in deleted]
-        new_seqs = list(range(cached.next_seq, cached.next_seq + len(appended)))
         now = self._now()
-        head = {
-            "p_id": memory_id,
-            "p_expected": cached.version,
-            "p_incarnation": cached.incarnation,
-            "p_now": now,
-            "p_expires": self._expiry(now),
-            "p_next_seq": cached.next_seq + len(appended),
-        }
+        turn = TurnWrite(memory_id, cached, [cached.seqs[index] for index in deleted],
+                         [dumps_message(message) for message in appended], now, self._expiry(now))
         with self._driver_errors("save", memory_id):
             try:
-                if self._dialect == "postgresql":
-                    written = self._save_diff_postgresql(head, deleted_seqs, new_seqs, payloads)
+                if self._statements.diff_postgresql is not None:
+                    with self._autocommit_engine.connect() as connection:
+                        written = turn.run_postgresql(connection, self._statements.diff_postgresql)
                 else:
-                    written = self._save_diff_transaction(head, deleted_seqs, new_seqs, payloads)
+                    with self._transaction() as connection:
+                        turn.run(connection, self._statements)
+                    written = True
+            except Conflict:
+                written = False
             except DBAPIError as exc:
                 if not is_conflict(self._dialect, exc):
                     raise
@@ -278,41 +266,12 @@ class SQLChatMemoryStore:
         if not written:
             # The cached snapshot still describes its version truly; the next load reuses its messages.
             raise ConcurrentUpdateError(memory_id, cached.version)
-        kept = set(deleted)
-        seqs = tuple(seq for index, seq in enumerate(cached.seqs) if index not in kept) + tuple(new_seqs)
+        gone = set(deleted)
+        seqs = tuple(seq for index, seq in enumerate(cached.seqs) if index not in gone) + tuple(turn.new_seqs)
         version = cached.version + 1
-        next_seq = cached.next_seq + len(appended)
-        self._cache.put(memory_id, CachedSnapshot(version, cached.incarnation, next_seq, seqs, messages))
+        self._cache.put(memory_id, CachedSnapshot(version, cached.incarnation, cached.next_seq + len(appended),
+                                                  seqs, messages))
         return version
-
-    def _save_diff_postgresql(
-        self, head: dict[str, Any], deleted_seqs: list[int], new_seqs: list[int], payloads: list[bytes]
-    ) -> bool:
-        assert self._statements.diff_postgresql is not None
-        parameters = {**head, "p_id": head["p_id"].encode("utf-8", "surrogatepass"), "p_deleted": deleted_seqs,
-                      "p_seqs": new_seqs, "p_payloads": payloads}
-        with self._autocommit_engine.connect() as connection:
-            result = connection.exec_driver_sql(self._statements.diff_postgresql, parameters)
-            return result.first() is not None
-
-    def _save_diff_transaction(
-        self, head: dict[str, Any], deleted_seqs: list[int], new_seqs: list[int], payloads: list[bytes]
-    ) -> bool:
-        statements = self._statements
-        try:
-            with self._transaction() as connection:
-                if connection.execute(statements.bump_head, head).rowcount != 1:
-                    raise _Conflict
-                if deleted_seqs:
-                    connection.execute(statements.delete_seqs, {"p_id": head["p_id"], "p_seqs": deleted_seqs})
-                if new_seqs:
-                    connection.execute(statements.insert_messages, [
-                        {"memory_id": head["p_id"], "seq": seq, "payload": payload}
-                        for seq, payload in zip(new_seqs, payloads, strict=True)
-                    ])
-        except _Conflict:
-            return False
-        return True
 
     def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
@@ -347,7 +306,7 @@ class SQLChatMemoryStore:
             try:
                 return self._retrying("save", memory_id, 1, lambda: self._write_locked_once(
                     memory_id, messages, payloads, expected_version))
-            except _Conflict:
+            except Conflict:
                 raise ConcurrentUpdateError(memory_id, expected_version) from None
         return self._retrying("update", memory_id, _UNCONDITIONAL_ATTEMPTS, lambda: self._write_locked_once(
             memory_id, messages, payloads, None))
@@ -356,7 +315,7 @@ class SQLChatMemoryStore:
         """Run ``write`` (one transaction), again after a conflict with a writer creating the same memory."""
         for attempt in range(attempts):
             outcome = self._attempt(operation, memory_id, write)
-            if not isinstance(outcome, _Conflict):
+            if not isinstance(outcome, Conflict):
                 return outcome
             if attempt == attempts - 1:
                 if attempts == 1:
@@ -365,16 +324,16 @@ class SQLChatMemoryStore:
             time.sleep(random.uniform(0, 0.002 * 2**attempt))
         raise AssertionError("unreachable")
 
-    def _attempt(self, operation: str, memory_id: str, write: Callable[[], _T]) -> _T | _Conflict:
+    def _attempt(self, operation: str, memory_id: str, write: Callable[[], _T]) -> _T | Conflict:
         with self._driver_errors(operation, memory_id):
             try:
                 return write()
-            except _Conflict as lost:
+            except Conflict as lost:
                 return lost
             except DBAPIError as exc:
                 if not is_conflict(self._dialect, exc):
                     raise
-                raced = _Conflict()
+                raced = Conflict()
                 raced.__cause__ = exc
                 return raced
 
@@ -385,60 +344,19 @@ class SQLChatMemoryStore:
         payloads: list[bytes],
         expected_version: int | None,
     ) -> int:
-        statements = self._statements
         now = self._now()
         with self._transaction() as connection:
-            head = connection.execute(statements.lock_head, {"p_id": memory_id}).first()
-            live = head is not None and (head.expires_at is None or head.expires_at > now)
-            if expected_version is not None and (head.version if head is not None and live else 0) != expected_version:
-                raise _Conflict
-            cached = self._cache.get(memory_id)
-            plan: SequenceDiff | None = None
-            if (messages is not None and cached is not None and head is not None and live
-                    and (cached.version, cached.incarnation) == (head.version, head.incarnation)):
-                plan = diff_messages(cached.messages, messages)
-                if plan.is_rewrite:
-                    plan = None
-            if head is None:
-                version, incarnation, first_seq = fresh_version(), new_incarnation(), 0
-                # Rows left behind by an earlier incarnation (a purge interrupted by a crash) must not show.
-                connection.execute(statements.delete_all, {"p_id": memory_id})
-                connection.execute(statements.insert_head, {
-                    "memory_id": memory_id, "version": version, "incarnation": incarnation,
-                    "next_seq": len(payloads), "created_at": now, "updated_at": now,
-                    "expires_at": self._expiry(now),
-                })
-            else:
-                if live:
-                    version, incarnation = head.version + 1, head.incarnation
-                else:
-                    version, incarnation = fresh_version(head.version), new_incarnation()
-                first_seq = head.next_seq
-                if plan is not None and cached is not None:
-                    payloads = payloads[len(plan.kept):]
-                    deleted_seqs = [cached.seqs[index] for index in plan.deleted]
-                    if deleted_seqs:
-                        connection.execute(statements.delete_seqs, {"p_id": memory_id, "p_seqs": deleted_seqs})
-                else:
-                    connection.execute(statements.delete_all, {"p_id": memory_id})
-                connection.execute(statements.rewrite_head, {
-                    "p_id": memory_id, "p_version": version, "p_incarnation": incarnation,
-                    "p_next_seq": first_seq + len(payloads), "p_now": now, "p_expires": self._expiry(now),
-                    "p_created": None if live else now,
-                })
-            new_seqs = list(range(first_seq, first_seq + len(payloads)))
-            if payloads:
-                connection.execute(statements.insert_messages, [
-                    {"memory_id": memory_id, "seq": seq, "payload": payload}
-                    for seq, payload in zip(new_seqs, payloads, strict=True)
-                ])
+            state = write_locked(
+                connection, self._statements, memory_id=memory_id, messages=messages, payloads=payloads,
+                expected_version=expected_version, cached=self._cache.get(memory_id), now=now,
+                expires_at=self._expiry(now),
+            )
         if messages is None:
             self._cache.forget(memory_id)
         else:
-            kept_seqs = () if plan is None or cached is None else tuple(cached.seqs[index] for index in plan.kept)
-            self._cache.put(memory_id, CachedSnapshot(version, incarnation, first_seq + len(payloads),
-                                                      kept_seqs + tuple(new_seqs), messages))
-        return version
+            self._cache.put(memory_id, CachedSnapshot(state.version, state.incarnation, state.next_seq,
+                                                      state.seqs, messages))
+        return state.version
 
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
