@@ -260,3 +260,15 @@ def test_reads_reuse_decoded_messages_only_while_they_are_true(
             store.get_messages("m")
     finally:
         writer.close()
+
+
+def test_the_longest_ids_of_any_code_points(store: SQLChatMemoryStore) -> None:
+    # 255 characters of four UTF-8 bytes each fill the id column exactly; ids differing only in the last
+    # character, or in a NUL, stay apart.
+    longest = "🦜" * 255
+    ids = [longest, longest[:-1] + "🔥", "北" * 255, "nul\x00inside", "nul\x00inside\x00"]
+    for index, memory_id in enumerate(ids):
+        store.update_messages(memory_id, [UserMessage(str(index))])
+    for index, memory_id in enumerate(ids):
+        assert store.get_messages(memory_id) == [UserMessage(str(index))]
+    assert set(store.memory_ids()) == set(ids)
