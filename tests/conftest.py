@@ -6,10 +6,10 @@ import importlib
 from collections.abc import Iterator
 
 import pytest
-from support.backends import Backend
-from support.servers import stop_containers
 
 from chatmemory import ChatMemoryStore
+from support.backends import Backend
+from support.servers import stop_containers
 
 # (param id / marker, module in support.backends). Adding a backend: one module, one line here.
 BACKENDS: list[tuple[str, str]] = [
