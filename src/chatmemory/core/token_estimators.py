@@ -61,7 +61,41 @@ _PIECES = re.compile(
 )
 
 
-class SimpleTokenCountEstimator:
+class _FramedEstimator:
+    """Counts a message as its texts plus fixed framing; subclasses say how many tokens a text takes."""
+
+    per_message: int
+    per_tool_call: int
+    per_media: int
+
+    def estimate_text(self, text: str) -> int:
+        raise NotImplementedError
+
+    def estimate_message(self, message: ChatMessage) -> int:
+        """Tokens that ``message`` takes in a prompt."""
+        tokens = self.per_message
+        if isinstance(message, SystemMessage):
+            tokens += self.estimate_text(message.text)
+        elif isinstance(message, UserMessage):
+            if message.name:
+                tokens += 1 + self.estimate_text(message.name)
+            for part in message.contents:
+                tokens += self.estimate_text(part.text) if isinstance(part, TextContent) else self.per_media
+        elif isinstance(message, AiMessage):
+            if message.text:
+                tokens += self.estimate_text(message.text)
+            if message.thinking:
+                tokens += self.estimate_text(message.thinking)
+            for request in message.tool_execution_requests:
+                tokens += self.per_tool_call + self.estimate_text(request.name) + self.estimate_text(request.arguments)
+        elif isinstance(message, ToolExecutionResultMessage):
+            tokens += self.estimate_text(message.text)
+        elif isinstance(message, CustomMessage):
+            tokens += sum(self.estimate_text(f"{key} {value}") for key, value in message.attributes.items())
+        return tokens
+
+
+class SimpleTokenCountEstimator(_FramedEstimator):
     """A dependency-free estimate, close to GPT-style BPE counts for English and CJK text.
 
     Words count one token per ``chars_per_token`` characters (at least one), digits one per three, CJK,
@@ -105,37 +139,15 @@ class SimpleTokenCountEstimator:
                 tokens += 1
         return tokens
 
-    def estimate_message(self, message: ChatMessage) -> int:
-        """Tokens that ``message`` takes in a prompt."""
-        tokens = self.per_message
-        if isinstance(message, SystemMessage):
-            tokens += self.estimate_text(message.text)
-        elif isinstance(message, UserMessage):
-            if message.name:
-                tokens += 1 + self.estimate_text(message.name)
-            for part in message.contents:
-                tokens += self.estimate_text(part.text) if isinstance(part, TextContent) else self.per_media
-        elif isinstance(message, AiMessage):
-            if message.text:
-                tokens += self.estimate_text(message.text)
-            if message.thinking:
-                tokens += self.estimate_text(message.thinking)
-            for request in message.tool_execution_requests:
-                tokens += self.per_tool_call + self.estimate_text(request.name) + self.estimate_text(request.arguments)
-        elif isinstance(message, ToolExecutionResultMessage):
-            tokens += self.estimate_text(message.text)
-        elif isinstance(message, CustomMessage):
-            tokens += sum(self.estimate_text(f"{key} {value}") for key, value in message.attributes.items())
-        return tokens
 
-
-class TiktokenTokenCountEstimator:
+class TiktokenTokenCountEstimator(_FramedEstimator):
     """Counts with a tiktoken encoding, framed the way OpenAI's Chat Completions API counts messages.
 
     Args:
         model: a model name tiktoken knows (``"gpt-4o"``); ignored when ``encoding`` is given.
         encoding: a ``tiktoken.Encoding`` (or an encoding name such as ``"o200k_base"``).
         per_message: tokens each message adds for its role and framing (3 for current OpenAI models).
+        per_tool_call: tokens each tool call adds beside its name and arguments.
         per_media: tokens for each non-text content part.
     """
 
@@ -145,6 +157,7 @@ class TiktokenTokenCountEstimator:
         *,
         encoding: Any = None,
         per_message: int = 3,
+        per_tool_call: int = 3,
         per_media: int = 85,
     ) -> None:
         from chatmemory.stores._optional import require
@@ -158,28 +171,9 @@ class TiktokenTokenCountEstimator:
             encoding = tiktoken.get_encoding(encoding)
         self.encoding = encoding
         self.per_message = per_message
+        self.per_tool_call = per_tool_call
         self.per_media = per_media
 
     def estimate_text(self, text: str) -> int:
         """Tokens in a piece of text, special-token look-alikes counted as plain text."""
         return len(self.encoding.encode(text, disallowed_special=()))
-
-    def estimate_message(self, message: ChatMessage) -> int:
-        """Tokens that ``message`` takes in a prompt."""
-        tokens = self.per_message
-        if isinstance(message, SystemMessage):
-            tokens += self.estimate_text(message.text)
-        elif isinstance(message, UserMessage):
-            if message.name:
-                tokens += 1 + self.estimate_text(message.name)
-            for part in message.contents:
-                tokens += self.estimate_text(part.text) if isinstance(part, TextContent) else self.per_media
-        elif isinstance(message, AiMessage):
-            tokens += self.estimate_text(message.text or "") + self.estimate_text(message.thinking or "")
-            for request in message.tool_execution_requests:
-                tokens += 3 + self.estimate_text(request.name) + self.estimate_text(request.arguments)
-        elif isinstance(message, ToolExecutionResultMessage):
-            tokens += self.estimate_text(message.text)
-        elif isinstance(message, CustomMessage):
-            tokens += sum(self.estimate_text(f"{key} {value}") for key, value in message.attributes.items())
-        return tokens
