@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -63,6 +64,9 @@ def _demo(arguments: argparse.Namespace) -> int:
     try:
         memory_id = validate_memory_id(arguments.memory_id)
         store = open_store(arguments.store)
+        if arguments.store.startswith("sqlite:"):
+            # A SQLite file is a development database: give it the schema instead of asking for a migration.
+            store.create_schema()  # type: ignore[attr-defined]
     except (ChatMemoryError, ValueError, TypeError) as exc:
         # MissingDependencyError is a ChatMemoryError: its message names the extra to install.
         print(f"chatmemory demo: {exc}", file=sys.stderr)
@@ -95,7 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     arguments = parser.parse_args(argv)
     if arguments.command == "demo":
-        return _demo(arguments)
+        try:
+            return _demo(arguments)
+        except BrokenPipeError:
+            # The reader (e.g. `| head`) went away; that is not an error of the demo. Point stdout at devnull
+            # so that the interpreter's final flush does not raise again (as the Python docs advise).
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     if arguments.command == "migrate":
         return _migrate(arguments)
     parser.print_help(sys.stderr)

@@ -25,11 +25,22 @@ from chatmemory.core.messages import (
     UserMessage,
 )
 from chatmemory.core.store import ChatMemoryStore
+from chatmemory.stores.memory import InMemoryChatMemoryStore
 
 __all__ = ["DEFAULT_MAX_MESSAGES", "DEFAULT_MEMORY_ID", "DEFAULT_STORE_URL", "run_demo"]
 
-DEFAULT_STORE_URL = "memory://"
-"""Where the demo keeps its memory unless ``--store`` says otherwise."""
+def _default_store_url() -> str:
+    import importlib.util
+
+    # With the sql extra installed the demo keeps its memory in a file, so a second run continues the first.
+    if importlib.util.find_spec("sqlalchemy") is not None:
+        return "sqlite:///chatmemory-demo.sqlite3"
+    return "memory://"
+
+
+DEFAULT_STORE_URL = _default_store_url()
+"""Where the demo keeps its memory unless ``--store`` says otherwise: a SQLite file in the current
+directory when the ``sql`` extra is installed, else this process's memory."""
 DEFAULT_MEMORY_ID = "demo"
 DEFAULT_MAX_MESSAGES = 6
 
@@ -190,6 +201,8 @@ def run_demo(store: ChatMemoryStore, *, memory_id: str = DEFAULT_MEMORY_ID,
         out.write(f"Turn {turn_number}: {turn.user}\n")
         _print_window(out, after, evicted, max_messages)
         out.write("\n")
+    follow_up = ("Run again to continue this conversation." if not isinstance(store, InMemoryChatMemoryStore)
+                 else "Run again with a persistent --store (e.g. sqlite:///chat.db) to continue this conversation.")
     out.write(f"Done: {total_evicted} messages evicted; the system message stayed, and no tool result outlived "
-              f"its call. Run again with a persistent --store to continue this conversation.\n")
+              f"its call. {follow_up}\n")
     return 0

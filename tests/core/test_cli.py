@@ -59,6 +59,12 @@ def check_demo_output(output: str, max_messages: int) -> None:
     assert "<- evicted" in output
 
 
+@pytest.fixture(autouse=True)
+def _in_a_scratch_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The demo's default store is a file in the current directory.
+    monkeypatch.chdir(tmp_path)
+
+
 def test_demo_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
     output = capsys.readouterr().out
@@ -79,8 +85,8 @@ def test_demo_window_sizes(capsys: pytest.CaptureFixture[str], max_messages: int
 
 
 def test_demo_as_module_subprocess() -> None:
-    completed = subprocess.run([sys.executable, "-m", "chatmemory", "demo"], capture_output=True, text=True,
-                               check=False, timeout=120)
+    completed = subprocess.run([sys.executable, "-m", "chatmemory", "demo", "--store", "memory://"],
+                               capture_output=True, text=True, check=False, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert completed.stderr == ""
     check_demo_output(completed.stdout, 6)
@@ -102,8 +108,16 @@ def test_second_run_continues_the_first() -> None:
     assert len(ids) == len(set(ids))
 
 
-def test_default_store_is_a_module_constant() -> None:
-    assert DEFAULT_STORE_URL == "memory://"
+def test_default_store_is_a_sqlite_file_that_a_second_run_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert DEFAULT_STORE_URL == "sqlite:///chatmemory-demo.sqlite3"
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 0
+    assert "Continuing" not in capsys.readouterr().out
+    assert (tmp_path / "chatmemory-demo.sqlite3").exists()
+    assert main(["demo"]) == 0
+    assert "Continuing an earlier conversation: 6 messages already in the store." in capsys.readouterr().out
 
 
 def test_help_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
