@@ -14,6 +14,7 @@ from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stores.ttl import TTL, ttl_seconds
 
 __all__ = ["InMemoryChatMemoryStore"]
 
@@ -33,14 +34,12 @@ class InMemoryChatMemoryStore:
     counter per store, so a memory deleted and written again never repeats a version.
 
     Args:
-        ttl: seconds a memory lives after its last write (``None``: forever).
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
         clock: the time source for ``ttl`` (monotonic seconds).
     """
 
-    def __init__(self, *, ttl: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        if ttl is not None and ttl <= 0:
-            raise ValueError("ttl must be > 0 seconds, or None")
-        self._ttl = ttl
+    def __init__(self, *, ttl: TTL = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl_seconds(ttl)
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._versions = itertools.count(1)

@@ -41,6 +41,7 @@ from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores._optional import require
 from chatmemory.stores.mongodb_layout import MongoLayout, MongoWritePlan, plan_layout, plan_write
+from chatmemory.stores.ttl import ttl_seconds
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -117,14 +118,6 @@ def _write_error(memory_id: str, exc: Exception) -> StoreError:
     return StoreError("writing", memory_id, detail)
 
 
-def _seconds(ttl: float | datetime.timedelta | None) -> float | None:
-    if ttl is None:
-        return None
-    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else float(ttl)
-    if not seconds > 0:
-        raise ValueError("ttl must be > 0 seconds (a number or a timedelta), or None")
-    return seconds
-
 
 class MongoChatMemoryStore:
     """A store in a MongoDB collection; supports versioning, listing and TTL.
@@ -147,7 +140,7 @@ class MongoChatMemoryStore:
         collection: str = "memories",
         ttl: float | datetime.timedelta | None = None,
     ) -> None:
-        self._ttl = _seconds(ttl)
+        self._ttl = ttl_seconds(ttl)
         if isinstance(url_or_client, str):
             try:
                 self._client: MongoClient[Any] = MongoClient(url_or_client)

@@ -33,6 +33,7 @@ from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores._optional import require
 from chatmemory.stores.redis_scripts import READ_SCRIPT, WRITE_SCRIPT
+from chatmemory.stores.ttl import ttl_seconds
 
 require("redis", feature="RedisChatMemoryStore", extra="redis")
 
@@ -72,14 +73,6 @@ def _glob_literal(text: bytes) -> bytes:
     return _GLOB_SPECIAL.sub(rb"\\\1", text)
 
 
-def _seconds(ttl: float | datetime.timedelta | None) -> float | None:
-    if ttl is None:
-        return None
-    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else float(ttl)
-    if not seconds > 0:
-        raise ValueError(f"ttl must be > 0 seconds, or None; got {ttl!r}")
-    return seconds
-
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
@@ -116,7 +109,7 @@ class RedisChatMemoryStore:
     ) -> None:
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
-        self._ttl = _seconds(ttl)
+        self._ttl = ttl_seconds(ttl)
         self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
         self._read_ttl_ms = self._ttl_ms if refresh_ttl_on_read else 0
         self._refresh_ttl_on_read = refresh_ttl_on_read

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from chatmemory.stores._optional import require
+from chatmemory.stores.ttl import ttl_seconds
 
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 require("alembic", feature="SQLChatMemoryStore", extra="sql")
@@ -50,14 +51,6 @@ _UNCONDITIONAL_ATTEMPTS = 8
 _T = TypeVar("_T")
 
 
-def _ttl_seconds(ttl: float | datetime.timedelta | None) -> float | None:
-    if ttl is None:
-        return None
-    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else float(ttl)
-    if not seconds > 0:
-        raise ValueError(f"ttl must be > 0 seconds, or None; got {ttl!r}")
-    return seconds
-
 
 class SQLChatMemoryStore:
     """A store in SQL tables; supports versioning, listing and TTL.
@@ -86,7 +79,7 @@ class SQLChatMemoryStore:
         engine_options: dict[str, Any] | None = None,
     ) -> None:
         self._tables = build_tables(table_prefix)
-        self._ttl = _ttl_seconds(ttl)
+        self._ttl = ttl_seconds(ttl)
         self._cache = SnapshotCache(snapshot_cache_size)
         self._owns_engine = isinstance(url_or_engine, str)
         if isinstance(url_or_engine, str):
