@@ -1,0 +1,1 @@
+"""The contract cases, one module per concern; :class:`~chatmemory.testing.ChatMemoryStoreContract` combines them."""
