@@ -145,3 +145,22 @@ def test_a_read_is_one_query(store: SQLChatMemoryStore) -> None:
     assert len(snapshot.messages) == 30 and snapshot.version > 0
     assert unknown.version == 0
     assert len(traffic.statements) == 2
+
+
+@pytest.mark.parametrize(("evicted", "appended"), [(0, 0), (0, 1), (1, 0), (2, 3), (8, 8), (9, 1), (1, 9), (12, 12)])
+def test_a_diffed_turn_of_any_shape_writes_exactly_its_rows(
+    store: SQLChatMemoryStore, evicted: int, appended: int
+) -> None:
+    # PostgreSQL runs small turns with a parameter per row and larger ones with arrays: both must hold.
+    memory_id = f"shape-{evicted}-{appended}"
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(20)]
+    version = store.save(memory_id, messages, 0)
+    for turn in range(2):
+        messages = [*messages[evicted:], *(UserMessage(f"turn {turn} new {i}") for i in range(appended))]
+        before = _row_versions(store, memory_id)
+        version = store.save(memory_id, messages, version)
+        after = _row_versions(store, memory_id)
+        # Only the evicted rows went and only the appended rows came (the head row is not counted here).
+        assert len(before - after) == evicted and len(after - before) == appended
+        assert store.get_messages(memory_id) == messages
+        assert store.load(memory_id).version == version

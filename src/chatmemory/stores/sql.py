@@ -243,9 +243,9 @@ class SQLChatMemoryStore:
                          [dumps_message(message) for message in appended], now, self._expiry(now))
         with self._driver_errors("save", memory_id):
             try:
-                if self._statements.diff_postgresql is not None:
+                if self._statements.has_diff_statement:
                     with self._autocommit_engine.connect() as connection:
-                        written = turn.run_postgresql(connection, self._statements.diff_postgresql)
+                        written = turn.run_postgresql(connection, self._statements)
                 else:
                     with self._transaction() as connection:
                         turn.run(connection, self._statements)

@@ -5,6 +5,7 @@ Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and V
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sqlalchemy import (
@@ -27,13 +28,17 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql
 
 from chatmemory.stores.sql_schema import MemoryIdType, SchemaTables
 
-__all__ = ["Statements"]
+__all__ = ["SCALAR_DIFF_LIMIT", "Statements"]
+
+SCALAR_DIFF_LIMIT = 8
+"""The most rows a turn deletes or inserts that still get one parameter each (see ``diff_postgresql``)."""
 
 
 class Statements:
@@ -94,18 +99,40 @@ class Statements:
         self.delete_messages_of: Delete = delete(messages).where(
             messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
         )
-        self.diff_postgresql: str | None = None
-        if dialect.name == "postgresql":
-            # Compiled once to the driver's SQL: the hottest statement skips SQLAlchemy's per-execution
-            # compile-cache lookup and bind processing (the caller passes the id as UTF-8 bytes).
-            self.diff_postgresql = str(self._diff_postgresql().compile(dialect=dialect,
-                                                                       compile_kwargs={"render_postcompile": True}))
+        self._dialect = dialect
+        self._diffs: dict[tuple[int, int], str] = {}
+        self._diffs_lock = threading.Lock()
 
-    def _diff_postgresql(self) -> Select[Any]:
+    @property
+    def has_diff_statement(self) -> bool:
+        """Whether a diffed turn runs as one statement (:meth:`diff_postgresql`)."""
+        return self._dialect.name == "postgresql"
+
+    def diff_postgresql(self, deleted: int, appended: int) -> str:
+        """The one-statement turn deleting ``deleted`` rows and inserting ``appended``, in the driver's SQL.
+
+        Compiled once per shape: the hottest statement skips SQLAlchemy's per-execution compile-cache
+        lookup and bind processing (the caller passes the id as UTF-8 bytes). Turns of up to
+        :data:`SCALAR_DIFF_LIMIT` rows each way take one scalar parameter per row; PostgreSQL runs them
+        markedly faster than ``= ANY(array)`` and ``unnest(array, array)``, which larger turns use.
+        """
+        shape = (deleted, appended) if max(deleted, appended) <= SCALAR_DIFF_LIMIT else (-1, -1)
+        statement = self._diffs.get(shape)
+        if statement is None:
+            compiled = self._diff_postgresql(*shape).compile(dialect=self._dialect,
+                                                             compile_kwargs={"render_postcompile": True})
+            statement = str(compiled)
+            with self._diffs_lock:
+                self._diffs[shape] = statement
+        return statement
+
+    def _diff_postgresql(self, deleted: int, appended: int) -> Select[Any]:
         """A whole steady-state turn as one statement: bump the head, delete the evicted, insert the tail.
 
         The deletes and inserts run only if the head row matched (they read the UPDATE's RETURNING), so a
-        stale version changes nothing and returns no row.
+        stale version changes nothing and returns no row. ``deleted == appended == -1``: any number of
+        rows, passed as arrays; otherwise rows are parameters ``p_d<i>`` (sequence numbers to delete) and
+        ``p_s<i>``/``p_b<i>`` (sequence number and payload to insert).
         """
         memories, messages = self._tables.memories, self._tables.messages
         head = (
@@ -118,27 +145,34 @@ class Statements:
             .cte("head")
         )
         matched = select(literal_column("1")).select_from(head).exists()
-        deleted = (
-            delete(messages)
-            .where(messages.c.memory_id == bindparam("p_id"),
-                   messages.c.seq == any_(bindparam("p_deleted", type_=postgresql.ARRAY(BigInteger))),
-                   matched)
-            .cte("deleted")
-        )
-        new_rows = (
-            func.unnest(bindparam("p_seqs", type_=postgresql.ARRAY(BigInteger)),
-                        bindparam("p_payloads", type_=postgresql.ARRAY(LargeBinary)))
-            .table_valued("seq", "payload")
-            .render_derived(name="new_rows")
-        )
-        inserted = (
-            insert(messages)
-            .from_select(["memory_id", "seq", "payload"],
-                         select(bindparam("p_id", type_=MemoryIdType()), new_rows.c.seq, new_rows.c.payload)
-                         .where(matched))
-            .cte("inserted")
-        )
-        return select(head.c.version).add_cte(deleted, inserted)
+        ctes = []
+        if deleted:
+            seqs: ColumnElement[bool] = (
+                messages.c.seq == any_(bindparam("p_deleted", type_=postgresql.ARRAY(BigInteger))) if deleted < 0
+                else messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(deleted)])
+            )
+            ctes.append(delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched)
+                        .cte("deleted"))
+        if appended:
+            memory_id = bindparam("p_id", type_=MemoryIdType())
+            rows: Any
+            if appended < 0:
+                new_rows = (
+                    func.unnest(bindparam("p_seqs", type_=postgresql.ARRAY(BigInteger)),
+                                bindparam("p_payloads", type_=postgresql.ARRAY(LargeBinary)))
+                    .table_valued("seq", "payload")
+                    .render_derived(name="new_rows")
+                )
+                rows = select(memory_id, new_rows.c.seq, new_rows.c.payload).where(matched)
+            else:
+                rows = union_all(*(
+                    select(memory_id, bindparam(f"p_s{index}", type_=BigInteger),
+                           bindparam(f"p_b{index}", type_=LargeBinary)).where(matched)
+                    for index in range(appended)
+                )) if appended > 1 else select(memory_id, bindparam("p_s0", type_=BigInteger),
+                                               bindparam("p_b0", type_=LargeBinary)).where(matched)
+            ctes.append(insert(messages).from_select(["memory_id", "seq", "payload"], rows).cte("inserted"))
+        return select(head.c.version).add_cte(*ctes)
 
     def list_page(self, order: str, after: bool, page_size: int) -> Select[Any]:
         """One page of live ids by id, or newest first, after the last id (and time) of the previous page."""

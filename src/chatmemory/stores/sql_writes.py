@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.sequence_diff import SequenceDiff, diff_messages
 from chatmemory.stores.sql_snapshots import CachedSnapshot, fresh_version, new_incarnation
-from chatmemory.stores.sql_statements import Statements
+from chatmemory.stores.sql_statements import SCALAR_DIFF_LIMIT, Statements
 
 __all__ = ["Conflict", "TurnWrite", "WrittenState", "write_locked"]
 
@@ -52,16 +52,24 @@ class TurnWrite:
             "p_next_seq": self.cached.next_seq + len(self.payloads),
         }
 
-    def run_postgresql(self, connection: Connection, statement: str) -> bool:
+    def run_postgresql(self, connection: Connection, statements: Statements) -> bool:
         """The whole turn as one statement on an autocommit connection; ``False``: the version was stale."""
-        parameters = {
-            **self.head_parameters(),
-            # The precompiled statement bypasses the column type's bind processing.
-            "p_id": self.memory_id.encode("utf-8", "surrogatepass"),
-            "p_deleted": self.deleted_seqs,
-            "p_seqs": self.new_seqs,
-            "p_payloads": self.payloads,
-        }
+        deleted, payloads = self.deleted_seqs, self.payloads
+        next_seq = self.cached.next_seq
+        # The precompiled statement bypasses the column type's bind processing.
+        parameters = self.head_parameters()
+        parameters["p_id"] = self.memory_id.encode("utf-8", "surrogatepass")
+        if max(len(deleted), len(payloads)) <= SCALAR_DIFF_LIMIT:
+            for index, seq in enumerate(deleted):
+                parameters[f"p_d{index}"] = seq
+            for index, payload in enumerate(payloads):
+                parameters[f"p_s{index}"] = next_seq + index
+                parameters[f"p_b{index}"] = payload
+        else:
+            parameters["p_deleted"] = deleted
+            parameters["p_seqs"] = self.new_seqs
+            parameters["p_payloads"] = payloads
+        statement = statements.diff_postgresql(len(deleted), len(payloads))
         return connection.exec_driver_sql(statement, parameters).first() is not None
 
     def run(self, connection: Connection, statements: Statements) -> None:
