@@ -45,7 +45,8 @@ from redis.exceptions import NoScriptError, RedisError  # noqa: E402
 __all__ = ["RedisChatMemoryStore"]
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
-_CONFLICT, _WRITTEN, _STALE = 0, 1, 2  # the write script's status codes
+_CONFLICT, _STALE = 0, -1  # the write script's refusals; a written diff replies its (positive) version
+_UNCHANGED = 1  # the read script's reply when the caller's cached snapshot is current
 _ESCAPED_ID = re.compile(rb"(?:[^%{}]|%25|%7B|%7D)+")
 _GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
 _UNESCAPES = {b"%25": b"%", b"%7B": b"{", b"%7D": b"}"}
@@ -81,6 +82,8 @@ class _Cached:
     version: int
     incarnation: bytes
     messages: tuple[ChatMessage, ...]
+    keys: tuple[bytes, bytes]
+    version_arg: bytes  # the version as the scripts compare it, encoded once
 
 
 class RedisChatMemoryStore:
@@ -110,8 +113,10 @@ class RedisChatMemoryStore:
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
         self._ttl = ttl_seconds(ttl)
-        self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
-        self._read_ttl_ms = self._ttl_ms if refresh_ttl_on_read else 0
+        ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
+        # Script arguments are passed as bytes: the driver sends bytes as they are.
+        self._ttl_arg = b"%d" % ttl_ms
+        self._read_ttl_arg = self._ttl_arg if refresh_ttl_on_read else b"0"
         self._refresh_ttl_on_read = refresh_ttl_on_read
         self._prefix = key_prefix.encode("utf-8")
         self._key_prefix = key_prefix
@@ -142,7 +147,7 @@ class RedisChatMemoryStore:
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
         # Write tokens only need to be unique: a random per-store nonce and a counter, no syscall per write.
-        self._nonce = secrets.token_hex(8)
+        self._nonce = secrets.token_hex(8).encode("ascii")
         self._counter = itertools.count()
 
     @staticmethod
@@ -206,12 +211,12 @@ class RedisChatMemoryStore:
 
     # ----------------------------------------------------------------------------------------- reads
 
-    def _run(self, script: Script, operation: str, memory_id: str, keys: Sequence[bytes],
-             args: Sequence[bytes | int | str]) -> Any:
+    def _run(self, script: Script, operation: str, memory_id: str, keys: tuple[bytes, bytes],
+             *args: bytes) -> Any:
         try:
             try:
                 # EVALSHA straight from the client: the Script's own call path costs more than the script.
-                return self._client.evalsha(script.sha, len(keys), *keys, *args)
+                return self._client.evalsha(script.sha, 2, *keys, *args)
             except NoScriptError:
                 # The server has not seen the script (restarted, flushed, a new cluster node): the Script
                 # loads it and runs it again.
@@ -223,20 +228,28 @@ class RedisChatMemoryStore:
         """The messages of ``memory_id`` and their version."""
         memory_id = validate_memory_id(memory_id)
         cached = self._cached(memory_id)
-        args: list[bytes | int | str] = [self._read_ttl_ms, b"", b""]
         if cached is not None:
-            args[1:] = [str(cached.version), cached.incarnation]
-        reply = self._run(self._read, "reading the memory", memory_id, self.keys_of(memory_id), args)
-        if reply[0] == b"":
+            reply = self._run(self._read, "reading the memory", memory_id, cached.keys,
+                              self._read_ttl_arg, cached.version_arg, cached.incarnation)
+            if reply == _UNCHANGED:
+                return Snapshot(list(cached.messages), cached.version)
+            keys = cached.keys
+        else:
+            keys = self.keys_of(memory_id)
+            reply = self._run(self._read, "reading the memory", memory_id, keys,
+                              self._read_ttl_arg, b"", b"")
+        if not isinstance(reply, list):
+            # "Unchanged" although nothing was cached: the hash holds an empty version and incarnation.
+            raise CorruptedMemoryError(memory_id, "its metadata has an empty version")
+        raw_version, incarnation, records = reply
+        if raw_version == b"":
             raise CorruptedMemoryError(memory_id, "its message list has no metadata (no version) next to it")
-        version = self._version(memory_id, reply[0])
+        version = self._version(memory_id, raw_version)
         if version == 0:
             self._forget(memory_id)
             return Snapshot([], 0)
-        if len(reply) == 2 and cached is not None:
-            return Snapshot(list(cached.messages), version)
-        messages = [loads_message(record, memory_id=memory_id) for record in reply[2]]
-        self._remember(memory_id, _Cached(version, reply[1], tuple(messages)))
+        messages = [loads_message(record, memory_id=memory_id) for record in records]
+        self._remember(memory_id, _Cached(version, incarnation, tuple(messages), keys, raw_version))
         return Snapshot(messages, version)
 
     @staticmethod
@@ -252,34 +265,47 @@ class RedisChatMemoryStore:
 
     # ---------------------------------------------------------------------------------------- writes
 
-    def _token(self) -> str:
-        return f"{self._nonce}{next(self._counter):x}"
+    def _token(self) -> bytes:
+        return b"%b%x" % (self._nonce, next(self._counter))
 
-    def _full(self, memory_id: str, expected: str, records: Sequence[bytes]) -> tuple[int, list[Any]]:
-        args: list[bytes | int | str] = [expected, self._token(), self._ttl_ms, "f", *records]
-        reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
-        return int(reply[0]), reply
+    def _full(self, memory_id: str, expected: bytes, records: Sequence[bytes],
+              messages: tuple[ChatMessage, ...] | None) -> int | None:
+        """Write ``records`` as the whole list: the new version, or ``None`` on a version conflict.
 
-    def _diff(self, memory_id: str, cached: _Cached, messages: Sequence[ChatMessage]) -> tuple[int, list[Any]] | None:
-        """Write ``messages`` as a diff against ``cached``; ``None`` when the diff is not of that shape."""
+        ``messages`` (what the records encode) are kept as the snapshot to diff the next write against.
+        """
+        keys = self.keys_of(memory_id)
+        reply = self._run(self._write, "writing the memory", memory_id, keys,
+                          expected, self._token(), self._ttl_arg, b"f", *records)
+        if reply == _CONFLICT:
+            return None
+        raw_version, incarnation = reply
+        version = int(raw_version)
+        if messages is not None:
+            self._remember(memory_id, _Cached(version, incarnation, messages, keys, raw_version))
+        return version
+
+    def _diff(self, memory_id: str, cached: _Cached, messages: tuple[ChatMessage, ...]) -> int | None:
+        """Write ``messages`` as a diff against ``cached``; ``None`` when the diff is not of that shape.
+
+        Returns:
+            The script's reply: the new version when written, else ``_CONFLICT`` or ``_STALE``.
+        """
         plan = diff_messages(cached.messages, messages)
         if plan.is_rewrite:
             return None
         span = plan.deleted_span
         kept_in_span = plan.kept[: bisect.bisect_left(plan.kept, span)]
         # Kept messages matched cached ones, so they are messages; only the appended need checking.
-        appended = [self._encode(message) for message in plan.appended]
-        args: list[bytes | int | str] = [
-            str(cached.version), self._token(), self._ttl_ms, "d", cached.incarnation,
-            span, len(kept_in_span), *kept_in_span, *appended,
-        ]
-        reply = self._run(self._write, "writing the memory", memory_id, self.keys_of(memory_id), args)
-        return int(reply[0]), reply
-
-    def _written(self, memory_id: str, reply: list[Any], messages: tuple[ChatMessage, ...]) -> int:
-        version = int(reply[1])
-        self._remember(memory_id, _Cached(version, reply[2], messages))
-        return version
+        reply: int = self._run(
+            self._write, "writing the memory", memory_id, cached.keys,
+            cached.version_arg, self._token(), self._ttl_arg, b"d", cached.incarnation,
+            b"%d" % span, b"%d" % len(kept_in_span), *[b"%d" % position for position in kept_in_span],
+            *[self._encode(message) for message in plan.appended],
+        )
+        if reply > 0:
+            self._remember(memory_id, _Cached(reply, cached.incarnation, messages, cached.keys, b"%d" % reply))
+        return reply
 
     def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
@@ -293,18 +319,17 @@ class RedisChatMemoryStore:
         if cached is not None and expected_version != 0 and cached.version == expected_version:
             outcome = self._diff(memory_id, cached, new)
             if outcome is not None:
-                status, reply = outcome
-                if status == _WRITTEN:
-                    return self._written(memory_id, reply, new)
+                if outcome > 0:
+                    return outcome
                 self._forget(memory_id)
-                if status != _STALE:
+                if outcome != _STALE:
                     raise ConcurrentUpdateError(memory_id, expected_version)
                 # Same version, other incarnation: the cache is not what the server holds; send it all.
-        status, reply = self._full(memory_id, str(expected_version), [self._encode(m) for m in new])
-        if status != _WRITTEN:
+        version = self._full(memory_id, b"%d" % expected_version, [self._encode(m) for m in new], new)
+        if version is None:
             self._forget(memory_id)
             raise ConcurrentUpdateError(memory_id, expected_version)
-        return self._written(memory_id, reply, new)
+        return version
 
     def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
@@ -313,13 +338,10 @@ class RedisChatMemoryStore:
         cached = self._cached(memory_id)
         if cached is not None:
             outcome = self._diff(memory_id, cached, new)
-            if outcome is not None and outcome[0] == _WRITTEN:
-                self._written(memory_id, outcome[1], new)
+            if outcome is not None and outcome > 0:
                 return
             self._forget(memory_id)
-        records = [self._encode(message) for message in new]
-        _, reply = self._full(memory_id, "", records)
-        self._written(memory_id, reply, new)
+        self._full(memory_id, b"", [self._encode(message) for message in new], new)
 
     @staticmethod
     def _encode(message: ChatMessage) -> bytes:
@@ -343,7 +365,7 @@ class RedisChatMemoryStore:
         """
         memory_id = validate_memory_id(memory_id)
         self._forget(memory_id)
-        self._full(memory_id, "", [bytes(record) for record in records])
+        self._full(memory_id, b"", [bytes(record) for record in records], None)
 
     # --------------------------------------------------------------------------------------- listing
 

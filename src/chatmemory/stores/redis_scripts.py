@@ -16,24 +16,24 @@ __all__ = ["READ_SCRIPT", "WRITE_SCRIPT"]
 READ_SCRIPT = """
 -- KEYS: meta, messages. ARGV: ttl in ms to slide the expiry by (0: leave it), cached version, cached
 -- incarnation ('' when nothing is cached).
--- Returns {version, incarnation[, records]}: version '' with the list present means the metadata is
--- missing (corrupted), '0' means no memory; no records means the caller's cached snapshot is current.
+-- Returns 1 when the caller's cached snapshot is current (a bare integer: the cheapest reply to send and
+-- parse), else {version, incarnation, records}: version '' with the list present means the metadata is
+-- missing (corrupted), '0' means no memory.
 local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation')
 if not meta[1] then
   if redis.call('EXISTS', KEYS[2]) == 1 then
-    return {'', ''}
+    return {'', '', {}}
   end
-  return {'0', ''}
+  return {'0', '', {}}
 end
-local ttl = tonumber(ARGV[1])
-if ttl > 0 then
+if ARGV[1] ~= '0' then
   local now = redis.call('TIME')
-  local expires = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl)
+  local expires = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ARGV[1])
   redis.call('PEXPIREAT', KEYS[1], expires)
   redis.call('PEXPIREAT', KEYS[2], expires)
 end
 if meta[1] == ARGV[2] and meta[2] == ARGV[3] then
-  return {meta[1], meta[2]}
+  return 1
 end
 return {meta[1], meta[2], redis.call('LRANGE', KEYS[2], 0, -1)}
 """
@@ -46,21 +46,26 @@ WRITE_SCRIPT = """
 --   'd' (diff): ARGV[5] cached incarnation, ARGV[6] span (the first `span` elements are removed),
 --   ARGV[7] k, ARGV[8..7+k] the positions (< span) among them that stay, ARGV[8+k..] the records to
 --   append. The version and incarnation both matching is what proves the list is the cached one.
--- Returns {1, version, incarnation} when written, {0, version} on a version conflict, {2, version} when
--- the cached snapshot the diff was computed against is not what the server holds.
-local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'token')
+-- Returns 0 on a version conflict and -1 when the cached snapshot a diff was computed against is not
+-- what the server holds. Written, a diff returns the new version as an integer (the caller knows the
+-- incarnation: it is the one it sent), a full write {version, incarnation}.
+local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation')
 local current = tonumber(meta[1]) or 0
 if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= current then
-  if meta[3] == ARGV[2] then
-    -- This very write already ran; its reply was lost and the client sent it again.
-    return {1, meta[1], meta[2]}
+  -- The token is only read here: a write whose reply was lost and that the client sent again finds its
+  -- own token and reports itself done.
+  if redis.call('HGET', KEYS[1], 'token') == ARGV[2] then
+    if ARGV[4] == 'd' then
+      return current
+    end
+    return {meta[1], meta[2]}
   end
-  return {0, meta[1] or '0'}
+  return 0
 end
 local first
 if ARGV[4] == 'd' then
   if meta[2] ~= ARGV[5] then
-    return {2, meta[1] or '0'}
+    return -1
   end
   local span = tonumber(ARGV[6])
   local kept = tonumber(ARGV[7])
@@ -90,22 +95,25 @@ while first <= last do
 end
 local now = redis.call('TIME')
 local micros = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local version = string.format('%.0f', math.max(current + 1, micros))
+local version = math.max(current + 1, micros)
+local version_text = string.format('%.0f', version)
 local incarnation = meta[2]
 if incarnation then
-  redis.call('HSET', KEYS[1], 'version', version, 'token', ARGV[2])
+  redis.call('HSET', KEYS[1], 'version', version_text, 'token', ARGV[2])
 else
   incarnation = ARGV[2]
-  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'token', ARGV[2])
+  redis.call('HSET', KEYS[1], 'version', version_text, 'incarnation', incarnation, 'token', ARGV[2])
 end
-local ttl = tonumber(ARGV[3])
-if ttl > 0 then
-  local expires = string.format('%.0f', math.floor(micros / 1000) + ttl)
+if ARGV[3] ~= '0' then
+  local expires = string.format('%.0f', math.floor(micros / 1000) + ARGV[3])
   redis.call('PEXPIREAT', KEYS[1], expires)
   redis.call('PEXPIREAT', KEYS[2], expires)
 else
   redis.call('PERSIST', KEYS[1])
   redis.call('PERSIST', KEYS[2])
 end
-return {1, version, incarnation}
+if ARGV[4] == 'd' then
+  return version
+end
+return {version_text, incarnation}
 """
