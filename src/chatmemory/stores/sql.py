@@ -372,6 +372,9 @@ class SQLChatMemoryStore:
         """The ids of live memories, by id (code point order) or most recently written first.
 
         Pages of ``page_size`` ids are read lazily (keyset pagination), so listing a large store streams.
+        By id, each page reads its ids from the primary key. Newest first, each page scans and sorts the
+        head table (one short row per memory): the write time is deliberately not indexed, since every
+        write changes it and the index would tax every turn; list by id to walk a very large store.
         """
         if order not in ("id", "newest"):
             raise ValueError("order must be 'id' or 'newest'")
@@ -397,7 +400,11 @@ class SQLChatMemoryStore:
             after = (last.memory_id, last.updated_at)
 
     def purge_expired(self, *, batch_size: int = 1000) -> int:
-        """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
+        """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
+
+        Each batch scans the head table for expired rows (expiry times are not indexed, for the same
+        reason as write times: see :meth:`memory_ids`); run it now and then, not per request.
+        """
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self._check_schema()

@@ -29,7 +29,6 @@ from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missin
     Column,
     DateTime,
     Dialect,
-    Index,
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
@@ -125,9 +124,10 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
         Column("created_at", timestamp_type(), nullable=False),
         Column("updated_at", timestamp_type(), nullable=False),
         Column("expires_at", timestamp_type(), nullable=True),
+        # No index on updated_at or expires_at: every write changes both, and an index on either would
+        # make each turn write index entries too (on PostgreSQL it also rules out HOT updates of the head
+        # row). Purging and newest-first listing scan the head table instead; see their docstrings.
         PrimaryKeyConstraint("memory_id", name=f"pk_{prefix}memories"),
-        Index(f"ix_{prefix}memories_expires_at", "expires_at"),
-        Index(f"ix_{prefix}memories_updated_at", "updated_at", "memory_id"),
     )
     messages = Table(
         f"{prefix}messages",

@@ -193,12 +193,14 @@ class Statements:
         return statement.order_by(memories.c.updated_at.desc(), memories.c.memory_id.desc()).limit(page_size)
 
     def lock_expired(self, batch_size: int) -> Select[Any]:
-        """Up to ``batch_size`` expired ids, locked (skipping rows a writer holds) until the purge commits."""
+        """Up to ``batch_size`` expired ids, locked (skipping rows a writer holds) until the purge commits.
+
+        Unordered: without an index on ``expires_at`` (see the schema) the scan stops at the batch's last id.
+        """
         memories = self._tables.memories
         return (
             select(memories.c.memory_id)
             .where(memories.c.expires_at <= bindparam("p_now"))
-            .order_by(memories.c.expires_at)
             .limit(batch_size)
             .with_for_update(skip_locked=True)
         )

@@ -35,8 +35,6 @@ def upgrade() -> None:
         sa.Column("expires_at", _TIMESTAMP, nullable=True),
         sa.PrimaryKeyConstraint("memory_id", name=f"pk_{prefix}memories"),
     )
-    op.create_index(f"ix_{prefix}memories_expires_at", f"{prefix}memories", ["expires_at"])
-    op.create_index(f"ix_{prefix}memories_updated_at", f"{prefix}memories", ["updated_at", "memory_id"])
     op.create_table(
         f"{prefix}messages",
         sa.Column("memory_id", _MEMORY_ID, nullable=False),
@@ -49,6 +47,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     prefix: str = context.config.attributes["table_prefix"]
     op.drop_table(f"{prefix}messages")
-    op.drop_index(f"ix_{prefix}memories_updated_at", table_name=f"{prefix}memories")
-    op.drop_index(f"ix_{prefix}memories_expires_at", table_name=f"{prefix}memories")
     op.drop_table(f"{prefix}memories")
