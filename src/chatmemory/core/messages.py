@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from chatmemory.core.frozen import FrozenDict, FrozenList
+
 __all__ = [
     "AiMessage",
     "AudioContent",
@@ -30,6 +32,8 @@ __all__ = [
 ]
 
 JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
+
+_EMPTY = FrozenDict()
 
 # orjson (and most JSON consumers) only represent 64-bit integers; anything wider would fail to persist.
 _MIN_INT = -(2**63)
@@ -51,14 +55,14 @@ def _copy_json(value: Any, key: str) -> Any:
             raise TypeError(f"attribute {key!r} holds a non-finite float ({value}), which JSON cannot hold")
         return float(value)
     if isinstance(value, list):
-        return [_copy_json(item, key) for item in value]
+        return FrozenList(_copy_json(item, key) for item in value)
     if isinstance(value, dict):
         copied: dict[str, Any] = {}
         for inner_key, inner_value in value.items():
             if not isinstance(inner_key, str):
                 raise TypeError(f"attribute {key!r} holds a dict with a non-str key {inner_key!r}")
             copied[inner_key] = _copy_json(inner_value, key)
-        return copied
+        return FrozenDict(copied)
     raise TypeError(
         f"attribute {key!r} holds a {type(value).__name__}; attributes accept JSON-native values only "
         "(str, int, float, bool, None, list, dict with str keys)"
@@ -67,7 +71,7 @@ def _copy_json(value: Any, key: str) -> Any:
 
 def _copy_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     if attributes is None:
-        return {}
+        return _EMPTY
     if not isinstance(attributes, Mapping):
         raise TypeError(f"attributes must be a dict, not {type(attributes).__name__}")
     copied: dict[str, Any] = {}
@@ -75,7 +79,7 @@ def _copy_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
         if not isinstance(key, str):
             raise TypeError(f"attribute key {key!r} is not a str")
         copied[key] = _copy_json(value, key)
-    return copied
+    return FrozenDict(copied) if copied else _EMPTY
 
 
 def _freeze(value: Any) -> Any:
