@@ -178,23 +178,24 @@ def test_results_leave_with_their_call_by_id_even_when_not_adjacent(kind: str) -
     assert memory.messages() == [u("2"), u("3"), u("4")]
 
 
-def test_late_result_of_an_evicted_call_never_heads_the_window(kind: str) -> None:
+def test_late_result_of_an_evicted_call_is_dropped(kind: str) -> None:
     memory = make_memory(kind, 3)
     add_each(memory, [u("1"), call("a"), u("2"), u("3"), u("4")])
     assert memory.messages() == [u("2"), u("3"), u("4")]
-    memory.add(result("a"))  # arrives after its call was evicted
+    memory.add(result("a"))  # arrives after its call was evicted: it would make the prompt invalid
+    assert memory.messages() == [u("2"), u("3"), u("4")]
     memory.add(u("5"))
-    assert memory.messages() == [u("4"), result("a"), u("5")]
-    memory.add(u("6"))
-    assert memory.messages() == [u("5"), u("6")]
+    assert memory.messages() == [u("3"), u("4"), u("5")]
 
 
-def test_stray_results_at_the_head_are_evicted(kind: str) -> None:
+def test_stray_results_are_evicted_wherever_they_sit(kind: str) -> None:
     memory = make_memory(kind, 4)
-    memory.set([u("1"), call("a"), result("a"), result("zzz"), u("2")][-4:])
-    assert memory.messages() == [call("a"), result("a"), result("zzz"), u("2")]
-    memory.add(u("3"))
-    assert memory.messages() == [u("2"), u("3")]
+    memory.set([result("before"), call("a"), result("a"), result("zzz"), u("2")][-4:])
+    assert memory.messages() == [call("a"), result("a"), u("2")]
+    memory.add(u("3"), result("never-asked"))
+    assert memory.messages() == [call("a"), result("a"), u("2"), u("3")]
+    memory.add(u("4"))
+    assert memory.messages() == [u("2"), u("3"), u("4")]
 
 
 def test_system_first_then_results_of_evicted_call(kind: str) -> None:
@@ -227,11 +228,12 @@ def test_reused_call_ids_evict_only_the_results_of_the_evicted_call(kind: str) -
     assert memory.messages() == [u("1"), call("call_0"), result("call_0", "second"), u("2")]
 
 
-def test_result_at_the_head_is_an_orphan_even_if_a_later_call_reuses_its_id(kind: str) -> None:
+def test_result_before_its_call_is_an_orphan_even_if_a_later_call_reuses_its_id(kind: str) -> None:
     memory = make_memory(kind, 5)
     memory.set([u("0"), result("call_0", "late"), u("1"), call("call_0"), result("call_0")])
+    assert memory.messages() == [u("0"), u("1"), call("call_0"), result("call_0")]
     memory.add(u("2"))
-    assert memory.messages() == [u("1"), call("call_0"), result("call_0"), u("2")]
+    assert memory.messages() == [u("0"), u("1"), call("call_0"), result("call_0"), u("2")]
 
 
 def test_late_result_into_an_emptied_window_is_dropped(kind: str, recording: RecordingStore) -> None:
@@ -507,6 +509,16 @@ def test_estimate_messages_is_used_for_totals() -> None:
     memory.add(u("cc"))  # 5 + 6 does not; without the overhead 6 would fit
     assert memory.messages() == [u("bb"), u("cc")]
     assert estimator.totals > 0
+
+
+def test_estimate_messages_is_called_once_per_add_however_much_is_evicted() -> None:
+    estimator = OverheadEstimator()
+    memory = TokenWindowChatMemory(max_tokens=125, token_count_estimator=estimator)
+    memory.set([u(f"{i:02d}") for i in range(60)])  # 5 + 60 * 2
+    estimator.totals = 0
+    memory.add(u("x" * 40))  # evicts 20 messages
+    assert estimator.totals == 1
+    assert len(memory.messages()) == 41
 
 
 def test_default_estimator_is_simple() -> None:

@@ -131,7 +131,7 @@ class ReferenceWindow:
         self.fit()
 
     def fit(self) -> None:
-        self.drop_leading_results()
+        self.drop_orphans()
         while sum(self.weight(m) for m in self.window) > self.limit:
             others = [i for i, m in enumerate(self.window) if not isinstance(m, SystemMessage)]
             if not others:
@@ -139,7 +139,7 @@ class ReferenceWindow:
             oldest = others[0]
             group = {oldest} | {j for j in range(len(self.window)) if self.owner(j) == oldest}
             self.window = [m for i, m in enumerate(self.window) if i not in group]
-            self.drop_leading_results()
+            self.drop_orphans()
 
     def owner(self, index: int) -> int | None:
         """The index of the AI message whose request the result at ``index`` answers."""
@@ -160,12 +160,15 @@ class ReferenceWindow:
             return back
         return None
 
-    def drop_leading_results(self) -> None:
+    def drop_orphans(self) -> None:
+        """Drop results at the head, and results whose id no earlier request in the window asked for."""
         while True:
             head = next((i for i, m in enumerate(self.window) if not isinstance(m, SystemMessage)), None)
-            if head is None or not isinstance(self.window[head], ToolExecutionResultMessage):
+            orphan = next((i for i, m in enumerate(self.window) if isinstance(m, ToolExecutionResultMessage)
+                           and (i == head or (m.id is not None and self.owner(i) is None))), None)
+            if orphan is None:
                 return
-            del self.window[head]
+            del self.window[orphan]
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -181,6 +184,10 @@ def check_invariants(window: list[ChatMessage], limit: int, weight: Callable[[Ch
         assert window == systems, "over the limit with more than the system message"
     head = next((m for m in window if not isinstance(m, SystemMessage)), None)
     assert not isinstance(head, ToolExecutionResultMessage), "a tool result heads the window"
+    for index, message in enumerate(window):
+        if isinstance(message, ToolExecutionResultMessage) and message.id is not None:
+            assert any(isinstance(m, AiMessage) and any(r.id == message.id for r in m.tool_execution_requests)
+                       for m in window[:index]), f"tool result {message.id} without its request"
 
 
 def run(memory: Any, store: InMemoryChatMemoryStore, conversation: Conversation, limit: int,

@@ -1,6 +1,6 @@
 """The window algorithm: a pure function from (stored messages, added messages) to the new window.
 
-No I/O happens here. Window memories, the asyncio mirror and tests all use the same functions.
+No I/O happens here. Window memories, stores and tests all use the same functions.
 
 Rules (SEMANTICS.md §3):
 
@@ -9,8 +9,10 @@ Rules (SEMANTICS.md §3):
 * While the window weighs more than the limit, the oldest message that is not the system message is
   evicted. The system message is never evicted, wherever it sits.
 * Evicting an AI message with tool calls evicts the results of those calls too: by request id where ids
-  are present, else the results directly after it. After an eviction the window never starts (after the
-  system message) with a tool result whose request is gone.
+  are present, else the results directly after it.
+* The window holds no tool result whose request is not in it: a result that arrives after its call was
+  evicted, or that no earlier message asked for, is dropped, and the window never starts (after the
+  system message) with a tool result. So the window is always a valid prompt.
 """
 
 from __future__ import annotations
@@ -108,20 +110,27 @@ def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> 
     return doomed
 
 
-def _leading_orphans(window: Sequence[ChatMessage]) -> list[int]:
-    """Tool results at the head of the window (system message aside).
+def _orphans(window: Sequence[ChatMessage]) -> list[int]:
+    """Tool results whose request is not (or no longer) in the window.
 
-    Nothing but a system message comes before them, so their request is gone whatever their id says
-    (a later AI message may reuse the id, but a result never answers a request that follows it).
+    A result with an id is an orphan unless an earlier AI message in the window asked with that id. A
+    result at the head of the window (system message aside) is an orphan whatever its id says: nothing
+    before it can have asked for it. A result without an id can only be judged by position, so it is an
+    orphan only at the head.
     """
+    requested: set[str] = set()
     orphans: list[int] = []
+    at_head = True
     for index, message in enumerate(window):
         if isinstance(message, SystemMessage):
             continue
         if isinstance(message, ToolExecutionResultMessage):
-            orphans.append(index)
+            if at_head or (message.id is not None and message.id not in requested):
+                orphans.append(index)
             continue
-        break
+        at_head = False
+        if isinstance(message, AiMessage):
+            requested.update(request.id for request in message.tool_execution_requests if request.id is not None)
     return orphans
 
 
@@ -133,14 +142,16 @@ def evict(
 ) -> tuple[list[ChatMessage], list[ChatMessage]]:
     """Evict from ``window`` (in place) until it weighs at most ``limit``.
 
-    Tool results heading the window go too, whether or not anything else had to: nothing but a system
-    message precedes them, so their request is gone (a result arriving after its call was evicted).
+    Tool results whose request is not in the window go too, whether or not anything else had to (a
+    result arriving after its call was evicted): the window stays a valid prompt.
 
     Args:
         window: the messages, oldest first; changed in place.
         limit: the largest total weight allowed.
         weight: the weight of one message (1 for a message window, tokens for a token window).
         total: the weight of a whole window when it is not the sum of its messages (per-request overhead).
+            It is called once: the overhead it adds to the sum of the messages is taken as fixed, so a
+            ``total`` that re-counts every message costs one pass, not one per eviction.
 
     Returns:
         The evicted messages (oldest first) and the window.
@@ -155,11 +166,9 @@ def evict(
             del window[index]
             del weights[index]
 
-    def current_total() -> int:
-        return total(window) if total is not None else sum(weights)
-
-    remove(_leading_orphans(window))
-    while current_total() > limit:
+    overhead = total(window) - sum(weights) if total is not None else 0
+    remove(_orphans(window))
+    while sum(weights) + overhead > limit:
         victim = next((i for i, m in enumerate(window) if not isinstance(m, SystemMessage)), None)
         if victim is None:
             break
@@ -168,7 +177,7 @@ def evict(
         if isinstance(message, AiMessage) and message.tool_execution_requests:
             doomed |= _results_of(window, victim + 1, message)
         remove(doomed)
-        remove(_leading_orphans(window))
+        remove(_orphans(window))
     return evicted, window
 
 
