@@ -195,6 +195,15 @@ def test_an_engine_passed_in_stays_open(sql_backend: SQLBackend, store: SQLChatM
         engine.dispose()
 
 
+def test_a_write_transaction_is_one_transaction(store: SQLChatMemoryStore) -> None:
+    # A PostgreSQL engine made from a URL is in autocommit; the store's transactions BEGIN themselves.
+    store.update_messages("tx", [UserMessage("kept")])
+    with pytest.raises(RuntimeError), store._transaction() as connection:
+        connection.execute(store._statements.delete_all, {"p_id": "tx"})
+        raise RuntimeError("rolled back")
+    assert store.get_messages("tx") == [UserMessage("kept")]
+
+
 def test_another_store_instance_makes_the_cache_stale_and_harmless(
     sql_backend: SQLBackend, store: SQLChatMemoryStore
 ) -> None:

@@ -36,7 +36,7 @@ from chatmemory.core.messages import ChatMessage, require_message  # noqa: E402
 from chatmemory.core.sequence_diff import diff_messages  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
-from chatmemory.stores.sql_engine import engine_from_url, is_conflict, transaction  # noqa: E402
+from chatmemory.stores.sql_engine import engine_from_url, is_autocommit, is_conflict, transaction  # noqa: E402
 from chatmemory.stores.sql_schema import DEFAULT_TABLE_PREFIX, build_tables  # noqa: E402
 from chatmemory.stores.sql_snapshots import CachedSnapshot, SnapshotCache  # noqa: E402
 from chatmemory.stores.sql_statements import Statements  # noqa: E402
@@ -94,7 +94,13 @@ class SQLChatMemoryStore:
             raise ValueError(f"SQLChatMemoryStore supports PostgreSQL, SQLite and MySQL/MariaDB, not {dialect!r}")
         # Autocommit connections let a single statement run without BEGIN/COMMIT round trips (PostgreSQL)
         # and let SQLite transactions start with BEGIN IMMEDIATE (see _transaction).
-        self._autocommit_engine = self._engine.execution_options(isolation_level="AUTOCOMMIT")
+        # A store-made PostgreSQL engine is in autocommit already (see engine_from_url); the schema
+        # migrations run in transactions on it.
+        autocommit = is_autocommit(self._engine)
+        self._autocommit_engine = (self._engine if autocommit
+                                   else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
+        self._schema_engine = (self._engine.execution_options(isolation_level="READ COMMITTED") if autocommit
+                               else self._engine)
         self._statements = Statements(self._tables, self._engine.dialect)
         self._schema_checked = False
         self._schema_lock = threading.Lock()
@@ -114,7 +120,12 @@ class SQLChatMemoryStore:
 
     @property
     def engine(self) -> Engine:
-        """The SQLAlchemy engine the store uses."""
+        """The SQLAlchemy engine the store uses.
+
+        A PostgreSQL engine the store made from a URL is in autocommit (unless ``engine_options`` set an
+        ``isolation_level``): each statement commits on its own, and ``engine.begin()`` does not open a
+        database transaction; use ``engine.execution_options(isolation_level="READ COMMITTED")`` for one.
+        """
         return self._engine
 
     @property
@@ -140,12 +151,12 @@ class SQLChatMemoryStore:
 
     def create_schema(self) -> None:
         """Create the tables (the development quick path), or migrate existing ones to the newest revision."""
-        migrations.create_schema(self._engine, table_prefix=self._tables.prefix)
+        migrations.create_schema(self._schema_engine, table_prefix=self._tables.prefix)
         self._schema_checked = False
 
     def drop_schema(self) -> None:
         """Drop the store's tables and its version table (for tests and teardown: the data is gone)."""
-        migrations.drop_schema(self._engine, table_prefix=self._tables.prefix)
+        migrations.drop_schema(self._schema_engine, table_prefix=self._tables.prefix)
         self._cache.clear()
         self._schema_checked = False
 
@@ -154,7 +165,7 @@ class SQLChatMemoryStore:
             return
         with self._schema_lock:
             if not self._schema_checked:
-                migrations.check_schema(self._engine, table_prefix=self._tables.prefix)
+                migrations.check_schema(self._schema_engine, table_prefix=self._tables.prefix)
                 self._schema_checked = True
 
     # ----------------------------------------------------------------------------------------- driver I/O

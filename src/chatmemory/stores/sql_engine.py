@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from chatmemory.core.errors import MissingDependencyError
 from chatmemory.migrations import normalize_url
 
-__all__ = ["engine_from_url", "is_conflict", "transaction"]
+__all__ = ["engine_from_url", "is_autocommit", "is_conflict", "transaction"]
 
 _CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "23505"})
 """PostgreSQL: serialization failure, deadlock, unique violation (two writers creating one memory)."""
@@ -30,6 +30,11 @@ def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
         # READ COMMITTED takes no gap locks, so writers of different memories do not deadlock on
         # neighbouring index ranges; it is set once per connection, not per transaction.
         settings.setdefault("isolation_level", "READ COMMITTED")
+    if scheme == "postgresql":
+        # The store's hot statements (a read, a diffed turn) run alone, in autocommit; an engine whose
+        # connections stay in autocommit spares switching the isolation level at every pool checkout
+        # and return. The store's transactions issue BEGIN themselves (see transaction()).
+        settings.setdefault("isolation_level", "AUTOCOMMIT")
     if scheme == "sqlite":
         connect_args = dict(settings.pop("connect_args", {}))
         # BEGIN IMMEDIATE waits this long for another writer's lock before giving up.
@@ -52,6 +57,13 @@ def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
     return engine
 
 
+def is_autocommit(engine: Engine) -> bool:
+    """Whether ``engine``'s connections are in autocommit unless told otherwise (``isolation_level``)."""
+    # SQLAlchemy keeps create_engine(isolation_level=...) here and applies it on connect (no public accessor).
+    level = getattr(engine.dialect, "_on_connect_isolation_level", None)
+    return engine.dialect.name == "postgresql" and level == "AUTOCOMMIT"
+
+
 @contextmanager
 def transaction(engine: Engine, autocommit_engine: Engine) -> Iterator[Connection]:
     """A write transaction; on SQLite it takes the write lock at BEGIN.
@@ -59,11 +71,14 @@ def transaction(engine: Engine, autocommit_engine: Engine) -> Iterator[Connectio
     pysqlite begins deferred transactions, and two writers that both read before writing fail with
     "database is locked" when both try to upgrade their locks. ``BEGIN IMMEDIATE`` takes the write lock
     up front, waiting for it under the busy timeout (SQLAlchemy's pysqlite docs, "Serializable isolation
-    / Savepoints / Transactional DDL"): on an autocommit connection we issue BEGIN ourselves.
+    / Savepoints / Transactional DDL"): on an autocommit connection we issue BEGIN ourselves. So we do on
+    a PostgreSQL engine in autocommit (see engine_from_url); a connection returned to the pool inside a
+    transaction (an error in COMMIT) is rolled back by the pool.
     """
-    if engine.dialect.name == "sqlite":
+    begin = {"sqlite": "BEGIN IMMEDIATE", "postgresql": "BEGIN"}.get(engine.dialect.name)
+    if begin == "BEGIN IMMEDIATE" or (begin is not None and is_autocommit(engine)):
         with autocommit_engine.connect() as connection:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            connection.exec_driver_sql(begin)
             try:
                 yield connection
             except BaseException:
