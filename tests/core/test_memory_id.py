@@ -47,3 +47,9 @@ def test_memory_converts_int_ids() -> None:
     assert MessageWindowChatMemory(7, max_messages=1).id == "7"
     with pytest.raises(TypeError):
         MessageWindowChatMemory(None, max_messages=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["\ud800", "user-\udfff", "\udc80abc"])
+def test_lone_surrogates_are_rejected(text: str) -> None:
+    with pytest.raises(ValueError, match="surrogate"):
+        validate_memory_id(text)

@@ -15,7 +15,7 @@ def validate_memory_id(memory_id: object) -> str:
 
     Raises:
         TypeError: for anything else (None, bytes, bool, float, containers).
-        ValueError: for an empty or over-long string.
+        ValueError: for an empty or over-long string, or one holding a lone surrogate.
     """
     if isinstance(memory_id, bool) or not isinstance(memory_id, (str, int)):
         raise TypeError(f"a memory id must be a str or an int, not {type(memory_id).__name__}")
@@ -24,4 +24,10 @@ def validate_memory_id(memory_id: object) -> str:
         raise ValueError("a memory id must not be empty")
     if len(text) > MAX_MEMORY_ID_LENGTH:
         raise ValueError(f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, got {len(text)}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate is a Python-only string: no database, key or document can hold it.
+            raise ValueError(f"a memory id must be valid Unicode; {text!r} holds a lone surrogate") from None
     return text
