@@ -48,7 +48,7 @@ class InMemoryChatMemoryStore:
     @classmethod
     def from_url(cls, url: str, **options: object) -> InMemoryChatMemoryStore:
         """Build from ``memory://`` (options are passed to the constructor)."""
-        if not url.startswith("memory:"):
+        if not url.lower().startswith("memory:"):
             raise ValueError(f"InMemoryChatMemoryStore takes memory:// URLs, not {url!r}")
         return cls(**options)  # type: ignore[arg-type]
 
@@ -135,6 +135,17 @@ class InMemoryChatMemoryStore:
         with self._lock:
             expires_at = None if self._ttl is None else self._clock() + self._ttl
             self._entries[memory_id] = _Entry(next(self._versions), None, tuple(bytes(r) for r in records), expires_at)
+
+    def close(self) -> None:
+        """Forget every memory (the other stores release their connections here)."""
+        with self._lock:
+            self._entries.clear()
+
+    def __enter__(self) -> InMemoryChatMemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(ttl={self._ttl!r})"

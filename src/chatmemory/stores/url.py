@@ -16,6 +16,7 @@ STORE_SCHEMES: dict[str, str] = {
     "rediss": "chatmemory.stores.redis:RedisChatMemoryStore",
     "redis+cluster": "chatmemory.stores.redis:RedisChatMemoryStore",
     "rediss+cluster": "chatmemory.stores.redis:RedisChatMemoryStore",
+    "unix": "chatmemory.stores.redis:RedisChatMemoryStore",
     "sqlite": "chatmemory.stores.sql:SQLChatMemoryStore",
     "postgresql": "chatmemory.stores.sql:SQLChatMemoryStore",
     "postgres": "chatmemory.stores.sql:SQLChatMemoryStore",
@@ -41,7 +42,8 @@ def _target(scheme: str) -> str:
 def open_store(url: str, **options: Any) -> ChatMemoryStore:
     """Open the store a URL names, passing ``options`` to its constructor.
 
-    ``memory://``, ``redis://host/0``, ``redis+cluster://host:7000``, ``sqlite:///file.db``,
+    ``memory://``, ``redis://host/0``, ``unix:///run/redis.sock``, ``redis+cluster://host:7000``,
+    ``sqlite:///file.db``,
     ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``. The store owns (and closes) the
     client or engine it builds from the URL.
     """
@@ -49,6 +51,8 @@ def open_store(url: str, **options: Any) -> ChatMemoryStore:
     if not scheme:
         raise ValueError(f"{url!r} is not a store URL (it has no scheme, e.g. redis://localhost:6379/0)")
     module_name, class_name = _target(scheme).split(":")
+    # Schemes are case-insensitive (RFC 3986); the drivers behind the stores only know lower case.
+    url = scheme.lower() + url[len(scheme):]
     store_class = getattr(importlib.import_module(module_name), class_name)
     from_url = getattr(store_class, "from_url", None)
     store: ChatMemoryStore = from_url(url, **options) if from_url is not None else store_class(url, **options)
