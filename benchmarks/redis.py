@@ -10,7 +10,7 @@ each loop, so that load on the machine weighs on every column alike:
 * store update: ``save()`` of the window with the oldest message evicted and one appended;
 * store get, cold: ``get_messages()`` on a second store with no cache (the whole list comes back and is
   decoded, as for a process that did not write last);
-* store update, no cache: the same turn on a store with ``cache_size=0`` (a full rewrite every turn);
+* store update, no cache: the same turn on a store with ``snapshot_cache_size=0`` (a full rewrite every turn);
 * baseline update: one pipeline of ``RPUSH`` (the new record) + ``LTRIM`` + ``EXPIRE``;
 * baseline get: ``LRANGE 0 -1`` and decoding every record.
 
@@ -94,8 +94,8 @@ class WindowRun:
         self.client, self.window = client, window
         self.prefix = f"chatmemory-bench:{uuid.uuid4().hex[:8]}:"
         self.store = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS)
-        self.cold_reader = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, cache_size=0)
-        self.uncached = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, cache_size=0)
+        self.cold_reader = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, snapshot_cache_size=0)
+        self.uncached = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, snapshot_cache_size=0)
         self.baseline_key = f"{self.prefix}baseline".encode()
         self.results = {name: Timings() for name in (
             "store get", "store update", "store get, cold", "store update, no cache", "baseline get",

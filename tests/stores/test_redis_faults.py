@@ -67,13 +67,13 @@ def _write_size(proxy: TcpProxy, store: RedisChatMemoryStore, window: list[ChatM
     return proxy.bytes_up
 
 
-@pytest.mark.parametrize("cache_size", [1024, 0], ids=["diff", "full"])
+@pytest.mark.parametrize("snapshot_cache_size", [1024, 0], ids=["diff", "full"])
 def test_a_write_cut_while_sending_leaves_the_old_memory(
-    proxy: TcpProxy, direct: Redis, prefix: str, cache_size: int
+    proxy: TcpProxy, direct: Redis, prefix: str, snapshot_cache_size: int
 ) -> None:
     client = _through(proxy, direct, retries=0)
-    store = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=cache_size)
-    reader = RedisChatMemoryStore(direct, key_prefix=prefix, cache_size=0)
+    store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
+    reader = RedisChatMemoryStore(direct, key_prefix=prefix, snapshot_cache_size=0)
     window = _start(store)
     size = _write_size(proxy, store, window, 100)
     window = _turn(window, 100)
@@ -88,11 +88,13 @@ def test_a_write_cut_while_sending_leaves_the_old_memory(
     client.close()
 
 
-@pytest.mark.parametrize("cache_size", [1024, 0], ids=["diff", "full"])
-def test_a_write_whose_reply_is_lost_is_whole(proxy: TcpProxy, direct: Redis, prefix: str, cache_size: int) -> None:
+@pytest.mark.parametrize("snapshot_cache_size", [1024, 0], ids=["diff", "full"])
+def test_a_write_whose_reply_is_lost_is_whole(
+    proxy: TcpProxy, direct: Redis, prefix: str, snapshot_cache_size: int
+) -> None:
     client = _through(proxy, direct, retries=0)
-    store = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=cache_size)
-    reader = RedisChatMemoryStore(direct, key_prefix=prefix, cache_size=0)
+    store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
+    reader = RedisChatMemoryStore(direct, key_prefix=prefix, snapshot_cache_size=0)
     window = _start(store)
     snapshot = store.load("m")
     proxy.cut_reply()
@@ -113,7 +115,7 @@ def test_a_retried_write_after_a_lost_reply_is_neither_repeated_nor_a_conflict(
 ) -> None:
     client = _through(proxy, direct, retries=2)
     store = RedisChatMemoryStore(client, key_prefix=prefix)
-    reader = RedisChatMemoryStore(direct, key_prefix=prefix, cache_size=0)
+    reader = RedisChatMemoryStore(direct, key_prefix=prefix, snapshot_cache_size=0)
     memory = MessageWindowChatMemory("m", store=store, max_messages=4, always_keep_system_message_first=True)
     memory.add(SystemMessage("sys"))
     expected: list[ChatMessage] = [SystemMessage("sys")]
@@ -140,7 +142,7 @@ def test_a_read_cut_mid_reply_fails_cleanly_and_the_next_read_is_whole(
     proxy: TcpProxy, direct: Redis, prefix: str
 ) -> None:
     client = _through(proxy, direct, retries=0)
-    store = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=0)
+    store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=0)
     window = _start(store)
     proxy.cut_downstream_after(300)
     with pytest.raises(StoreError):

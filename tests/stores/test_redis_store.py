@@ -168,12 +168,12 @@ def test_a_store_sees_writes_made_through_another(client: Redis, prefix: str) ->
     assert first.get_messages("m") == []
 
 
-@pytest.mark.parametrize("cache_size", [0, 1, 1024])
+@pytest.mark.parametrize("snapshot_cache_size", [0, 1, 1024])
 @pytest.mark.parametrize("system_first", [False, True])
 def test_window_matches_a_plain_list_whatever_the_cache(
-    client: Redis, prefix: str, cache_size: int, system_first: bool
+    client: Redis, prefix: str, snapshot_cache_size: int, system_first: bool
 ) -> None:
-    store = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=cache_size)
+    store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
     memory = MessageWindowChatMemory("m", store=store, max_messages=5, always_keep_system_message_first=system_first)
     other = MessageWindowChatMemory("other", store=store, max_messages=5)
     expected: list[UserMessage | SystemMessage] = [SystemMessage("sys")]
@@ -200,13 +200,13 @@ def test_a_cached_snapshot_of_another_incarnation_is_never_diffed_against(
     client.rpush(store.keys_of("m")[1], *(dumps_message(m) for m in _texts(2, "other")))
     new_version = store.save("m", [*_texts(4)[1:], UserMessage("next")], version)
     assert new_version > version
-    reader = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=0)
+    reader = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=0)
     assert reader.get_messages("m") == [*_texts(4)[1:], UserMessage("next")]
 
 
 def test_cache_size_must_not_be_negative(client: Redis) -> None:
-    with pytest.raises(ValueError, match="cache_size"):
-        RedisChatMemoryStore(client, cache_size=-1)
+    with pytest.raises(ValueError, match="snapshot_cache_size"):
+        RedisChatMemoryStore(client, snapshot_cache_size=-1)
 
 
 # ----------------------------------------------------------------------- damage and driver errors
@@ -227,15 +227,6 @@ def test_a_message_list_without_metadata_is_corruption(client: Redis, store: Red
         store.get_messages("m")
     store.update_messages("m", _texts(1))
     assert store.get_messages("m") == _texts(1)
-
-
-def test_a_key_of_the_wrong_type_is_a_store_error(client: Redis, store: RedisChatMemoryStore) -> None:
-    client.set(store.keys_of("m")[0], b"not a hash")
-    with pytest.raises(StoreError, match="'m'") as raised:
-        store.get_messages("m")
-    assert raised.value.__cause__ is not None
-    store.delete_messages("m")
-    assert store.get_messages("m") == []
 
 
 def test_an_unreachable_server_is_a_store_error() -> None:
@@ -332,3 +323,33 @@ def test_a_missing_extra_names_the_class_and_the_pip_command() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.startswith("MissingDependencyError RedisChatMemoryStore requires the 'redis' extra: "
                                     "pip install 'chatmemory[redis]'"), result.stdout
+
+
+@pytest.mark.parametrize("damaged", ["meta", "messages"])
+def test_a_key_of_the_wrong_type_reads_as_corrupted_and_an_update_replaces_it(
+    client: Redis, prefix: str, damaged: str
+) -> None:
+    store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=0)
+    store.update_messages("m", _texts(2))
+    meta, messages = store.keys_of("m")
+    key = meta if damaged == "meta" else messages
+    ttl = client.pttl(key)
+    client.delete(key)
+    client.set(key, b"not what the store wrote")
+    if ttl > 0:
+        client.pexpire(key, ttl)
+    with pytest.raises(CorruptedMemoryError) as raised:
+        store.get_messages("m")
+    assert raised.value.memory_id == "m"
+    with pytest.raises(CorruptedMemoryError):
+        MessageWindowChatMemory("m", max_messages=5, store=store).add(UserMessage("would overwrite"))
+    assert client.get(key) == b"not what the store wrote"
+    store.update_messages("m", _texts(1, "fixed"))
+    assert store.get_messages("m") == _texts(1, "fixed")
+
+
+def test_a_cluster_url_naming_a_standalone_server_is_a_store_error() -> None:
+    host_port = redis_url().split("://", 1)[1].split("/", 1)[0]
+    with pytest.raises(StoreError) as raised:
+        RedisChatMemoryStore(f"redis+cluster://{host_port}")
+    assert raised.value.__cause__ is not None

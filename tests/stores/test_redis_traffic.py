@@ -36,11 +36,13 @@ def proxy(direct: Redis) -> Iterator[TcpProxy]:
         yield started
 
 
-def _per_turn(proxy: TcpProxy, direct: Redis, window: int, *, system_first: bool, cache_size: int) -> tuple[int, int]:
+def _per_turn(
+    proxy: TcpProxy, direct: Redis, window: int, *, system_first: bool, snapshot_cache_size: int
+) -> tuple[int, int]:
     """Mean bytes (client -> server, server -> client) per add once the window is full."""
     prefix = fresh_prefix()
     client = Redis(host=proxy.host, port=proxy.port, db=direct.connection_pool.connection_kwargs.get("db", 0))
-    store = RedisChatMemoryStore(client, key_prefix=prefix, cache_size=cache_size)
+    store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
     memory = MessageWindowChatMemory("m", store=store, max_messages=window,
                                      always_keep_system_message_first=system_first)
     try:
@@ -62,8 +64,8 @@ def _per_turn(proxy: TcpProxy, direct: Redis, window: int, *, system_first: bool
 
 @pytest.mark.parametrize("system_first", [False, True], ids=["head-trim", "behind-system-message"])
 def test_bytes_per_turn_are_flat_in_the_window(proxy: TcpProxy, direct: Redis, system_first: bool) -> None:
-    up_20, down_20 = _per_turn(proxy, direct, 20, system_first=system_first, cache_size=1024)
-    up_200, down_200 = _per_turn(proxy, direct, 200, system_first=system_first, cache_size=1024)
+    up_20, down_20 = _per_turn(proxy, direct, 20, system_first=system_first, snapshot_cache_size=1024)
+    up_200, down_200 = _per_turn(proxy, direct, 200, system_first=system_first, snapshot_cache_size=1024)
     # Only the digits of a few counts (old length, span) may differ between the two windows.
     assert up_200 - up_20 <= 8, (up_20, up_200)
     assert down_200 - down_20 <= 8, (down_20, down_200)
@@ -73,6 +75,6 @@ def test_bytes_per_turn_are_flat_in_the_window(proxy: TcpProxy, direct: Redis, s
 
 
 def test_without_the_snapshot_cache_bytes_grow_with_the_window(proxy: TcpProxy, direct: Redis) -> None:
-    up_20, down_20 = _per_turn(proxy, direct, 20, system_first=False, cache_size=0)
-    up_200, down_200 = _per_turn(proxy, direct, 200, system_first=False, cache_size=0)
+    up_20, down_20 = _per_turn(proxy, direct, 20, system_first=False, snapshot_cache_size=0)
+    up_200, down_200 = _per_turn(proxy, direct, 200, system_first=False, snapshot_cache_size=0)
     assert up_200 > 5 * up_20 and down_200 > 5 * down_20

@@ -40,7 +40,7 @@ require("redis", feature="RedisChatMemoryStore", extra="redis")
 from redis import Redis  # noqa: E402 - only once the extra is known to be installed
 from redis.cluster import RedisCluster  # noqa: E402
 from redis.commands.core import Script  # noqa: E402
-from redis.exceptions import NoScriptError, RedisError  # noqa: E402
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
 
 __all__ = ["RedisChatMemoryStore"]
 
@@ -97,7 +97,7 @@ class RedisChatMemoryStore:
         key_prefix: put before every key; stores with different prefixes share nothing.
         ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever.
         refresh_ttl_on_read: reads slide the expiry too.
-        cache_size: how many memories' last snapshots to keep for diffing writes and skipping unchanged
+        snapshot_cache_size: how many memories' last snapshots to keep for diffing writes and skipping unchanged
             reads (``0``: none; every write then sends the whole list).
     """
 
@@ -108,10 +108,10 @@ class RedisChatMemoryStore:
         key_prefix: str = "chatmemory:",
         ttl: float | datetime.timedelta | None = None,
         refresh_ttl_on_read: bool = False,
-        cache_size: int = 1024,
+        snapshot_cache_size: int = 1024,
     ) -> None:
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
+        if snapshot_cache_size < 0:
+            raise ValueError(f"snapshot_cache_size must be >= 0, got {snapshot_cache_size!r}")
         self._ttl = ttl_seconds(ttl)
         ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
         # Script arguments are passed as bytes: the driver sends bytes as they are.
@@ -143,7 +143,7 @@ class RedisChatMemoryStore:
         self._cluster = isinstance(client, RedisCluster)
         self._read: Script = client.register_script(READ_SCRIPT)
         self._write: Script = client.register_script(WRITE_SCRIPT)
-        self._cache_size = cache_size
+        self._cache_size = snapshot_cache_size
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
         # Write tokens only need to be unique: a random per-store nonce and a counter, no syscall per write.
@@ -160,7 +160,8 @@ class RedisChatMemoryStore:
             if base is not None:
                 return RedisCluster.from_url(f"{base}://{rest}")
             return Redis.from_url(url)
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
+            # RedisClusterException (e.g. a cluster URL naming a node without cluster mode) is not a RedisError.
             raise StoreError("connecting to Redis", detail=str(exc)) from exc
 
     @classmethod
@@ -221,6 +222,14 @@ class RedisChatMemoryStore:
                 # The server has not seen the script (restarted, flushed, a new cluster node): the Script
                 # loads it and runs it again.
                 return script(keys=keys, args=args)
+        except ResponseError as exc:
+            # Redis error replies start with their code; WRONGTYPE means a key of this memory holds
+            # something this store never wrote there.
+            if str(exc).startswith("WRONGTYPE"):
+                raise CorruptedMemoryError(
+                    memory_id, f"a key of the memory holds another type of value than this store writes ({exc})"
+                ) from exc
+            raise StoreError(operation, memory_id, str(exc)) from exc
         except RedisError as exc:
             raise StoreError(operation, memory_id, str(exc)) from exc
 

@@ -49,6 +49,14 @@ WRITE_SCRIPT = """
 -- Returns 0 on a version conflict and -1 when the cached snapshot a diff was computed against is not
 -- what the server holds. Written, a diff returns the new version as an integer (the caller knows the
 -- incarnation: it is the one it sent), a full write {version, incarnation}.
+if ARGV[1] == '' then
+  -- An unconditional write is how an operator replaces a damaged memory: a meta key of the wrong type
+  -- goes (the messages key is deleted below whatever its type).
+  local kind = redis.call('TYPE', KEYS[1])['ok']
+  if kind ~= 'hash' and kind ~= 'none' then
+    redis.call('DEL', KEYS[1])
+  end
+end
 local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation')
 local current = tonumber(meta[1]) or 0
 if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= current then
