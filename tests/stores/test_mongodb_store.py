@@ -366,6 +366,7 @@ def test_versions_keep_rising_across_delete_and_recreate(store: MongoChatMemoryS
     [
         ({"messages": []}, "version"),
         ({"version": 5, "messages": "nope"}, "not an array"),
+        ({"version": 5}, "no 'messages' field"),
         ({"version": 5, "messages": [1]}, "not a message record"),
         ({"version": 5, "messages": [], "system": _record(SystemMessage("s")), "system_at": 3}, "system_at"),
         ({"version": 5, "messages": [], "system": _record(SystemMessage("s"))}, "system_at"),

@@ -75,7 +75,6 @@ DRIVER_ERRORS = (PyMongoError, BSONError)
 """What pymongo raises: its own errors, and BSON errors such as DocumentTooLarge (not a PyMongoError)."""
 
 EXPIRY_INDEX = "chatmemory_expires_at"
-_CACHE_SIZE = 1024
 _UNCONDITIONAL_ATTEMPTS = 5
 
 
@@ -130,6 +129,8 @@ class MongoChatMemoryStore:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever. With a
             ttl the store creates a TTL index on ``expires_at`` (once, idempotently) so the server removes
             expired documents; until it does (its TTL monitor runs about once a minute) they read as empty.
+        snapshot_cache_size: how many memories' last snapshots to keep, so that a turn writes a diff and a
+            read decodes only new records (0: none).
     """
 
     def __init__(
@@ -139,8 +140,12 @@ class MongoChatMemoryStore:
         database: str = "chatmemory",
         collection: str = "memories",
         ttl: float | datetime.timedelta | None = None,
+        snapshot_cache_size: int = 1024,
     ) -> None:
         self._ttl = ttl_seconds(ttl)
+        if snapshot_cache_size < 0:
+            raise ValueError(f"snapshot_cache_size must be >= 0, got {snapshot_cache_size!r}")
+        self._cache_size = snapshot_cache_size
         if isinstance(url_or_client, str):
             try:
                 self._client: MongoClient[Any] = MongoClient(url_or_client)
@@ -242,7 +247,7 @@ class MongoChatMemoryStore:
                 return
             self._cache[memory_id] = cached
             self._cache.move_to_end(memory_id)
-            while len(self._cache) > _CACHE_SIZE:
+            while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
     def _cached(self, memory_id: str, version: int) -> _Cached | None:
@@ -274,7 +279,9 @@ class MongoChatMemoryStore:
         version = document.get("version")
         if not isinstance(version, int) or isinstance(version, bool) or version <= 0:
             raise CorruptedMemoryError(memory_id, f"the document's 'version' is {version!r}, not a positive integer")
-        records = document.get("messages", [])
+        if "messages" not in document:
+            raise CorruptedMemoryError(memory_id, "the document has no 'messages' field")
+        records = document["messages"]
         if not isinstance(records, list):
             raise CorruptedMemoryError(memory_id, f"'messages' is a {type(records).__name__}, not an array")
         # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
