@@ -281,3 +281,32 @@ def test_the_longest_ids_of_any_code_points(store: SQLChatMemoryStore) -> None:
     for index, memory_id in enumerate(ids):
         assert store.get_messages(memory_id) == [UserMessage(str(index))]
     assert set(store.memory_ids()) == set(ids)
+
+
+def test_message_rows_without_their_head_are_not_silently_replaced(store: SQLChatMemoryStore) -> None:
+    from chatmemory import MessageWindowChatMemory
+
+    store.update_messages("m", [UserMessage("kept"), UserMessage("rows")])
+    with store.engine.begin() as connection:
+        connection.execute(text(f"DELETE FROM {store.table_prefix}memories"))
+    memory = MessageWindowChatMemory("m", max_messages=5, store=store)
+    with pytest.raises(CorruptedMemoryError) as raised:
+        memory.add(UserMessage("would replace them"))
+    assert raised.value.memory_id == "m"
+    with store.engine.connect() as connection:
+        rows = connection.execute(text(f"SELECT count(*) FROM {store.table_prefix}messages")).scalar_one()
+    assert rows == 2
+    store.update_messages("m", [UserMessage("replaced on purpose")])
+    assert memory.messages() == [UserMessage("replaced on purpose")]
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite:///:memory:"])
+def test_an_in_memory_sqlite_url_is_refused_with_what_to_use(url: str) -> None:
+    with pytest.raises(ValueError, match="InMemoryChatMemoryStore"):
+        open_store(url)
+
+
+def test_a_driver_the_store_does_not_use_is_named() -> None:
+    with pytest.raises(ValueError, match="asyncpg") as raised:
+        open_store("postgresql+asyncpg://nobody@127.0.0.1:1/none")
+    assert not isinstance(raised.value, MissingDependencyError)

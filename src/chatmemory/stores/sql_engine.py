@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import DBAPIError
 
 from chatmemory.core.errors import MissingDependencyError
@@ -36,6 +36,13 @@ def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
         # and return. The store's transactions issue BEGIN themselves (see transaction()).
         settings.setdefault("isolation_level", "AUTOCOMMIT")
     if scheme == "sqlite":
+        database = make_url(url).database
+        if database in (None, "", ":memory:") or (database.startswith("file:") and "mode=memory" in url):
+            # pysqlite gives every thread (every pooled connection) its own empty in-memory database.
+            raise ValueError(
+                f"{url!r} is an in-memory SQLite database, which lives in one connection and is invisible to "
+                "other threads; use a file (sqlite:///path/to/chat.db) or chatmemory.InMemoryChatMemoryStore"
+            )
         connect_args = dict(settings.pop("connect_args", {}))
         # BEGIN IMMEDIATE waits this long for another writer's lock before giving up.
         connect_args.setdefault("timeout", 30.0)
@@ -44,6 +51,14 @@ def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
         engine = create_engine(url, **settings)
     except ImportError as exc:
         module, extra = _DRIVER_EXTRAS.get("mysql" if scheme == "mariadb" else scheme, (exc.name or "?", "sql"))
+        if exc.name and exc.name.split(".")[0] != module:
+            # Another driver was named in the URL (e.g. postgresql+asyncpg): the store runs on psycopg 3
+            # and PyMySQL only; say so rather than point at an extra that is installed.
+            raise ValueError(
+                f"SQLChatMemoryStore cannot use the driver of {make_url(url).drivername!r} ({exc.name} is not "
+                f"installed, and the store is tested with {module}); use the URL form "
+                "postgresql+psycopg://, mysql+pymysql:// or sqlite:///"
+            ) from exc
         raise MissingDependencyError("SQLChatMemoryStore", extra, module) from exc
     if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from chatmemory.core.errors import CorruptedMemoryError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.sequence_diff import SequenceDiff, diff_messages
 from chatmemory.stores.sql_snapshots import CachedSnapshot, fresh_version, new_incarnation
@@ -122,6 +123,7 @@ def write_locked(
 
     Raises:
         Conflict: the memory is not at ``expected_version``.
+        CorruptedMemoryError: a conditional write found message rows without a head row.
     """
     head = connection.execute(statements.lock_head, {"p_id": memory_id}).first()
     live = head is not None and (head.expires_at is None or head.expires_at > now)
@@ -136,8 +138,14 @@ def write_locked(
     kept_seqs: tuple[int, ...] = ()
     if head is None:
         version, incarnation, first_seq = fresh_version(), new_incarnation(), 0
-        # Rows left behind by an earlier incarnation (a purge interrupted by a crash) must not show.
-        connection.execute(statements.delete_all, {"p_id": memory_id})
+        # Message rows without a head row are nothing this store leaves behind (deletes and purges are
+        # transactions): they are damage. A conditional write (a window memory's add) must not silently
+        # replace them; an unconditional one is the operator's way to do exactly that.
+        stray = connection.execute(statements.delete_all, {"p_id": memory_id}).rowcount
+        if stray and expected_version is not None:
+            raise CorruptedMemoryError(
+                memory_id, f"{stray} message rows exist without the memory's head row (the memory reads as empty)"
+            )
         connection.execute(statements.insert_head, {
             "memory_id": memory_id, "version": version, "incarnation": incarnation,
             "next_seq": len(payloads), "created_at": now, "updated_at": now, "expires_at": expires_at,
