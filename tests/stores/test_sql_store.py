@@ -90,7 +90,7 @@ def test_ttl_must_be_positive(sql_backend: SQLBackend) -> None:
 
 
 def test_memory_ids_page_by_id_and_by_recency(store: SQLChatMemoryStore) -> None:
-    ids = ["b", "a ", "A", "a", "🦜", "用户", "z\x00z", "a\ud800"]
+    ids = ["b", "a ", "A", "a", "🦜", "用户", "z\x00z", "a\U0001d11e"]
     for index, memory_id in enumerate(ids):
         store.update_messages(memory_id, [UserMessage(str(index))])
         time.sleep(0.002)

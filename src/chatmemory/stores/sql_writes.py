@@ -138,6 +138,12 @@ def write_locked(
     kept_seqs: tuple[int, ...] = ()
     if head is None:
         version, incarnation, first_seq = fresh_version(), new_incarnation(), 0
+        # The head goes in first: a writer creating the memory at the same time makes this insert fail
+        # (unique key), which is a conflict, not damage.
+        connection.execute(statements.insert_head, {
+            "memory_id": memory_id, "version": version, "incarnation": incarnation,
+            "next_seq": len(payloads), "created_at": now, "updated_at": now, "expires_at": expires_at,
+        })
         # Message rows without a head row are nothing this store leaves behind (deletes and purges are
         # transactions): they are damage. A conditional write (a window memory's add) must not silently
         # replace them; an unconditional one is the operator's way to do exactly that.
@@ -146,10 +152,6 @@ def write_locked(
             raise CorruptedMemoryError(
                 memory_id, f"{stray} message rows exist without the memory's head row (the memory reads as empty)"
             )
-        connection.execute(statements.insert_head, {
-            "memory_id": memory_id, "version": version, "incarnation": incarnation,
-            "next_seq": len(payloads), "created_at": now, "updated_at": now, "expires_at": expires_at,
-        })
     else:
         if live:
             version, incarnation = head.version + 1, head.incarnation
