@@ -101,3 +101,26 @@ def test_factory_error_caches_nothing() -> None:
         provider("a")
     assert provider("a") is provider("a")
     assert attempts == ["a", "a"]
+
+
+def test_max_memories_keeps_the_most_recently_used() -> None:
+    store = InMemoryChatMemoryStore()
+    built: list[str] = []
+
+    def factory(memory_id: str) -> MessageWindowChatMemory:
+        built.append(memory_id)
+        return MessageWindowChatMemory(memory_id, max_messages=5, store=store)
+
+    provider = ChatMemoryProvider(factory, max_memories=2)
+    a = provider("a")
+    a.add(UserMessage("kept in the store"))
+    provider("b")
+    assert provider("a") is a  # a is now the most recent
+    provider("c")  # b goes
+    assert provider("a") is a
+    assert built == ["a", "b", "c"]
+    provider("b")
+    assert built == ["a", "b", "c", "b"]
+    assert provider("a").messages() == [UserMessage("kept in the store")]
+    with pytest.raises(ValueError):
+        ChatMemoryProvider(factory, max_memories=0)

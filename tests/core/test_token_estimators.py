@@ -146,3 +146,22 @@ def test_tiktoken_needs_a_model_or_an_encoding() -> None:
     pytest.importorskip("tiktoken")
     with pytest.raises(ValueError, match="model"):
         TiktokenTokenCountEstimator(model=None)
+
+
+def test_tiktoken_unknown_names_and_failed_downloads_say_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tiktoken
+
+    from chatmemory import TiktokenTokenCountEstimator
+
+    with pytest.raises(ValueError, match="no-such-model"):
+        TiktokenTokenCountEstimator("no-such-model")
+    with pytest.raises(ValueError, match="no_such_encoding"):
+        TiktokenTokenCountEstimator(encoding="no_such_encoding")
+
+    def offline(name: str) -> None:
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(tiktoken, "encoding_for_model", offline)
+    with pytest.raises(RuntimeError, match="TIKTOKEN_CACHE_DIR") as raised:
+        TiktokenTokenCountEstimator("gpt-4o")
+    assert isinstance(raised.value.__cause__, ConnectionError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 from chatmemory.core.memory import ChatMemory
@@ -23,11 +24,20 @@ class ChatMemoryProvider:
 
     Memory objects are light (all state is in the store); ``forget`` drops one from the cache without
     touching the store.
+
+    Args:
+        factory: builds the memory of an id.
+        max_memories: how many memory objects to keep, least recently used first out (``None``: all). A
+            service with a memory per session should bound it; a memory dropped from the cache is simply
+            built again, since its messages live in the store.
     """
 
-    def __init__(self, factory: Callable[[str], ChatMemory]) -> None:
+    def __init__(self, factory: Callable[[str], ChatMemory], *, max_memories: int | None = None) -> None:
+        if max_memories is not None and max_memories < 1:
+            raise ValueError(f"max_memories must be >= 1 or None, got {max_memories!r}")
         self._factory = factory
-        self._memories: dict[str, ChatMemory] = {}
+        self._max_memories = max_memories
+        self._memories: OrderedDict[str, ChatMemory] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, memory_id: MemoryId) -> ChatMemory:
@@ -37,6 +47,10 @@ class ChatMemoryProvider:
             if memory is None:
                 memory = self._factory(key)
                 self._memories[key] = memory
+                if self._max_memories is not None and len(self._memories) > self._max_memories:
+                    self._memories.popitem(last=False)
+            else:
+                self._memories.move_to_end(key)
             return memory
 
     def get(self, memory_id: MemoryId) -> ChatMemory:

@@ -163,12 +163,22 @@ class TiktokenTokenCountEstimator(_FramedEstimator):
         from chatmemory.stores._optional import require
 
         tiktoken = require("tiktoken", feature="TiktokenTokenCountEstimator", extra="tiktoken")
-        if encoding is None:
-            if model is None:
-                raise ValueError("pass a model name or an encoding")
-            encoding = tiktoken.encoding_for_model(model)
-        elif isinstance(encoding, str):
-            encoding = tiktoken.get_encoding(encoding)
+        if encoding is None and model is None:
+            raise ValueError("pass a model name or an encoding")
+        if encoding is None or isinstance(encoding, str):
+            name = encoding or model
+            try:
+                encoding = tiktoken.get_encoding(encoding) if encoding else tiktoken.encoding_for_model(model)
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"tiktoken knows no model or encoding {name!r} ({exc})") from None
+            except Exception as exc:
+                # tiktoken downloads an encoding's vocabulary on first use; offline that fails deep inside
+                # an HTTP client. Say what to do instead.
+                raise RuntimeError(
+                    f"tiktoken could not load the vocabulary for {name!r} ({type(exc).__name__}: {exc}). Without "
+                    "network access, point TIKTOKEN_CACHE_DIR at a directory holding the cached file, or pass "
+                    "encoding= a tiktoken.Encoding you built"
+                ) from exc
         self.encoding = encoding
         self.per_message = per_message
         self.per_tool_call = per_tool_call
