@@ -27,11 +27,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import statistics
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 # Run as a script, this file's directory is first on sys.path and its name would shadow nothing today,
@@ -42,9 +39,13 @@ sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir
 import bson  # noqa: E402
 from pymongo import MongoClient, monitoring  # noqa: E402
 
-from chatmemory import AiMessage, ChatMessage, SystemMessage, UserMessage  # noqa: E402
+from chatmemory import ChatMessage, SystemMessage  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.mongodb import MongoChatMemoryStore  # noqa: E402
+
+# The drivers are imported; now this directory may come back for the shared helpers.
+sys.path.append(_HERE)
+from measure import Timings, message  # noqa: E402
 
 TTL_SECONDS = 3600
 DATABASE = "chatmemory_bench"
@@ -65,39 +66,12 @@ class ByteCounter(monitoring.CommandListener):
         pass
 
 
-def message(turn: int) -> ChatMessage:
-    """A turn of a plausible conversation (~300 bytes encoded)."""
-    text = f"turn {turn}: " + "the quick brown fox jumps over the lazy dog " * 6
-    return UserMessage(text) if turn % 2 == 0 else AiMessage(text)
-
-
-class Timings:
-    def __init__(self) -> None:
-        self.micros: list[float] = []
-        self.sent: list[int] = []
-
-    def measure(self, action: Callable[[], object]) -> None:
-        before_bytes = ByteCounter.sent
-        start = time.perf_counter_ns()
-        action()
-        self.micros.append((time.perf_counter_ns() - start) / 1000)
-        self.sent.append(ByteCounter.sent - before_bytes)
-
-    def median(self) -> float:
-        return statistics.median(self.micros)
-
-    def p99(self) -> float:
-        return statistics.quantiles(self.micros, n=100)[98]
-
-    def bytes(self) -> float:
-        return statistics.mean(self.sent)
-
 
 def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, Timings]:
     collection_name = f"bench_{uuid.uuid4().hex[:8]}"
     store = MongoChatMemoryStore(client, database=DATABASE, collection=collection_name, ttl=TTL_SECONDS)
     raw = client[DATABASE][collection_name]
-    results = {name: Timings() for name in (
+    results = {name: Timings(lambda: ByteCounter.sent) for name in (
         "store get", "store update", "store update, system", "baseline get", "baseline update",
     )}
     system = SystemMessage("You are a helpful assistant. Answer briefly.")

@@ -25,12 +25,9 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import statistics
 import sys
-import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 # Run as a script, this file's directory is first on sys.path and its name would shadow redis-py.
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,12 +36,15 @@ sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir
 from redis import Redis  # noqa: E402
 from redis.connection import Connection  # noqa: E402
 
-from chatmemory import AiMessage, ChatMessage, UserMessage  # noqa: E402
+from chatmemory import ChatMessage  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.redis import RedisChatMemoryStore  # noqa: E402
 
+# The drivers are imported; now this directory may come back for the shared helpers.
+sys.path.append(_HERE)
+from measure import Timings, message  # noqa: E402
+
 TTL_SECONDS = 3600
-T = TypeVar("T")
 
 
 class CountingConnection(Connection):
@@ -58,34 +58,6 @@ class CountingConnection(Connection):
         super().send_packed_command(command, check_health)
 
 
-def message(turn: int) -> ChatMessage:
-    """A turn of a plausible conversation (~300 bytes encoded)."""
-    text = f"turn {turn}: " + "the quick brown fox jumps over the lazy dog " * 6
-    return UserMessage(text) if turn % 2 == 0 else AiMessage(text)
-
-
-class Timings:
-    def __init__(self) -> None:
-        self.micros: list[float] = []
-        self.sent: list[int] = []
-
-    def measure(self, action: Callable[[], T]) -> T:
-        before_bytes = CountingConnection.sent
-        start = time.perf_counter_ns()
-        result = action()
-        self.micros.append((time.perf_counter_ns() - start) / 1000)
-        self.sent.append(CountingConnection.sent - before_bytes)
-        return result
-
-    def median(self) -> float:
-        return statistics.median(self.micros)
-
-    def p99(self) -> float:
-        return statistics.quantiles(self.micros, n=100)[98]
-
-    def bytes(self) -> float:
-        return statistics.mean(self.sent)
-
 
 class WindowRun:
     """One window size: a memory in the store, one on a cache-less store, and the baseline list."""
@@ -97,7 +69,7 @@ class WindowRun:
         self.cold_reader = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, snapshot_cache_size=0)
         self.uncached = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, snapshot_cache_size=0)
         self.baseline_key = f"{self.prefix}baseline".encode()
-        self.results = {name: Timings() for name in (
+        self.results = {name: Timings(lambda: CountingConnection.sent) for name in (
             "store get", "store update", "store get, cold", "store update, no cache", "baseline get",
             "baseline update",
         )}
