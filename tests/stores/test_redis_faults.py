@@ -1,4 +1,4 @@
-"""Connections cut mid-update (through a loopback proxy) leave the old memory or the new one, never a mix.
+"""Connections cut mid-update (through a loopback redis_proxy) leave the old memory or the new one, never a mix.
 
 A write is one script call: a command the server received only in part never runs, and a command whose
 reply was lost ran whole. A write the driver retries after a lost reply is recognised as already done,
@@ -16,36 +16,24 @@ from redis.retry import Retry
 from chatmemory import MessageWindowChatMemory, StoreError, SystemMessage, UserMessage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore
-from support.backends.redis import drop_prefix, fresh_prefix, redis_url
+from support.backends.redis import drop_prefix, fresh_prefix
 from support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.redis
 
 
-@pytest.fixture(scope="module")
-def direct() -> Iterator[Redis]:
-    client = Redis.from_url(redis_url())
-    yield client
-    client.close()
 
 
 @pytest.fixture
-def proxy(direct: Redis) -> Iterator[TcpProxy]:
-    kwargs = direct.connection_pool.connection_kwargs
-    with TcpProxy(kwargs.get("host", "127.0.0.1"), kwargs.get("port", 6379)) as started:
-        yield started
-
-
-@pytest.fixture
-def prefix(direct: Redis) -> Iterator[str]:
+def prefix(redis_direct: Redis) -> Iterator[str]:
     chosen = fresh_prefix()
     yield chosen
-    drop_prefix(direct, chosen)
+    drop_prefix(redis_direct, chosen)
 
 
-def _through(proxy: TcpProxy, direct: Redis, retries: int) -> Redis:
-    db = direct.connection_pool.connection_kwargs.get("db", 0)
-    return Redis(host=proxy.host, port=proxy.port, db=db, retry=Retry(NoBackoff(), retries),
+def _through(redis_proxy: TcpProxy, redis_direct: Redis, retries: int) -> Redis:
+    db = redis_direct.connection_pool.connection_kwargs.get("db", 0)
+    return Redis(host=redis_proxy.host, port=redis_proxy.port, db=db, retry=Retry(NoBackoff(), retries),
                  socket_timeout=5, socket_connect_timeout=5)
 
 
@@ -60,47 +48,47 @@ def _start(store: RedisChatMemoryStore) -> list[ChatMessage]:
     return window
 
 
-def _write_size(proxy: TcpProxy, store: RedisChatMemoryStore, window: list[ChatMessage], turn: int) -> int:
+def _write_size(redis_proxy: TcpProxy, store: RedisChatMemoryStore, window: list[ChatMessage], turn: int) -> int:
     snapshot = store.load("m")
-    proxy.reset_counters()
+    redis_proxy.reset_counters()
     store.save("m", _turn(window, turn), snapshot.version)
-    return proxy.bytes_up
+    return redis_proxy.bytes_up
 
 
 @pytest.mark.parametrize("snapshot_cache_size", [1024, 0], ids=["diff", "full"])
 def test_a_write_cut_while_sending_leaves_the_old_memory(
-    proxy: TcpProxy, direct: Redis, prefix: str, snapshot_cache_size: int
+    redis_proxy: TcpProxy, redis_direct: Redis, prefix: str, snapshot_cache_size: int
 ) -> None:
-    client = _through(proxy, direct, retries=0)
+    client = _through(redis_proxy, redis_direct, retries=0)
     store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
-    reader = RedisChatMemoryStore(direct, key_prefix=prefix, snapshot_cache_size=0)
+    reader = RedisChatMemoryStore(redis_direct, key_prefix=prefix, snapshot_cache_size=0)
     window = _start(store)
-    size = _write_size(proxy, store, window, 100)
+    size = _write_size(redis_proxy, store, window, 100)
     window = _turn(window, 100)
     for turn, cut in enumerate(sorted({1, 7, 40, size // 2, size - 2, size - 1}), start=101):
         snapshot = store.load("m")
-        proxy.cut_upstream_after(cut)
+        redis_proxy.cut_upstream_after(cut)
         with pytest.raises(StoreError) as raised:
             store.save("m", _turn(window, turn), snapshot.version)
         assert raised.value.__cause__ is not None
-        assert proxy.cuts == turn - 100 and not proxy.armed
+        assert redis_proxy.cuts == turn - 100 and not redis_proxy.armed
         assert reader.get_messages("m") == window  # the half-sent command never ran
     client.close()
 
 
 @pytest.mark.parametrize("snapshot_cache_size", [1024, 0], ids=["diff", "full"])
 def test_a_write_whose_reply_is_lost_is_whole(
-    proxy: TcpProxy, direct: Redis, prefix: str, snapshot_cache_size: int
+    redis_proxy: TcpProxy, redis_direct: Redis, prefix: str, snapshot_cache_size: int
 ) -> None:
-    client = _through(proxy, direct, retries=0)
+    client = _through(redis_proxy, redis_direct, retries=0)
     store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
-    reader = RedisChatMemoryStore(direct, key_prefix=prefix, snapshot_cache_size=0)
+    reader = RedisChatMemoryStore(redis_direct, key_prefix=prefix, snapshot_cache_size=0)
     window = _start(store)
     snapshot = store.load("m")
-    proxy.cut_reply()
+    redis_proxy.cut_reply()
     with pytest.raises(StoreError):
         store.save("m", _turn(window, 100), snapshot.version)
-    assert proxy.cuts == 1
+    assert redis_proxy.cuts == 1
     assert reader.get_messages("m") == _turn(window, 100)  # it ran, and ran whole
     # The writer recovers: a window memory re-reads and carries on from the new state.
     memory = MessageWindowChatMemory("m", store=store, max_messages=9, always_keep_system_message_first=True)
@@ -111,27 +99,27 @@ def test_a_write_whose_reply_is_lost_is_whole(
 
 
 def test_a_retried_write_after_a_lost_reply_is_neither_repeated_nor_a_conflict(
-    proxy: TcpProxy, direct: Redis, prefix: str
+    redis_proxy: TcpProxy, redis_direct: Redis, prefix: str
 ) -> None:
-    client = _through(proxy, direct, retries=2)
+    client = _through(redis_proxy, redis_direct, retries=2)
     store = RedisChatMemoryStore(client, key_prefix=prefix)
-    reader = RedisChatMemoryStore(direct, key_prefix=prefix, snapshot_cache_size=0)
+    reader = RedisChatMemoryStore(redis_direct, key_prefix=prefix, snapshot_cache_size=0)
     memory = MessageWindowChatMemory("m", store=store, max_messages=4, always_keep_system_message_first=True)
     memory.add(SystemMessage("sys"))
     expected: list[ChatMessage] = [SystemMessage("sys")]
     for turn in range(8):
-        proxy.cut_reply()  # the load's reply is lost: the driver reads again
+        redis_proxy.cut_reply()  # the load's reply is lost: the driver reads again
         memory.add(UserMessage(f"turn {turn}"))
         expected.append(UserMessage(f"turn {turn}"))
         del expected[1:-3]
         assert reader.get_messages("m") == expected
-    assert proxy.cuts == 8
+    assert redis_proxy.cuts == 8
     snapshot = store.load("m")
     version = store.save("m", [*snapshot.messages, UserMessage("once")], snapshot.version)
-    proxy.cut_reply()
+    redis_proxy.cut_reply()
     # A save whose reply is lost is sent again by the driver; the script sees its own token and says done.
     retried = store.save("m", [*snapshot.messages, UserMessage("once"), UserMessage("twice")], version)
-    assert proxy.cuts == 9
+    assert redis_proxy.cuts == 9
     assert retried > version
     assert reader.load("m") == store.load("m")
     assert reader.get_messages("m") == [*snapshot.messages, UserMessage("once"), UserMessage("twice")]
@@ -139,14 +127,14 @@ def test_a_retried_write_after_a_lost_reply_is_neither_repeated_nor_a_conflict(
 
 
 def test_a_read_cut_mid_reply_fails_cleanly_and_the_next_read_is_whole(
-    proxy: TcpProxy, direct: Redis, prefix: str
+    redis_proxy: TcpProxy, redis_direct: Redis, prefix: str
 ) -> None:
-    client = _through(proxy, direct, retries=0)
+    client = _through(redis_proxy, redis_direct, retries=0)
     store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=0)
     window = _start(store)
-    proxy.cut_downstream_after(300)
+    redis_proxy.cut_downstream_after(300)
     with pytest.raises(StoreError):
         store.get_messages("m")
-    assert proxy.cuts == 1
+    assert redis_proxy.cuts == 1
     assert store.get_messages("m") == window
     client.close()
