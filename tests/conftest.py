@@ -9,6 +9,7 @@ import pytest
 
 from chatmemory import ChatMemoryStore
 from support.backends import Backend
+from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
 from support.servers import stop_containers
 
 # (param id / marker, module in support.backends). Adding a backend: one module, one line here.
@@ -44,6 +45,14 @@ def store(backend: Backend) -> Iterator[ChatMemoryStore]:
     made = backend.make_store()
     yield made
     backend.close_store(made)
+
+
+@pytest.fixture(scope="module", params=sql_backend_params())
+def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
+    """Each SQL dialect in turn, for the tests of what only the SQL store does (schema, statements)."""
+    opened = open_sql_backend(request.param)
+    yield opened
+    opened.close()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -18,14 +18,7 @@ from chatmemory import ChatMessage, UserMessage, migrations
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql_schema import build_tables, version_table_name
-from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
-
-
-@pytest.fixture(scope="module", params=sql_backend_params())
-def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
-    backend = open_sql_backend(request.param)
-    yield backend
-    backend.close()
+from support.backends.sqlite import SQLBackend
 
 
 @pytest.fixture

@@ -24,14 +24,7 @@ from chatmemory import (
     open_store,
 )
 from chatmemory.stores.sql import SQLChatMemoryStore
-from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
-
-
-@pytest.fixture(scope="module", params=sql_backend_params())
-def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
-    backend = open_sql_backend(request.param)
-    yield backend
-    backend.close()
+from support.backends.sqlite import SQLBackend, open_sql_backend
 
 
 @pytest.fixture

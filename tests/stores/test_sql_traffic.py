@@ -11,14 +11,7 @@ from sqlalchemy import event, select, text
 
 from chatmemory import ChatMessage, SystemMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
-from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
-
-
-@pytest.fixture(scope="module", params=sql_backend_params())
-def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
-    backend = open_sql_backend(request.param)
-    yield backend
-    backend.close()
+from support.backends.sqlite import SQLBackend
 
 
 @pytest.fixture
