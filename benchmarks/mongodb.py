@@ -66,27 +66,41 @@ class ByteCounter(monitoring.CommandListener):
         pass
 
 
-
 def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, Timings]:
     collection_name = f"bench_{uuid.uuid4().hex[:8]}"
     store = MongoChatMemoryStore(client, database=DATABASE, collection=collection_name, ttl=TTL_SECONDS)
     raw = client[DATABASE][collection_name]
-    results = {name: Timings(lambda: ByteCounter.sent) for name in (
-        "store get", "store update", "store update, system", "baseline get", "baseline update",
-    )}
+    results = {
+        name: Timings(lambda: ByteCounter.sent)
+        for name in (
+            "store get",
+            "store update",
+            "store update, system",
+            "baseline get",
+            "baseline update",
+        )
+    }
     system = SystemMessage("You are a helpful assistant. Answer briefly.")
     messages = [message(turn) for turn in range(window)]
     store.update_messages("plain", messages)
     store.update_messages("system", [system, *messages[1:]])
-    raw.insert_one({"_id": "baseline", "messages": [dumps_message(m).decode() for m in messages],
-                    "expires_at": datetime.datetime.now(datetime.timezone.utc)})
+    raw.insert_one(
+        {
+            "_id": "baseline",
+            "messages": [dumps_message(m).decode() for m in messages],
+            "expires_at": datetime.datetime.now(datetime.timezone.utc),
+        }
+    )
 
     def baseline_update(new: ChatMessage) -> None:
         expires_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TTL_SECONDS)
-        raw.update_one({"_id": "baseline"}, {
-            "$push": {"messages": {"$each": [dumps_message(new).decode()], "$slice": -window}},
-            "$set": {"expires_at": expires_at},
-        })
+        raw.update_one(
+            {"_id": "baseline"},
+            {
+                "$push": {"messages": {"$each": [dumps_message(new).decode()], "$slice": -window}},
+                "$set": {"expires_at": expires_at},
+            },
+        )
 
     def baseline_get() -> list[ChatMessage]:
         document = raw.find_one({"_id": "baseline"})
@@ -95,7 +109,7 @@ def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, T
 
     def turn_on(memory_id: str, name: str, new: ChatMessage, keep_first: int) -> None:
         snapshot = store.load(memory_id)
-        kept = [*snapshot.messages[:keep_first], *snapshot.messages[keep_first + 1:], new]
+        kept = [*snapshot.messages[:keep_first], *snapshot.messages[keep_first + 1 :], new]
         results[name].measure(lambda: store.save(memory_id, kept, snapshot.version))
 
     try:
@@ -115,20 +129,27 @@ def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, T
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_MONGODB_URL",
-                                                        "mongodb://127.0.0.1:27018/?replicaSet=secantus"))
+    parser.add_argument(
+        "--url", default=os.environ.get("CHATMEMORY_TEST_MONGODB_URL", "mongodb://127.0.0.1:27018/?replicaSet=secantus")
+    )
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--no-retryable-writes", action="store_true", help="connect with retryWrites=false")
     options = parser.parse_args()
-    client: MongoClient[Any] = MongoClient(options.url, event_listeners=[ByteCounter()],
-                                           retryWrites=not options.no_retryable_writes)
+    client: MongoClient[Any] = MongoClient(
+        options.url, event_listeners=[ByteCounter()], retryWrites=not options.no_retryable_writes
+    )
     info = client.server_info()
-    flavour = f"SecantusDB {info['secantusVersion']} (reports {info['version']})" if "secantusVersion" in info \
+    flavour = (
+        f"SecantusDB {info['secantusVersion']} (reports {info['version']})"
+        if "secantusVersion" in info
         else f"MongoDB {info['version']}"
-    print(f"{flavour} at {options.url} (retryWrites={not options.no_retryable_writes}); {options.turns} turns "
-          "per window; "
-          f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n")
+    )
+    print(
+        f"{flavour} at {options.url} (retryWrites={not options.no_retryable_writes}); {options.turns} turns "
+        "per window; "
+        f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n"
+    )
     by_window = {}
     for window in options.windows:
         run_window(client, window, min(30, options.turns))  # warm-up: connections, collection creation
@@ -143,8 +164,9 @@ def main() -> None:
         update = results["store update"].median() / results["baseline update"].median()
         system_update = results["store update, system"].median() / results["baseline update"].median()
         get = results["store get"].median() / results["baseline get"].median()
-        print(f"  window {window:>4}: update {update:.2f}x, update with system first {system_update:.2f}x, "
-              f"get {get:.2f}x")
+        print(
+            f"  window {window:>4}: update {update:.2f}x, update with system first {system_update:.2f}x, get {get:.2f}x"
+        )
     if len(by_window) >= 2:
         small, large = min(by_window), max(by_window)
         print(f"flatness (median at window {large} / window {small}):")

@@ -58,7 +58,6 @@ class CountingConnection(Connection):
         super().send_packed_command(command, check_health)
 
 
-
 class WindowRun:
     """One window size: a memory in the store, one on a cache-less store, and the baseline list."""
 
@@ -69,10 +68,17 @@ class WindowRun:
         self.cold_reader = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, snapshot_cache_size=0)
         self.uncached = RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, snapshot_cache_size=0)
         self.baseline_key = f"{self.prefix}baseline".encode()
-        self.results = {name: Timings(lambda: CountingConnection.sent) for name in (
-            "store get", "store update", "store get, cold", "store update, no cache", "baseline get",
-            "baseline update",
-        )}
+        self.results = {
+            name: Timings(lambda: CountingConnection.sent)
+            for name in (
+                "store get",
+                "store update",
+                "store get, cold",
+                "store update, no cache",
+                "baseline get",
+                "baseline update",
+            )
+        }
         messages = [message(turn) for turn in range(window)]
         self.store.update_messages("cached", messages)
         self.uncached.update_messages("uncached", messages)
@@ -94,7 +100,8 @@ class WindowRun:
         new = message(self.window + turn)
         snapshot = self.results["store get"].measure(lambda: self.store.load("cached"))
         self.results["store update"].measure(
-            lambda: self.store.save("cached", [*snapshot.messages[1:], new], snapshot.version))
+            lambda: self.store.save("cached", [*snapshot.messages[1:], new], snapshot.version)
+        )
         self.results["baseline update"].measure(lambda: self.baseline_update(new))
 
     def heavy_turn(self, turn: int) -> None:
@@ -135,8 +142,10 @@ def main() -> None:
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     options = parser.parse_args()
     client = Redis.from_url(options.url, connection_class=CountingConnection)
-    print(f"Redis {client.info('server')['redis_version']} at {options.url}; {options.turns} turns per window; "
-          f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n")
+    print(
+        f"Redis {client.info('server')['redis_version']} at {options.url}; {options.turns} turns per window; "
+        f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n"
+    )
     # Reference counting frees everything these turns allocate; the cyclic collector would only add
     # pauses, proportional to the live heap, to whichever operation happened to trigger it.
     gc.collect()
@@ -154,8 +163,11 @@ def main() -> None:
     print("ratios (median store / median baseline):")
     for window, results in by_window.items():
         parts = []
-        pairs = (("update", "store update", "baseline update"), ("get", "store get", "baseline get"),
-                 ("cold get", "store get, cold", "baseline get"))
+        pairs = (
+            ("update", "store update", "baseline update"),
+            ("get", "store get", "baseline get"),
+            ("cold get", "store get, cold", "baseline get"),
+        )
         for operation, store_name, baseline_name in pairs:
             parts.append(f"{operation} {results[store_name].median() / results[baseline_name].median():.2f}x")
         print(f"  window {window:>4}: " + ", ".join(parts))

@@ -76,8 +76,12 @@ class Baseline:
 
         parsed = make_url(url)
         self.connection = psycopg.connect(
-            host=parsed.host, port=parsed.port or 5432, user=parsed.username, password=parsed.password,
-            dbname=parsed.database, autocommit=True,
+            host=parsed.host,
+            port=parsed.port or 5432,
+            user=parsed.username,
+            password=parsed.password,
+            dbname=parsed.database,
+            autocommit=True,
         )
         self.table = table
         self.connection.execute(
@@ -128,8 +132,13 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
         version = store.save(memory_id, messages, 0)
         if baseline is not None:
             baseline.fill(memory_id, messages)
-        samples: dict[str, list[float]] = {"update": [], "get": [], "get, cold": [], "baseline update": [],
-                                           "baseline get": []}
+        samples: dict[str, list[float]] = {
+            "update": [],
+            "get": [],
+            "get, cold": [],
+            "baseline update": [],
+            "baseline get": [],
+        }
         statements_per_update: list[int] = []
         gc.disable()
         try:
@@ -168,8 +177,10 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_POSTGRES_URL",
-                                                        "postgresql+psycopg://postgres@127.0.0.1:5432/test"))
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("CHATMEMORY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+    )
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     arguments = parser.parse_args()
@@ -194,8 +205,10 @@ def main() -> None:
         if len(updates) >= 2 * FLAT_SPAN:
             early = statistics.median(updates[:FLAT_SPAN])
             late = statistics.median(updates[-FLAT_SPAN:])
-            print(f"{window:>6}  {'update flat':<16}{'last/first ' + str(FLAT_SPAN) + ' turns':>18}"
-                  f"{'':>18}{late / early:>15.2f}x")
+            print(
+                f"{window:>6}  {'update flat':<16}{'last/first ' + str(FLAT_SPAN) + ' turns':>18}"
+                f"{'':>18}{late / early:>15.2f}x"
+            )
         counts = sorted(set(result["statements"]))
         print(f"{window:>6}  {'statements/upd.':<16}{', '.join(map(str, counts)):>18}")
 

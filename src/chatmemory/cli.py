@@ -38,13 +38,22 @@ def _parser() -> argparse.ArgumentParser:
             "was evicted. Against a persistent store a second run continues the first."
         ),
     )
-    demo.add_argument("--store", default=DEFAULT_STORE_URL, metavar="URL",
-                      help=("store URL, e.g. sqlite:///chat.db or redis://localhost:6379/0 "
-                            f"(default: {DEFAULT_STORE_URL})"))
-    demo.add_argument("--memory-id", default=DEFAULT_MEMORY_ID, metavar="ID",
-                      help=f"memory id to use (default: {DEFAULT_MEMORY_ID})")
-    demo.add_argument("--max-messages", type=_positive_int, default=DEFAULT_MAX_MESSAGES, metavar="N",
-                      help=f"window size in messages, system message included (default: {DEFAULT_MAX_MESSAGES})")
+    demo.add_argument(
+        "--store",
+        default=DEFAULT_STORE_URL,
+        metavar="URL",
+        help=(f"store URL, e.g. sqlite:///chat.db or redis://localhost:6379/0 (default: {DEFAULT_STORE_URL})"),
+    )
+    demo.add_argument(
+        "--memory-id", default=DEFAULT_MEMORY_ID, metavar="ID", help=f"memory id to use (default: {DEFAULT_MEMORY_ID})"
+    )
+    demo.add_argument(
+        "--max-messages",
+        type=_positive_int,
+        default=DEFAULT_MAX_MESSAGES,
+        metavar="N",
+        help=f"window size in messages, system message included (default: {DEFAULT_MAX_MESSAGES})",
+    )
     migrate = commands.add_parser(
         "migrate",
         help="create or upgrade the chatmemory tables of a SQL database",
@@ -86,8 +95,11 @@ def _migrate(arguments: argparse.Namespace) -> int:
     try:
         from chatmemory.migrations import cli_migrate
     except ImportError as exc:
-        print(f"chatmemory migrate: migrations are not available ({exc}). Install the SQL extra: "
-              "pip install 'chatmemory[sql]'", file=sys.stderr)
+        print(
+            f"chatmemory migrate: migrations are not available ({exc}). Install the SQL extra: "
+            "pip install 'chatmemory[sql]'",
+            file=sys.stderr,
+        )
         return 2
     options = {} if arguments.table_prefix is None else {"table_prefix": arguments.table_prefix}
     status = cli_migrate(arguments.url, **options)

@@ -29,6 +29,7 @@ from chatmemory.stores.memory import InMemoryChatMemoryStore
 
 __all__ = ["DEFAULT_MAX_MESSAGES", "DEFAULT_MEMORY_ID", "DEFAULT_STORE_URL", "run_demo"]
 
+
 def _default_store_url() -> str:
     import importlib.util
 
@@ -74,22 +75,31 @@ class _Turn:
 
 
 _SCRIPT = (
-    _Turn("I'm flying to Lisbon on Friday. What will the weather be like?",
-          (("get_weather", {"city": "Lisbon", "day": "Friday"}),),
-          "Friday in Lisbon looks sunny, around 24 C with a light wind."),
-    _Turn("How much is 200 USD in euros?",
-          (("convert_currency", {"amount": "200", "from": "USD"}),),
-          "200 USD is about 184 EUR."),
-    _Turn("On Sunday I take the train to Porto. Weather there, and 50 GBP in euros?",
-          (("get_weather", {"city": "Porto", "day": "Sunday"}),
-           ("convert_currency", {"amount": "50", "from": "GBP"})),
-          "Porto on Sunday: showers and 17 C, so pack an umbrella. 50 GBP is about 58.50 EUR."),
-    _Turn("Thanks! Any tips for the flight back on Monday?",
-          (("get_weather", {"city": "Lisbon", "day": "Monday"}),),
-          "Monday in Lisbon is cloudy and mild; leave early for the airport."),
-    _Turn("What did I ask you first?",
-          (),
-          "That part of our chat has left my memory window; I can still see your plans for Monday."),
+    _Turn(
+        "I'm flying to Lisbon on Friday. What will the weather be like?",
+        (("get_weather", {"city": "Lisbon", "day": "Friday"}),),
+        "Friday in Lisbon looks sunny, around 24 C with a light wind.",
+    ),
+    _Turn(
+        "How much is 200 USD in euros?",
+        (("convert_currency", {"amount": "200", "from": "USD"}),),
+        "200 USD is about 184 EUR.",
+    ),
+    _Turn(
+        "On Sunday I take the train to Porto. Weather there, and 50 GBP in euros?",
+        (("get_weather", {"city": "Porto", "day": "Sunday"}), ("convert_currency", {"amount": "50", "from": "GBP"})),
+        "Porto on Sunday: showers and 17 C, so pack an umbrella. 50 GBP is about 58.50 EUR.",
+    ),
+    _Turn(
+        "Thanks! Any tips for the flight back on Monday?",
+        (("get_weather", {"city": "Lisbon", "day": "Monday"}),),
+        "Monday in Lisbon is cloudy and mild; leave early for the airport.",
+    ),
+    _Turn(
+        "What did I ask you first?",
+        (),
+        "That part of our chat has left my memory window; I can still see your plans for Monday.",
+    ),
 )
 
 
@@ -157,15 +167,17 @@ def _print_window(out: TextIO, window: Sequence[ChatMessage], evicted: Sequence[
         out.write(f"       tool calls evicted together with their results: {', '.join(map(str, together))}\n")
 
 
-def run_demo(store: ChatMemoryStore, *, memory_id: str = DEFAULT_MEMORY_ID,
-             max_messages: int = DEFAULT_MAX_MESSAGES, out: TextIO) -> int:
+def run_demo(
+    store: ChatMemoryStore, *, memory_id: str = DEFAULT_MEMORY_ID, max_messages: int = DEFAULT_MAX_MESSAGES, out: TextIO
+) -> int:
     """Play the scripted conversation into ``store`` and print the window after every turn.
 
     Returns:
         The exit status (0).
     """
-    memory = MessageWindowChatMemory(memory_id, max_messages=max_messages, store=store,
-                                     always_keep_system_message_first=True)
+    memory = MessageWindowChatMemory(
+        memory_id, max_messages=max_messages, store=store, always_keep_system_message_first=True
+    )
     existing = memory.messages()
     out.write(f"chatmemory demo: memory {memory.id!r}, window of {max_messages} messages, store {store!r}\n")
     # Runs go on from what is stored, so a second run against a persistent store continues the first.
@@ -201,8 +213,13 @@ def run_demo(store: ChatMemoryStore, *, memory_id: str = DEFAULT_MEMORY_ID,
         out.write(f"Turn {turn_number}: {turn.user}\n")
         _print_window(out, after, evicted, max_messages)
         out.write("\n")
-    follow_up = ("Run again to continue this conversation." if not isinstance(store, InMemoryChatMemoryStore)
-                 else "Run again with a persistent --store (e.g. sqlite:///chat.db) to continue this conversation.")
-    out.write(f"Done: {total_evicted} messages evicted; the system message stayed, and no tool result outlived "
-              f"its call. {follow_up}\n")
+    follow_up = (
+        "Run again to continue this conversation."
+        if not isinstance(store, InMemoryChatMemoryStore)
+        else "Run again with a persistent --store (e.g. sqlite:///chat.db) to continue this conversation."
+    )
+    out.write(
+        f"Done: {total_evicted} messages evicted; the system message stayed, and no tool result outlived "
+        f"its call. {follow_up}\n"
+    )
     return 0

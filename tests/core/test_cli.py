@@ -85,8 +85,13 @@ def test_demo_window_sizes(capsys: pytest.CaptureFixture[str], max_messages: int
 
 
 def test_demo_as_module_subprocess() -> None:
-    completed = subprocess.run([sys.executable, "-m", "chatmemory", "demo", "--store", "memory://"],
-                               capture_output=True, text=True, check=False, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-m", "chatmemory", "demo", "--store", "memory://"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     assert completed.stderr == ""
     check_demo_output(completed.stdout, 6)

@@ -12,8 +12,9 @@ def test_str_and_int_accepted(given: object, expected: str) -> None:
     assert validate_memory_id(given) == expected
 
 
-@pytest.mark.parametrize("bad", [None, b"abc", {"a": 1}, ["a"], 1.0, True, False, ("a",), object()],
-                         ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize(
+    "bad", [None, b"abc", {"a": 1}, ["a"], 1.0, True, False, ("a",), object()], ids=lambda v: type(v).__name__
+)
 def test_other_types_raise_type_error(bad: object) -> None:
     with pytest.raises(TypeError, match="memory id"):
         validate_memory_id(bad)
@@ -30,8 +31,26 @@ def test_empty_and_too_long_raise_value_error() -> None:
     assert validate_memory_id("🙂" * 255) == "🙂" * 255
 
 
-ADVERSARIAL = ["*", "a:b", "{a}", "'; DROP TABLE x;--", '{"$ne": 1}', "{$ne: 1}", "%", "_", "a\x00b", " ", "..", "/",
-               "\\", "key*", "[abc]", "?", "$where", "NULL"]
+ADVERSARIAL = [
+    "*",
+    "a:b",
+    "{a}",
+    "'; DROP TABLE x;--",
+    '{"$ne": 1}',
+    "{$ne: 1}",
+    "%",
+    "_",
+    "a\x00b",
+    " ",
+    "..",
+    "/",
+    "\\",
+    "key*",
+    "[abc]",
+    "?",
+    "$where",
+    "NULL",
+]
 
 
 @pytest.mark.parametrize("memory_id", ADVERSARIAL)

@@ -102,11 +102,15 @@ def _pairs() -> list[tuple[object, object]]:
             AiMessage("a", [ToolExecutionRequest("c", "t", '{"a": 1}')], "think", attributes),
             AiMessage("a", (ToolExecutionRequest("c", "t", '{"a": 1}'),), "think", dict(attributes)),
         ),
-        (ToolExecutionResultMessage("c", "t", "r", True, attributes), ToolExecutionResultMessage("c", "t", "r", True,
-                                                                                                  attributes)),
+        (
+            ToolExecutionResultMessage("c", "t", "r", True, attributes),
+            ToolExecutionResultMessage("c", "t", "r", True, attributes),
+        ),
         (CustomMessage(attributes), CustomMessage(dict(attributes))),
-        (UserMessage(ImageContent(url="u", detail_level="LOW")),
-         UserMessage([ImageContent(url="u", detail_level="LOW")])),
+        (
+            UserMessage(ImageContent(url="u", detail_level="LOW")),
+            UserMessage([ImageContent(url="u", detail_level="LOW")]),
+        ),
     ]
 
 
@@ -133,8 +137,10 @@ def test_dict_key_order_does_not_matter() -> None:
         (UserMessage("u"), UserMessage("u", name="n")),
         (UserMessage("u", attributes={"a": 1}), UserMessage("u", attributes={"a": 2})),
         (AiMessage("a"), AiMessage("a", thinking="t")),
-        (AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{}")]),
-         AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{ }")])),
+        (
+            AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{}")]),
+            AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", "{ }")]),
+        ),
         (ToolExecutionResultMessage("c", "t", "r"), ToolExecutionResultMessage("c", "t", "r", is_error=True)),
         (CustomMessage({"a": [1, 2]}), CustomMessage({"a": [2, 1]})),
         (CustomMessage({"a": {"b": 1}}), CustomMessage({"a": [["b", 1]]})),
@@ -164,7 +170,8 @@ def test_json_distinct_attribute_values_are_unequal(left: dict[str, object], rig
 def test_strict_attribute_equality_everywhere() -> None:
     assert UserMessage("u", attributes={"a": 1}) != UserMessage("u", attributes={"a": True})
     assert ToolExecutionResultMessage("c", "t", "r", attributes={"a": 1}) != ToolExecutionResultMessage(
-        "c", "t", "r", attributes={"a": 1.0})
+        "c", "t", "r", attributes={"a": 1.0}
+    )
     assert UserMessage("u", attributes={"a": 1}) == UserMessage("u", attributes={"a": 1})
     assert SystemMessage("s") != "s"
 
@@ -225,8 +232,11 @@ def test_user_message_text_helpers() -> None:
     assert UserMessage.from_text("hi", name="ann") == UserMessage("hi", name="ann")
     assert UserMessage("hi").text == "hi"
     assert UserMessage("hi").has_single_text()
-    for multi in (UserMessage(["a", "b"]), UserMessage([ImageContent(url="u")]),
-                  UserMessage(["a", ImageContent(base64_data="AAAA", mime_type="image/png")])):
+    for multi in (
+        UserMessage(["a", "b"]),
+        UserMessage([ImageContent(url="u")]),
+        UserMessage(["a", ImageContent(base64_data="AAAA", mime_type="image/png")]),
+    ):
         assert not multi.has_single_text()
         with pytest.raises(ValueError, match="contents"):
             _ = multi.text
@@ -288,9 +298,10 @@ def test_tool_ids_may_be_none() -> None:
 
 def test_arguments_kept_byte_for_byte() -> None:
     raw = '{ "b" : 1,"a":[1.0,  2e3], "u": "\\u00e9" }'
-    assert AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", raw)]).tool_execution_requests[
-        0
-    ].arguments == raw
+    assert (
+        AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "t", raw)]).tool_execution_requests[0].arguments
+        == raw
+    )
 
 
 def test_has_tool_execution_requests() -> None:

@@ -44,8 +44,14 @@ def test_forget_drops_the_object_not_the_messages() -> None:
 
 def test_invalid_ids_are_rejected_before_the_factory() -> None:
     calls: list[str] = []
-    provider = ChatMemoryProvider(lambda memory_id: calls.append(memory_id) or MessageWindowChatMemory(  # type: ignore[func-returns-value]
-        memory_id, max_messages=1))
+    provider = ChatMemoryProvider(
+        lambda memory_id: (
+            calls.append(memory_id)
+            or MessageWindowChatMemory(  # type: ignore[func-returns-value]
+                memory_id, max_messages=1
+            )
+        )
+    )
     for bad in (None, b"x", 1.0, True):
         with pytest.raises(TypeError):
             provider(bad)  # type: ignore[arg-type]

@@ -128,7 +128,7 @@ def test_window_turns_of_distinct_messages_are_trims(size: int, evict: int, adde
     tail = [u(f"new {i}") for i in range(added)]
     if system_first:
         old.insert(0, SystemMessage("s"))
-        new = [old[0], *old[1 + evict:], *tail]
+        new = [old[0], *old[1 + evict :], *tail]
     else:
         new = old[evict:] + tail
     plan = diff_messages(old, new)

@@ -164,8 +164,15 @@ class ReferenceWindow:
         """Drop results at the head, and results whose id no earlier request in the window asked for."""
         while True:
             head = next((i for i, m in enumerate(self.window) if not isinstance(m, SystemMessage)), None)
-            orphan = next((i for i, m in enumerate(self.window) if isinstance(m, ToolExecutionResultMessage)
-                           and (i == head or (m.id is not None and self.owner(i) is None))), None)
+            orphan = next(
+                (
+                    i
+                    for i, m in enumerate(self.window)
+                    if isinstance(m, ToolExecutionResultMessage)
+                    and (i == head or (m.id is not None and self.owner(i) is None))
+                ),
+                None,
+            )
             if orphan is None:
                 return
             del self.window[orphan]
@@ -174,8 +181,9 @@ class ReferenceWindow:
 # ---------------------------------------------------------------------------------------------- checks
 
 
-def check_invariants(window: list[ChatMessage], limit: int, weight: Callable[[ChatMessage], int],
-                     latest_system: SystemMessage | None) -> None:
+def check_invariants(
+    window: list[ChatMessage], limit: int, weight: Callable[[ChatMessage], int], latest_system: SystemMessage | None
+) -> None:
     systems = [m for m in window if isinstance(m, SystemMessage)]
     assert len(systems) <= 1
     if latest_system is not None:
@@ -186,12 +194,20 @@ def check_invariants(window: list[ChatMessage], limit: int, weight: Callable[[Ch
     assert not isinstance(head, ToolExecutionResultMessage), "a tool result heads the window"
     for index, message in enumerate(window):
         if isinstance(message, ToolExecutionResultMessage) and message.id is not None:
-            assert any(isinstance(m, AiMessage) and any(r.id == message.id for r in m.tool_execution_requests)
-                       for m in window[:index]), f"tool result {message.id} without its request"
+            assert any(
+                isinstance(m, AiMessage) and any(r.id == message.id for r in m.tool_execution_requests)
+                for m in window[:index]
+            ), f"tool result {message.id} without its request"
 
 
-def run(memory: Any, store: InMemoryChatMemoryStore, conversation: Conversation, limit: int,
-        weight: Callable[[ChatMessage], int], system_first: bool) -> None:
+def run(
+    memory: Any,
+    store: InMemoryChatMemoryStore,
+    conversation: Conversation,
+    limit: int,
+    weight: Callable[[ChatMessage], int],
+    system_first: bool,
+) -> None:
     model = ReferenceWindow(limit, weight, system_first)
     latest_system: SystemMessage | None = None
     for batch in conversation.batches:
@@ -212,8 +228,9 @@ def run(memory: Any, store: InMemoryChatMemoryStore, conversation: Conversation,
 @given(conversation=conversations(), limit=st.integers(1, 8), system_first=st.booleans())
 def test_message_window_properties(conversation: Conversation, limit: int, system_first: bool) -> None:
     store = InMemoryChatMemoryStore()
-    memory = MessageWindowChatMemory("p", max_messages=limit, store=store,
-                                     always_keep_system_message_first=system_first)
+    memory = MessageWindowChatMemory(
+        "p", max_messages=limit, store=store, always_keep_system_message_first=system_first
+    )
     run(memory, store, conversation, limit, lambda _: 1, system_first)
 
 
@@ -221,15 +238,21 @@ def test_message_window_properties(conversation: Conversation, limit: int, syste
 @given(conversation=conversations(), limit=st.integers(1, 40), system_first=st.booleans())
 def test_token_window_properties(conversation: Conversation, limit: int, system_first: bool) -> None:
     store = InMemoryChatMemoryStore()
-    memory = TokenWindowChatMemory("p", max_tokens=limit, token_count_estimator=WeightEstimator(), store=store,
-                                   always_keep_system_message_first=system_first)
+    memory = TokenWindowChatMemory(
+        "p",
+        max_tokens=limit,
+        token_count_estimator=WeightEstimator(),
+        store=store,
+        always_keep_system_message_first=system_first,
+    )
     run(memory, store, conversation, limit, token_weight, system_first)
 
 
 @PROPERTY_SETTINGS
 @given(conversation=conversations(), limit=st.integers(1, 8), system_first=st.booleans())
-def test_set_of_a_whole_conversation_fits_like_the_model(conversation: Conversation, limit: int,
-                                                         system_first: bool) -> None:
+def test_set_of_a_whole_conversation_fits_like_the_model(
+    conversation: Conversation, limit: int, system_first: bool
+) -> None:
     messages: list[ChatMessage] = []
     latest: SystemMessage | None = None
     for batch in conversation.batches:

@@ -31,12 +31,15 @@ def prefix(sql_backend: SQLBackend) -> Iterator[str]:
 
 def _differences(connection: Connection, prefix: str) -> list[object]:
     ours = set(build_tables(prefix).metadata.tables)
-    context = MigrationContext.configure(connection, opts={
-        "compare_type": True,
-        "version_table": version_table_name(prefix),
-        # The database is shared with other tests: compare only this prefix's tables.
-        "include_name": lambda name, kind, _parent: kind != "table" or name in ours,
-    })
+    context = MigrationContext.configure(
+        connection,
+        opts={
+            "compare_type": True,
+            "version_table": version_table_name(prefix),
+            # The database is shared with other tests: compare only this prefix's tables.
+            "include_name": lambda name, kind, _parent: kind != "table" or name in ours,
+        },
+    )
     return list(compare_metadata(context, build_tables(prefix).metadata))
 
 
@@ -95,10 +98,17 @@ def seed_0001_initial(connection: Connection, prefix: str) -> dict[str, list[Cha
     for number, (memory_id, messages) in enumerate(expected.items()):
         key = memory_id.encode()
         connection.execute(
-            text(f"INSERT INTO {prefix}memories (memory_id, version, incarnation, next_seq, created_at, updated_at, "
-                 "expires_at) VALUES (:id, :version, :incarnation, :next_seq, :now, :now, NULL)"),
-            {"id": key, "version": 10 + number, "incarnation": number, "next_seq": 5 + len(messages),
-             "now": "2026-01-01 00:00:00"},
+            text(
+                f"INSERT INTO {prefix}memories (memory_id, version, incarnation, next_seq, created_at, updated_at, "
+                "expires_at) VALUES (:id, :version, :incarnation, :next_seq, :now, :now, NULL)"
+            ),
+            {
+                "id": key,
+                "version": 10 + number,
+                "incarnation": number,
+                "next_seq": 5 + len(messages),
+                "now": "2026-01-01 00:00:00",
+            },
         )
         for offset, message in enumerate(messages):
             connection.execute(

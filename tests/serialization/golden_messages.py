@@ -47,13 +47,14 @@ AI_FULL = AiMessage(
     attributes={"signature": "sig-123", "nested": {"a": [1, 2.5, True, None]}},
 )
 TOOL_RESULT = ToolExecutionResultMessage("call_1", "weather", "sunny, 21°C")
-TOOL_RESULT_ERROR = ToolExecutionResultMessage(None, "weather", "service unavailable", is_error=True,
-                                               attributes={"retry": 3})
+TOOL_RESULT_ERROR = ToolExecutionResultMessage(
+    None, "weather", "service unavailable", is_error=True, attributes={"retry": 3}
+)
 CUSTOM = CustomMessage({"kind": "bookmark", "position": 7, "tags": ["a", "b"], "meta": {"ok": False, "x": None}})
 
 CONVERSATION: list[ChatMessage] = [
     SystemMessage("Réponds en français. 🇫🇷\x00 nul inside"),
-    UserMessage("Wetter in München und 北京? 🌦️ \U0001f600 \U00010348 \x00\x1f\u2028\u2029 \"quoted\" \\ back"),
+    UserMessage('Wetter in München und 北京? 🌦️ \U0001f600 \U00010348 \x00\x1f\u2028\u2029 "quoted" \\ back'),
     AiMessage(
         tool_execution_requests=[
             ToolExecutionRequest("call_a", "weather", '{ "city" : "北京",\n  "unit":"celsius" }'),

@@ -30,8 +30,11 @@ optional_texts = st.none() | texts
 # Tool-call arguments are arbitrary strings: valid JSON with odd spacing, invalid JSON, escapes, anything.
 arguments = texts | st.builds(
     lambda value, indent: json.dumps(value, indent=indent, ensure_ascii=False),
-    st.recursive(st.none() | st.booleans() | st.integers() | texts, lambda inner: st.lists(inner, max_size=3)
-                 | st.dictionaries(texts, inner, max_size=3), max_leaves=6),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | texts,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+        max_leaves=6,
+    ),
     st.none() | st.integers(0, 3),
 )
 
@@ -56,8 +59,11 @@ def media_fields(draw: st.DrawFn) -> dict[str, str | None]:
 
 contents = st.one_of(
     st.builds(TextContent, texts),
-    st.builds(lambda fields, detail: ImageContent(**fields, detail_level=detail), media_fields(),
-              st.none() | st.sampled_from(["LOW", "HIGH", "AUTO"]) | texts),
+    st.builds(
+        lambda fields, detail: ImageContent(**fields, detail_level=detail),
+        media_fields(),
+        st.none() | st.sampled_from(["LOW", "HIGH", "AUTO"]) | texts,
+    ),
     st.builds(lambda fields: AudioContent(**fields), media_fields()),
     st.builds(lambda fields: VideoContent(**fields), media_fields()),
     st.builds(lambda fields: PdfFileContent(**fields), media_fields()),

@@ -48,8 +48,9 @@ def _message(spec: dict[str, Any]) -> ChatMessage:
     if kind == "SystemMessage":
         return SystemMessage(spec["text"])
     if kind == "UserMessage":
-        return UserMessage([_content(part) for part in spec["contents"]], name=spec.get("name"),
-                           attributes=spec.get("attributes"))
+        return UserMessage(
+            [_content(part) for part in spec["contents"]], name=spec.get("name"), attributes=spec.get("attributes")
+        )
     if kind == "AiMessage":
         return AiMessage(
             text=spec["text"],
@@ -58,8 +59,9 @@ def _message(spec: dict[str, Any]) -> ChatMessage:
             attributes=spec["attributes"],
         )
     if kind == "ToolExecutionResultMessage":
-        return ToolExecutionResultMessage(spec["id"], spec["tool_name"], spec["text"], is_error=spec["is_error"],
-                                          attributes=spec.get("attributes"))
+        return ToolExecutionResultMessage(
+            spec["id"], spec["tool_name"], spec["text"], is_error=spec["is_error"], attributes=spec.get("attributes")
+        )
     assert kind == "CustomMessage", kind
     return CustomMessage(spec["attributes"])
 
@@ -92,18 +94,28 @@ def test_vector_encodes_back_to_the_file(name: str) -> None:
 def test_legacy_tool_result_is_written_with_contents() -> None:
     [message] = langchain4j.loads((VECTORS / "tool_result_legacy_text.json").read_bytes())
     assert orjson.loads(langchain4j.dumps([message])) == [
-        {"id": "12345", "toolName": "weather", "contents": [{"text": "sunny", "type": "TEXT"}], "attributes": {},
-         "type": "TOOL_EXECUTION_RESULT"}
+        {
+            "id": "12345",
+            "toolName": "weather",
+            "contents": [{"text": "sunny", "type": "TEXT"}],
+            "attributes": {},
+            "type": "TOOL_EXECUTION_RESULT",
+        }
     ]
 
 
 def test_arguments_survive_byte_for_byte() -> None:
     raw = (VECTORS / "ai_tool_calls.json").read_bytes()
-    arguments = [request["arguments"] for item in orjson.loads(raw)
-                 for request in item.get("toolExecutionRequests", [])]
+    arguments = [
+        request["arguments"] for item in orjson.loads(raw) for request in item.get("toolExecutionRequests", [])
+    ]
     decoded = langchain4j.loads(raw)
-    assert [request.arguments for message in decoded if isinstance(message, AiMessage)
-            for request in message.tool_execution_requests] == arguments
+    assert [
+        request.arguments
+        for message in decoded
+        if isinstance(message, AiMessage)
+        for request in message.tool_execution_requests
+    ] == arguments
     encoded = langchain4j.dumps(decoded).encode("utf-8")
     for argument in arguments:
         # The JSON string literal of each argument appears verbatim in both the vector and our output.
@@ -112,18 +124,25 @@ def test_arguments_survive_byte_for_byte() -> None:
 
 
 def test_media_contents_use_langchain4j_field_names() -> None:
-    message = UserMessage([
-        AudioContent(base64_data="UklGRg==", mime_type="audio/wav"),
-        VideoContent(url="https://example.com/v.mp4"),
-        PdfFileContent(base64_data="JVBERi0=", mime_type="application/pdf"),
-        ImageContent(url="https://example.com/i.png", detail_level="HIGH"),
-    ])
-    assert orjson.loads(langchain4j.dumps([message])) == [{"contents": [
-        {"audio": {"base64Data": "UklGRg==", "mimeType": "audio/wav"}, "type": "AUDIO"},
-        {"video": {"url": "https://example.com/v.mp4"}, "type": "VIDEO"},
-        {"pdfFile": {"base64Data": "JVBERi0=", "mimeType": "application/pdf"}, "type": "PDF"},
-        {"image": {"url": "https://example.com/i.png"}, "detailLevel": "HIGH", "type": "IMAGE"},
-    ], "type": "USER"}]
+    message = UserMessage(
+        [
+            AudioContent(base64_data="UklGRg==", mime_type="audio/wav"),
+            VideoContent(url="https://example.com/v.mp4"),
+            PdfFileContent(base64_data="JVBERi0=", mime_type="application/pdf"),
+            ImageContent(url="https://example.com/i.png", detail_level="HIGH"),
+        ]
+    )
+    assert orjson.loads(langchain4j.dumps([message])) == [
+        {
+            "contents": [
+                {"audio": {"base64Data": "UklGRg==", "mimeType": "audio/wav"}, "type": "AUDIO"},
+                {"video": {"url": "https://example.com/v.mp4"}, "type": "VIDEO"},
+                {"pdfFile": {"base64Data": "JVBERi0=", "mimeType": "application/pdf"}, "type": "PDF"},
+                {"image": {"url": "https://example.com/i.png"}, "detailLevel": "HIGH", "type": "IMAGE"},
+            ],
+            "type": "USER",
+        }
+    ]
 
 
 def test_audio_binary_data_reads_as_base64() -> None:
@@ -132,9 +151,11 @@ def test_audio_binary_data_reads_as_base64() -> None:
 
 
 def test_explicit_nulls_and_false_are_accepted() -> None:
-    raw = ('[{"name":null,"contents":[{"text":"x","type":"TEXT"}],"attributes":null,"type":"USER"},'
-           '{"id":null,"toolName":"t","contents":[{"text":"r","type":"TEXT"}],"isError":false,'
-           '"type":"TOOL_EXECUTION_RESULT"},{"text":null,"thinking":null,"toolExecutionRequests":null,"type":"AI"}]')
+    raw = (
+        '[{"name":null,"contents":[{"text":"x","type":"TEXT"}],"attributes":null,"type":"USER"},'
+        '{"id":null,"toolName":"t","contents":[{"text":"r","type":"TEXT"}],"isError":false,'
+        '"type":"TOOL_EXECUTION_RESULT"},{"text":null,"thinking":null,"toolExecutionRequests":null,"type":"AI"}]'
+    )
     assert langchain4j.loads(raw) == [UserMessage("x"), ToolExecutionResultMessage(None, "t", "r"), AiMessage()]
 
 

@@ -88,7 +88,9 @@ def test_defaults_are_left_out_and_tool_result_ids_are_kept() -> None:
         "messages": [{"type": "user", "contents": [{"type": "text", "text": "hi"}]}, {"type": "ai", "text": "a"}],
     }
     assert message_to_dict(AiMessage(tool_execution_requests=[ToolExecutionRequest(None, "f", "")])) == {
-        "type": "ai", "tool_execution_requests": [{"id": None, "name": "f", "arguments": ""}]}
+        "type": "ai",
+        "tool_execution_requests": [{"id": None, "name": "f", "arguments": ""}],
+    }
 
 
 # --------------------------------------------------------------------------------------------- versions

@@ -40,9 +40,17 @@ def test_a_tool_calling_conversation() -> None:
     assert dicts == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Munich?", "name": "klaus"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{ "city":"München" }'}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{ "city":"München" }'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
         {"role": "assistant", "content": "Sunny."},
     ]
@@ -50,39 +58,54 @@ def test_a_tool_calling_conversation() -> None:
 
 
 def test_content_parts() -> None:
-    message = UserMessage([
-        TextContent("look"),
-        ImageContent(url="https://example.com/a.png", detail_level="HIGH"),
-        ImageContent(base64_data="aGVsbG8=", mime_type="image/png"),
-        AudioContent(base64_data="UklGRg==", mime_type="audio/wav"),
-        AudioContent(base64_data="SUQz", mime_type="audio/mpeg"),
-        PdfFileContent(base64_data="JVBERi0=", mime_type="application/pdf"),
-    ])
+    message = UserMessage(
+        [
+            TextContent("look"),
+            ImageContent(url="https://example.com/a.png", detail_level="HIGH"),
+            ImageContent(base64_data="aGVsbG8=", mime_type="image/png"),
+            AudioContent(base64_data="UklGRg==", mime_type="audio/wav"),
+            AudioContent(base64_data="SUQz", mime_type="audio/mpeg"),
+            PdfFileContent(base64_data="JVBERi0=", mime_type="application/pdf"),
+        ]
+    )
     [converted] = to_openai([message], pdf_filename="report.pdf")
-    assert converted == {"role": "user", "content": [
-        {"type": "text", "text": "look"},
-        {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "high"}},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}},
-        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
-        {"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
-        {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "report.pdf"}},
-    ]}
+    assert converted == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "high"}},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+            {"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
+            {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "report.pdf"}},
+        ],
+    }
     assert from_openai([converted]) == [message]
 
 
 def test_pdf_without_mime_type_is_sent_as_application_pdf() -> None:
     [converted] = to_openai([UserMessage([PdfFileContent(base64_data="JVBERi0=")])])
-    assert converted["content"][0]["file"] == {"file_data": "data:application/pdf;base64,JVBERi0=",
-                                               "filename": "document.pdf"}
+    assert converted["content"][0]["file"] == {
+        "file_data": "data:application/pdf;base64,JVBERi0=",
+        "filename": "document.pdf",
+    }
 
 
 def test_developer_role_and_text_part_lists_are_read() -> None:
-    assert from_openai([
-        {"role": "developer", "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "kind."}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "refusal": None, "audio": None,
-         "function_call": None, "annotations": []},
-        {"role": "user", "content": [{"type": "file", "file": {"file_data": "JVBERi0=", "filename": "x.pdf"}}]},
-    ]) == [SystemMessage("Be kind."), AiMessage("ok"), UserMessage([PdfFileContent(base64_data="JVBERi0=")])]
+    assert from_openai(
+        [
+            {"role": "developer", "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "kind."}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "ok"}],
+                "refusal": None,
+                "audio": None,
+                "function_call": None,
+                "annotations": [],
+            },
+            {"role": "user", "content": [{"type": "file", "file": {"file_data": "JVBERi0=", "filename": "x.pdf"}}]},
+        ]
+    ) == [SystemMessage("Be kind."), AiMessage("ok"), UserMessage([PdfFileContent(base64_data="JVBERi0=")])]
 
 
 def test_thinking_is_dropped_unless_a_field_is_named() -> None:
@@ -96,11 +119,13 @@ def test_thinking_is_dropped_unless_a_field_is_named() -> None:
 
 
 def test_attributes_tool_names_and_error_flags_are_not_sent() -> None:
-    dicts = to_openai([
-        UserMessage("hi", attributes={"k": 1}),
-        AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "f", "{}")], attributes={"sig": "x"}),
-        ToolExecutionResultMessage("c", "f", "boom", is_error=True, attributes={"ms": 3}),
-    ])
+    dicts = to_openai(
+        [
+            UserMessage("hi", attributes={"k": 1}),
+            AiMessage(tool_execution_requests=[ToolExecutionRequest("c", "f", "{}")], attributes={"sig": "x"}),
+            ToolExecutionResultMessage("c", "f", "boom", is_error=True, attributes={"ms": 3}),
+        ]
+    )
     assert dicts[0] == {"role": "user", "content": "hi"}
     assert "attributes" not in dicts[1]
     assert dicts[2] == {"role": "tool", "tool_call_id": "c", "content": "boom"}
@@ -110,8 +135,10 @@ def test_custom_messages_raise_unless_skipped() -> None:
     messages: list[ChatMessage] = [UserMessage("a"), CustomMessage({"x": 1}), AiMessage("b")]
     with pytest.raises(SerializationError, match="skip_custom"):
         to_openai(messages)
-    assert to_openai(messages, skip_custom=True) == [{"role": "user", "content": "a"},
-                                                     {"role": "assistant", "content": "b"}]
+    assert to_openai(messages, skip_custom=True) == [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+    ]
 
 
 UNSENDABLE: list[ChatMessage] = [
@@ -163,12 +190,21 @@ UNREADABLE: list[Any] = [
     {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
     {"role": "assistant", "content": None, "tool_calls": {}},
     {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
-    {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f",
-                                                                                           "arguments": "{}"}}]},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "custom",
-                                                           "custom": {"name": "f", "input": "x"}}]},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
-                                                           "function": {"name": "f", "arguments": {}}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "f", "input": "x"}}],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}],
+    },
     {"role": "tool", "tool_call_id": "unknown", "content": "x"},
     {"role": "tool", "content": "x"},
 ]
@@ -181,10 +217,14 @@ def test_what_chatmemory_cannot_hold_raises(item: Any) -> None:
 
 
 def test_a_tool_message_takes_the_name_of_the_latest_call_with_its_id() -> None:
-    call = {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "lookup", "arguments": ""}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "lookup", "arguments": ""}}],
+    }
     assert from_openai([call, {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "r"}]}])[
-        1] == ToolExecutionResultMessage("c", "lookup", "r")
+        1
+    ] == ToolExecutionResultMessage("c", "lookup", "r")
 
 
 # --------------------------------------------------------------------------------- representable subset
@@ -195,10 +235,17 @@ detail_levels = st.none() | st.sampled_from(["LOW", "HIGH", "AUTO"])
 user_parts = st.one_of(
     st.builds(TextContent, texts),
     st.builds(lambda url, detail: ImageContent(url=url, detail_level=detail), plain_urls, detail_levels),
-    st.builds(lambda data, mime, detail: ImageContent(base64_data=data, mime_type=mime, detail_level=detail),
-              texts, mime_types, detail_levels),
-    st.builds(lambda data, mime: AudioContent(base64_data=data, mime_type=mime), texts,
-              st.sampled_from(["audio/wav", "audio/mpeg", "audio/flac", "audio/ogg"])),
+    st.builds(
+        lambda data, mime, detail: ImageContent(base64_data=data, mime_type=mime, detail_level=detail),
+        texts,
+        mime_types,
+        detail_levels,
+    ),
+    st.builds(
+        lambda data, mime: AudioContent(base64_data=data, mime_type=mime),
+        texts,
+        st.sampled_from(["audio/wav", "audio/mpeg", "audio/flac", "audio/ogg"]),
+    ),
     st.builds(lambda data, mime: PdfFileContent(base64_data=data, mime_type=mime), texts, mime_types),
 )
 
@@ -216,8 +263,10 @@ def representable_conversations(draw: st.DrawFn) -> list[ChatMessage]:
             contents = draw(st.lists(user_parts, min_size=1, max_size=4))
             conversation.append(UserMessage(contents, name=draw(st.none() | texts)))
         elif kind == "ai":
-            requests = [ToolExecutionRequest(f"call_{len(calls) + i}", draw(texts), draw(arguments))
-                        for i in range(draw(st.integers(0, 3)))]
+            requests = [
+                ToolExecutionRequest(f"call_{len(calls) + i}", draw(texts), draw(arguments))
+                for i in range(draw(st.integers(0, 3)))
+            ]
             calls.extend(requests)
             conversation.append(AiMessage(draw(st.none() | texts), requests, thinking=draw(st.none() | texts)))
         elif calls:

@@ -35,8 +35,7 @@ def test_evicting_right_after_a_system_message_kept_first_is_a_head_trim() -> No
     new = plan_layout([system, *_users(3, 4, 5)])
     plan = plan_write(old, new)
     assert plan is not None
-    assert (plan.head_trim, plan.appended, plan.array_length, plan.system_changed) == (
-        2, tuple(_users(5)), 3, False)
+    assert (plan.head_trim, plan.appended, plan.array_length, plan.system_changed) == (2, tuple(_users(5)), 3, False)
 
 
 def test_a_system_message_in_place_moving_towards_the_head_is_a_head_trim() -> None:
@@ -94,7 +93,7 @@ def _apply(old: MongoLayout, plan: MongoWritePlan, new: MongoLayout) -> list[Cha
     """What the server does with the update: $push $each, then $slice to the last n; $set the system."""
     array = [*old.array, *plan.appended]
     if plan.head_trim:
-        array = array[-plan.array_length:] if plan.array_length else []
+        array = array[-plan.array_length :] if plan.array_length else []
     return MongoLayout(tuple(array), new.system, new.system_at).messages()
 
 
@@ -115,11 +114,13 @@ def test_an_in_place_plan_applied_as_the_server_would_gives_the_new_list(
         assert _apply(old, plan, new) == new_messages
 
 
-@given(st.lists(st.integers(0, 50), max_size=10), st.integers(0, 10), st.lists(st.integers(51, 99), max_size=4),
-       st.booleans())
-def test_every_window_turn_is_in_place(
-    window: list[int], evicted: int, added: list[int], system_first: bool
-) -> None:
+@given(
+    st.lists(st.integers(0, 50), max_size=10),
+    st.integers(0, 10),
+    st.lists(st.integers(51, 99), max_size=4),
+    st.booleans(),
+)
+def test_every_window_turn_is_in_place(window: list[int], evicted: int, added: list[int], system_first: bool) -> None:
     head = [SystemMessage("s")] if system_first else []
     old = [*head, *_users(*window)]
     new = [*head, *_users(*window[evicted:]), *_users(*added)]

@@ -290,8 +290,7 @@ def test_operator_looking_ids_are_literal_names(store: MongoChatMemoryStore, mem
 
 
 @pytest.mark.parametrize("memory_id", [{"$ne": 1}, {"$gt": ""}, ["a"], None, b"a"])
-def test_non_string_ids_never_reach_the_server(store: MongoChatMemoryStore, recorder: Recorder,
-                                               memory_id: Any) -> None:
+def test_non_string_ids_never_reach_the_server(store: MongoChatMemoryStore, recorder: Recorder, memory_id: Any) -> None:
     store.update_messages("someone else", _users(1))
     recorder.take()
     for operation in (store.get_messages, store.delete_messages, lambda i: store.update_messages(i, [])):
@@ -451,8 +450,9 @@ def test_the_store_sends_nothing_mongodb_7_rejects(make_store: Any, guard: Mongo
     assert guard.take() == []
 
 
-def test_the_guard_catches_what_mongodb_7_rejects(client: MongoClient[Any], collection_name: str,
-                                                  guard: Mongo7Guard) -> None:
+def test_the_guard_catches_what_mongodb_7_rejects(
+    client: MongoClient[Any], collection_name: str, guard: Mongo7Guard
+) -> None:
     collection = client[DATABASE][collection_name]
     collection.insert_many([{"_id": 1, "n": 1}, {"_id": 2, "n": 2}])
     guard.take()
@@ -477,8 +477,11 @@ def test_the_guard_catches_what_mongodb_7_rejects(client: MongoClient[Any], coll
     ("name", "command", "needle"),
     [
         ("bulkWrite", {"bulkWrite": 1, "ops": [], "nsInfo": []}, "before MongoDB 8.0"),
-        ("update", {"update": "c", "updates": [{"q": {}, "u": {}}], "startTransaction": True,
-                    "autocommit": False}, "transaction"),
+        (
+            "update",
+            {"update": "c", "updates": [{"q": {}, "u": {}}], "startTransaction": True, "autocommit": False},
+            "transaction",
+        ),
         ("commitTransaction", {"commitTransaction": 1}, "transaction"),
         ("aggregate", {"aggregate": "c", "pipeline": [{"$rankFusion": {}}]}, "$rankFusion"),
     ],
@@ -490,15 +493,25 @@ def test_the_guard_knows_commands_and_transactions(name: str, command: dict[str,
 
 
 def test_the_guard_lets_mongodb_7_commands_pass() -> None:
-    command = {"update": "c", "updates": [{"q": {"_id": "$where", "version": 3},
-                                           "u": {"$push": {"messages": {"$each": ["x"], "$slice": -3}}},
-                                           "upsert": False}], "txnNumber": 4, "lsid": {}}
+    command = {
+        "update": "c",
+        "updates": [
+            {
+                "q": {"_id": "$where", "version": 3},
+                "u": {"$push": {"messages": {"$each": ["x"], "$slice": -3}}},
+                "upsert": False,
+            }
+        ],
+        "txnNumber": 4,
+        "lsid": {},
+    }
     assert violations_of("update", command) == []
     assert violations_of("findAndModify", {"findAndModify": "c", "query": {}, "sort": {"a": 1}}) == []
 
 
-def test_a_document_written_by_other_means_is_rewritten_not_diffed(store: MongoChatMemoryStore,
-                                                                   recorder: Recorder) -> None:
+def test_a_document_written_by_other_means_is_rewritten_not_diffed(
+    store: MongoChatMemoryStore, recorder: Recorder
+) -> None:
     # No incarnation: nothing pins the array a diff would be computed against, so the first save
     # replaces the document; from then on turns are diffs again.
     store.collection.insert_one({"_id": "chat", "version": 3, "messages": [_record(m) for m in _users(1, 2)]})
@@ -555,8 +568,13 @@ def test_writers_with_their_own_stores_lose_nothing(make_store: Any) -> None:
     errors: list[BaseException] = []
 
     def write(worker: int) -> None:
-        memory = MessageWindowChatMemory("chat", store=make_store(), max_messages=writers * adds // 2,
-                                         always_keep_system_message_first=True, max_attempts=100)
+        memory = MessageWindowChatMemory(
+            "chat",
+            store=make_store(),
+            max_messages=writers * adds // 2,
+            always_keep_system_message_first=True,
+            max_attempts=100,
+        )
         try:
             memory.add(SystemMessage("shared"))
             for index in range(adds):

@@ -32,13 +32,16 @@ def test_unknown_or_missing_schemes_are_value_errors(url: str) -> None:
         open_store(url)
 
 
-@pytest.mark.parametrize(("scheme", "target"), [
-    ("unix", "chatmemory.stores.redis:RedisChatMemoryStore"),
-    ("rediss+cluster", "chatmemory.stores.redis:RedisChatMemoryStore"),
-    ("postgresql", "chatmemory.stores.sql:SQLChatMemoryStore"),
-    ("mariadb", "chatmemory.stores.sql:SQLChatMemoryStore"),
-    ("mongodb+srv", "chatmemory.stores.mongodb:MongoChatMemoryStore"),
-])
+@pytest.mark.parametrize(
+    ("scheme", "target"),
+    [
+        ("unix", "chatmemory.stores.redis:RedisChatMemoryStore"),
+        ("rediss+cluster", "chatmemory.stores.redis:RedisChatMemoryStore"),
+        ("postgresql", "chatmemory.stores.sql:SQLChatMemoryStore"),
+        ("mariadb", "chatmemory.stores.sql:SQLChatMemoryStore"),
+        ("mongodb+srv", "chatmemory.stores.mongodb:MongoChatMemoryStore"),
+    ],
+)
 def test_scheme_table(scheme: str, target: str) -> None:
     assert STORE_SCHEMES[scheme] == target
 

@@ -22,8 +22,6 @@ from support.tcp_proxy import TcpProxy
 pytestmark = pytest.mark.redis
 
 
-
-
 @pytest.fixture
 def prefix(redis_direct: Redis) -> Iterator[str]:
     chosen = fresh_prefix()
@@ -33,8 +31,14 @@ def prefix(redis_direct: Redis) -> Iterator[str]:
 
 def _through(redis_proxy: TcpProxy, redis_direct: Redis, retries: int) -> Redis:
     db = redis_direct.connection_pool.connection_kwargs.get("db", 0)
-    return Redis(host=redis_proxy.host, port=redis_proxy.port, db=db, retry=Retry(NoBackoff(), retries),
-                 socket_timeout=5, socket_connect_timeout=5)
+    return Redis(
+        host=redis_proxy.host,
+        port=redis_proxy.port,
+        db=db,
+        retry=Retry(NoBackoff(), retries),
+        socket_timeout=5,
+        socket_connect_timeout=5,
+    )
 
 
 def _turn(window: list[ChatMessage], turn: int) -> list[ChatMessage]:

@@ -321,8 +321,9 @@ def test_a_missing_extra_names_the_class_and_the_pip_command() -> None:
         "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.startswith("MissingDependencyError RedisChatMemoryStore requires the 'redis' extra: "
-                                    "pip install 'chatmemory[redis]'"), result.stdout
+    assert result.stdout.startswith(
+        "MissingDependencyError RedisChatMemoryStore requires the 'redis' extra: pip install 'chatmemory[redis]'"
+    ), result.stdout
 
 
 @pytest.mark.parametrize("damaged", ["meta", "messages"])

@@ -20,8 +20,6 @@ pytestmark = pytest.mark.redis
 TURNS = 40
 
 
-
-
 def _per_turn(
     redis_proxy: TcpProxy, redis_direct: Redis, window: int, *, system_first: bool, snapshot_cache_size: int
 ) -> tuple[int, int]:
@@ -30,8 +28,9 @@ def _per_turn(
     database = redis_direct.connection_pool.connection_kwargs.get("db", 0)
     client = Redis(host=redis_proxy.host, port=redis_proxy.port, db=database)
     store = RedisChatMemoryStore(client, key_prefix=prefix, snapshot_cache_size=snapshot_cache_size)
-    memory = MessageWindowChatMemory("m", store=store, max_messages=window,
-                                     always_keep_system_message_first=system_first)
+    memory = MessageWindowChatMemory(
+        "m", store=store, max_messages=window, always_keep_system_message_first=system_first
+    )
     try:
         if system_first:
             memory.add(SystemMessage("You are terse."))

@@ -58,8 +58,9 @@ def test_purge_expired_deletes_in_batches_and_counts(sql_backend: SQLBackend, st
 
 
 def test_an_expired_memory_is_created_afresh(sql_backend: SQLBackend, store: SQLChatMemoryStore) -> None:
-    expiring = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix,
-                                  ttl=datetime.timedelta(milliseconds=400))
+    expiring = SQLChatMemoryStore(
+        sql_backend.url, table_prefix=store.table_prefix, ttl=datetime.timedelta(milliseconds=400)
+    )
     try:
         assert expiring.ttl == pytest.approx(0.4)
         old = expiring.save("m", [UserMessage("old")], 0)

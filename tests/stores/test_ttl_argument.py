@@ -10,9 +10,15 @@ from chatmemory import InMemoryChatMemoryStore
 from chatmemory.stores.ttl import ttl_seconds
 
 
-@pytest.mark.parametrize(("given", "seconds"), [
-    (None, None), (2, 2.0), (0.5, 0.5), (datetime.timedelta(minutes=2), 120.0),
-])
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [
+        (None, None),
+        (2, 2.0),
+        (0.5, 0.5),
+        (datetime.timedelta(minutes=2), 120.0),
+    ],
+)
 def test_accepted(given: float | datetime.timedelta | None, seconds: float | None) -> None:
     assert ttl_seconds(given) == seconds
     assert InMemoryChatMemoryStore(ttl=given).ttl == seconds

@@ -15,24 +15,28 @@ from typing import Any
 from pymongo import monitoring
 
 # Commands MongoDB added after 7.0.
-COMMANDS_AFTER_7: frozenset[str] = frozenset({
-    "bulkWrite",  # 8.0 (MongoClient.bulk_write)
-    "setQuerySettings",  # 8.0
-    "removeQuerySettings",  # 8.0
-    "autoCompact",  # 8.0
-})
+COMMANDS_AFTER_7: frozenset[str] = frozenset(
+    {
+        "bulkWrite",  # 8.0 (MongoClient.bulk_write)
+        "setQuerySettings",  # 8.0
+        "removeQuerySettings",  # 8.0
+        "autoCompact",  # 8.0
+    }
+)
 
 # Aggregation operators and stages (usable in update pipelines and queries) added after 7.0.
-OPERATORS_AFTER_7: frozenset[str] = frozenset({
-    "$toUUID",  # 8.0
-    "$queryStats",  # 8.0 (stage)
-    "$rankFusion",  # 8.1
-    "$scoreFusion",  # 8.2
-    "$score",  # 8.2
-    "$minMaxScaler",  # 8.2
-    "$sigmoid",  # 8.2
-    "$listClusterCatalog",  # 8.1
-})
+OPERATORS_AFTER_7: frozenset[str] = frozenset(
+    {
+        "$toUUID",  # 8.0
+        "$queryStats",  # 8.0 (stage)
+        "$rankFusion",  # 8.1
+        "$scoreFusion",  # 8.2
+        "$score",  # 8.2
+        "$minMaxScaler",  # 8.2
+        "$sigmoid",  # 8.2
+        "$listClusterCatalog",  # 8.1
+    }
+)
 
 # Options of write statements added after 7.0, by command and by the array holding the statements.
 STATEMENT_OPTIONS_AFTER_7: dict[str, tuple[str, frozenset[str]]] = {

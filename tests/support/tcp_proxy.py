@@ -98,8 +98,9 @@ class TcpProxy:
             threading.Thread(target=self._pump, args=(client, server, "up", pair), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, "down", pair), daemon=True).start()
 
-    def _pump(self, source: socket.socket, target: socket.socket, direction: str,
-              pair: tuple[socket.socket, socket.socket]) -> None:
+    def _pump(
+        self, source: socket.socket, target: socket.socket, direction: str, pair: tuple[socket.socket, socket.socket]
+    ) -> None:
         while True:
             try:
                 data = source.recv(_CHUNK)
@@ -158,6 +159,7 @@ class TcpProxy:
     def __enter__(self) -> TcpProxy:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()

@@ -70,11 +70,15 @@ class ConcurrentUpdateError(ChatMemoryError):
         self.expected_version = expected_version
         self.attempts = attempts
         if attempts is not None:
-            text = (f"memory {memory_id!r} changed concurrently on each of {attempts} attempts; "
-                    "nothing was written. Retry later or reduce the number of writers to this memory")
+            text = (
+                f"memory {memory_id!r} changed concurrently on each of {attempts} attempts; "
+                "nothing was written. Retry later or reduce the number of writers to this memory"
+            )
         else:
-            text = (f"memory {memory_id!r} is no longer at version {expected_version}; another writer "
-                    "changed it and nothing was written. Reload it and apply the change again")
+            text = (
+                f"memory {memory_id!r} is no longer at version {expected_version}; another writer "
+                "changed it and nothing was written. Reload it and apply the change again"
+            )
         super().__init__(text)
 
 
@@ -101,7 +105,8 @@ class MissingDependencyError(ChatMemoryError, ImportError):
         self.feature = feature
         self.extra = extra
         ChatMemoryError.__init__(
-            self, f"{feature} requires the '{extra}' extra: pip install 'chatmemory[{extra}]' "
-                  f"(module {module!r} is not installed)"
+            self,
+            f"{feature} requires the '{extra}' extra: pip install 'chatmemory[{extra}]' "
+            f"(module {module!r} is not installed)",
         )
         self.name = module

@@ -109,7 +109,11 @@ class _WindowChatMemory:
         for message in update.oversized:
             logger.warning(
                 "memory %r: a %s of %d exceeds the whole %s of %d on its own; %s",
-                self._id, type(message).__name__, self._weight()(message), self._limit_name, limit,
+                self._id,
+                type(message).__name__,
+                self._weight()(message),
+                self._limit_name,
+                limit,
                 "it is kept (system message)" if message in update.messages else "it was evicted",
             )
 
@@ -126,16 +130,28 @@ class _WindowChatMemory:
         weight, total = self._weight(), self._total()
         store = self._store
         if not isinstance(store, SupportsVersioning):
-            update = add_messages(store.get_messages(self._id), messages, limit=limit, weight=weight, total=total,
-                                  always_keep_system_message_first=self.always_keep_system_message_first)
+            update = add_messages(
+                store.get_messages(self._id),
+                messages,
+                limit=limit,
+                weight=weight,
+                total=total,
+                always_keep_system_message_first=self.always_keep_system_message_first,
+            )
             if update.changed:
                 store.update_messages(self._id, update.messages)
             self._report(update, limit)
             return
         for attempt in range(self.max_attempts):
             snapshot = store.load(self._id)
-            update = add_messages(snapshot.messages, messages, limit=limit, weight=weight, total=total,
-                                  always_keep_system_message_first=self.always_keep_system_message_first)
+            update = add_messages(
+                snapshot.messages,
+                messages,
+                limit=limit,
+                weight=weight,
+                total=total,
+                always_keep_system_message_first=self.always_keep_system_message_first,
+            )
             if not update.changed:
                 # An oversized message can leave the window as it was; it still deserves the warning.
                 self._report(update, limit)
@@ -167,8 +183,13 @@ class _WindowChatMemory:
             ValueError: ``messages`` holds more than one system message.
         """
         limit = _resolve_limit(self._limit, self._limit_name)
-        update = fit_window(list(messages), limit=limit, weight=self._weight(), total=self._total(),
-                            always_keep_system_message_first=self.always_keep_system_message_first)
+        update = fit_window(
+            list(messages),
+            limit=limit,
+            weight=self._weight(),
+            total=self._total(),
+            always_keep_system_message_first=self.always_keep_system_message_first,
+        )
         self._report(update, limit)
         self._store.update_messages(self._id, update.messages)
 

@@ -209,8 +209,10 @@ class UserMessage:
         items = [contents] if isinstance(contents, (str, *_CONTENT_TYPES)) else contents
         # A mapping or bytes is iterable but never a list of parts: iterating would turn keys or ints into text.
         if not isinstance(items, Iterable) or isinstance(items, (Mapping, bytes, bytearray)):
-            raise TypeError(f"UserMessage.contents must be a str, a content part or an iterable of them, "
-                            f"not {type(contents).__name__}")
+            raise TypeError(
+                f"UserMessage.contents must be a str, a content part or an iterable of them, "
+                f"not {type(contents).__name__}"
+            )
         for item in items:
             if isinstance(item, str):
                 parts.append(TextContent(item))
@@ -245,8 +247,11 @@ class UserMessage:
         if other.__class__ is not self.__class__:
             return NotImplemented
         assert isinstance(other, UserMessage)
-        return (self.contents == other.contents and self.name == other.name
-                and _json_equal(self.attributes, other.attributes))
+        return (
+            self.contents == other.contents
+            and self.name == other.name
+            and _json_equal(self.attributes, other.attributes)
+        )
 
     def __hash__(self) -> int:
         return hash((UserMessage, self.contents, self.name, _freeze(self.attributes)))
@@ -287,8 +292,9 @@ class AiMessage:
         requests = tuple(tool_execution_requests)
         for request in requests:
             if not isinstance(request, ToolExecutionRequest):
-                raise TypeError(f"AiMessage.tool_execution_requests holds a {type(request).__name__}, "
-                                "not a ToolExecutionRequest")
+                raise TypeError(
+                    f"AiMessage.tool_execution_requests holds a {type(request).__name__}, not a ToolExecutionRequest"
+                )
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "tool_execution_requests", requests)
         object.__setattr__(self, "thinking", thinking)
@@ -302,8 +308,12 @@ class AiMessage:
         if other.__class__ is not self.__class__:
             return NotImplemented
         assert isinstance(other, AiMessage)
-        return (self.text == other.text and self.tool_execution_requests == other.tool_execution_requests
-                and self.thinking == other.thinking and _json_equal(self.attributes, other.attributes))
+        return (
+            self.text == other.text
+            and self.tool_execution_requests == other.tool_execution_requests
+            and self.thinking == other.thinking
+            and _json_equal(self.attributes, other.attributes)
+        )
 
     def __hash__(self) -> int:
         return hash((AiMessage, self.text, self.tool_execution_requests, self.thinking, _freeze(self.attributes)))
@@ -342,12 +352,18 @@ class ToolExecutionResultMessage:
         if other.__class__ is not self.__class__:
             return NotImplemented
         assert isinstance(other, ToolExecutionResultMessage)
-        return (self.id == other.id and self.tool_name == other.tool_name and self.text == other.text
-                and self.is_error == other.is_error and _json_equal(self.attributes, other.attributes))
+        return (
+            self.id == other.id
+            and self.tool_name == other.tool_name
+            and self.text == other.text
+            and self.is_error == other.is_error
+            and _json_equal(self.attributes, other.attributes)
+        )
 
     def __hash__(self) -> int:
-        return hash((ToolExecutionResultMessage, self.id, self.tool_name, self.text, self.is_error,
-                     _freeze(self.attributes)))
+        return hash(
+            (ToolExecutionResultMessage, self.id, self.tool_name, self.text, self.is_error, _freeze(self.attributes))
+        )
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -376,5 +392,7 @@ MESSAGE_TYPES: tuple[type, ...] = (SystemMessage, UserMessage, AiMessage, ToolEx
 def require_message(value: object) -> None:
     """Raise ``TypeError`` unless ``value`` is one of the chat message types."""
     if not isinstance(value, MESSAGE_TYPES):
-        raise TypeError(f"expected a chat message (SystemMessage, UserMessage, AiMessage, "
-                        f"ToolExecutionResultMessage, CustomMessage), got {type(value).__name__}")
+        raise TypeError(
+            f"expected a chat message (SystemMessage, UserMessage, AiMessage, "
+            f"ToolExecutionResultMessage, CustomMessage), got {type(value).__name__}"
+        )

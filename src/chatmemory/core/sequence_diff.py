@@ -84,8 +84,11 @@ def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> Seq
             position += 1
         if position == old_length:
             break
-        run = _identical_run(islice(new, prefix + 1, None), islice(old, position + 1, None),
-                             min(new_length - prefix, old_length - position) - 1)
+        run = _identical_run(
+            islice(new, prefix + 1, None),
+            islice(old, position + 1, None),
+            min(new_length - prefix, old_length - position) - 1,
+        )
         position += 1 + run
         prefix += 1 + run
     # Latest matching of that prefix prefers deleting older messages, keeping deletions at the head.
@@ -97,8 +100,11 @@ def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> Seq
         while old[position] is not message and old[position] != message:
             skipped.append(position)
             position -= 1
-        run = _identical_run(islice(reversed(new), new_length - index, None),
-                             islice(reversed(old), old_length - position, None), min(index, position))
+        run = _identical_run(
+            islice(reversed(new), new_length - index, None),
+            islice(reversed(old), old_length - position, None),
+            min(index, position),
+        )
         kept.extend(range(position, position - run - 1, -1))
         position -= run + 1
         index -= run + 1

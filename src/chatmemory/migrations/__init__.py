@@ -94,7 +94,7 @@ def normalize_url(url: str) -> str:
     """
     for plain, with_driver in _DEFAULT_DRIVERS.items():
         if url.startswith(plain):
-            return with_driver + url[len(plain):]
+            return with_driver + url[len(plain) :]
     return url
 
 
@@ -109,9 +109,7 @@ def _connection(url_or_engine: str | Engine) -> Iterator[Connection]:
             engine.dispose()
 
 
-def upgrade(
-    url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX, revision: str = "head"
-) -> None:
+def upgrade(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX, revision: str = "head") -> None:
     """Migrate the tables of ``table_prefix`` to ``revision`` (default: the newest).
 
     Args:

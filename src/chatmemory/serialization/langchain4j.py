@@ -193,8 +193,10 @@ def _object(value: Any, what: str) -> dict[str, Any]:
 
 
 _TEXT_KEYS = frozenset({"type", "text"})
-_MEDIA_CONTENT_KEYS = {kind: frozenset({"type", key} | ({"detailLevel"} if kind == "IMAGE" else set()))
-                       for kind, (_, key) in _MEDIA.items()}
+_MEDIA_CONTENT_KEYS = {
+    kind: frozenset({"type", key} | ({"detailLevel"} if kind == "IMAGE" else set()))
+    for kind, (_, key) in _MEDIA.items()
+}
 _MEDIA_OBJECT_KEYS = frozenset({"url", "base64Data", "mimeType"})
 _AUDIO_OBJECT_KEYS = _MEDIA_OBJECT_KEYS | {"binaryData"}
 
@@ -245,8 +247,10 @@ def _tool_result_text(data: dict[str, Any]) -> str:
         raise _Invalid("a TOOL_EXECUTION_RESULT has neither text nor contents")
     parts = [_content_from_dict(part) for part in contents]
     if len(parts) != 1 or not isinstance(parts[0], TextContent):
-        raise _Invalid("a TOOL_EXECUTION_RESULT holds contents other than one TEXT part; chatmemory keeps tool "
-                       "results as text only")
+        raise _Invalid(
+            "a TOOL_EXECUTION_RESULT holds contents other than one TEXT part; chatmemory keeps tool "
+            "results as text only"
+        )
     return parts[0].text
 
 
@@ -270,8 +274,9 @@ def _message_from_dict(value: Any) -> ChatMessage:
         return SystemMessage(_get(data, "text", str, required=True))
     if kind == "USER":
         contents = _get(data, "contents", list, required=True)
-        return UserMessage([_content_from_dict(part) for part in contents], name=_get(data, "name", str),
-                           attributes=attributes)
+        return UserMessage(
+            [_content_from_dict(part) for part in contents], name=_get(data, "name", str), attributes=attributes
+        )
     if kind == "AI":
         requests = _get(data, "toolExecutionRequests", list) or ()
         return AiMessage(

@@ -118,8 +118,7 @@ def _encode(value: Any) -> bytes:
 
 def dumps(messages: Iterable[ChatMessage]) -> bytes:
     """Encode a list of messages as a versioned JSON payload."""
-    return _encode({"version": upgrades.FORMAT_VERSION,
-                    "messages": [message_to_dict(message) for message in messages]})
+    return _encode({"version": upgrades.FORMAT_VERSION, "messages": [message_to_dict(message) for message in messages]})
 
 
 def dumps_message(message: ChatMessage) -> bytes:
@@ -208,19 +207,24 @@ def _message_from_dict(data: Any) -> ChatMessage:
         return SystemMessage(_field(data, "text", str))
     if kind == "user":
         contents = _field(data, "contents", list)
-        return UserMessage([_content_from_dict(part) for part in contents],
-                           name=_field(data, "name", _STR_OR_NONE, required=False), attributes=attributes)
+        return UserMessage(
+            [_content_from_dict(part) for part in contents],
+            name=_field(data, "name", _STR_OR_NONE, required=False),
+            attributes=attributes,
+        )
     if kind == "ai":
         requests = []
         for request in _field(data, "tool_execution_requests", list, required=False) or ():
             if not isinstance(request, dict):
                 raise _Invalid(f"a tool execution request is a {type(request).__name__}, not an object")
             _only(request, frozenset({"id", "name", "arguments"}))
-            requests.append(ToolExecutionRequest(
-                id=_field(request, "id", _STR_OR_NONE, required=False),
-                name=_field(request, "name", str),
-                arguments=_field(request, "arguments", str),
-            ))
+            requests.append(
+                ToolExecutionRequest(
+                    id=_field(request, "id", _STR_OR_NONE, required=False),
+                    name=_field(request, "name", str),
+                    arguments=_field(request, "arguments", str),
+                )
+            )
         return AiMessage(
             text=_field(data, "text", _STR_OR_NONE, required=False),
             tool_execution_requests=requests,
@@ -278,8 +282,9 @@ def loads(data: bytes | bytearray | memoryview | str, *, memory_id: str | None =
     """
     document = _parse(data, memory_id)
     if not isinstance(document, dict) or document.keys() != {"version", "messages"}:
-        raise CorruptedMemoryError(memory_id, "not a chatmemory payload (expected an object with exactly the keys "
-                                              "version and messages)")
+        raise CorruptedMemoryError(
+            memory_id, "not a chatmemory payload (expected an object with exactly the keys version and messages)"
+        )
     version = _check_version(document["version"], memory_id)
     messages = document["messages"]
     if not isinstance(messages, list):

@@ -62,8 +62,13 @@ from chatmemory.core.messages import (
 __all__ = ["from_openai", "to_openai"]
 
 _DETAIL_LEVELS = frozenset({"LOW", "HIGH", "AUTO"})
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/mpeg": "mp3",
-                  "audio/mp3": "mp3"}
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
 _AUDIO_MIME_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 _DEFAULT_PDF_MIME_TYPE = "application/pdf"
 
@@ -79,8 +84,7 @@ def _data_url(mime_type: str, base64_data: str) -> str:
 
 def _inline_only(part: AudioContent | PdfFileContent, kind: str) -> str:
     if part.url is not None:
-        raise SerializationError(f"Chat Completions takes {kind} as inline base64 data only, not by URL "
-                                 f"({part.url!r})")
+        raise SerializationError(f"Chat Completions takes {kind} as inline base64 data only, not by URL ({part.url!r})")
     assert part.base64_data is not None  # a media part has a url or base64 data
     return part.base64_data
 
@@ -115,7 +119,7 @@ def _content_part(part: Content, pdf_filename: str) -> dict[str, Any]:
         if audio_format is None:
             if not part.mime_type.startswith("audio/"):
                 raise SerializationError(f"audio MIME type {part.mime_type!r} names no OpenAI audio format")
-            audio_format = part.mime_type[len("audio/"):]
+            audio_format = part.mime_type[len("audio/") :]
         return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
     if isinstance(part, PdfFileContent):
         data = _inline_only(part, "PDF files")
@@ -147,16 +151,22 @@ def _message_to_openai(message: ChatMessage, thinking_field: str | None, pdf_fil
         data = {"role": "assistant", "content": message.text}
         if message.tool_execution_requests:
             data["tool_calls"] = [
-                {"id": _require_id(request.id, f"tool call {request.name!r}"), "type": "function",
-                 "function": {"name": request.name, "arguments": request.arguments}}
+                {
+                    "id": _require_id(request.id, f"tool call {request.name!r}"),
+                    "type": "function",
+                    "function": {"name": request.name, "arguments": request.arguments},
+                }
                 for request in message.tool_execution_requests
             ]
         if thinking_field is not None and message.thinking is not None:
             data[thinking_field] = message.thinking
         return data
     if isinstance(message, ToolExecutionResultMessage):
-        return {"role": "tool", "tool_call_id": _require_id(message.id, f"the result of tool {message.tool_name!r}"),
-                "content": message.text}
+        return {
+            "role": "tool",
+            "tool_call_id": _require_id(message.id, f"the result of tool {message.tool_name!r}"),
+            "content": message.text,
+        }
     raise SerializationError(f"cannot convert a {type(message).__name__}: it is not a chat message")
 
 
@@ -184,8 +194,9 @@ def to_openai(
         if isinstance(message, CustomMessage):
             if skip_custom:
                 continue
-            raise SerializationError("a CustomMessage has no Chat Completions form; pass skip_custom=True to "
-                                     "leave custom messages out")
+            raise SerializationError(
+                "a CustomMessage has no Chat Completions form; pass skip_custom=True to leave custom messages out"
+            )
         converted.append(_message_to_openai(message, thinking_field, pdf_filename))
     return converted
 
@@ -223,7 +234,7 @@ def _parse_data_url(url: str) -> tuple[str | None, str] | None:
     """``(mime_type, base64_data)`` of a ``data:<mime>;base64,<data>`` URL, else None."""
     if not url.startswith("data:") or "," not in url:
         return None
-    header, data = url[len("data:"):].split(",", 1)
+    header, data = url[len("data:") :].split(",", 1)
     if not header.endswith(";base64"):
         return None
     return header[: -len(";base64")] or None, data
@@ -267,8 +278,10 @@ def _user_part(value: Any) -> Content:
         audio = _mapping(part.get("input_audio"), "the input_audio of an audio part")
         _only(audio, frozenset({"data", "format"}), "an input_audio")
         audio_format = _str(audio, "format", "an input_audio")
-        return AudioContent(base64_data=_str(audio, "data", "an input_audio"),
-                            mime_type=_AUDIO_MIME_TYPES.get(audio_format, f"audio/{audio_format}"))
+        return AudioContent(
+            base64_data=_str(audio, "data", "an input_audio"),
+            mime_type=_AUDIO_MIME_TYPES.get(audio_format, f"audio/{audio_format}"),
+        )
     if kind == "file":
         _only(part, frozenset({"type", "file"}), "a file part")
         file = _mapping(part.get("file"), "the file of a file part")
@@ -325,8 +338,10 @@ def _tool(data: Mapping[str, Any], names: dict[str, str]) -> ToolExecutionResult
     _only(data, frozenset({"role", "content", "tool_call_id"}), "a tool message")
     call_id = _str(data, "tool_call_id", "a tool message")
     if call_id not in names:
-        raise _Invalid(f"tool message answers tool call {call_id!r}, which no earlier assistant message made, "
-                       "so its tool name is unknown")
+        raise _Invalid(
+            f"tool message answers tool call {call_id!r}, which no earlier assistant message made, "
+            "so its tool name is unknown"
+        )
     return ToolExecutionResultMessage(call_id, names[call_id], _text_of(data.get("content"), "a tool message"))
 
 

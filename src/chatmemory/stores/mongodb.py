@@ -112,10 +112,11 @@ def _record(message: ChatMessage) -> str:
 def _write_error(memory_id: str, exc: Exception) -> StoreError:
     detail = str(exc)
     if isinstance(exc, DocumentTooLarge) or getattr(exc, "code", None) == DOCUMENT_TOO_LARGE:
-        detail = (f"{detail}. A memory is one document, which MongoDB limits to 16 MiB; keep the window "
-                  "smaller (max_messages / max_tokens) or the messages shorter. Nothing was changed")
+        detail = (
+            f"{detail}. A memory is one document, which MongoDB limits to 16 MiB; keep the window "
+            "smaller (max_messages / max_tokens) or the messages shorter. Nothing was changed"
+        )
     return StoreError("writing", memory_id, detail)
-
 
 
 class MongoChatMemoryStore:
@@ -159,9 +160,7 @@ class MongoChatMemoryStore:
             raise TypeError(f"expected a MongoDB URL or a pymongo.MongoClient, got {type(url_or_client).__name__}")
         # Our own codec options: documents as dicts and aware UTC dates, whatever the caller's client uses.
         codec: CodecOptions[Document] = CodecOptions(document_class=dict, tz_aware=True, tzinfo=datetime.timezone.utc)
-        self._collection: Collection[Document] = self._client[database].get_collection(
-            collection, codec_options=codec
-        )
+        self._collection: Collection[Document] = self._client[database].get_collection(collection, codec_options=codec)
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._lock = threading.Lock()
         self._indexed = self._ttl is None
@@ -197,8 +196,10 @@ class MongoChatMemoryStore:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"MongoChatMemoryStore(database={self._collection.database.name!r}, "
-                f"collection={self._collection.name!r}, ttl={self._ttl!r})")
+        return (
+            f"MongoChatMemoryStore(database={self._collection.database.name!r}, "
+            f"collection={self._collection.name!r}, ttl={self._ttl!r})"
+        )
 
     # ------------------------------------------------------------------------------------------- helpers
 
@@ -214,9 +215,11 @@ class MongoChatMemoryStore:
                 if self._has_equivalent_expiry_index():
                     self._indexed = True
                     return
-                detail = (f"an index on 'expires_at' or named {EXPIRY_INDEX!r} exists with other options; "
-                          f"drop it (db.{self._collection.name}.dropIndex(...)) so the store can create "
-                          "its TTL index with expireAfterSeconds: 0")
+                detail = (
+                    f"an index on 'expires_at' or named {EXPIRY_INDEX!r} exists with other options; "
+                    f"drop it (db.{self._collection.name}.dropIndex(...)) so the store can create "
+                    "its TTL index with expireAfterSeconds: 0"
+                )
             raise StoreError("creating the TTL index", detail=detail) from exc
         self._indexed = True
 
@@ -257,9 +260,7 @@ class MongoChatMemoryStore:
             return None
         return cached
 
-    def _document(
-        self, layout: MongoLayout, version: int, incarnation: ObjectId, now: datetime.datetime
-    ) -> Document:
+    def _document(self, layout: MongoLayout, version: int, incarnation: ObjectId, now: datetime.datetime) -> Document:
         document: Document = {
             "version": version,
             "incarnation": incarnation,
@@ -286,8 +287,9 @@ class MongoChatMemoryStore:
             raise CorruptedMemoryError(memory_id, f"'messages' is a {type(records).__name__}, not an array")
         # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
         known = previous.decoded() if previous is not None else {}
-        array = tuple(self._message(memory_id, record, f"messages[{index}]", known)
-                      for index, record in enumerate(records))
+        array = tuple(
+            self._message(memory_id, record, f"messages[{index}]", known) for index, record in enumerate(records)
+        )
         system: ChatMessage | None = None
         system_at = 0
         if "system" in document:
@@ -299,8 +301,12 @@ class MongoChatMemoryStore:
                     memory_id, f"'system_at' is {system_at!r}, not a position within the {len(array) + 1} messages"
                 )
         incarnation = document.get("incarnation")
-        return _Cached(version, incarnation if isinstance(incarnation, ObjectId) else None,
-                       MongoLayout(array, system, system_at), tuple(records))
+        return _Cached(
+            version,
+            incarnation if isinstance(incarnation, ObjectId) else None,
+            MongoLayout(array, system, system_at),
+            tuple(records),
+        )
 
     @staticmethod
     def _message(memory_id: str, record: object, where: str, known: dict[Record, ChatMessage]) -> ChatMessage:
@@ -362,8 +368,9 @@ class MongoChatMemoryStore:
             if cached is not None and cached.incarnation is not None and plan is not None:
                 incarnation = cached.incarnation
                 records = self._records_after(cached, plan, layout)
-                matched = self._update_in_place(memory_id, expected_version, incarnation, plan, records, layout,
-                                                version, now)
+                matched = self._update_in_place(
+                    memory_id, expected_version, incarnation, plan, records, layout, version, now
+                )
             else:
                 incarnation = ObjectId()
                 document = self._document(layout, version, incarnation, now)
@@ -427,8 +434,7 @@ class MongoChatMemoryStore:
         # The incarnation pins the exact document the cached layout came from, so a memory deleted and
         # created again can never receive a diff computed against its predecessor.
         result = self._collection.update_one(
-            {"_id": memory_id, "version": expected_version, "incarnation": incarnation,
-             "expires_at": self._live(now)},
+            {"_id": memory_id, "version": expected_version, "incarnation": incarnation, "expires_at": self._live(now)},
             update,
         )
         return result.matched_count == 1
@@ -458,10 +464,12 @@ class MongoChatMemoryStore:
         # type a damaged document holds there) and the clock floor; $literal keeps every value inert.
         current = {"$cond": [{"$isNumber": "$version"}, "$version", 0]}
         stages: list[Document] = [
-            {"$set": {
-                "version": {"$max": [{"$add": [current, 1]}, _version_floor()]},
-                **{name: {"$literal": value} for name, value in fields.items()},
-            }}
+            {
+                "$set": {
+                    "version": {"$max": [{"$add": [current, 1]}, _version_floor()]},
+                    **{name: {"$literal": value} for name, value in fields.items()},
+                }
+            }
         ]
         if removals:
             stages.append({"$unset": removals})

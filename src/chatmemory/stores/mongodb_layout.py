@@ -17,7 +17,6 @@ from chatmemory.core.sequence_diff import diff_messages
 __all__ = ["MongoLayout", "MongoWritePlan", "plan_layout", "plan_write"]
 
 
-
 @dataclass(frozen=True, slots=True)
 class MongoLayout:
     """How a list of messages is laid out in a document.

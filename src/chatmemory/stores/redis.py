@@ -74,7 +74,6 @@ def _glob_literal(text: bytes) -> bytes:
     return _GLOB_SPECIAL.sub(rb"\\\1", text)
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Cached:
     """What this store last read or wrote for one memory."""
@@ -212,8 +211,7 @@ class RedisChatMemoryStore:
 
     # ----------------------------------------------------------------------------------------- reads
 
-    def _run(self, script: Script, operation: str, memory_id: str, keys: tuple[bytes, bytes],
-             *args: bytes) -> Any:
+    def _run(self, script: Script, operation: str, memory_id: str, keys: tuple[bytes, bytes], *args: bytes) -> Any:
         try:
             try:
                 # EVALSHA straight from the client: the Script's own call path costs more than the script.
@@ -238,15 +236,21 @@ class RedisChatMemoryStore:
         memory_id = validate_memory_id(memory_id)
         cached = self._cached(memory_id)
         if cached is not None:
-            reply = self._run(self._read, "reading the memory", memory_id, cached.keys,
-                              self._read_ttl_arg, cached.version_arg, cached.incarnation)
+            reply = self._run(
+                self._read,
+                "reading the memory",
+                memory_id,
+                cached.keys,
+                self._read_ttl_arg,
+                cached.version_arg,
+                cached.incarnation,
+            )
             if reply == _UNCHANGED:
                 return Snapshot(list(cached.messages), cached.version)
             keys = cached.keys
         else:
             keys = self.keys_of(memory_id)
-            reply = self._run(self._read, "reading the memory", memory_id, keys,
-                              self._read_ttl_arg, b"", b"")
+            reply = self._run(self._read, "reading the memory", memory_id, keys, self._read_ttl_arg, b"", b"")
         if not isinstance(reply, list):
             # "Unchanged" although nothing was cached: the hash holds an empty version and incarnation.
             raise CorruptedMemoryError(memory_id, "its metadata has an empty version")
@@ -277,15 +281,17 @@ class RedisChatMemoryStore:
     def _token(self) -> bytes:
         return b"%b%x" % (self._nonce, next(self._counter))
 
-    def _full(self, memory_id: str, expected: bytes, records: Sequence[bytes],
-              messages: tuple[ChatMessage, ...] | None) -> int | None:
+    def _full(
+        self, memory_id: str, expected: bytes, records: Sequence[bytes], messages: tuple[ChatMessage, ...] | None
+    ) -> int | None:
         """Write ``records`` as the whole list: the new version, or ``None`` on a version conflict.
 
         ``messages`` (what the records encode) are kept as the snapshot to diff the next write against.
         """
         keys = self.keys_of(memory_id)
-        reply = self._run(self._write, "writing the memory", memory_id, keys,
-                          expected, self._token(), self._ttl_arg, b"f", *records)
+        reply = self._run(
+            self._write, "writing the memory", memory_id, keys, expected, self._token(), self._ttl_arg, b"f", *records
+        )
         if reply == _CONFLICT:
             return None
         raw_version, incarnation = reply
@@ -307,9 +313,18 @@ class RedisChatMemoryStore:
         kept_in_span = plan.kept[: bisect.bisect_left(plan.kept, span)]
         # Kept messages matched cached ones, so they are messages; only the appended need checking.
         reply: int = self._run(
-            self._write, "writing the memory", memory_id, cached.keys,
-            cached.version_arg, self._token(), self._ttl_arg, b"d", cached.incarnation,
-            b"%d" % span, b"%d" % len(kept_in_span), *[b"%d" % position for position in kept_in_span],
+            self._write,
+            "writing the memory",
+            memory_id,
+            cached.keys,
+            cached.version_arg,
+            self._token(),
+            self._ttl_arg,
+            b"d",
+            cached.incarnation,
+            b"%d" % span,
+            b"%d" % len(kept_in_span),
+            *[b"%d" % position for position in kept_in_span],
             *[self._encode(message) for message in plan.appended],
         )
         if reply > 0:
@@ -407,11 +422,14 @@ class RedisChatMemoryStore:
     def __enter__(self) -> RedisChatMemoryStore:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:
         kind = "cluster" if self._cluster else "server"
-        return (f"RedisChatMemoryStore({kind}, key_prefix={self._key_prefix!r}, ttl={self._ttl!r}, "
-                f"refresh_ttl_on_read={self._refresh_ttl_on_read!r})")
+        return (
+            f"RedisChatMemoryStore({kind}, key_prefix={self._key_prefix!r}, ttl={self._ttl!r}, "
+            f"refresh_ttl_on_read={self._refresh_ttl_on_read!r})"
+        )

@@ -51,7 +51,6 @@ _UNCONDITIONAL_ATTEMPTS = 8
 _T = TypeVar("_T")
 
 
-
 class SQLChatMemoryStore:
     """A store in SQL tables; supports versioning, listing and TTL.
 
@@ -97,10 +96,12 @@ class SQLChatMemoryStore:
         # A store-made PostgreSQL engine is in autocommit already (see engine_from_url); the schema
         # migrations run in transactions on it.
         autocommit = is_autocommit(self._engine)
-        self._autocommit_engine = (self._engine if autocommit
-                                   else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
-        self._schema_engine = (self._engine.execution_options(isolation_level="READ COMMITTED") if autocommit
-                               else self._engine)
+        self._autocommit_engine = (
+            self._engine if autocommit else self._engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
+        self._schema_engine = (
+            self._engine.execution_options(isolation_level="READ COMMITTED") if autocommit else self._engine
+        )
         self._statements = Statements(self._tables, self._engine.dialect)
         self._schema_checked = False
         self._schema_lock = threading.Lock()
@@ -197,10 +198,13 @@ class SQLChatMemoryStore:
         memory_id = validate_memory_id(memory_id)
         self._check_schema()
         cached = self._cache.get(memory_id)
-        parameters = {"p_id": memory_id, "p_now": self._now(),
-                      # -1 matches no incarnation (they are non-negative): every payload is sent.
-                      "p_known_incarnation": -1 if cached is None else cached.incarnation,
-                      "p_known_next": 0 if cached is None else cached.next_seq}
+        parameters = {
+            "p_id": memory_id,
+            "p_now": self._now(),
+            # -1 matches no incarnation (they are non-negative): every payload is sent.
+            "p_known_incarnation": -1 if cached is None else cached.incarnation,
+            "p_known_next": 0 if cached is None else cached.next_seq,
+        }
         with self._driver_errors("load", memory_id):
             connection_source = self._autocommit_engine if self._dialect == "postgresql" else self._engine
             with connection_source.connect() as connection:
@@ -212,13 +216,18 @@ class SQLChatMemoryStore:
         # Within one incarnation a sequence number is written once and never reused (rewrites take new
         # ones), so every row below the cached next_seq is a message of the cached snapshot: the query
         # left its payload out, and it is not decoded again.
-        known = dict(zip(cached.seqs, cached.messages, strict=True)) if (
-            cached is not None and cached.incarnation == head.incarnation) else {}
+        known = (
+            dict(zip(cached.seqs, cached.messages, strict=True))
+            if (cached is not None and cached.incarnation == head.incarnation)
+            else {}
+        )
         messages = tuple(
             known[seq] if payload is None else loads_message(payload, memory_id=memory_id) for seq, payload in pairs
         )
-        self._cache.put(memory_id, CachedSnapshot(head.version, head.incarnation, head.next_seq,
-                                                  tuple(seq for seq, _ in pairs), messages))
+        self._cache.put(
+            memory_id,
+            CachedSnapshot(head.version, head.incarnation, head.next_seq, tuple(seq for seq, _ in pairs), messages),
+        )
         return Snapshot(list(messages), head.version)
 
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -250,8 +259,14 @@ class SQLChatMemoryStore:
         appended: tuple[ChatMessage, ...],
     ) -> int:
         now = self._now()
-        turn = TurnWrite(memory_id, cached, [cached.seqs[index] for index in deleted],
-                         [dumps_message(message) for message in appended], now, self._expiry(now))
+        turn = TurnWrite(
+            memory_id,
+            cached,
+            [cached.seqs[index] for index in deleted],
+            [dumps_message(message) for message in appended],
+            now,
+            self._expiry(now),
+        )
         with self._driver_errors("save", memory_id):
             try:
                 if self._statements.has_diff_statement:
@@ -273,8 +288,9 @@ class SQLChatMemoryStore:
         gone = set(deleted)
         seqs = tuple(seq for index, seq in enumerate(cached.seqs) if index not in gone) + tuple(turn.new_seqs)
         version = cached.version + 1
-        self._cache.put(memory_id, CachedSnapshot(version, cached.incarnation, cached.next_seq + len(appended),
-                                                  seqs, messages))
+        self._cache.put(
+            memory_id, CachedSnapshot(version, cached.incarnation, cached.next_seq + len(appended), seqs, messages)
+        )
         return version
 
     def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
@@ -308,12 +324,20 @@ class SQLChatMemoryStore:
         payloads = [dumps_message(message) for message in messages] if messages is not None else raw or []
         if expected_version is not None:
             try:
-                return self._retrying("save", memory_id, 1, lambda: self._write_locked_once(
-                    memory_id, messages, payloads, expected_version))
+                return self._retrying(
+                    "save",
+                    memory_id,
+                    1,
+                    lambda: self._write_locked_once(memory_id, messages, payloads, expected_version),
+                )
             except Conflict:
                 raise ConcurrentUpdateError(memory_id, expected_version) from None
-        return self._retrying("update", memory_id, _UNCONDITIONAL_ATTEMPTS, lambda: self._write_locked_once(
-            memory_id, messages, payloads, None))
+        return self._retrying(
+            "update",
+            memory_id,
+            _UNCONDITIONAL_ATTEMPTS,
+            lambda: self._write_locked_once(memory_id, messages, payloads, None),
+        )
 
     def _retrying(self, operation: str, memory_id: str, attempts: int, write: Callable[[], _T]) -> _T:
         """Run ``write`` (one transaction), again after a conflict with a writer creating the same memory."""
@@ -351,15 +375,22 @@ class SQLChatMemoryStore:
         now = self._now()
         with self._transaction() as connection:
             state = write_locked(
-                connection, self._statements, memory_id=memory_id, messages=messages, payloads=payloads,
-                expected_version=expected_version, cached=self._cache.get(memory_id), now=now,
+                connection,
+                self._statements,
+                memory_id=memory_id,
+                messages=messages,
+                payloads=payloads,
+                expected_version=expected_version,
+                cached=self._cache.get(memory_id),
+                now=now,
                 expires_at=self._expiry(now),
             )
         if messages is None:
             self._cache.forget(memory_id)
         else:
-            self._cache.put(memory_id, CachedSnapshot(state.version, state.incarnation, state.next_seq,
-                                                      state.seqs, messages))
+            self._cache.put(
+                memory_id, CachedSnapshot(state.version, state.incarnation, state.next_seq, state.seqs, messages)
+            )
         return state.version
 
     def delete_messages(self, memory_id: str) -> None:
@@ -377,9 +408,7 @@ class SQLChatMemoryStore:
 
     # ------------------------------------------------------------------------------------ listing and TTL
 
-    def memory_ids(
-        self, *, order: Literal["id", "newest"] = "id", page_size: int = 500
-    ) -> Iterator[str]:
+    def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> Iterator[str]:
         """The ids of live memories, by id (code point order) or most recently written first.
 
         Pages of ``page_size`` ids are read lazily (keyset pagination), so listing a large store streams.
@@ -432,4 +461,3 @@ class SQLChatMemoryStore:
             purged += len(ids)
             if len(ids) < batch_size:
                 return purged
-

@@ -52,8 +52,9 @@ class Statements:
 
         # Rows this store already decoded are sent without their payload: within one incarnation every
         # row below the next sequence number the store saw was in that snapshot (see SQLChatMemoryStore.load).
-        known = and_(memories.c.incarnation == bindparam("p_known_incarnation"),
-                     messages.c.seq < bindparam("p_known_next"))
+        known = and_(
+            memories.c.incarnation == bindparam("p_known_incarnation"), messages.c.seq < bindparam("p_known_next")
+        )
         payload = case((known, null()), else_=messages.c.payload).label("payload")
         self.read: Select[Any] = (
             select(memories.c.version, memories.c.incarnation, memories.c.next_seq, messages.c.seq, payload)
@@ -65,10 +66,18 @@ class Statements:
 
         self.bump_head: Update = (
             update(memories)
-            .where(memory_id, memories.c.version == bindparam("p_expected"),
-                   memories.c.incarnation == bindparam("p_incarnation"), self._live)
-            .values(version=memories.c.version + 1, next_seq=bindparam("p_next_seq"),
-                    updated_at=bindparam("p_now"), expires_at=bindparam("p_expires"))
+            .where(
+                memory_id,
+                memories.c.version == bindparam("p_expected"),
+                memories.c.incarnation == bindparam("p_incarnation"),
+                self._live,
+            )
+            .values(
+                version=memories.c.version + 1,
+                next_seq=bindparam("p_next_seq"),
+                updated_at=bindparam("p_now"),
+                expires_at=bindparam("p_expires"),
+            )
         )
         """The conditional write of a diff: matches one row only at the expected version and incarnation."""
 
@@ -81,11 +90,16 @@ class Statements:
         self.rewrite_head: Update = (
             update(memories)
             .where(memory_id)
-            .values(version=bindparam("p_version"), incarnation=bindparam("p_incarnation"),
-                    next_seq=bindparam("p_next_seq"), updated_at=bindparam("p_now"),
-                    expires_at=bindparam("p_expires"),
-                    created_at=func.coalesce(bindparam("p_created", type_=memories.c.created_at.type),
-                                             memories.c.created_at))
+            .values(
+                version=bindparam("p_version"),
+                incarnation=bindparam("p_incarnation"),
+                next_seq=bindparam("p_next_seq"),
+                updated_at=bindparam("p_now"),
+                expires_at=bindparam("p_expires"),
+                created_at=func.coalesce(
+                    bindparam("p_created", type_=memories.c.created_at.type), memories.c.created_at
+                ),
+            )
         )
         self.delete_head: Delete = delete(memories).where(memory_id)
         self.delete_all: Delete = delete(messages).where(messages.c.memory_id == bindparam("p_id"))
@@ -93,9 +107,7 @@ class Statements:
             messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
         )
         self.insert_messages: Insert = insert(messages)
-        self.delete_heads: Delete = delete(memories).where(
-            memories.c.memory_id.in_(bindparam("p_ids", expanding=True))
-        )
+        self.delete_heads: Delete = delete(memories).where(memories.c.memory_id.in_(bindparam("p_ids", expanding=True)))
         self.delete_messages_of: Delete = delete(messages).where(
             messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
         )
@@ -119,8 +131,9 @@ class Statements:
         shape = (deleted, appended) if max(deleted, appended) <= SCALAR_DIFF_LIMIT else (-1, -1)
         statement = self._diffs.get(shape)
         if statement is None:
-            compiled = self._diff_postgresql(*shape).compile(dialect=self._dialect,
-                                                             compile_kwargs={"render_postcompile": True})
+            compiled = self._diff_postgresql(*shape).compile(
+                dialect=self._dialect, compile_kwargs={"render_postcompile": True}
+            )
             statement = str(compiled)
             with self._diffs_lock:
                 self._diffs[shape] = statement
@@ -137,10 +150,18 @@ class Statements:
         memories, messages = self._tables.memories, self._tables.messages
         head = (
             update(memories)
-            .where(memories.c.memory_id == bindparam("p_id"), memories.c.version == bindparam("p_expected"),
-                   memories.c.incarnation == bindparam("p_incarnation"), self._live)
-            .values(version=memories.c.version + literal_column("1"), next_seq=bindparam("p_next_seq"),
-                    updated_at=bindparam("p_now"), expires_at=bindparam("p_expires"))
+            .where(
+                memories.c.memory_id == bindparam("p_id"),
+                memories.c.version == bindparam("p_expected"),
+                memories.c.incarnation == bindparam("p_incarnation"),
+                self._live,
+            )
+            .values(
+                version=memories.c.version + literal_column("1"),
+                next_seq=bindparam("p_next_seq"),
+                updated_at=bindparam("p_now"),
+                expires_at=bindparam("p_expires"),
+            )
             .returning(memories.c.version)
             .cte("head")
         )
@@ -148,29 +169,41 @@ class Statements:
         ctes = []
         if deleted:
             seqs: ColumnElement[bool] = (
-                messages.c.seq == any_(bindparam("p_deleted", type_=postgresql.ARRAY(BigInteger))) if deleted < 0
+                messages.c.seq == any_(bindparam("p_deleted", type_=postgresql.ARRAY(BigInteger)))
+                if deleted < 0
                 else messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(deleted)])
             )
-            ctes.append(delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched)
-                        .cte("deleted"))
+            ctes.append(delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched).cte("deleted"))
         if appended:
             memory_id = bindparam("p_id", type_=MemoryIdType())
             rows: Any
             if appended < 0:
                 new_rows = (
-                    func.unnest(bindparam("p_seqs", type_=postgresql.ARRAY(BigInteger)),
-                                bindparam("p_payloads", type_=postgresql.ARRAY(LargeBinary)))
+                    func.unnest(
+                        bindparam("p_seqs", type_=postgresql.ARRAY(BigInteger)),
+                        bindparam("p_payloads", type_=postgresql.ARRAY(LargeBinary)),
+                    )
                     .table_valued("seq", "payload")
                     .render_derived(name="new_rows")
                 )
                 rows = select(memory_id, new_rows.c.seq, new_rows.c.payload).where(matched)
             else:
-                rows = union_all(*(
-                    select(memory_id, bindparam(f"p_s{index}", type_=BigInteger),
-                           bindparam(f"p_b{index}", type_=LargeBinary)).where(matched)
-                    for index in range(appended)
-                )) if appended > 1 else select(memory_id, bindparam("p_s0", type_=BigInteger),
-                                               bindparam("p_b0", type_=LargeBinary)).where(matched)
+                rows = (
+                    union_all(
+                        *(
+                            select(
+                                memory_id,
+                                bindparam(f"p_s{index}", type_=BigInteger),
+                                bindparam(f"p_b{index}", type_=LargeBinary),
+                            ).where(matched)
+                            for index in range(appended)
+                        )
+                    )
+                    if appended > 1
+                    else select(
+                        memory_id, bindparam("p_s0", type_=BigInteger), bindparam("p_b0", type_=LargeBinary)
+                    ).where(matched)
+                )
             ctes.append(insert(messages).from_select(["memory_id", "seq", "payload"], rows).cte("inserted"))
         return select(head.c.version).add_cte(*ctes)
 

@@ -92,13 +92,17 @@ class WrittenState:
     seqs: tuple[int, ...]
 
 
-def _insert(connection: Connection, statements: Statements, memory_id: str, seqs: list[int],
-            payloads: Sequence[bytes]) -> None:
+def _insert(
+    connection: Connection, statements: Statements, memory_id: str, seqs: list[int], payloads: Sequence[bytes]
+) -> None:
     if payloads:
-        connection.execute(statements.insert_messages, [
-            {"memory_id": memory_id, "seq": seq, "payload": payload}
-            for seq, payload in zip(seqs, payloads, strict=True)
-        ])
+        connection.execute(
+            statements.insert_messages,
+            [
+                {"memory_id": memory_id, "seq": seq, "payload": payload}
+                for seq, payload in zip(seqs, payloads, strict=True)
+            ],
+        )
 
 
 def write_locked(
@@ -130,8 +134,13 @@ def write_locked(
     if expected_version is not None and (head.version if head is not None and live else 0) != expected_version:
         raise Conflict
     plan: SequenceDiff | None = None
-    if (messages is not None and cached is not None and head is not None and live
-            and (cached.version, cached.incarnation) == (head.version, head.incarnation)):
+    if (
+        messages is not None
+        and cached is not None
+        and head is not None
+        and live
+        and (cached.version, cached.incarnation) == (head.version, head.incarnation)
+    ):
         plan = diff_messages(cached.messages, messages)
         if plan.is_rewrite:
             plan = None
@@ -140,10 +149,18 @@ def write_locked(
         version, incarnation, first_seq = fresh_version(), new_incarnation(), 0
         # The head goes in first: a writer creating the memory at the same time makes this insert fail
         # (unique key), which is a conflict, not damage.
-        connection.execute(statements.insert_head, {
-            "memory_id": memory_id, "version": version, "incarnation": incarnation,
-            "next_seq": len(payloads), "created_at": now, "updated_at": now, "expires_at": expires_at,
-        })
+        connection.execute(
+            statements.insert_head,
+            {
+                "memory_id": memory_id,
+                "version": version,
+                "incarnation": incarnation,
+                "next_seq": len(payloads),
+                "created_at": now,
+                "updated_at": now,
+                "expires_at": expires_at,
+            },
+        )
         # Message rows without a head row are nothing this store leaves behind (deletes and purges are
         # transactions): they are damage. A conditional write (a window memory's add) must not silently
         # replace them; an unconditional one is the operator's way to do exactly that.
@@ -159,7 +176,7 @@ def write_locked(
             version, incarnation = fresh_version(head.version), new_incarnation()
         first_seq = head.next_seq
         if plan is not None and cached is not None:
-            payloads = payloads[len(plan.kept):]
+            payloads = payloads[len(plan.kept) :]
             kept_seqs = tuple(cached.seqs[index] for index in plan.kept)
             deleted_seqs = [cached.seqs[index] for index in plan.deleted]
             if deleted_seqs:
@@ -167,11 +184,18 @@ def write_locked(
         else:
             # A rewrite takes new sequence numbers too: within an incarnation a number is never reused.
             connection.execute(statements.delete_all, {"p_id": memory_id})
-        connection.execute(statements.rewrite_head, {
-            "p_id": memory_id, "p_version": version, "p_incarnation": incarnation,
-            "p_next_seq": first_seq + len(payloads), "p_now": now, "p_expires": expires_at,
-            "p_created": None if live else now,
-        })
+        connection.execute(
+            statements.rewrite_head,
+            {
+                "p_id": memory_id,
+                "p_version": version,
+                "p_incarnation": incarnation,
+                "p_next_seq": first_seq + len(payloads),
+                "p_now": now,
+                "p_expires": expires_at,
+                "p_created": None if live else now,
+            },
+        )
     new_seqs = list(range(first_seq, first_seq + len(payloads)))
     _insert(connection, statements, memory_id, new_seqs, payloads)
     return WrittenState(version, incarnation, first_seq + len(payloads), kept_seqs + tuple(new_seqs))

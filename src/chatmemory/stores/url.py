@@ -52,7 +52,7 @@ def open_store(url: str, **options: Any) -> ChatMemoryStore:
         raise ValueError(f"{url!r} is not a store URL (it has no scheme, e.g. redis://localhost:6379/0)")
     module_name, class_name = _target(scheme).split(":")
     # Schemes are case-insensitive (RFC 3986); the drivers behind the stores only know lower case.
-    url = scheme.lower() + url[len(scheme):]
+    url = scheme.lower() + url[len(scheme) :]
     store_class = getattr(importlib.import_module(module_name), class_name)
     from_url = getattr(store_class, "from_url", None)
     store: ChatMemoryStore = from_url(url, **options) if from_url is not None else store_class(url, **options)

@@ -30,7 +30,7 @@ ODD_ARGUMENTS: tuple[str, ...] = (
     "not json at all",
     "",
     '{"nul": "\x00", "emoji": "🦜"}',
-    '[1.0, 1e3, -0, 0.1000000000000000055511151231257827]',
+    "[1.0, 1e3, -0, 0.1000000000000000055511151231257827]",
 )
 """Tool-call argument strings that must come back byte for byte, never parsed and re-dumped."""
 

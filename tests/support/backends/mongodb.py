@@ -63,8 +63,11 @@ class MongoBackend:
         # A fresh incarnation and a version above the clock, as the store itself would write.
         from bson import ObjectId
 
-        document = {"version": time.time_ns() // 1000, "incarnation": ObjectId(),
-                    "messages": [bytes(record) for record in records]}
+        document = {
+            "version": time.time_ns() // 1000,
+            "incarnation": ObjectId(),
+            "messages": [bytes(record) for record in records],
+        }
         store.collection.replace_one({"_id": memory_id}, document, upsert=True)
 
     def close_store(self, store: ChatMemoryStore) -> None:

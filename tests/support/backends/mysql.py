@@ -16,6 +16,7 @@ def _container() -> tuple[Any, str]:
 
 
 def open_backend() -> SQLBackend:
-    url = server_url("MySQL/MariaDB", "CHATMEMORY_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test",
-                     _container)
+    url = server_url(
+        "MySQL/MariaDB", "CHATMEMORY_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test", _container
+    )
     return SQLBackend("mysql", url)

@@ -16,6 +16,7 @@ def _container() -> tuple[Any, str]:
 
 
 def open_backend() -> SQLBackend:
-    url = server_url("PostgreSQL", "CHATMEMORY_TEST_POSTGRES_URL",
-                     "postgresql+psycopg://postgres@127.0.0.1:5432/test", _container)
+    url = server_url(
+        "PostgreSQL", "CHATMEMORY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test", _container
+    )
     return SQLBackend("postgres", url)

@@ -56,7 +56,7 @@ class AtomicityCases:
         reader.start()
         try:
             for end in range(window + 1, len(numbers) + 1):
-                store.update_messages(memory_id, [system, *numbers[end - window:end]])
+                store.update_messages(memory_id, [system, *numbers[end - window : end]])
         finally:
             stop.set()
             reader.join()

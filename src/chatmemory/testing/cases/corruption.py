@@ -18,7 +18,7 @@ GARBAGE_RECORDS: tuple[bytes, ...] = (
     b"\xff\xfe not json",
     b'{"v": 1, "type": "alien", "text": "?"}',
     b'{"v": 1, "type": "user"}',
-    b'[1, 2, 3]',
+    b"[1, 2, 3]",
     b"",
 )
 
@@ -32,8 +32,9 @@ class CorruptionCases:
             pytest.skip("no write_raw hook: corruption cases need one")
         return write_raw
 
-    @pytest.mark.parametrize("garbage", GARBAGE_RECORDS, ids=["bytes", "unknown-type", "missing-field",
-                                                               "not-object", "empty"])
+    @pytest.mark.parametrize(
+        "garbage", GARBAGE_RECORDS, ids=["bytes", "unknown-type", "missing-field", "not-object", "empty"]
+    )
     def test_corrupted_data_raises_naming_the_id(
         self, store: ChatMemoryStore, memory_id: str, write_raw: RawWriter | None, garbage: bytes
     ) -> None:

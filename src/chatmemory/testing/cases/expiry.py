@@ -32,8 +32,9 @@ class ExpiryCases:
             assert ttl_store.load(memory_id).version == 0 or ttl_store.load(memory_id).messages == []
 
     def test_every_write_slides_the_expiry(self, ttl_store: ChatMemoryStore, memory_id: str) -> None:
-        memory = MessageWindowChatMemory(memory_id, store=ttl_store, max_messages=4,
-                                         always_keep_system_message_first=True)
+        memory = MessageWindowChatMemory(
+            memory_id, store=ttl_store, max_messages=4, always_keep_system_message_first=True
+        )
         memory.add(SystemMessage("s"), UserMessage("0"))
         for turn in range(1, 4):
             time.sleep(1.2)

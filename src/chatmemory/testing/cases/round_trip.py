@@ -31,8 +31,9 @@ class RoundTripCases:
 
     def test_tool_call_arguments_are_byte_identical(self, store: ChatMemoryStore, memory_id: str) -> None:
         store.update_messages(memory_id, every_message_kind())
-        requests = [r for m in store.get_messages(memory_id) if isinstance(m, AiMessage)
-                    for r in m.tool_execution_requests]
+        requests = [
+            r for m in store.get_messages(memory_id) if isinstance(m, AiMessage) for r in m.tool_execution_requests
+        ]
         arguments = [r.arguments for r in requests if r.name == "weather"]
         assert [a.encode("utf-8") for a in arguments] == [a.encode("utf-8") for a in ODD_ARGUMENTS]
 

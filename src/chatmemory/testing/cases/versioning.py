@@ -90,8 +90,7 @@ class VersioningCases:
         errors: list[BaseException] = []
 
         def writer(worker: int) -> None:
-            memory = MessageWindowChatMemory(memory_id, store=store, max_messages=threads * adds + 10,
-                                             max_attempts=200)
+            memory = MessageWindowChatMemory(memory_id, store=store, max_messages=threads * adds + 10, max_attempts=200)
             try:
                 for index in range(adds):
                     memory.add(UserMessage(f"{worker}:{index}"))

@@ -21,16 +21,16 @@ class WindowCases:
         messages = texts(1000)
         window = 20
         for end in range(1, 1001):
-            store.update_messages(memory_id, messages[max(0, end - window):end])
+            store.update_messages(memory_id, messages[max(0, end - window) : end])
             if end % 250 == 0:
-                assert store.get_messages(memory_id) == messages[end - window:end]
+                assert store.get_messages(memory_id) == messages[end - window : end]
         assert store.get_messages(memory_id) == messages[-window:]
 
     def test_sliding_window_behind_a_system_message(self, store: ChatMemoryStore, memory_id: str) -> None:
         system = SystemMessage("stay")
         messages = texts(200)
         for end in range(1, 201):
-            store.update_messages(memory_id, [system, *messages[max(0, end - 9):end]])
+            store.update_messages(memory_id, [system, *messages[max(0, end - 9) : end]])
         assert store.get_messages(memory_id) == [system, *messages[-9:]]
 
     @pytest.mark.parametrize("always_keep_system_message_first", [False, True], ids=["system-in-place", "system-first"])
