@@ -35,10 +35,11 @@ from chatmemory.core.messages import (
 from chatmemory.core.provider import ChatMemoryProvider
 from chatmemory.core.store import (
     ChatMemoryStore,
-    HistoryEntry,
     Snapshot,
-    SupportsHistory,
+    SupportsExpiryPurge,
     SupportsListing,
+    SupportsRawRecords,
+    SupportsSchema,
     SupportsTTL,
     SupportsVersioning,
 )
@@ -65,7 +66,6 @@ __all__ = [
     "Content",
     "CorruptedMemoryError",
     "CustomMessage",
-    "HistoryEntry",
     "ImageContent",
     "InMemoryChatMemoryStore",
     "MemoryId",
@@ -77,8 +77,10 @@ __all__ = [
     "SimpleTokenCountEstimator",
     "Snapshot",
     "StoreError",
-    "SupportsHistory",
+    "SupportsExpiryPurge",
     "SupportsListing",
+    "SupportsRawRecords",
+    "SupportsSchema",
     "SupportsTTL",
     "SupportsVersioning",
     "SystemMessage",

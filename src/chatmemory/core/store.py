@@ -15,10 +15,11 @@ from chatmemory.core.messages import ChatMessage
 
 __all__ = [
     "ChatMemoryStore",
-    "HistoryEntry",
     "Snapshot",
-    "SupportsHistory",
+    "SupportsExpiryPurge",
     "SupportsListing",
+    "SupportsRawRecords",
+    "SupportsSchema",
     "SupportsTTL",
     "SupportsVersioning",
 ]
@@ -108,22 +109,53 @@ class SupportsListing(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
-    """One message as it was first written to a memory, with its position in the memory's history."""
+@runtime_checkable
+class SupportsSchema(Protocol):
+    """A store whose tables or collections are created and upgraded by explicit commands.
 
-    sequence: int
-    message: ChatMessage
+    * ``create_schema`` brings the schema to the revision this version of the library needs (idempotent);
+      it is for development databases and tests: production deploys run ``chatmemory migrate URL``.
+    * ``schema_revision`` is the revision the database is at, ``None`` before any schema exists.
+    * ``required_schema_revision`` is the revision this store needs; a store whose database is behind raises
+      :class:`~chatmemory.SchemaVersionError` on its first read or write, naming the command to run.
+    """
+
+    def create_schema(self) -> None:
+        """Create or upgrade the schema to :attr:`required_schema_revision`."""
+        ...
+
+    def schema_revision(self) -> str | None:
+        """The schema revision the database is at, or ``None`` when it has none."""
+        ...
+
+    @property
+    def required_schema_revision(self) -> str:
+        """The schema revision this store reads and writes."""
+        ...
 
 
 @runtime_checkable
-class SupportsHistory(Protocol):
-    """Keep every message ever written to a memory, not only the current window.
+class SupportsRawRecords(Protocol):
+    """Access to the stored message records as bytes, without decoding them.
 
-    Memory is what the model sees; history is everything that was said. A store that keeps history does
-    so only when asked to at construction.
+    Operators use it to inspect a memory that raises :class:`~chatmemory.CorruptedMemoryError`, and to copy
+    memories between stores without decoding them twice; the contract suite uses it to plant damaged data.
+    A record is what :func:`chatmemory.serialization.native.dumps_message` makes of one message.
     """
 
-    def history(self, memory_id: str) -> list[HistoryEntry]:
-        """Every message written to ``memory_id``, oldest first, including evicted ones."""
+    def read_raw(self, memory_id: str) -> list[bytes]:
+        """The stored records of ``memory_id`` in window order, as stored; ``[]`` for an unknown id."""
+        ...
+
+    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        """Replace the memory with ``records`` as they are; they are decoded only when read."""
+        ...
+
+
+@runtime_checkable
+class SupportsExpiryPurge(Protocol):
+    """A store that deletes expired memories when asked (where the database does not do it by itself)."""
+
+    def purge_expired(self, *, batch_size: int = 1000) -> int:
+        """Delete expired memories in batches of ``batch_size``; return how many were deleted."""
         ...
