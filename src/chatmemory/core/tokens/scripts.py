@@ -1,0 +1,285 @@
+"""The dependency-free estimate: text cut into runs of one script, each costed at a calibrated rate.
+
+Byte-level BPE vocabularies (``o200k_base``, ``cl100k_base``) cut text at script, digit, space and
+punctuation boundaries before merging bytes, so a text's count is close to a sum over such runs. Each
+kind of run has a rate, calibrated against the real tokenizers on the multilingual corpus shipped with
+the tests (``tests/core/tokens``) so that the estimate stays above the real count there, and as close to
+it as the spread of each script allows:
+
+=============  ============================================================================================
+run            cost
+=============  ============================================================================================
+Latin word     ``ceil((ASCII letters + accented letters x accent weight) / letters per token)``, at least 1;
+               an all-capitals word costs more (capitals split into short tokens)
+Han, kana,     tokens per character (fractional, rounded up per run): Chinese and Japanese ideographs,
+Hangul         Japanese kana, Korean syllables each have their own rate
+Cyrillic       ``ceil(letters / letters per token)`` per word
+digits         one token per three digits (both vocabularies hold every 1- to 3-digit number)
+whitespace     a single space before a word is free (it merges into the word); other runs cost one
+               token per ``whitespace per token`` characters, at least one
+punctuation    one token per ``punctuation per token`` ASCII symbols, rounded up per run
+emoji          a rate per emoji code point and per joiner, skin-tone or variation selector
+anything else  one token per UTF-8 byte: the most a byte-level BPE can ever take, so rare scripts and
+               symbols are never undercounted (and often overcounted)
+=============  ============================================================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from chatmemory.core.tokens.framing import FramedEstimator
+
+__all__ = ["CALIBRATIONS", "ScriptRates", "SimpleTokenCountEstimator"]
+
+
+@dataclass(frozen=True)
+class ScriptRates:
+    """The cost of each kind of run for one encoding (see the module docstring for how they are used).
+
+    Attributes:
+        letters_per_token: Latin letters per token in a word.
+        accent_weight: how many plain letters an accented Latin letter counts as.
+        capitals_per_token: letters per token in an all-capitals word.
+        cyrillic_per_token: Cyrillic letters per token in a word.
+        han_tokens: tokens per Han ideograph.
+        kana_tokens: tokens per kana character.
+        hangul_tokens: tokens per Hangul syllable or jamo.
+        punctuation_per_token: ASCII symbols per token in a run of them.
+        glued_punctuation_tokens: tokens for one ASCII symbol right before a letter.
+        wide_punctuation_tokens: tokens per CJK, full-width or general punctuation mark.
+        whitespace_per_token: whitespace characters per token in a run of them.
+        emoji_tokens: tokens per emoji code point.
+        emoji_modifier_tokens: tokens per zero-width joiner, variation selector, skin tone or tag.
+    """
+
+    letters_per_token: float
+    accent_weight: float
+    capitals_per_token: float
+    cyrillic_per_token: float
+    han_tokens: float
+    kana_tokens: float
+    hangul_tokens: float
+    punctuation_per_token: float
+    glued_punctuation_tokens: float
+    wide_punctuation_tokens: float
+    whitespace_per_token: float
+    emoji_tokens: float
+    emoji_modifier_tokens: float
+
+
+#: Rates per encoding, calibrated on the shipped corpus (``python benchmarks/tokens.py`` prints the fit).
+CALIBRATIONS: dict[str, ScriptRates] = {
+    "o200k_base": ScriptRates(
+        letters_per_token=3.5241,
+        accent_weight=2.7,
+        capitals_per_token=1.95,
+        cyrillic_per_token=2.5453,
+        han_tokens=0.9516,
+        kana_tokens=0.9079,
+        hangul_tokens=0.6111,
+        punctuation_per_token=1.3,
+        glued_punctuation_tokens=0.1455,
+        wide_punctuation_tokens=1.0,
+        whitespace_per_token=8.0,
+        emoji_tokens=1.8915,
+        emoji_modifier_tokens=1.287,
+    ),
+    "cl100k_base": ScriptRates(
+        letters_per_token=2.3331,
+        accent_weight=2.7,
+        capitals_per_token=1.859,
+        cyrillic_per_token=1.2376,
+        han_tokens=1.6685,
+        kana_tokens=1.1868,
+        hangul_tokens=1.261,
+        punctuation_per_token=1.5626,
+        glued_punctuation_tokens=0.15,
+        wide_punctuation_tokens=1.2232,
+        whitespace_per_token=8.0,
+        emoji_tokens=2.8133,
+        emoji_modifier_tokens=1.584,
+    ),
+}
+
+_LATIN_ACCENTED = "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
+_EMOJI = "\U0001f000-\U0001f1e5\U0001f200-\U0001faff\u2600-\u27bf\u2b00-\u2bff\u2300-\u23ff"
+_EMOJI_MODIFIERS = "\u200d\ufe0f\ufe0e\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
+_RUNS = re.compile(
+    rf"(?P<word> ?[A-Za-z{_LATIN_ACCENTED}\u0400-\u052f]+)"
+    r"|(?P<han>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+)"
+    r"|(?P<kana>[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]+)"
+    r"|(?P<hangul>[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]+)"
+    r"|(?P<digits>[0-9]+)"
+    # A space before a letter or a symbol joins its token ("    if" is "   " and " if"; " (" is one
+    # token); before a digit it is a token of its own.
+    r"|(?P<space> (?=[^\s0-9]))"
+    # Other whitespace before a letter takes the letter into its token and splits the word ("\tB", "er").
+    r"|(?P<split_word>[^\S \n](?=[A-Za-z]))"
+    r"|(?P<whitespace>\s+?(?= [^\s0-9])|\s+)"
+    # A lone symbol before a letter mostly joins the word's token (".append", "(self", "#include").
+    r"|(?P<glued>[!-/:-@\[-`{-~](?=[A-Za-z]))"
+    r"|(?P<punctuation>[!-/:-@\[-`{-~]+)"
+    r"|(?P<wide_punctuation>[\u3000-\u303f\uff00-\uff65\u2010-\u2027\u00a0-\u00bf]+)"
+    rf"|(?P<emoji>[{_EMOJI}{_EMOJI_MODIFIERS}]+)"
+    r"|(?P<other>.)",
+    re.DOTALL,
+)
+# o200k_base cuts words at case changes (camelCase); cutting there too lets each part be looked up.
+_CASE_PARTS = re.compile(r" ?(?:[A-Z]?[a-z]+|[A-Z]+(?![a-z]))")
+_ACCENTED = re.compile(f"[{_LATIN_ACCENTED}]")
+_CYRILLIC = re.compile("[\u0400-\u052f]")
+_MODIFIER = re.compile(f"[{_EMOJI_MODIFIERS}]")
+
+
+@functools.cache
+def _one_token_words() -> frozenset[str]:
+    """Words that are one token in both encodings, spelled as the token (see ``words.txt.gz``)."""
+    packed = resources.files("chatmemory.core.tokens").joinpath("words.txt.gz").read_bytes()
+    return frozenset(gzip.decompress(packed).decode("utf-8").split("\n"))
+
+
+class SimpleTokenCountEstimator(FramedEstimator):
+    """A dependency-free estimate calibrated per script, meant never to fall below the real count.
+
+    Where it holds: on the multilingual corpus shipped with the tests (English and eight other Latin
+    languages, Chinese, Japanese, Korean, Russian, Ukrainian, Bulgarian, code, emoji, numbers, whitespace
+    and mixtures), the estimate is never below the real ``o200k_base`` / ``cl100k_base`` count, and
+    within about 15 % of it at the median. Digits, whitespace, ASCII punctuation and characters outside
+    the calibrated scripts are costed at or above the most they can take, so text made of those is never
+    undercounted. Words are costed at natural-language rates: gibberish letter strings, rare ideographs
+    and unusual emoji can take more tokens than estimated — use :class:`OpenAITokenCountEstimator` when
+    a window must never overflow.
+
+    Args:
+        encoding: whose rates to use — ``"o200k_base"`` (GPT-4o and later, the default) or
+            ``"cl100k_base"`` (GPT-4, GPT-3.5: about 1.5x more tokens for CJK), or a :class:`ScriptRates`.
+        chars_per_token: overrides the rate's letters per Latin token (larger estimates less).
+        per_message: tokens each message adds for its markers and role.
+        per_name: tokens a user name adds beside its own tokens.
+        per_tool_call: tokens each tool call adds beside its header and arguments.
+        per_media: tokens for each non-text content part.
+        reply_priming: tokens a request adds once, for the primed reply.
+        count_thinking: count an AI message's thinking (only if you send it back to the model).
+        cache_size: how many distinct messages' counts to keep.
+    """
+
+    def __init__(
+        self,
+        encoding: str | ScriptRates = "o200k_base",
+        *,
+        chars_per_token: float | None = None,
+        per_message: int = 4,
+        per_name: int = 1,
+        per_tool_call: int = 3,
+        per_media: int = 85,
+        reply_priming: int = 3,
+        count_thinking: bool = False,
+        cache_size: int = 4096,
+    ) -> None:
+        super().__init__(
+            per_message=per_message,
+            per_name=per_name,
+            per_tool_call=per_tool_call,
+            per_media=per_media,
+            reply_priming=reply_priming,
+            count_thinking=count_thinking,
+            cache_size=cache_size,
+        )
+        if isinstance(encoding, ScriptRates):
+            rates = encoding
+        elif encoding in CALIBRATIONS:
+            rates = CALIBRATIONS[encoding]
+        else:
+            raise ValueError(
+                f"SimpleTokenCountEstimator has no calibration for {encoding!r}; use one of "
+                f"{', '.join(CALIBRATIONS)} or pass ScriptRates"
+            )
+        if chars_per_token is not None:
+            if chars_per_token <= 0:
+                raise ValueError(f"SimpleTokenCountEstimator: chars_per_token must be > 0, got {chars_per_token}")
+            rates = ScriptRates(**{**rates.__dict__, "letters_per_token": chars_per_token})
+        self.rates = rates
+        self._words = _one_token_words()
+
+    def estimate_text(self, text: str) -> int:
+        """Tokens in a piece of text, by the calibrated rates."""
+        rates = self.rates
+        # Fractional costs add up over the whole text; rounding each run up would overcount short runs.
+        tokens = 0.0
+        for match in _RUNS.finditer(text):
+            kind = match.lastgroup
+            run = match.group()
+            if kind == "space":
+                continue
+            if kind == "word":
+                tokens += self._word(run)
+            elif kind == "han":
+                tokens += len(run) * rates.han_tokens
+            elif kind == "kana":
+                tokens += len(run) * rates.kana_tokens
+            elif kind == "hangul":
+                tokens += len(run) * rates.hangul_tokens
+            elif kind == "digits":
+                tokens += math.ceil(len(run) / 3)
+            elif kind == "whitespace":
+                tokens += self._whitespace(run, match.end() < len(text) and text[match.end()].isdigit())
+            elif kind == "split_word":
+                tokens += 2
+            elif kind == "glued":
+                tokens += rates.glued_punctuation_tokens
+            elif kind == "punctuation":
+                tokens += max(1.0, len(run) / rates.punctuation_per_token)
+            elif kind == "wide_punctuation":
+                tokens += len(run) * rates.wide_punctuation_tokens
+            elif kind == "emoji":
+                modifiers = len(_MODIFIER.findall(run))
+                tokens += (len(run) - modifiers) * rates.emoji_tokens + modifiers * rates.emoji_modifier_tokens
+            else:
+                tokens += len(run.encode("utf-8", "surrogatepass"))
+        return math.ceil(tokens - 1e-9)
+
+    def _whitespace(self, run: str, before_digit: bool) -> float:
+        """Tokens of a run of whitespace: each stretch of one character costs apart.
+
+        Vocabularies merge long stretches of spaces, tabs or newlines, but hardly any mixture of them;
+        a carriage return is a token of its own, and other whitespace is costed by its bytes.
+        """
+        tokens = 0.0
+        for character, stretch in itertools.groupby(run):
+            length = len(list(stretch))
+            if character in " \t\n":
+                tokens += max(1.0, length / self.rates.whitespace_per_token)
+            else:
+                tokens += length * len(character.encode("utf-8"))
+        # Before a digit the last space is a token of its own (digits take no space into their token).
+        return tokens + 1 if before_digit and len(run) > 1 else tokens
+
+    def _word(self, word: str) -> float:
+        """Tokens of a Latin or Cyrillic word, with the space before it if there is one."""
+        words = self._words
+        if word in words:
+            return 1.0
+        rates = self.rates
+        letters = len(word) - word.startswith(" ")
+        if word.isascii():
+            tokens = 0.0
+            for part in _CASE_PARTS.findall(word):
+                if part in words:
+                    tokens += 1.0
+                elif part.strip().isupper() and len(part.strip()) > 1:
+                    tokens += max(1.0, len(part.strip()) / rates.capitals_per_token)
+                else:
+                    tokens += max(1.0, len(part.strip()) / rates.letters_per_token)
+            return tokens
+        cyrillic = len(_CYRILLIC.findall(word))
+        if cyrillic:
+            return max(1.0, cyrillic / rates.cyrillic_per_token + (letters - cyrillic) / 2)
+        accented = len(_ACCENTED.findall(word))
+        return max(1.0, (letters - accented + accented * rates.accent_weight) / rates.letters_per_token)
