@@ -78,14 +78,14 @@ class ScriptRates:
 CALIBRATIONS: dict[str, ScriptRates] = {
     "o200k_base": ScriptRates(
         letters_per_token=3.5241,
-        accent_weight=2.7,
+        accent_weight=2.43,
         capitals_per_token=1.95,
-        cyrillic_per_token=2.5453,
+        cyrillic_per_token=2.6217,
         han_tokens=0.9516,
         kana_tokens=0.9079,
         hangul_tokens=0.6111,
         punctuation_per_token=1.3,
-        glued_punctuation_tokens=0.1455,
+        glued_punctuation_tokens=0.1411,
         wide_punctuation_tokens=1.0,
         whitespace_per_token=8.0,
         emoji_tokens=1.8915,
@@ -93,9 +93,9 @@ CALIBRATIONS: dict[str, ScriptRates] = {
     ),
     "cl100k_base": ScriptRates(
         letters_per_token=2.3331,
-        accent_weight=2.7,
+        accent_weight=2.5404,
         capitals_per_token=1.859,
-        cyrillic_per_token=1.2376,
+        cyrillic_per_token=1.2747,
         han_tokens=1.6685,
         kana_tokens=1.1868,
         hangul_tokens=1.261,
@@ -109,8 +109,13 @@ CALIBRATIONS: dict[str, ScriptRates] = {
 }
 
 _LATIN_ACCENTED = "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
-_EMOJI = "\U0001f000-\U0001f1e5\U0001f200-\U0001faff\u2600-\u27bf\u2b00-\u2bff\u2300-\u23ff"
+_EMOJI = "\U0001f300-\U0001f6ff\U0001f900-\U0001f9ff\U0001fa70-\U0001faff\u2600-\u27bf\u2b00-\u2bff\u2300-\u23ff"
 _EMOJI_MODIFIERS = "\u200d\ufe0f\ufe0e\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
+# Unicode White_Space, as the encodings' split patterns mean by \s (Python's \s also takes \x1c-\x1f).
+_WS = " \t\n\r\x0b\x0c\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_WHITESPACE = frozenset(" \t\n\r\x0b\x0c\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {
+    chr(code) for code in range(0x2000, 0x200B)
+}
 _RUNS = re.compile(
     rf"(?P<word> ?[A-Za-z{_LATIN_ACCENTED}\u0400-\u052f]+)"
     r"|(?P<han>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+)"
@@ -119,10 +124,10 @@ _RUNS = re.compile(
     r"|(?P<digits>[0-9]+)"
     # A space before a letter or a symbol joins its token ("    if" is "   " and " if"; " (" is one
     # token); before a digit it is a token of its own.
-    r"|(?P<space> (?=[^\s0-9]))"
+    rf"|(?P<space> (?=[^{_WS}0-9]))"
     # Other whitespace before a letter takes the letter into its token and splits the word ("\tB", "er").
-    r"|(?P<split_word>[^\S \n](?=[A-Za-z]))"
-    r"|(?P<whitespace>\s+?(?= [^\s0-9])|\s+)"
+    r"|(?P<split_word>[\t\x0b\x0c\x85\xa0](?=[A-Za-z]))"
+    rf"|(?P<whitespace>[{_WS}]+?(?= [^{_WS}0-9])|[{_WS}]+)"
     # A lone symbol before a letter mostly joins the word's token (".append", "(self", "#include").
     r"|(?P<glued>[!-/:-@\[-`{-~](?=[A-Za-z]))"
     r"|(?P<punctuation>[!-/:-@\[-`{-~]+)"
@@ -213,10 +218,12 @@ class SimpleTokenCountEstimator(FramedEstimator):
         rates = self.rates
         # Fractional costs add up over the whole text; rounding each run up would overcount short runs.
         tokens = 0.0
+        after_space = False
         for match in _RUNS.finditer(text):
             kind = match.lastgroup
             run = match.group()
             if kind == "space":
+                after_space = True
                 continue
             if kind == "word":
                 tokens += self._word(run)
@@ -229,7 +236,7 @@ class SimpleTokenCountEstimator(FramedEstimator):
             elif kind == "digits":
                 tokens += math.ceil(len(run) / 3)
             elif kind == "whitespace":
-                tokens += self._whitespace(run, match.end() < len(text) and text[match.end()].isdigit())
+                tokens += self._whitespace(run, match.end() < len(text) and text[match.end()] not in _WHITESPACE)
             elif kind == "split_word":
                 tokens += 2
             elif kind == "glued":
@@ -242,10 +249,13 @@ class SimpleTokenCountEstimator(FramedEstimator):
                 modifiers = len(_MODIFIER.findall(run))
                 tokens += (len(run) - modifiers) * rates.emoji_tokens + modifiers * rates.emoji_modifier_tokens
             else:
-                tokens += len(run.encode("utf-8", "surrogatepass"))
+                # No rate covers this character, so count every byte, and the space before it: a
+                # vocabulary may hold no token joining a space to it.
+                tokens += len(run.encode("utf-8", "surrogatepass")) + after_space
+            after_space = False
         return math.ceil(tokens - 1e-9)
 
-    def _whitespace(self, run: str, before_digit: bool) -> float:
+    def _whitespace(self, run: str, before_text: bool) -> float:
         """Tokens of a run of whitespace: each stretch of one character costs apart.
 
         Vocabularies merge long stretches of spaces, tabs or newlines, but hardly any mixture of them;
@@ -258,8 +268,9 @@ class SimpleTokenCountEstimator(FramedEstimator):
                 tokens += max(1.0, length / self.rates.whitespace_per_token)
             else:
                 tokens += length * len(character.encode("utf-8"))
-        # Before a digit the last space is a token of its own (digits take no space into their token).
-        return tokens + 1 if before_digit and len(run) > 1 else tokens
+        # Before text, the split patterns cut the last character off a run that does not end a line: it
+        # is a token of its own, or joins a token it does not shorten.
+        return tokens + 1 if before_text and len(run) > 1 and run[-1] not in "\r\n" else tokens
 
     def _word(self, word: str) -> float:
         """Tokens of a Latin or Cyrillic word, with the space before it if there is one."""
@@ -278,8 +289,10 @@ class SimpleTokenCountEstimator(FramedEstimator):
                 else:
                     tokens += max(1.0, len(part.strip()) / rates.letters_per_token)
             return tokens
+        # Vocabularies learned these words after a space; without one they split further.
+        bare = 0.0 if word.startswith(" ") else 1.0
         cyrillic = len(_CYRILLIC.findall(word))
         if cyrillic:
-            return max(1.0, cyrillic / rates.cyrillic_per_token + (letters - cyrillic) / 2)
+            return max(1.0, cyrillic / rates.cyrillic_per_token + (letters - cyrillic) / 2 + bare)
         accented = len(_ACCENTED.findall(word))
-        return max(1.0, (letters - accented + accented * rates.accent_weight) / rates.letters_per_token)
+        return max(1.0, (letters - accented + accented * rates.accent_weight) / rates.letters_per_token + bare)
