@@ -102,14 +102,29 @@ def test_a_tiktoken_compatible_object_needs_no_bpe_openai(monkeypatch: pytest.Mo
     assert repr(estimator) == "OpenAITokenCountEstimator('o200k_base')"
 
 
-def test_models_pick_their_encoding() -> None:
-    assert OpenAITokenCountEstimator(model="gpt-4o").encoding_name == "o200k_base"
-    assert OpenAITokenCountEstimator(model="gpt-4").encoding_name == "cl100k_base"
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("gpt-4o-mini", "o200k_base"),
+        ("gpt-4.1-nano", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("o3-mini", "o200k_base"),
+        ("o1", "o200k_base"),
+        ("ft:gpt-4o-mini:acme::abc123", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+    ],
+)
+def test_models_pick_their_encoding(model: str, encoding: str) -> None:
+    assert OpenAITokenCountEstimator(model=model).encoding_name == encoding
 
 
 def test_unknown_models_and_encodings_say_what_to_pass() -> None:
-    with pytest.raises(ValueError, match=r"no model 'no-such-model'.*encoding='o200k_base'"):
-        OpenAITokenCountEstimator(model="no-such-model")
+    for model in ("no-such-model", "omni-1"):
+        with pytest.raises(ValueError, match=rf"no known encoding for model '{model}'.*encoding='o200k_base'"):
+            OpenAITokenCountEstimator(model=model)
     with pytest.raises(ValueError, match=r"no offline encoding 'p50k_base'.*cl100k_base"):
         OpenAITokenCountEstimator("p50k_base")
 

@@ -7,12 +7,82 @@ Both estimators count text with a real encoding and frame messages by
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+from chatmemory.core.errors import MissingDependencyError
 from chatmemory.core.tokens.framing import FramedEstimator
 
 __all__ = ["OpenAITokenCountEstimator", "TiktokenTokenCountEstimator"]
+
+# Model name prefixes and their encodings, newest families first (as tiktoken maps them).
+_MODEL_PREFIXES = (
+    ("gpt-5", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4o", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("gpt-oss", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("gpt-35", "cl100k_base"),
+    ("text-embedding-3", "cl100k_base"),
+    ("text-embedding-ada-002", "cl100k_base"),
+)
+
+
+def encoding_for_model(model: str) -> str | None:
+    """The OpenAI encoding a model name uses (fine-tuned ``ft:`` names too), or ``None`` if unknown."""
+    name = model.removeprefix("ft:")
+    for prefix, encoding in _MODEL_PREFIXES:
+        # "o1" must not claim every name starting with an o: o-series names are "o1" or "o1-...".
+        if name.startswith(prefix) and (not prefix.startswith("o") or name[len(prefix) :][:1] in ("", "-", ":")):
+            return encoding
+    return None
+
+
+def _bpe_openai_bindings(feature: str) -> ModuleType:
+    """The Rust extension of ``bpe-openai``, loaded without running the package's ``__init__``.
+
+    Importing ``bpe_openai`` parses all three of its vocabularies into Python dictionaries (about three
+    seconds and a few hundred megabytes) for its tiktoken look-alike wrapper; counting needs only the
+    extension, which carries its own compiled vocabularies. The extension is registered under its own
+    name, so a later ``import bpe_openai`` reuses it. If the wheel's layout ever changes, the ordinary
+    import is the fallback.
+    """
+    if "bpe_openai" in sys.modules and sys.modules["bpe_openai"] is None:  # import blocked on purpose
+        raise MissingDependencyError(feature, "openai-tokens", "bpe_openai")
+    loaded = sys.modules.get("bpe_openai._bindings")
+    if loaded is not None:
+        return loaded
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+    except (ImportError, ValueError) as exc:
+        raise MissingDependencyError(feature, "openai-tokens", "bpe_openai") from exc
+    if spec is None:
+        raise MissingDependencyError(feature, "openai-tokens", "bpe_openai")
+    for directory in spec.submodule_search_locations or ():
+        for entry in sorted(os.listdir(directory)):
+            if entry.startswith("_bindings.") and entry.endswith((".so", ".pyd")):
+                extension = importlib.util.spec_from_file_location(
+                    "bpe_openai._bindings", os.path.join(directory, entry)
+                )
+                if extension is None or extension.loader is None:
+                    continue
+                module = importlib.util.module_from_spec(extension)
+                extension.loader.exec_module(module)
+                sys.modules["bpe_openai._bindings"] = module
+                return module
+    from chatmemory.stores._optional import require
+
+    return require("bpe_openai._bindings", feature=feature, extra="openai-tokens")
 
 
 def _text_counter(encoding: Any, owner: str) -> Callable[[str], int]:
@@ -94,24 +164,19 @@ class OpenAITokenCountEstimator(_EncodingEstimator):
             self.encoding_name: str = str(getattr(encoding, "name", type(encoding).__name__))
             self._count_text = _text_counter(encoding, type(self).__name__)
             return
-        from chatmemory.stores._optional import require
-
-        bpe_openai = require("bpe_openai", feature=type(self).__name__, extra="openai-tokens")
-        bindings = require("bpe_openai._bindings", feature=type(self).__name__, extra="openai-tokens")
         if model is not None:
-            try:
-                encoding = bpe_openai.encoding_name_for_model(model)
-            except KeyError:
+            named = encoding_for_model(model)
+            if named is None:
                 raise ValueError(
-                    f"{type(self).__name__}: bpe-openai knows no model {model!r}; pass encoding='o200k_base' "
+                    f"{type(self).__name__}: no known encoding for model {model!r}; pass encoding='o200k_base' "
                     "(GPT-4o and later) or 'cl100k_base' (GPT-4, GPT-3.5)"
-                ) from None
+                )
+            encoding = named
+        bindings = _bpe_openai_bindings(type(self).__name__)
         supported = list(bindings.supported_encodings())
         if encoding not in supported:
             raise ValueError(
-                f"{type(self).__name__}: no offline encoding {encoding!r}"
-                + (f" for model {model!r}" if model is not None else "")
-                + f"; bpe-openai has {', '.join(supported)}"
+                f"{type(self).__name__}: no offline encoding {encoding!r}; bpe-openai has {', '.join(supported)}"
             )
         self.encoding_name = str(encoding)
         # The Rust tokenizer's count() skips building the list of token ids; the Python Encoding wrapper

@@ -1,0 +1,173 @@
+"""Token estimators: how close the default comes to the real counts, and what an exact count costs.
+
+Prints, offline:
+
+1. per script, estimate / real for :class:`SimpleTokenCountEstimator` on the corpus shipped with the
+   tests (median, p5, min, max), for ``o200k_base`` and ``cl100k_base``; the real count is tiktoken's
+   own BPE over the vocabulary bundled in the ``bpe-openai`` wheel (``tests/core/tokens/reference.py``);
+2. microseconds to count one 500-character message, uncached, with each estimator;
+3. a 2,000-turn run through a ``TokenWindowChatMemory`` with the exact estimator: how many texts were
+   tokenized against how many distinct messages, and the estimator's cache hit rate.
+
+Run: ``python benchmarks/tokens.py`` (needs the ``openai-tokens`` and ``tiktoken`` extras).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from chatmemory import (
+    AiMessage,
+    ChatMessage,
+    OpenAITokenCountEstimator,
+    SimpleTokenCountEstimator,
+    TiktokenTokenCountEstimator,
+    TokenWindowChatMemory,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from chatmemory.core.tokens.framing import FramedEstimator
+from core.tokens.corpus import samples
+from core.tokens.reference import ENCODINGS, reference_encoding
+
+ENGLISH_500 = (
+    "When the committee met on Tuesday, nobody expected the discussion to last until midnight. The proposal "
+    "was simple enough: move the weekly market from the square to the riverside, where there would be more "
+    "room for stalls and less traffic. But every shopkeeper on the square had an opinion, and most of them "
+    "wanted to share it at length. By the time the vote was taken, the coffee had run out twice, the mayor "
+    "had left, and the only person still taking notes was the clerk, who had stopped listening an hour ago."
+)[:500]
+MIXED_500 = (
+    "When the committee met on Tuesday, nobody expected the discussion to last until midnight. The proposal "
+    "was simple enough: move the weekly market from the square to the riverside, where there would be more "
+    "room for stalls and less traffic. 会议在星期二举行\uff0c没有人想到讨论会持续到半夜。 Привет, мир! "
+    "def f(x): return x ** 2  # 12345678 🙂 But every shopkeeper on the square had an opinion, and most "
+    "of them wanted to share it at length. By the time the vote was taken, the coffee had run out twice. "
+    "Then everyone went home, tired but satisfied."
+)[:500]
+
+
+def ratio_table(encoding: str) -> dict[str, list[float]]:
+    """estimate / real per corpus sample, by script (and ``all``)."""
+    reference = reference_encoding(encoding)
+    estimator = SimpleTokenCountEstimator(encoding)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for script, text in samples():
+        real = len(reference.encode_ordinary(text))
+        if real:
+            ratio = estimator.estimate_text(text) / real
+            ratios[script].append(ratio)
+            ratios["all"].append(ratio)
+    return ratios
+
+
+def print_ratio_tables() -> None:
+    for encoding in ENCODINGS:
+        print(f"\nSimpleTokenCountEstimator({encoding!r}) estimate / real {encoding}, per corpus text")
+        print(f"{'script':<11} {'texts':>5} {'median':>7} {'p5':>6} {'min':>6} {'max':>6}")
+        for script, values in sorted(ratio_table(encoding).items(), key=lambda item: item[0] == "all"):
+            p5 = statistics.quantiles(values, n=20)[0]
+            print(
+                f"{script:<11} {len(values):>5} {statistics.median(values):>7.3f} {p5:>6.3f} "
+                f"{min(values):>6.3f} {max(values):>6.3f}"
+            )
+
+
+def micros_per_count(estimator: FramedEstimator, message: ChatMessage, rounds: int = 2000) -> tuple[float, float]:
+    """Microseconds to count ``message`` once (the estimator caches nothing): best and median of 7 batches.
+
+    The best batch is the cost on a quiet machine; the median shows what sharing the CPU adds.
+    """
+    batches = []
+    for _ in range(7):
+        start = time.perf_counter_ns()
+        for _ in range(rounds):
+            estimator.estimate_message(message)
+        batches.append((time.perf_counter_ns() - start) / rounds / 1000)
+    return min(batches), statistics.median(batches)
+
+
+def print_speed() -> None:
+    print("\nmicroseconds to count one 500-character user message, framing included, no cache (best / median)")
+    for label, text in (("English", ENGLISH_500), ("mixed", MIXED_500)):
+        assert len(text) == 500, len(text)
+        message = UserMessage(text)
+        for encoding in ENCODINGS:
+            rows = [
+                ("OpenAITokenCountEstimator", OpenAITokenCountEstimator(encoding, cache_size=0), 2000),
+                (
+                    "TiktokenTokenCountEstimator",
+                    TiktokenTokenCountEstimator(encoding=reference_encoding(encoding), cache_size=0),
+                    1000,
+                ),
+                ("SimpleTokenCountEstimator", SimpleTokenCountEstimator(encoding, cache_size=0), 300),
+            ]
+            figures = "   ".join(
+                f"{name} {best:5.1f} / {median:5.1f}"
+                for name, estimator, rounds in rows
+                for best, median in [micros_per_count(estimator, message, rounds)]
+            )
+            print(f"{label:<8} {encoding:<12} {figures}")
+
+
+def turn(index: int) -> list[ChatMessage]:
+    """One turn of a chat: a question, sometimes a tool call and its result, an answer."""
+    question = UserMessage(f"Question {index}: what is the weather in city number {index}? " + MIXED_500[:200])
+    if index % 3:
+        return [question, AiMessage(f"Answer {index}: " + ENGLISH_500[: 100 + index % 300])]
+    call_id = f"call_{index}"
+    return [
+        question,
+        AiMessage(tool_execution_requests=[ToolExecutionRequest(call_id, "weather", f'{{"city": {index}}}')]),
+        ToolExecutionResultMessage(call_id, "weather", f"sunny, {index % 35} degrees"),
+        AiMessage(f"It is sunny in city {index}."),
+    ]
+
+
+def print_window_run(turns: int = 2000, max_tokens: int = 4000) -> None:
+    estimator = OpenAITokenCountEstimator("o200k_base")
+    count = estimator._count_text
+    texts = 0
+
+    def counting(text: str) -> int:
+        nonlocal texts
+        texts += 1
+        return count(text)
+
+    estimator._count_text = counting
+    memory = TokenWindowChatMemory("bench", max_tokens=max_tokens, token_count_estimator=estimator)
+    distinct: set[ChatMessage] = set()
+    texts_per_message = 0
+    start = time.perf_counter()
+    for index in range(turns):
+        for message in turn(index):
+            if message not in distinct:
+                distinct.add(message)
+                texts_before = texts
+                estimator._count_message(message)  # how many texts one count of this message takes
+                texts_per_message += texts - texts_before
+            memory.add(message)
+    elapsed = time.perf_counter() - start
+    texts -= texts_per_message  # the calibration pass above is not the window's work
+    lookups = estimator.cache_hits + estimator.cache_misses
+    window = memory.messages()
+    print(
+        f"\n{turns}-turn TokenWindowChatMemory(max_tokens={max_tokens}) run, OpenAITokenCountEstimator: "
+        f"{len(distinct)} distinct messages, {texts} texts tokenized for {texts_per_message} texts in them "
+        f"(each message counted {texts / texts_per_message:.2f} times); estimator cache hit rate "
+        f"{estimator.cache_hits / lookups:.1%} of {lookups} look-ups; window ends with {len(window)} messages, "
+        f"{estimator.estimate_messages(window)} tokens; {elapsed / turns * 1e6:.0f} µs per turn"
+    )
+
+
+if __name__ == "__main__":
+    print_ratio_tables()
+    print_speed()
+    print_window_run()
