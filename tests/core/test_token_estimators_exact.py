@@ -6,6 +6,7 @@ implementation independent of the Rust crate behind ``bpe-openai``.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -161,3 +162,17 @@ def _texts_in(message: object) -> int:
     if isinstance(message, AiMessage):
         return bool(message.text) + 2 * len(message.tool_execution_requests)
     return 1
+
+
+def test_loads_the_tokenizer_without_the_wrapper_package() -> None:
+    # Importing bpe_openai parses every vocabulary into Python (seconds); the estimator needs only the
+    # Rust extension, and a later import of the package must still work.
+    script = (
+        "import sys\n"
+        "from chatmemory import OpenAITokenCountEstimator\n"
+        "assert OpenAITokenCountEstimator().estimate_text('hello world') == 2\n"
+        "assert 'bpe_openai' not in sys.modules, 'the wrapper package was imported'\n"
+        "import bpe_openai\n"
+        "assert bpe_openai.get_encoding('o200k_base').encode('hello world') == [24912, 2375]\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
