@@ -131,43 +131,55 @@ def turn(index: int) -> list[ChatMessage]:
     ]
 
 
-def print_window_run(turns: int = 2000, max_tokens: int = 4000) -> None:
-    estimator = OpenAITokenCountEstimator("o200k_base")
+def print_window_run(turns: int, *, cache_size: int = 4096, max_tokens: int = 4000) -> None:
+    """Run ``turns`` turns through a token window; print how often texts were tokenized, and the time."""
+    estimator = OpenAITokenCountEstimator("o200k_base", cache_size=cache_size)
     count = estimator._count_text
-    texts = 0
+    tokenized = 0
 
     def counting(text: str) -> int:
-        nonlocal texts
-        texts += 1
+        nonlocal tokenized
+        tokenized += 1
         return count(text)
 
     estimator._count_text = counting
     memory = TokenWindowChatMemory("bench", max_tokens=max_tokens, token_count_estimator=estimator)
-    distinct: set[ChatMessage] = set()
-    texts_per_message = 0
+    conversation = [message for index in range(turns) for message in turn(index)]
     start = time.perf_counter()
-    for index in range(turns):
-        for message in turn(index):
-            if message not in distinct:
-                distinct.add(message)
-                texts_before = texts
-                estimator._count_message(message)  # how many texts one count of this message takes
-                texts_per_message += texts - texts_before
-            memory.add(message)
+    for message in conversation:
+        memory.add(message)
     elapsed = time.perf_counter() - start
-    texts -= texts_per_message  # the calibration pass above is not the window's work
-    lookups = estimator.cache_hits + estimator.cache_misses
     window = memory.messages()
+
+    # How many texts counting each distinct message once takes: the least any window could tokenize.
+    once = OpenAITokenCountEstimator("o200k_base", cache_size=0)
+    once_count = once._count_text
+    needed = 0
+
+    def needed_counting(text: str) -> int:
+        nonlocal needed
+        needed += 1
+        return once_count(text)
+
+    once._count_text = needed_counting
+    distinct = set(conversation)
+    for message in distinct:
+        once.estimate_message(message)
+    lookups = estimator.cache_hits + estimator.cache_misses
+    hit_rate = f"{estimator.cache_hits / lookups:.1%} of {lookups} look-ups" if lookups else "no cache"
     print(
-        f"\n{turns}-turn TokenWindowChatMemory(max_tokens={max_tokens}) run, OpenAITokenCountEstimator: "
-        f"{len(distinct)} distinct messages, {texts} texts tokenized for {texts_per_message} texts in them "
-        f"(each message counted {texts / texts_per_message:.2f} times); estimator cache hit rate "
-        f"{estimator.cache_hits / lookups:.1%} of {lookups} look-ups; window ends with {len(window)} messages, "
-        f"{estimator.estimate_messages(window)} tokens; {elapsed / turns * 1e6:.0f} µs per turn"
+        f"\n{turns}-turn run, TokenWindowChatMemory(max_tokens={max_tokens}) with "
+        f"OpenAITokenCountEstimator(cache_size={cache_size}): {len(conversation)} messages added, "
+        f"{len(distinct)} distinct; {tokenized} texts tokenized where counting each message once takes "
+        f"{needed} ({tokenized / needed:.2f}x); estimator cache hit rate {hit_rate}; the window ends with "
+        f"{len(window)} messages, {estimator.estimate_messages(window)} tokens; "
+        f"{elapsed / len(conversation) * 1e6:.0f} µs per add"
     )
 
 
 if __name__ == "__main__":
     print_ratio_tables()
     print_speed()
-    print_window_run()
+    print_window_run(2000)
+    # Without the estimator's own cache: the window weighs itself whole on every add (see the report).
+    print_window_run(200, cache_size=0)
