@@ -8,7 +8,7 @@ Three to choose from, all framing messages the way OpenAI's Chat Completions API
 * :class:`TiktokenTokenCountEstimator` — exact counts with tiktoken (``pip install 'chatmemory[tiktoken]'``),
   which downloads its vocabulary once; or with any tiktoken-compatible encoding you pass.
 * :class:`SimpleTokenCountEstimator` — no dependency; an estimate calibrated per script that stays above
-  the real count (see its docstring for where that is guaranteed).
+  the real count (see its docstring for where that is guaranteed); :class:`ScriptRates` holds its rates.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Protocol, runtime_checkable
 
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.tokens.openai import OpenAITokenCountEstimator, TiktokenTokenCountEstimator
-from chatmemory.core.tokens.scripts import SimpleTokenCountEstimator
+from chatmemory.core.tokens.scripts import ScriptRates, SimpleTokenCountEstimator
 
 __all__ = [
     "OpenAITokenCountEstimator",
+    "ScriptRates",
     "SimpleTokenCountEstimator",
     "TiktokenTokenCountEstimator",
     "TokenCountEstimator",
