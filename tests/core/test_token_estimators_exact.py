@@ -93,6 +93,8 @@ def test_tiktoken_estimator_agrees_given_the_real_encoding(encoding_name: str) -
     tiktoken_estimator = TiktokenTokenCountEstimator(encoding=reference)
     messages = conversation(30, seed=3)
     assert tiktoken_estimator.estimate_messages(messages) == api_prompt_tokens(reference, messages)
+    exact = OpenAITokenCountEstimator(encoding_name)
+    assert all(tiktoken_estimator.estimate_text(text) == exact.estimate_text(text) for _, text in samples())
 
 
 def test_a_tiktoken_compatible_object_needs_no_bpe_openai(monkeypatch: pytest.MonkeyPatch) -> None:
