@@ -52,7 +52,7 @@ def _bpe_openai_bindings(feature: str) -> ModuleType:
     """The Rust extension of ``bpe-openai``, loaded without running the package's ``__init__``.
 
     Importing ``bpe_openai`` parses all three of its vocabularies into Python dictionaries (about three
-    seconds and a few hundred megabytes) for its tiktoken look-alike wrapper; counting needs only the
+    seconds and 60 MB) for its tiktoken look-alike wrapper; counting needs only the
     extension, which carries its own compiled vocabularies. The extension is registered under its own
     name, so a later ``import bpe_openai`` reuses it. If the wheel's layout ever changes, the ordinary
     import is the fallback.
@@ -117,9 +117,10 @@ class OpenAITokenCountEstimator(_EncodingEstimator):
     """Exact counts with OpenAI's ``o200k_base`` or ``cl100k_base``, offline: no download, ever.
 
     Needs the ``openai-tokens`` extra (``pip install 'chatmemory[openai-tokens]'``): the ``bpe-openai``
-    package, whose wheel embeds both vocabularies and counts with GitHub's Rust ``bpe`` crate (MIT). Its
-    counts equal tiktoken's on the same vocabulary, which the tests check. Loading an encoding takes about
-    half a second once per process; counting a 500-character message takes about 15 µs.
+    package (MIT; a 41 MB wheel for Linux, macOS and Windows), which counts with GitHub's Rust ``bpe``
+    crate over vocabularies compiled into it. Its counts equal tiktoken's on OpenAI's vocabulary files,
+    which the tests check. Loading an encoding takes about 0.3 s and 65 MB (``o200k_base``) once per
+    process; counting a 500-character message takes about 15 µs of CPU.
 
     Args:
         encoding: ``"o200k_base"`` (GPT-4o, GPT-4.1, o-series and later), ``"cl100k_base"`` (GPT-4,

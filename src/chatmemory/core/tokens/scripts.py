@@ -165,7 +165,7 @@ class SimpleTokenCountEstimator(FramedEstimator):
 
     Where that holds, and where it does not:
 
-    * **On the corpus shipped with the tests** (English and ten other Latin-script languages, Chinese,
+    * **On the corpus shipped with the tests** (English and nine other Latin-script languages, Chinese,
       Japanese, Korean, Russian, Ukrainian, Bulgarian, code, emoji, numbers, whitespace and mixtures;
       320 texts), the estimate is never below the real count of the encoding it is calibrated for, and
       about 13-15 % above it at the median; nor on conversations with tool calls made from it.
@@ -178,7 +178,7 @@ class SimpleTokenCountEstimator(FramedEstimator):
       :class:`~chatmemory.OpenAITokenCountEstimator` when a window must never overflow.
 
     Rates for ``o200k_base`` (GPT-4o and later) are the default; GPT-4 and GPT-3.5 use ``cl100k_base``,
-    which needs up to 1.8x more tokens for CJK and Cyrillic text, so pass ``"cl100k_base"`` for them.
+    which needs up to about twice as many tokens for CJK and Cyrillic text: pass ``"cl100k_base"`` for them.
     Other vendors' tokenizers are not calibrated.
 
     Args:
