@@ -34,7 +34,7 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.core.tokens.framing import FramedEstimator
-from core.tokens.corpus import samples
+from core.tokens.corpus import held_out, samples
 from core.tokens.reference import ENCODINGS, reference_encoding
 
 ENGLISH_500 = (
@@ -69,6 +69,7 @@ def ratio_table(encoding: str) -> dict[str, list[float]]:
 
 
 def print_ratio_tables() -> None:
+    """The fit per script on the corpus, then how it carries over to the held-out sentences."""
     for encoding in ENCODINGS:
         print(f"\nSimpleTokenCountEstimator({encoding!r}) estimate / real {encoding}, per corpus text")
         print(f"{'script':<11} {'texts':>5} {'median':>7} {'p5':>6} {'min':>6} {'max':>6}")
@@ -78,6 +79,14 @@ def print_ratio_tables() -> None:
                 f"{script:<11} {len(values):>5} {statistics.median(values):>7.3f} {p5:>6.3f} "
                 f"{min(values):>6.3f} {max(values):>6.3f}"
             )
+        reference, estimator = reference_encoding(encoding), SimpleTokenCountEstimator(encoding)
+        held = [estimator.estimate_text(text) / len(reference.encode_ordinary(text)) for text in held_out()]
+        below = sorted(ratio for ratio in held if ratio < 1)
+        print(
+            f"{'held-out':<11} {len(held):>5} {statistics.median(held):>7.3f} "
+            f"{statistics.quantiles(held, n=20)[0]:>6.3f} {min(held):>6.3f} {max(held):>6.3f}"
+            f"   (not fitted on; {len(below)} below 1: {', '.join(f'{ratio:.2f}' for ratio in below) or 'none'})"
+        )
 
 
 def micros_per_count(estimator: FramedEstimator, message: ChatMessage, rounds: int = 2000) -> tuple[float, float]:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from chatmemory import OpenAITokenCountEstimator, SimpleTokenCountEstimator
 from chatmemory.core.tokens.scripts import _RUNS
 from core.tokens.conversation import api_prompt_tokens, conversation
-from core.tokens.corpus import SCRIPTS, samples
+from core.tokens.corpus import SCRIPTS, held_out, samples
 from core.tokens.reference import ENCODINGS, reference_encoding
 
 pytest.importorskip("bpe_openai")
@@ -53,7 +53,17 @@ def test_close_to_the_real_count_on_the_corpus(encoding_name: str) -> None:
     assert set(ratios) == {*SCRIPTS, "mixed"}
     assert statistics.median(ratio for values in ratios.values() for ratio in values) <= 1.15
     for script, values in ratios.items():
-        assert statistics.median(values) <= 1.4, script
+        assert statistics.median(values) <= 1.45, script  # CJK and Cyrillic spread most between languages
+
+
+def test_sentences_it_was_not_fitted_on_stay_close(encoding_name: str) -> None:
+    # Not a guarantee: a few held-out sentences in thinly sampled languages fall below (see the docstring).
+    reference = reference_encoding(encoding_name)
+    estimator = SimpleTokenCountEstimator(encoding_name)
+    ratios = [estimator.estimate_text(text) / len(reference.encode_ordinary(text)) for text in held_out()]
+    assert statistics.median(ratios) <= 1.2
+    assert min(ratios) >= 0.75
+    assert sum(ratio < 1 for ratio in ratios) <= len(ratios) // 8
 
 
 def test_never_below_the_real_count_on_conversations_with_tool_calls(encoding_name: str) -> None:

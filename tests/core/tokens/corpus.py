@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-__all__ = ["SCRIPTS", "samples", "sentences"]
+__all__ = ["SCRIPTS", "held_out", "samples", "sentences"]
 
 SCRIPTS = ("latin", "cjk", "kana", "cyrillic", "code", "emoji", "digits", "whitespace")
 
@@ -24,6 +24,16 @@ def sentences() -> dict[str, list[str]]:
     data: dict[str, list[str]] = json.loads((Path(__file__).parent / "corpus.json").read_text(encoding="utf-8"))
     assert tuple(data) == SCRIPTS, tuple(data)
     return data
+
+
+@cache
+def held_out() -> list[str]:
+    """Sentences in the same languages that the rates were not fitted on (``heldout.json``).
+
+    They show how the calibration carries over to text it has not seen: keep them out of the fit.
+    """
+    texts: list[str] = json.loads((Path(__file__).parent / "heldout.json").read_text(encoding="utf-8"))
+    return texts
 
 
 def samples(paragraphs_per_script: int = 20, mixed: int = 40, seed: int = 17) -> Iterator[tuple[str, str]]:

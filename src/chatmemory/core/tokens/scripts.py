@@ -55,6 +55,7 @@ class ScriptRates:
     Attributes:
         letters_per_token: Latin letters per token in a word that is not in the word list.
         accent_weight: how many plain letters an accented Latin letter counts as.
+        wide_accent_weight: the same for a letter of Latin Extended Additional (Vietnamese: three bytes).
         capitals_per_token: letters per token in an all-capitals word.
         cyrillic_per_token: Cyrillic letters per token in a word.
         han_tokens: tokens per Han ideograph.
@@ -70,6 +71,7 @@ class ScriptRates:
 
     letters_per_token: float
     accent_weight: float
+    wide_accent_weight: float
     capitals_per_token: float
     cyrillic_per_token: float
     han_tokens: float
@@ -88,15 +90,16 @@ class ScriptRates:
 CALIBRATIONS: dict[str, ScriptRates] = {
     "o200k_base": ScriptRates(
         letters_per_token=3.5241,
-        accent_weight=2.43,
+        accent_weight=2.3085,
+        wide_accent_weight=2.0655,
         capitals_per_token=1.95,
-        cyrillic_per_token=2.6217,
-        han_tokens=0.9516,
+        cyrillic_per_token=2.7528,
+        han_tokens=0.9373,
         kana_tokens=0.9079,
-        hangul_tokens=0.6111,
-        punctuation_per_token=1.3,
+        hangul_tokens=0.7005,
+        punctuation_per_token=1.4333,
         glued_punctuation_tokens=0.1411,
-        wide_punctuation_tokens=1.0,
+        wide_punctuation_tokens=1.0925,
         whitespace_per_token=8.0,
         emoji_tokens=1.8915,
         emoji_modifier_tokens=1.287,
@@ -104,17 +107,18 @@ CALIBRATIONS: dict[str, ScriptRates] = {
     "cl100k_base": ScriptRates(
         letters_per_token=2.3331,
         accent_weight=2.5404,
+        wide_accent_weight=2.5404,
         capitals_per_token=1.859,
         cyrillic_per_token=1.2747,
-        han_tokens=1.6685,
+        han_tokens=1.6435,
         kana_tokens=1.1868,
-        hangul_tokens=1.261,
-        punctuation_per_token=1.5626,
+        hangul_tokens=1.4504,
+        punctuation_per_token=1.586,
         glued_punctuation_tokens=0.15,
-        wide_punctuation_tokens=1.2232,
+        wide_punctuation_tokens=1.2049,
         whitespace_per_token=8.0,
         emoji_tokens=2.8133,
-        emoji_modifier_tokens=1.584,
+        emoji_modifier_tokens=1.6632,
     ),
 }
 
@@ -149,6 +153,7 @@ _RUNS = re.compile(
 # o200k_base cuts words at case changes (camelCase); cutting there too lets each part be looked up.
 _CASE_PARTS = re.compile(r" ?(?:[A-Z]?[a-z]+|[A-Z]+(?![a-z]))")
 _ACCENTED = re.compile(f"[{_LATIN_ACCENTED}]")
+_WIDE_ACCENTED = re.compile("[\u1e00-\u1eff]")
 _CYRILLIC = re.compile("[\u0400-\u052f]")
 _MODIFIER = re.compile(f"[{_EMOJI_MODIFIERS}]")
 
@@ -165,10 +170,13 @@ class SimpleTokenCountEstimator(FramedEstimator):
 
     Where that holds, and where it does not:
 
-    * **On the corpus shipped with the tests** (English and nine other Latin-script languages, Chinese,
-      Japanese, Korean, Russian, Ukrainian, Bulgarian, code, emoji, numbers, whitespace and mixtures;
-      320 texts), the estimate is never below the real count of the encoding it is calibrated for, and
-      about 13-15 % above it at the median; nor on conversations with tool calls made from it.
+    * **On the corpus it was fitted on** (shipped with the tests: English and nine other Latin-script
+      languages, Chinese, Japanese, Korean, Russian, Ukrainian, Bulgarian, code, emoji, numbers,
+      whitespace and mixtures; 343 texts), the estimate is never below the real count of the encoding it
+      is calibrated for, and about 13-15 % above it at the median; nor on conversations with tool calls
+      made from it. **On 24 held-out sentences** it was not fitted on, the median is about 1.11, but one
+      or two fall below the real count, by up to 20 % (Korean, Vietnamese, Ukrainian: languages the
+      corpus samples thinly), so a window of such text can overflow by a little.
     * **On any text** made of digits, whitespace and characters outside the calibrated scripts (Arabic,
       Hebrew, Devanagari, Thai, symbols, ...), it is never below the real count: those are priced at the
       most they can take. Hypothesis tests this.
@@ -300,8 +308,10 @@ class SimpleTokenCountEstimator(FramedEstimator):
         rates = self.rates
         letters = len(word) - word.startswith(" ")
         if word.isascii():
-            tokens = 0.0
-            for part in _CASE_PARTS.findall(word):
+            parts = _CASE_PARTS.findall(word)
+            # A capitalised word the vocabularies do not hold, starting a text or a line, splits further.
+            tokens = 1.0 if parts and parts[0][0].isupper() and parts[0] not in words else 0.0
+            for part in parts:
                 if part in words:
                     tokens += 1.0
                 elif part.strip().isupper() and len(part.strip()) > 1:
@@ -315,4 +325,6 @@ class SimpleTokenCountEstimator(FramedEstimator):
         if cyrillic:
             return max(1.0, cyrillic / rates.cyrillic_per_token + (letters - cyrillic) / 2 + bare)
         accented = len(_ACCENTED.findall(word))
-        return max(1.0, (letters - accented + accented * rates.accent_weight) / rates.letters_per_token + bare)
+        wide = len(_WIDE_ACCENTED.findall(word))
+        weight = letters - accented + (accented - wide) * rates.accent_weight + wide * rates.wide_accent_weight
+        return max(1.0, weight / rates.letters_per_token + bare)
