@@ -14,7 +14,7 @@ from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
-from chatmemory.stores.ttl import TTL, ttl_seconds
+from chatmemory.stores.base.options import TTL, ttl_seconds
 
 __all__ = ["InMemoryChatMemoryStore"]
 
