@@ -7,7 +7,21 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["DISTRIBUTION_NAME", "main", "version_text"]
+
+DISTRIBUTION_NAME = "llm-window-memory"
+"""The name this project is published under (``chatmemory`` on the index is another project)."""
+
+
+def version_text() -> str:
+    """``chatmemory X.Y.Z (llm-window-memory)``: the installed version and the distribution it came from."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(DISTRIBUTION_NAME)
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        from chatmemory import __version__ as installed
+    return f"chatmemory {installed} ({DISTRIBUTION_NAME})"
 
 
 def _positive_int(text: str) -> int:
@@ -28,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Bounded, persistent chat memory for LLM applications.",
         epilog="Run 'chatmemory COMMAND --help' for a command's options.",
     )
+    parser.add_argument("--version", action="version", version=version_text())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo",
@@ -97,7 +112,7 @@ def _migrate(arguments: argparse.Namespace) -> int:
     except ImportError as exc:
         print(
             f"chatmemory migrate: migrations are not available ({exc}). Install the SQL extra: "
-            "pip install 'chatmemory[sql]'",
+            "pip install 'llm-window-memory[sql]'",
             file=sys.stderr,
         )
         return 2

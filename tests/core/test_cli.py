@@ -159,7 +159,7 @@ def test_migrate_without_the_module(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert main(["migrate", "sqlite:///nowhere.db"]) == 2
     err = capsys.readouterr().err
     assert "migrations are not available" in err
-    assert "pip install 'chatmemory[sql]'" in err
+    assert "pip install 'llm-window-memory[sql]'" in err
 
 
 @pytest.mark.sqlite
