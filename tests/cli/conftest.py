@@ -45,6 +45,7 @@ class Stores:
 
     backend: Backend
     made: dict[str, ChatMemoryStore] = field(default_factory=dict)
+    foreign: set[str] = field(default_factory=set)
 
     def url(self, label: str, **options: Any) -> str:
         """A URL naming a fresh store (made on first use) of the current backend."""
@@ -59,6 +60,7 @@ class Stores:
     def add(self, url: str, store: ChatMemoryStore) -> str:
         """Make ``url`` name ``store`` (a store of another backend, closed by its own fixture)."""
         self.made[url] = store
+        self.foreign.add(url)
         return url
 
     @contextlib.contextmanager
@@ -67,8 +69,9 @@ class Stores:
         yield self.made[url]
 
     def close(self) -> None:
-        for store in self.made.values():
-            self.backend.close_store(store)
+        for url, store in self.made.items():
+            if url not in self.foreign:
+                self.backend.close_store(store)
 
 
 @pytest.fixture

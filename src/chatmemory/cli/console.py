@@ -49,6 +49,9 @@ def stdout_console() -> Console:
     return console
 
 
+_ORDER = {name: index for index, name in enumerate(("exported", "created", "replaced", "unchanged", "expired"))}
+
+
 @dataclass
 class Tally:
     """Counts per outcome (``created``, ``unchanged``, ``failed``, ...) of a command over many items."""
@@ -61,8 +64,9 @@ class Tally:
         return self.counts["failed"]
 
     def summary(self) -> str:
-        """``"3 created, 1 unchanged, 1 failed"`` (outcomes with a zero count left out; ``"nothing"`` if none)."""
-        parts = [f"{count} {outcome}" for outcome, count in self.counts.items() if count]
+        """``"3 created, 1 unchanged, 1 failed"`` (zero counts left out, failures last; ``"nothing"`` if none)."""
+        outcomes = sorted(self.counts, key=lambda outcome: (outcome == "failed", _ORDER.get(outcome, len(_ORDER))))
+        parts = [f"{self.counts[outcome]} {outcome}" for outcome in outcomes if self.counts[outcome]]
         return ", ".join(parts) or "nothing"
 
 

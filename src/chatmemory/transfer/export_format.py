@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from chatmemory.core.errors import ChatMemoryError
+from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization import native
@@ -118,6 +118,8 @@ def decode_line(line: bytes | str, line_number: int) -> ExportedMemory:
     expires_at = _expiry(document["expires_at"], line_number) if "expires_at" in document else UNKNOWN_EXPIRY
     try:
         messages = native.loads(orjson.dumps(document["memory"]), memory_id=memory_id)
-    except ChatMemoryError as exc:  # CorruptedMemoryError or UnsupportedFormatVersionError, naming the id
+    except CorruptedMemoryError as exc:
+        raise BadExportLineError(line_number, f"memory {memory_id!r} does not decode: {exc.reason}") from None
+    except ChatMemoryError as exc:  # UnsupportedFormatVersionError: names the id and what to upgrade
         raise BadExportLineError(line_number, str(exc)) from None
     return ExportedMemory(memory_id, messages, expires_at)
