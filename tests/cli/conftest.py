@@ -9,11 +9,12 @@ URL parsing and namespace options are tested on real URLs in test_cli_urls.py.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from cli_results import Result
 
 from chatmemory import ChatMemoryStore
 from chatmemory.cli import main
@@ -28,15 +29,6 @@ SCHEMES = {
     "mysql": "mysql+pymysql://",
     "mongodb": "mongodb://",
 }
-
-
-@dataclass
-class Result:
-    """What one run of the command gave."""
-
-    status: int
-    out: str
-    err: str
 
 
 @dataclass
@@ -93,11 +85,3 @@ def run(stores: Stores, capsys: pytest.CaptureFixture[str]) -> Any:
         return Result(status, captured.out, captured.err)
 
     return run_command
-
-
-def run_main(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> Result:
-    """The command in-process with the real store opener."""
-    capsys.readouterr()
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return Result(status, captured.out, captured.err)
