@@ -71,6 +71,14 @@ def write_memory(
 
 def _write_versioned(store: ChatMemoryStore, memory: ExportedMemory, replace: bool) -> WriteOutcome:
     assert isinstance(store, SupportsVersioning)
+    # Most memories of an import or a first copy are new: try to create first (one round trip), and read
+    # the destination only when the memory turns out to exist.
+    try:
+        store.save(memory.memory_id, memory.messages, 0)
+    except ConcurrentUpdateError:
+        pass
+    else:
+        return WriteOutcome.CREATED
     for _ in range(WRITE_ATTEMPTS):
         current = store.load(memory.memory_id)
         if current.version != 0:
