@@ -120,7 +120,8 @@ def _instruments() -> _Instruments | None:
     return _settings.instruments
 
 
-_FIELDS = ("attempts", "appended", "evicted", "bytes", "version", "items", "failed")
+_FIELDS = ("version", "bytes", "attempts", "appended", "evicted", "conflicts", "items", "failed")
+"""The figures of an operation, in the order log lines show them."""
 _SPAN_NAMES = {
     "attempts": "chatmemory.attempts",
     "appended": "chatmemory.messages.appended",
@@ -257,7 +258,7 @@ class Operation:
         parts = [self.backend, self.name]
         if self.memory_id is not None:
             parts.append(f"memory={self.memory_id!r}")
-        parts.extend(f"{key}={value}" for key, value in self.values.items())
+        parts.extend(f"{key}={self.values[key]}" for key in _FIELDS if key in self.values)
         parts.append(f"{elapsed * 1000:.2f}ms")
         if exc is not None:
             parts.append(f"{outcome}: {type(exc).__name__}: {exc}")
