@@ -62,6 +62,8 @@ def test_copy_from_a_langchain4j_redis_layout(legacy, stores, run) -> None:
     assert first.status == 1  # the broken one
     assert "memory 'broken'" in first.err
     assert "13 created, 1 failed" in first.err
+    assert "memory 'broken' does not decode at the source and was skipped" in first.err
+    assert "expiry times were not kept" in first.err  # the 'expiring' key had one
     for memory_id, messages in memories.items():
         assert stores[target].get_messages(memory_id) == messages
     assert stores[target].get_messages("expiring") == conversation(99)
@@ -75,8 +77,9 @@ def test_copy_from_a_langchain4j_redis_layout(legacy, stores, run) -> None:
     assert second.status == 1
     assert "1 created, 12 unchanged, 1 failed" in second.err
     assert "memory 'user-3' already exists with other messages" in second.err
-    third = run("copy", url, target, "--from", "langchain4j-redis", source_flag, prefix, "--replace")
+    third = run("copy", url, target, "--from", "langchain4j-redis", source_flag, prefix, "--replace", "--ttl", "60")
     assert third.status == 0, third.err
+    assert "expiry times were not kept" not in third.err
     assert "1 replaced, 13 unchanged" in third.err
     assert stores[target].get_messages("user-3")[-1] == UserMessage("one more")
 

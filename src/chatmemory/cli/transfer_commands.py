@@ -7,6 +7,7 @@ report each failed item with what is wrong, and exit 1 when any failed.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import sys
 import tempfile
@@ -20,12 +21,11 @@ from chatmemory import telemetry
 from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, reports_failures
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, Reporter, Tally
 from chatmemory.cli.stores import NAMESPACE_OPTIONS, namespace_options, store_kind, url_for_display
-from chatmemory.core.errors import ChatMemoryError, StoreError
+from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.memory_times import SupportsExpiryAt
 from chatmemory.transfer import (
-    UNKNOWN_EXPIRY,
     BadExportLineError,
     ExportedMemory,
     LangChain4jRedisSource,
@@ -44,6 +44,19 @@ class _NoSuchMemoryError(ChatMemoryError):
 
     def __init__(self, memory_id: str) -> None:
         super().__init__(f"no memory {memory_id!r} in the source")
+
+
+def _unreadable(exc: ChatMemoryError) -> ChatMemoryError:
+    """The error to report for a memory that does not decode at the source (it is skipped, not repaired)."""
+    if isinstance(exc, CorruptedMemoryError):
+        return _SkippedMemoryError(
+            f"memory {exc.memory_id!r} does not decode at the source and was skipped: {exc.reason}"
+        )
+    return exc
+
+
+class _SkippedMemoryError(ChatMemoryError):
+    """A memory left out of an export or a copy."""
 
 
 def _ids(values: tuple[str, ...]) -> list[str]:
@@ -106,10 +119,10 @@ def export(url: str, ids: tuple[str, ...], output: str, prefix: str, quiet: bool
             for memory_id in reporter.track(selected, "exporting", len(selected)):
                 try:
                     memory = source.read(memory_id)
+                except StoreError:
+                    raise
                 except ChatMemoryError as exc:
-                    if isinstance(exc, StoreError):
-                        raise
-                    reporter.error(str(exc))
+                    reporter.error(str(_unreadable(exc)))
                     tally.counts["failed"] += 1
                     continue
                 if memory is None:
@@ -143,6 +156,7 @@ def _write_all(
     reporter: Reporter,
     tally: Tally,
     verb: str,
+    ttl_given: bool,
 ) -> None:
     """Write each memory, reporting each failure and counting outcomes in ``tally``."""
     expiry_dropped = False
@@ -163,12 +177,13 @@ def _write_all(
                 continue
             tally.counts[outcome.value] += 1
             expiry_dropped = expiry_dropped or (
-                item.expires_at is not UNKNOWN_EXPIRY and not isinstance(store, SupportsExpiryAt)
+                isinstance(item.expires_at, datetime.datetime) and not isinstance(store, SupportsExpiryAt)
             )
-    if expiry_dropped:
+    if expiry_dropped and not ttl_given:
         reporter.info(
-            "the destination cannot set one memory's expiry (it lacks chatmemory.memory_times.SupportsExpiryAt): "
-            "memories written expire by the store's ttl (--ttl), counted from now"
+            "expiry times were not kept: the destination cannot set one memory's expiry (it lacks "
+            "chatmemory.memory_times.SupportsExpiryAt); pass --ttl SECONDS so that memories written expire as "
+            "your application's do"
         )
 
 
@@ -213,7 +228,16 @@ def import_(
         items = decoded()
     options = namespace_options(url, namespace) | ({"ttl": ttl} if ttl is not None else {})
     with opened_store(url, options) as store, telemetry.operation(backend=store_kind(url), name="cli.import") as op:
-        _write_all(store, items, len(lines), replace=replace, reporter=reporter, tally=tally, verb="importing")
+        _write_all(
+            store,
+            items,
+            len(lines),
+            replace=replace,
+            reporter=reporter,
+            tally=tally,
+            verb="importing",
+            ttl_given=ttl is not None,
+        )
         op.record(items=len(lines), failed=tally.failed)
     reporter.info(tally.summary())
     return EXIT_FAILED if tally.failed else EXIT_OK
@@ -314,7 +338,7 @@ def copy(
                 except StoreError:
                     raise
                 except ChatMemoryError as exc:  # does not decode at the source: report, go on
-                    yield exc
+                    yield _unreadable(exc)
                     continue
                 if memory is not None:
                     yield memory
@@ -325,7 +349,14 @@ def copy(
 
         with telemetry.operation(backend=f"{source_kind}->{target_kind}", name="cli.copy") as op:
             _write_all(
-                target, read_all(), len(selected), replace=replace, reporter=reporter, tally=tally, verb="copying"
+                target,
+                read_all(),
+                len(selected),
+                replace=replace,
+                reporter=reporter,
+                tally=tally,
+                verb="copying",
+                ttl_given=ttl is not None,
             )
             op.record(items=len(selected), failed=tally.failed)
     reporter.info(tally.summary())
