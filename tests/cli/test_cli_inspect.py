@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 
 import orjson
 import pytest
 
 from chatmemory import AiMessage, SupportsRawRecords, SystemMessage, UserMessage
 from chatmemory.cli import main
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization import dumps_message, langchain4j, loads_message, native, to_openai
 from chatmemory.testing.conversation import every_message_kind
 
@@ -170,3 +172,36 @@ def test_raw_records_on_a_store_that_shows_them(capsys: pytest.CaptureFixture[st
     assert row["messages"] == 3
     assert row["bytes"] == 2 * len(good) + len(b"{not json") + 1
     assert "not valid JSON" in row["error"]
+
+
+class TimedStore(RecordStore):
+    """A store that tells write and expiry times (chatmemory.memory_times.SupportsMemoryTimes)."""
+
+    WRITTEN = datetime.datetime(2026, 11, 30, 9, 0, tzinfo=datetime.timezone.utc)
+
+    def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        if memory_id not in self.records:
+            return None
+        expires = None if memory_id == "forever" else self.WRITTEN + datetime.timedelta(hours=1)
+        return MemoryTimes(self.WRITTEN, expires)
+
+
+def test_ls_shows_times_where_the_store_tells_them(capsys: pytest.CaptureFixture[str]) -> None:
+    store = TimedStore()
+    store.update_messages("forever", WINDOW)
+    store.update_messages("hour", WINDOW)
+
+    @contextlib.contextmanager
+    def opener(url, options):
+        yield store
+
+    assert main(["ls", "memory://", "--json"], open_store=opener) == 0
+    rows = {row["id"]: row for row in orjson.loads(capsys.readouterr().out)}
+    assert rows["hour"]["last_write"] == "2026-11-30T09:00:00+00:00"
+    assert rows["hour"]["expires_at"] == "2026-11-30T10:00:00+00:00"
+    assert rows["forever"]["expires_at"] is None
+    assert rows["forever"]["times_known"] is True
+    assert main(["ls", "memory://"], open_store=opener) == 0
+    captured = capsys.readouterr()
+    assert "2026-11-30T09:00:00+00:00  never" in captured.out
+    assert "does not report" not in captured.err

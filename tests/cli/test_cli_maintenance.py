@@ -74,14 +74,18 @@ def test_migrate_a_sqlite_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "already" in again.out
 
 
-def test_migrate_on_a_sql_backend(stores, capsys: pytest.CaptureFixture[str]) -> None:
-    if stores.backend.name not in ("sqlite", "postgres", "mysql"):
-        pytest.skip("migrations are for SQL databases")
-    url = stores.url("a")
-    store = stores[url]
-    result = run_main(["migrate", stores.backend.url, "--table-prefix", store.table_prefix], capsys)
-    assert result.status == 0, result.err
-    assert "already at" in result.out
+def test_migrate_on_each_sql_backend(sql_backend, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = sql_backend.fresh_prefix()
+    try:
+        first = run_main(["migrate", sql_backend.url, "--table-prefix", prefix], capsys)
+        assert first.status == 0, first.err
+        assert "schema migrated from empty to" in first.out
+        assert "already at" in run_main(["migrate", sql_backend.url, "--table-prefix", prefix], capsys).out
+    finally:
+        from chatmemory.stores.sql import SQLChatMemoryStore
+
+        with SQLChatMemoryStore(sql_backend.url, table_prefix=prefix) as store:
+            store.drop_schema()
 
 
 @pytest.mark.parametrize(
