@@ -44,6 +44,8 @@ import time
 from types import TracebackType
 from typing import Any
 
+from chatmemory.core.errors import ConcurrentUpdateError
+
 __all__ = ["Operation", "configure", "operation", "oversized_message_evicted", "records_memory_ids"]
 
 _log = logging.getLogger(__name__)
@@ -55,12 +57,18 @@ _ENV_RECORD_IDS = "CHATMEMORY_OTEL_RECORD_MEMORY_IDS"
 class _Instruments:
     """The tracer and metric instruments, made once per provider pair."""
 
-    def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
-        from opentelemetry import metrics, trace
+    def __init__(self, tracer_provider: Any, meter_provider: Any, record_memory_ids: bool) -> None:
+        from opentelemetry import context, metrics, trace
 
         tracer_source = tracer_provider if tracer_provider is not None else trace
         meter_source = meter_provider if meter_provider is not None else metrics
-        self.trace = trace
+        # Looked up once: an operation costs a few microseconds without an SDK, and imports are not free.
+        self.context = context
+        self.set_span_in_context = trace.set_span_in_context
+        self.client_kind = trace.SpanKind.CLIENT
+        self.status = trace.Status
+        self.error_code = trace.StatusCode.ERROR
+        self.record_memory_ids = record_memory_ids
         self.tracer = tracer_source.get_tracer(_SCOPE)
         meter = meter_source.get_meter(_SCOPE)
         self.duration = meter.create_histogram(
@@ -92,8 +100,8 @@ def configure(
     """Set how operations are reported.
 
     Args:
-        record_memory_ids: put memory ids on spans (``None``: as ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS`` says;
-            off by default, as ids can be personal data).
+        record_memory_ids: put memory ids on spans (``None``: as ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS`` says
+            when the first operation after this call starts; off by default, as ids can be personal data).
         tracer_provider: an OpenTelemetry ``TracerProvider`` to use instead of the global one.
         meter_provider: an OpenTelemetry ``MeterProvider`` to use instead of the global one.
     """
@@ -105,7 +113,7 @@ def configure(
 
 
 def records_memory_ids() -> bool:
-    """Whether memory ids go on spans (see :func:`configure`)."""
+    """Whether memory ids go on spans (see :func:`configure`; the environment is read when it is called)."""
     if _settings.record_memory_ids is not None:
         return _settings.record_memory_ids
     return os.environ.get(_ENV_RECORD_IDS, "").strip().lower() in {"1", "true", "yes", "on"}
@@ -114,7 +122,9 @@ def records_memory_ids() -> bool:
 def _instruments() -> _Instruments | None:
     if _settings.instruments is None and not _settings.otel_missing:
         try:
-            _settings.instruments = _Instruments(_settings.tracer_provider, _settings.meter_provider)
+            _settings.instruments = _Instruments(
+                _settings.tracer_provider, _settings.meter_provider, records_memory_ids()
+            )
         except ImportError:  # no opentelemetry-api: every operation is a log line only
             _settings.otel_missing = True
     return _settings.instruments
@@ -163,19 +173,18 @@ class Operation:
         return {"chatmemory.backend": self.backend, "chatmemory.operation": self.name}
 
     def __enter__(self) -> Operation:
-        self._instruments = _instruments()
-        if self._instruments is not None:
-            from opentelemetry import context
-            from opentelemetry.trace import SpanKind
-
+        instruments = self._instruments = _instruments()
+        if instruments is not None:
             attributes: dict[str, Any] = self._attributes()
-            if self.memory_id is not None and records_memory_ids():
+            if self.memory_id is not None and instruments.record_memory_ids:
                 attributes["chatmemory.memory_id"] = self.memory_id
-            self._span = self._instruments.tracer.start_span(
-                f"chatmemory {self.name}", kind=SpanKind.CLIENT, attributes=attributes
+            span = self._span = instruments.tracer.start_span(
+                f"chatmemory {self.name}", kind=instruments.client_kind, attributes=attributes
             )
-            # Current while the operation runs, so that driver instrumentation nests under it.
-            self._context_token = context.attach(self._instruments.trace.set_span_in_context(self._span))
+            # Current while the operation runs, so that driver instrumentation nests under it (without an
+            # SDK the span is invalid and there is nothing to nest).
+            if span.get_span_context().is_valid:
+                self._context_token = instruments.context.attach(instruments.set_span_in_context(span))
         self._started = time.perf_counter()
         return self
 
@@ -217,8 +226,6 @@ class Operation:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         elapsed = time.perf_counter() - self._started
-        from chatmemory.core.errors import ConcurrentUpdateError
-
         if exc is None:
             outcome = "ok"
         elif isinstance(exc, ConcurrentUpdateError):
@@ -226,7 +233,7 @@ class Operation:
         else:
             outcome = "error"
         if self._instruments is not None:
-            self._finish_span(exc, outcome)
+            self._finish_span(self._instruments, exc, outcome)
             self._instruments.duration.record(elapsed, {**self._attributes(), "chatmemory.outcome": outcome})
         if self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", self._line(elapsed, outcome, exc))
@@ -239,20 +246,18 @@ class Operation:
                 exc.attempts,
             )
 
-    def _finish_span(self, exc: BaseException | None, outcome: str) -> None:
-        from opentelemetry import context
-        from opentelemetry.trace import Status, StatusCode
-
+    def _finish_span(self, instruments: _Instruments, exc: BaseException | None, outcome: str) -> None:
         span = self._span
         for key, value in self.values.items():
             span.set_attribute(_SPAN_NAMES.get(key, f"chatmemory.{key}"), value)
         span.set_attribute("chatmemory.outcome", outcome)
         if exc is not None:
             span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            span.set_status(instruments.status(instruments.error_code, f"{type(exc).__name__}: {exc}"))
             span.set_attribute("error.type", type(exc).__qualname__)
         span.end()
-        context.detach(self._context_token)
+        if self._context_token is not None:
+            instruments.context.detach(self._context_token)
 
     def _line(self, elapsed: float, outcome: str, exc: BaseException | None) -> str:
         parts = [self.backend, self.name]

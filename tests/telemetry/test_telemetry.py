@@ -94,8 +94,8 @@ def test_memory_ids_go_on_spans_only_when_asked(recorded: Recorded, monkeypatch:
     )
     with telemetry.operation(backend="sql", name="load", memory_id="alice@example.com"):
         pass
-    telemetry.configure(tracer_provider=recorded.tracer_provider, meter_provider=recorded.meter_provider)
     monkeypatch.setenv("CHATMEMORY_OTEL_RECORD_MEMORY_IDS", "1")
+    telemetry.configure(tracer_provider=recorded.tracer_provider, meter_provider=recorded.meter_provider)
     with telemetry.operation(backend="sql", name="load", memory_id="bob"):
         pass
     first, second, third = recorded.finished()
