@@ -103,7 +103,8 @@ def test_migrate_a_non_sql_url_says_so_in_one_line(url: str, says: str, capsys: 
     assert len(result.err.splitlines()) == 1
     unknown = run_main(["migrate", "nosuch://x"], capsys)
     assert unknown.status == 2
-    assert "no chatmemory store for URL scheme 'nosuch'" in unknown.err
+    assert unknown.err.startswith("chatmemory migrate: no chatmemory store for URL scheme 'nosuch'")
+    assert len(unknown.err.splitlines()) == 1
 
 
 def test_migrate_without_a_driver_says_which_extra(

@@ -89,7 +89,11 @@ def purge_expired(url: str, batch_size: int, quiet: bool, **namespace: str | Non
 def migrate(url: str, table_prefix: str | None) -> int:
     """Create or upgrade the chatmemory tables of a SQL database to the newest revision (Alembic)."""
     reporter = Reporter("migrate", quiet=False)
-    kind = store_kind(url)
+    try:
+        kind = store_kind(url)
+    except click.BadParameter as exc:  # one line, as every refusal of migrate
+        reporter.error(exc.message)
+        return EXIT_USAGE
     if kind != "sql":
         reporter.error(
             f"{url_for_display(url)} is a {kind} store; migrations are for SQL databases "
