@@ -89,6 +89,12 @@ def test_export_draws_a_bar_on_a_terminal_only(sqlite_url: str, tmp_path: Path) 
     assert BAR not in quiet_screen
     assert quiet_screen.strip() == ""
 
+    # Lines written to the terminal itself: no bar tearing through them.
+    stdout_status, stdout_screen = on_a_terminal(["export", sqlite_url, "-o", "-"])
+    assert stdout_status == 0
+    assert BAR not in stdout_screen
+    assert '{"id":"user-199"' in stdout_screen
+
     completed = piped(["export", sqlite_url, "-o", out])
     assert completed.returncode == 0
     assert BAR not in completed.stderr

@@ -110,6 +110,8 @@ def _ttl_option(function: Any) -> Any:
 def export(url: str, ids: tuple[str, ...], output: str, prefix: str, quiet: bool, **namespace: str | None) -> int:
     """Write memories (all, or the IDs given) to a file, one per line in the native format with its expiry."""
     reporter = Reporter("export", quiet=quiet)
+    if output == "-":
+        reporter.show_progress = False  # the lines go to the terminal: a bar would tear through them
     tally = Tally()
     written = 0
     with opened_store(url, namespace_options(url, namespace)) as store:
