@@ -223,7 +223,8 @@ def import_(
         if bad:
             for error in bad:
                 reporter.error(str(error))
-            reporter.error(f"{len(bad)} bad lines; nothing was written (--strict)")
+            lines_word = "line" if len(bad) == 1 else "lines"
+            reporter.error(f"{len(bad)} bad {lines_word}; nothing was written (--strict)")
             return EXIT_FAILED
         items: Iterator[ExportedMemory | ChatMemoryError] = iter(checked)
     else:
