@@ -96,3 +96,37 @@ def test_a_source_without_times_exports_an_unknown_expiry(store) -> None:
     if not isinstance(store, SupportsMemoryTimes):
         assert repr(read.expires_at) == "UNKNOWN_EXPIRY"
     assert StoreSource(store).read("nobody") is None
+
+
+def test_memory_times_where_a_store_tells_them(store) -> None:
+    if not isinstance(store, SupportsMemoryTimes):
+        pytest.skip(f"{type(store).__name__} does not tell write and expiry times yet (SupportsMemoryTimes)")
+    assert store.memory_times("nobody") is None
+    before = datetime.datetime.now(datetime.timezone.utc)
+    store.update_messages("m", WINDOW)
+    after = datetime.datetime.now(datetime.timezone.utc)
+    times = store.memory_times("m")
+    assert times is not None
+    assert times.last_write is not None
+    slack = datetime.timedelta(seconds=5)  # the database's clock may differ a little from ours
+    assert before - slack <= times.last_write <= after + slack
+    assert times.expires_at is None  # the store has no ttl
+
+
+def test_expire_at_where_a_store_can_set_it(store) -> None:
+    if not isinstance(store, SupportsExpiryAt):
+        pytest.skip(f"{type(store).__name__} cannot set one memory's expiry yet (SupportsExpiryAt)")
+    store.expire_at("nobody", NOW + datetime.timedelta(hours=1))
+    assert store.get_messages("nobody") == []
+    store.update_messages("m", WINDOW)
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    store.expire_at("m", later)
+    assert store.get_messages("m") == WINDOW
+    if isinstance(store, SupportsMemoryTimes):
+        times = store.memory_times("m")
+        assert times is not None
+        assert times.expires_at is not None
+        assert abs(times.expires_at - later) < datetime.timedelta(seconds=1)
+    store.expire_at("m", None)
+    store.expire_at("m", datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1))
+    assert store.get_messages("m") == []
