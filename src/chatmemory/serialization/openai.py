@@ -68,6 +68,7 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.serialization.data_urls import data_url, parse_data_url
 
 __all__ = ["from_openai", "to_openai"]
 
@@ -88,12 +89,6 @@ _DEFAULT_PDF_MIME_TYPE = "application/pdf"
 # --------------------------------------------------------------------------------------------- to_openai
 
 
-def _data_url(mime_type: str, base64_data: str) -> str:
-    if "," in mime_type:
-        raise SerializationError(f"MIME type {mime_type!r} cannot go in a data: URL (it holds a comma)")
-    return f"data:{mime_type};base64,{base64_data}"
-
-
 def _inline_only(part: AudioContent | PdfFileContent, kind: str) -> str:
     if part.url is not None:
         raise SerializationError(f"Chat Completions takes {kind} as inline base64 data only, not by URL ({part.url!r})")
@@ -109,7 +104,7 @@ def _image_part(part: ImageContent) -> dict[str, Any]:
     else:
         if part.mime_type is None:
             raise SerializationError("an ImageContent with base64_data needs a mime_type to form a data: URL")
-        url = _data_url(part.mime_type, part.base64_data or "")
+        url = data_url(part.mime_type, part.base64_data or "")
     image_url: dict[str, Any] = {"url": url}
     if part.detail_level is not None:
         detail = _DETAILS.get(part.detail_level.upper())
@@ -140,7 +135,7 @@ def _content_part(part: Content, pdf_filename: str) -> dict[str, Any]:
         return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
     if isinstance(part, PdfFileContent):
         data = _inline_only(part, "PDF files")
-        file_data = _data_url(part.mime_type or _DEFAULT_PDF_MIME_TYPE, data)
+        file_data = data_url(part.mime_type or _DEFAULT_PDF_MIME_TYPE, data)
         return {"type": "file", "file": {"file_data": file_data, "filename": pdf_filename}}
     assert isinstance(part, VideoContent)
     raise SerializationError("Chat Completions has no video content part; a VideoContent cannot be sent")
@@ -251,16 +246,6 @@ def _only(data: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
         raise _Invalid(f"{what} has fields chatmemory cannot hold: {extra}")
 
 
-def _parse_data_url(url: str) -> tuple[str | None, str] | None:
-    """``(mime_type, base64_data)`` of a ``data:<mime>;base64,<data>`` URL, else None."""
-    if not url.startswith("data:") or "," not in url:
-        return None
-    header, data = url[len("data:") :].split(",", 1)
-    if not header.endswith(";base64"):
-        return None
-    return header[: -len(";base64")] or None, data
-
-
 def _text_of(content: Any, what: str) -> str:
     """A string content, or the concatenated text of a list of text parts."""
     if isinstance(content, str):
@@ -292,7 +277,7 @@ def _user_part(value: Any) -> Content:
         detail_level = None if detail is None else _DETAIL_NAMES.get(detail)
         if detail is not None and detail_level is None:
             raise _Invalid(f"image detail {detail!r} is not one of {', '.join(_DETAIL_NAMES)}")
-        parsed = _parse_data_url(url)
+        parsed = parse_data_url(url)
         if parsed is not None:
             return ImageContent(base64_data=parsed[1], mime_type=parsed[0], detail_level=detail_level)
         return ImageContent(url=url, detail_level=detail_level)
@@ -311,7 +296,7 @@ def _user_part(value: Any) -> Content:
         file = _mapping(part.get("file"), "the file of a file part")
         _only(file, frozenset({"file_data", "filename"}), "a file (an uploaded file_id cannot be held)")
         file_data = _str(file, "file_data", "a file")
-        parsed = _parse_data_url(file_data)
+        parsed = parse_data_url(file_data)
         if parsed is not None:
             return PdfFileContent(base64_data=parsed[1], mime_type=parsed[0])
         return PdfFileContent(base64_data=file_data)
