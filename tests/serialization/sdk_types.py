@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -17,6 +18,12 @@ def _materialized(value: Any) -> Any:
     return value
 
 
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    # Building an adapter for a large union (every Responses item type) takes long: build each once.
+    return TypeAdapter(kind)
+
+
 def assert_conforms(kind: Any, value: Any) -> None:
     """``value`` validates as the SDK type ``kind``, with no key unknown to it and nothing coerced.
 
@@ -24,6 +31,6 @@ def assert_conforms(kind: Any, value: Any) -> None:
     the input catches a key the SDK does not define (it would be sent to the API unchecked).
     """
     # The adapter must outlive the lazy iterators it returns: they point into its schema definitions.
-    adapter = TypeAdapter(kind)
+    adapter = _adapter(kind)
     validated = _materialized(adapter.validate_python(value, strict=True))
     assert validated == _materialized(value), f"{value!r} has keys or values {kind} does not define"
