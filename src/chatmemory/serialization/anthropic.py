@@ -64,16 +64,12 @@ from chatmemory.core.messages import (
     UserMessage,
 )
 from chatmemory.serialization.anthropic_read import RECORD_ATTRIBUTE, THINKING_SEPARATOR, read_messages
-from chatmemory.serialization.leftovers import thaw
+from chatmemory.serialization.leftovers import RecordDoesNotFit, TextSlices, thaw
 
 __all__ = ["RECORD_ATTRIBUTE", "from_anthropic", "to_anthropic"]
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _PDF = "application/pdf"
-
-
-class _DoesNotFit(Exception):
-    """A kept record no longer matches the message (it was changed): the message is written plainly."""
 
 
 def _source(part: ImageContent | PdfFileContent, allowed: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -125,27 +121,9 @@ def _tool_use(request: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Cursor:
-    """Hands out consecutive slices of a text whose lengths a record kept."""
-
-    def __init__(self, text: str | None, separator: str) -> None:
-        self.text, self.separator, self.position, self.taken = text or "", separator, 0, 0
-
-    def take(self, length: int) -> str:
-        if self.taken:
-            if not self.text.startswith(self.separator, self.position):
-                raise _DoesNotFit
-            self.position += len(self.separator)
-        piece = self.text[self.position : self.position + length]
-        if len(piece) != length:
-            raise _DoesNotFit
-        self.position, self.taken = self.position + length, self.taken + 1
-        return piece
-
-
 def _blocks_from_record(message: AiMessage, record: list[Any]) -> list[dict[str, Any]]:
-    thinking = _Cursor(message.thinking, THINKING_SEPARATOR)
-    text = _Cursor(message.text, "")
+    thinking = TextSlices(message.thinking, THINKING_SEPARATOR)
+    text = TextSlices(message.text, "")
     requests = iter(message.tool_execution_requests)
     blocks: list[dict[str, Any]] = []
     for entry in record:
@@ -158,15 +136,15 @@ def _blocks_from_record(message: AiMessage, record: list[Any]) -> list[dict[str,
         elif kind == "tool_use":
             request = next(requests, None)
             if request is None:
-                raise _DoesNotFit
+                raise RecordDoesNotFit
             blocks.append(_tool_use(request, {key: value for key, value in entry.items() if key != "type"}))
         else:
             blocks.append(thaw(entry))  # redacted_thinking: opaque, kept whole
-    complete = thinking.position == len(thinking.text) and text.position == len(text.text)
+    complete = thinking.done() and text.done()
     if next(requests, None) is not None or not complete:
-        raise _DoesNotFit
+        raise RecordDoesNotFit
     if (thinking.taken > 0) != (message.thinking is not None) or (text.taken > 0) != (message.text is not None):
-        raise _DoesNotFit
+        raise RecordDoesNotFit
     return blocks
 
 
@@ -176,7 +154,7 @@ def assistant_blocks(message: AiMessage) -> list[dict[str, Any]]:
     if isinstance(record, Mapping) and isinstance(record.get("blocks"), list):
         try:
             return _blocks_from_record(message, record["blocks"])
-        except _DoesNotFit:
+        except RecordDoesNotFit:
             pass  # the message changed since it was read: write what it holds now
     blocks: list[dict[str, Any]] = []
     if message.text:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["leftover", "thaw"]
+__all__ = ["RecordDoesNotFit", "TextSlices", "leftover", "thaw"]
 
 
 def thaw(value: Any) -> Any:
@@ -26,3 +26,37 @@ def thaw(value: Any) -> Any:
 def leftover(data: Mapping[str, Any], converted: frozenset[str]) -> dict[str, Any]:
     """The fields of ``data`` other than ``converted``, as a plain deep copy."""
     return {key: thaw(value) for key, value in data.items() if key not in converted}
+
+
+class RecordDoesNotFit(Exception):
+    """A kept record no longer matches its message (the message was changed): write the message plainly."""
+
+
+class TextSlices:
+    """Hands out the consecutive pieces of a text, joined by ``separator``, whose lengths a record kept.
+
+    Raises :class:`RecordDoesNotFit` when the text does not split that way.
+    """
+
+    def __init__(self, text: str | None, separator: str) -> None:
+        self.text = text or ""
+        self.separator = separator
+        self.position = 0
+        self.taken = 0
+
+    def take(self, length: int) -> str:
+        """The next piece, ``length`` characters long."""
+        if self.taken:
+            if not self.text.startswith(self.separator, self.position):
+                raise RecordDoesNotFit
+            self.position += len(self.separator)
+        piece = self.text[self.position : self.position + length]
+        if len(piece) != length:
+            raise RecordDoesNotFit
+        self.position += length
+        self.taken += 1
+        return piece
+
+    def done(self) -> bool:
+        """Whether every character was handed out."""
+        return self.position == len(self.text)

@@ -31,11 +31,11 @@ refusal is what the model said), the texts of its reasoning summaries joined by 
 ``encrypted_content`` and the raw ``content`` of reasoning, annotations, logprobs, ``phase``, a file's
 ``filename``, provider data, the order of the items of one turn, whether content was a string or a list)
 is kept in the message's attributes under ``"openai_responses"``, so ``to_responses(from_responses(items))
-== items`` for every item list (an OpenAI Agents SDK session relies on it). An item that no message can
-hold field for field — another item type (``web_search_call``, ``computer_call``, ...), an image by
-``file_id``, audio, a non-PDF file, a system message with more than a role and a string content, or one in
-a role other than ``system_role`` — is kept whole in a ``CustomMessage`` (attribute
-``"openai_responses_item"``) unless ``strict=True``, which raises instead.
+== items`` for every item list, given the same ``system_role`` (an OpenAI Agents SDK session relies on
+it). An item that no message can hold field for field — another item type (``web_search_call``,
+``computer_call``, ...), an image by ``file_id``, audio, a non-PDF file, a system message with more than a
+role and a string content, or one in a role other than ``system_role`` — is kept whole in a
+``CustomMessage`` (attribute ``"openai_responses_item"``) unless ``strict=True``, which raises instead.
 
 What Responses items cannot carry, and what happens to it, when writing messages that were not read from
 items:
@@ -72,7 +72,7 @@ from chatmemory.core.messages import (
     UserMessage,
 )
 from chatmemory.serialization.data_urls import data_url
-from chatmemory.serialization.leftovers import thaw
+from chatmemory.serialization.leftovers import RecordDoesNotFit, TextSlices, thaw
 from chatmemory.serialization.responses_read import (
     ITEM_ATTRIBUTE,
     RECORD_ATTRIBUTE,
@@ -83,10 +83,6 @@ from chatmemory.serialization.responses_read import (
 __all__ = ["ITEM_ATTRIBUTE", "RECORD_ATTRIBUTE", "from_responses", "to_responses"]
 
 _DETAILS = {"LOW": "low", "HIGH": "high", "AUTO": "auto", "ORIGINAL": "original", "ULTRA_HIGH": "original"}
-
-
-class _DoesNotFit(Exception):
-    """A kept record no longer matches the message (it was changed): the message is written plainly."""
 
 
 def _image_part(part: ImageContent) -> dict[str, Any]:
@@ -139,34 +135,9 @@ def _write_user(message: UserMessage, record: Mapping[str, Any], pdf_filename: s
     return {**thaw(record.get("item", {})), "role": "user", "content": content}
 
 
-class _Cursor:
-    """Hands out consecutive slices of a text whose lengths a record kept."""
-
-    def __init__(self, text: str | None, separator: str) -> None:
-        self.text = text or ""
-        self.separator = separator
-        self.position = 0
-        self.taken = 0
-
-    def take(self, length: int) -> str:
-        if self.taken:
-            if not self.text.startswith(self.separator, self.position):
-                raise _DoesNotFit
-            self.position += len(self.separator)
-        piece = self.text[self.position : self.position + length]
-        if len(piece) != length:
-            raise _DoesNotFit
-        self.position += length
-        self.taken += 1
-        return piece
-
-    def done(self) -> bool:
-        return self.position == len(self.text)
-
-
 def _write_ai_from_record(message: AiMessage, entries: list[Any]) -> list[dict[str, Any]]:
-    thinking = _Cursor(message.thinking, THINKING_SEPARATOR)
-    text = _Cursor(message.text, "")
+    thinking = TextSlices(message.thinking, THINKING_SEPARATOR)
+    text = TextSlices(message.text, "")
     requests = iter(message.tool_execution_requests)
     items: list[dict[str, Any]] = []
     for entry in entries:
@@ -187,7 +158,7 @@ def _write_ai_from_record(message: AiMessage, entries: list[Any]) -> list[dict[s
         else:
             request = next(requests, None)
             if request is None or request.id is None:
-                raise _DoesNotFit
+                raise RecordDoesNotFit
             item.update(call_id=request.id, name=request.name, arguments=request.arguments)
         items.append(item)
     has_text = any(entry["kind"] == "message" for entry in entries)
@@ -198,7 +169,7 @@ def _write_ai_from_record(message: AiMessage, entries: list[Any]) -> list[dict[s
         or has_text != (message.text is not None)
         or has_thinking != (message.thinking is not None)
     ):
-        raise _DoesNotFit
+        raise RecordDoesNotFit
     return items
 
 
@@ -217,7 +188,7 @@ def _write_ai(message: AiMessage, record: Mapping[str, Any]) -> list[dict[str, A
     if entries is not None:
         try:
             return _write_ai_from_record(message, list(entries))
-        except _DoesNotFit:
+        except RecordDoesNotFit:
             pass  # the message changed since it was read: write what it holds now
     items: list[dict[str, Any]] = []
     if message.text is not None:
@@ -317,7 +288,12 @@ def from_responses(
             or, with ``strict=True``, one no message can hold; the error names its position.
     """
 
-    def write(message: ChatMessage) -> list[dict[str, Any]]:
-        return write_message(message, system_role=system_role, skip_custom=False, pdf_filename="")
+    def write(message: ChatMessage) -> list[dict[str, Any]] | None:
+        # A message whose items depend on to_responses' pdf_filename is no exact copy of any item.
+        first, second = (
+            write_message(message, system_role=system_role, skip_custom=False, pdf_filename=name)
+            for name in ("a.pdf", "b.pdf")
+        )
+        return first if first == second else None
 
     return read_items(list(items), system_role=system_role, strict=strict, write=write)

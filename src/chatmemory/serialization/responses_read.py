@@ -41,7 +41,7 @@ THINKING_SEPARATOR = "\n\n"
 _DETAIL_NAMES = {"low": "LOW", "high": "HIGH", "auto": "AUTO", "original": "ORIGINAL"}
 _PDF = "application/pdf"
 
-Write = Callable[[ChatMessage], "list[dict[str, Any]]"]
+Write = Callable[[ChatMessage], "list[dict[str, Any]] | None"]
 
 
 class _Unholdable(Exception):
