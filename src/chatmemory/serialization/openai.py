@@ -349,7 +349,9 @@ def _tool(data: Mapping[str, Any], names: dict[str, str]) -> ToolExecutionResult
     _only(data, frozenset({"role", "content", "tool_call_id", "name"}), "a tool message")
     call_id = _str(data, "tool_call_id", "a tool message")
     # LangChain's convert_to_openai_messages writes the tool's name; otherwise the call it answers names it.
-    tool_name = _str(data, "name", "a tool message", optional=True) or names.get(call_id)
+    tool_name = _str(data, "name", "a tool message", optional=True)
+    if tool_name is None:
+        tool_name = names.get(call_id)
     return ToolExecutionResultMessage(call_id, tool_name, _text_of(data.get("content"), "a tool message"))
 
 
