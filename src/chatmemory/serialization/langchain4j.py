@@ -140,7 +140,8 @@ def message_to_dict(message: ChatMessage) -> dict[str, Any]:
     """The LangChain4j JSON object of one message (keys in the order LangChain4j writes them).
 
     Raises:
-        SerializationError: ``message`` is not a chat message.
+        SerializationError: ``message`` is not a chat message, or holds an image detail level with no
+            LangChain4j name.
     """
     if isinstance(message, SystemMessage):
         return {"text": message.text, "type": "SYSTEM"}
@@ -194,7 +195,8 @@ def dumps(messages: Iterable[ChatMessage]) -> str:
     """Encode messages as LangChain4j's ``ChatMessageSerializer.messagesToJson`` would.
 
     Raises:
-        SerializationError: an item is not a message, or holds text JSON cannot carry (a lone surrogate).
+        SerializationError: an item is not a message, holds an image detail level with no LangChain4j name,
+            or holds text JSON cannot carry (a lone surrogate).
     """
     document = [message_to_dict(message) for message in messages]
     try:
