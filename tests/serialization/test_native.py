@@ -16,6 +16,7 @@ from chatmemory import (
     SerializationError,
     SystemMessage,
     ToolExecutionRequest,
+    ToolExecutionResultMessage,
     UnsupportedFormatVersionError,
     UserMessage,
 )
@@ -271,3 +272,12 @@ def test_dumps_message_loads_message_round_trip(message: ChatMessage) -> None:
     assert loads_message(record, memory_id="m") == message
     assert loads_message(record.decode("utf-8")) == message
     assert message_from_dict(message_to_dict(message)) == message
+
+
+def test_a_tool_result_without_a_tool_name_round_trips_and_the_field_stays_required() -> None:
+    message = ToolExecutionResultMessage(None, None, "sunny")
+    encoded = dumps([message])
+    assert orjson.loads(encoded)["messages"][0]["tool_name"] is None
+    assert loads(encoded) == [message]
+    with pytest.raises(SerializationError):
+        loads('{"version": 1, "messages": [{"type": "tool_result", "text": "x"}]}')

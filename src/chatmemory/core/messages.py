@@ -321,10 +321,13 @@ class AiMessage:
 
 @dataclass(frozen=True, slots=True, init=False)
 class ToolExecutionResultMessage:
-    """The result of one tool call, linked to its request by ``id``."""
+    """The result of one tool call, linked to its request by ``id``.
+
+    ``tool_name`` may be ``None``: LangChain4j and some providers write results that name no tool.
+    """
 
     id: str | None
-    tool_name: str
+    tool_name: str | None
     text: str
     is_error: bool
     attributes: dict[str, Any] = field(hash=False)
@@ -332,13 +335,13 @@ class ToolExecutionResultMessage:
     def __init__(
         self,
         id: str | None,
-        tool_name: str,
+        tool_name: str | None,
         text: str,
         is_error: bool = False,
         attributes: Mapping[str, Any] | None = None,
     ) -> None:
         _require_str("ToolExecutionResultMessage", "id", id, optional=True)
-        _require_str("ToolExecutionResultMessage", "tool_name", tool_name)
+        _require_str("ToolExecutionResultMessage", "tool_name", tool_name, optional=True)
         _require_str("ToolExecutionResultMessage", "text", text)
         if not isinstance(is_error, bool):
             raise TypeError(f"ToolExecutionResultMessage.is_error must be a bool, not {type(is_error).__name__}")

@@ -234,7 +234,7 @@ def _message_from_dict(data: Any) -> ChatMessage:
     if kind == "tool_result":
         return ToolExecutionResultMessage(
             id=_field(data, "id", _STR_OR_NONE, required=False),
-            tool_name=_field(data, "tool_name", str),
+            tool_name=_field(data, "tool_name", _STR_OR_NONE),
             text=_field(data, "text", str),
             is_error=bool(_field(data, "is_error", bool, required=False)),
             attributes=attributes,
