@@ -8,7 +8,9 @@ same payloads, that decoded messages cannot be told from constructed ones, and w
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.core.frozen import FrozenDict, FrozenList
+from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH
 from chatmemory.serialization import (
     dumps,
     dumps_message,
@@ -184,3 +187,72 @@ def test_the_fast_and_the_checked_path_agree(payload: bytes) -> None:
     except CorruptedMemoryError:
         checked = "refused"
     assert fast == checked
+
+
+# ---------------------------------------------------------------------------------------------- nesting
+
+
+def _nested_json(depth: int) -> bytes:
+    return b"[" * depth + b"1" + b"]" * depth
+
+
+def test_attributes_at_the_depth_limit_round_trip() -> None:
+    value: Any = 1
+    for _ in range(MAX_ATTRIBUTE_DEPTH):
+        value = [value]
+    message = AiMessage("a", attributes={"deep": value})
+    assert loads(dumps([message])) == [message]
+    assert loads_message(dumps_message(message)) == message
+    assert message_from_dict(message_to_dict(message)) == message
+
+
+# 332 levels raised RecursionError before; orjson's parser stops at 1024, msgspec at the recursion limit.
+@pytest.mark.parametrize("depth", [MAX_ATTRIBUTE_DEPTH + 1, 332, 1_000, 1_030, 5_000, 200_000])
+def test_deeper_attributes_are_corruption_naming_the_memory_and_the_limit(depth: int) -> None:
+    nested = _nested_json(depth)
+    head = b'{"version":1,"messages":[{"type":"system","text":"s"},{"type":"ai","attributes":{"k":'
+    payload = head + nested + b"}}]}"
+    # Past orjson's 1024 levels the whole document is refused as JSON, before any message is looked at.
+    where = "message 1: " if depth < 1_000 else ""
+    with pytest.raises(CorruptedMemoryError, match=rf"'chat-3'.*{where}.*(levels deep|depth limit)"):
+        loads(payload, memory_id="chat-3")
+    record = b'{"v":1,"type":"custom","attributes":{"k":' + nested + b"}}"
+    with pytest.raises(CorruptedMemoryError, match=r"'chat-3'.*(levels deep|depth limit)"):
+        loads_message(record, memory_id="chat-3")
+
+
+@pytest.mark.parametrize("depth", [MAX_ATTRIBUTE_DEPTH + 1, 332, 5_000])
+def test_message_from_dict_refuses_deep_attributes(depth: int) -> None:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": value}
+    with pytest.raises(CorruptedMemoryError, match=str(MAX_ATTRIBUTE_DEPTH)):
+        message_from_dict({"type": "custom", "attributes": {"k": value}})
+
+
+@pytest.mark.parametrize("depth", [332, 5_000, 200_000])
+def test_deep_nesting_anywhere_else_is_corruption(depth: int) -> None:
+    nested = _nested_json(depth)
+    for payload in (
+        b'{"version":1,"messages":' + nested + b"}",
+        b'{"version":1,"messages":[{"type":"user","contents":' + nested + b"}]}",
+        nested,
+    ):
+        with pytest.raises(CorruptedMemoryError, match="'m'"):
+            loads(payload, memory_id="m")
+    with pytest.raises(CorruptedMemoryError, match="'m'"):
+        loads_message(b'{"v":1,"type":"user","contents":' + nested + b"}", memory_id="m")
+
+
+def test_a_low_recursion_limit_still_gives_corruption_not_recursion_error() -> None:
+    record = b'{"v":1,"type":"custom","attributes":{"k":' + _nested_json(1_020) + b"}}"
+    payload = b'{"version":1,"messages":[' + record.replace(b'"v":1,', b"") + b"]}"
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 200)
+    try:
+        with pytest.raises(CorruptedMemoryError, match="levels deep"):
+            loads_message(record, memory_id="m")
+        with pytest.raises(CorruptedMemoryError, match="levels deep"):
+            loads(payload, memory_id="m")
+    finally:
+        sys.setrecursionlimit(limit)

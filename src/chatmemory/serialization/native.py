@@ -23,6 +23,7 @@ import orjson
 
 from chatmemory.core.errors import CorruptedMemoryError, SerializationError, UnsupportedFormatVersionError
 from chatmemory.core.messages import (
+    MAX_ATTRIBUTE_DEPTH,
     AiMessage,
     AudioContent,
     ChatMessage,
@@ -210,7 +211,10 @@ _RECORD_DECODER = msgspec.json.Decoder(Record)
 
 def _corrupted(memory_id: str | None, position: int | None, exc: BaseException) -> CorruptedMemoryError:
     where = f"message {position}: " if position is not None else ""
-    reason = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    if isinstance(exc, RecursionError):
+        reason = f"JSON nested too deeply (attribute values may nest at most {MAX_ATTRIBUTE_DEPTH} levels deep)"
+    else:
+        reason = str(exc)
     return CorruptedMemoryError(memory_id, f"{where}{reason}")
 
 

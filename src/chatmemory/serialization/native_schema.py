@@ -6,7 +6,8 @@ refuses what the format does not allow: a field of the wrong type (no coercion: 
 not an int), a missing required field, an unknown field or message type, an empty ``contents`` list, and
 (JSON itself) ``NaN``/``Infinity`` and numbers out of range. Messages are then built through
 :mod:`chatmemory.core.decoded_messages`, without the constructors checking everything again; attribute
-values are the one thing checked in Python, as they are frozen (JSON types, 64-bit integers).
+values are the one thing checked in Python, as they are frozen (JSON types, 64-bit integers and
+:data:`~chatmemory.core.messages.MAX_ATTRIBUTE_DEPTH`).
 
 A record (``{"v": 1, <message fields>}``) is the same message struct with a ``v`` field.
 """
