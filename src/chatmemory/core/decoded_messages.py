@@ -136,7 +136,7 @@ def decoded_ai_message(
 
 
 def decoded_tool_result_message(
-    id: str | None, tool_name: str, text: str, is_error: bool, attributes: Mapping[str, Any] | None
+    id: str | None, tool_name: str | None, text: str, is_error: bool, attributes: Mapping[str, Any] | None
 ) -> ToolExecutionResultMessage:
     """A :class:`ToolExecutionResultMessage` from checked fields; ``attributes`` are checked as they are frozen."""
     message = _new(ToolExecutionResultMessage)

@@ -107,7 +107,8 @@ class _Ai(_Tagged, tag="ai"):
 
 
 class _ToolResult(_Tagged, tag="tool_result"):
-    tool_name: str
+    # Always written, null when the result names no tool (ToolExecutionResultMessage.tool_name may be None).
+    tool_name: str | None
     text: str
     id: str | None = None
     is_error: bool = False
