@@ -327,6 +327,8 @@ class AiMessage:
         # None means "no tool calls", as it does for every other optional field.
         if tool_execution_requests is None:
             requests: tuple[ToolExecutionRequest, ...] = ()
+        elif isinstance(tool_execution_requests, (tuple, list)):  # the common case, without ABC checks
+            requests = tuple(tool_execution_requests)
         elif isinstance(tool_execution_requests, Iterable) and not isinstance(
             tool_execution_requests, (str, bytes, bytearray, Mapping)
         ):
