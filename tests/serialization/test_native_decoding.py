@@ -7,6 +7,7 @@ same payloads, that decoded messages cannot be told from constructed ones, and w
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import inspect
 import json
@@ -256,3 +257,11 @@ def test_a_low_recursion_limit_still_gives_corruption_not_recursion_error() -> N
             loads(payload, memory_id="m")
     finally:
         sys.setrecursionlimit(limit)
+
+
+def test_other_buffers_are_not_payloads() -> None:
+    record = array.array("B", dumps_message(SystemMessage("x")))
+    with pytest.raises(CorruptedMemoryError, match="expected bytes or str, got array"):
+        loads_message(record, memory_id="m")  # type: ignore[arg-type]
+    with pytest.raises(CorruptedMemoryError, match="expected bytes or str, got array"):
+        loads(array.array("B", dumps([SystemMessage("x")])), memory_id="m")  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 """chatmemory's own JSON format, versioned.
 
-Two payload shapes, both JSON written by orjson:
+Two payload shapes, both JSON, written by orjson and read by msgspec against a typed schema
+(:mod:`chatmemory.serialization.native_schema`):
 
 * a list of messages: ``{"version": 1, "messages": [<message>, ...]}`` — :func:`dumps` / :func:`loads`;
 * one message (what stores that keep a row or list element per message persist):
@@ -11,6 +12,10 @@ and the message's fields; fields at their default value are left out. Every stri
 tool-call ``arguments`` byte for byte. Readers upgrade older format versions (see
 :mod:`chatmemory.serialization.upgrades`); writers write only :data:`FORMAT_VERSION`; a newer version
 raises :class:`~chatmemory.UnsupportedFormatVersionError`.
+
+Reading is strict: a field of the wrong type, an unknown field, ``NaN``/``Infinity``, an integer beyond
+64 bits or an attribute value nested deeper than :data:`~chatmemory.core.messages.MAX_ATTRIBUTE_DEPTH`
+raises :class:`~chatmemory.CorruptedMemoryError` naming the memory and the message's position.
 """
 
 from __future__ import annotations
@@ -327,7 +332,8 @@ def loads_message(data: bytes | bytearray | memoryview | str, *, memory_id: str 
         CorruptedMemoryError: the payload is not valid.
         UnsupportedFormatVersionError: the payload was written by a newer format version.
     """
-    if not isinstance(data, _INPUT_TYPES):
+    # msgspec would also read other buffers (array.array, ...); the format is bytes or str.
+    if type(data) is not bytes and not isinstance(data, _INPUT_TYPES):
         raise CorruptedMemoryError(memory_id, f"expected bytes or str, got {type(data).__name__}")
     try:
         record = _RECORD_DECODER.decode(data)
