@@ -203,8 +203,8 @@ def dumps_message(message: ChatMessage) -> bytes:
 # checking every field in C, and messages are built from them without being checked again. Anything else —
 # an older version to upgrade, a newer one, or a payload the schema refuses — takes the checked path below,
 # which parses generically, checks the version, upgrades, checks each message against the same schema and
-# names what is wrong and where. Failing fast-path input is always re-read by the checked path, so the two
-# can only differ in speed, never in what they accept.
+# names what is wrong and where. Both paths check against the one schema, so they accept the same payloads
+# (a property test holds them to it); they differ only in speed and in how they report what they refuse.
 
 _INPUT_TYPES = (bytes, bytearray, memoryview, str)
 # UnicodeError: a str holding a lone surrogate cannot even be turned into the UTF-8 msgspec reads.
