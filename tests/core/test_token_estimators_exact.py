@@ -134,7 +134,7 @@ def test_unknown_models_and_encodings_say_what_to_pass() -> None:
 
 def test_missing_bpe_openai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bpe_openai", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'chatmemory\[openai-tokens\]'") as raised:
+    with pytest.raises(MissingDependencyError, match=r"pip install 'llm-window-memory\[openai-tokens\]'") as raised:
         OpenAITokenCountEstimator()
     assert "OpenAITokenCountEstimator" in str(raised.value)
 

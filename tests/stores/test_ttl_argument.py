@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from chatmemory import InMemoryChatMemoryStore
-from chatmemory.stores.ttl import ttl_seconds
+from chatmemory.stores.base.options import ttl_seconds
 
 
 @pytest.mark.parametrize(

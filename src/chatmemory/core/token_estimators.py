@@ -4,8 +4,8 @@ Three to choose from, all framing messages the way OpenAI's Chat Completions API
 (:mod:`chatmemory.core.tokens.framing`):
 
 * :class:`OpenAITokenCountEstimator` — exact counts with ``o200k_base`` / ``cl100k_base``, offline
-  (``pip install 'chatmemory[openai-tokens]'``).
-* :class:`TiktokenTokenCountEstimator` — exact counts with tiktoken (``pip install 'chatmemory[tiktoken]'``),
+  (``pip install 'llm-window-memory[openai-tokens]'``).
+* :class:`TiktokenTokenCountEstimator` — exact counts with tiktoken (``pip install 'llm-window-memory[tiktoken]'``),
   which downloads its vocabulary once; or with any tiktoken-compatible encoding you pass.
 * :class:`SimpleTokenCountEstimator` — no dependency; an estimate calibrated per script that stays above
   the real count (see its docstring for where that is guaranteed); :class:`ScriptRates` holds its rates.

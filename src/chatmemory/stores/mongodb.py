@@ -40,8 +40,8 @@ from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores._optional import require
+from chatmemory.stores.base.options import ttl_seconds
 from chatmemory.stores.mongodb_layout import MongoLayout, MongoWritePlan, plan_layout, plan_write
-from chatmemory.stores.ttl import ttl_seconds
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 

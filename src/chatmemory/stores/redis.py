@@ -32,8 +32,8 @@ from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores._optional import require
+from chatmemory.stores.base.options import ttl_seconds
 from chatmemory.stores.redis_scripts import READ_SCRIPT, WRITE_SCRIPT
-from chatmemory.stores.ttl import ttl_seconds
 
 require("redis", feature="RedisChatMemoryStore", extra="redis")
 

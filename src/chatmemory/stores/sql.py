@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from chatmemory.stores._optional import require
-from chatmemory.stores.ttl import ttl_seconds
+from chatmemory.stores.base.options import ttl_seconds
 
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 require("alembic", feature="SQLChatMemoryStore", extra="sql")

@@ -116,7 +116,7 @@ class _EncodingEstimator(FramedEstimator):
 class OpenAITokenCountEstimator(_EncodingEstimator):
     """Exact counts with OpenAI's ``o200k_base`` or ``cl100k_base``, offline: no download, ever.
 
-    Needs the ``openai-tokens`` extra (``pip install 'chatmemory[openai-tokens]'``): the ``bpe-openai``
+    Needs the ``openai-tokens`` extra (``pip install 'llm-window-memory[openai-tokens]'``): the ``bpe-openai``
     package (MIT; a 41 MB wheel for Linux, macOS and Windows), which counts with GitHub's Rust ``bpe``
     crate over vocabularies compiled into it. Its counts equal tiktoken's on OpenAI's vocabulary files,
     which the tests check. Loading an encoding takes about 0.3 s and 65 MB (``o200k_base``) once per
@@ -198,7 +198,7 @@ class OpenAITokenCountEstimator(_EncodingEstimator):
 
 
 class TiktokenTokenCountEstimator(_EncodingEstimator):
-    """Counts with a tiktoken encoding (``pip install 'chatmemory[tiktoken]'``), framed like the API.
+    """Counts with a tiktoken encoding (``pip install 'llm-window-memory[tiktoken]'``), framed like the API.
 
     tiktoken downloads an encoding's vocabulary on first use, so this needs network access once (or
     ``TIKTOKEN_CACHE_DIR`` pointing at the cached file); :class:`OpenAITokenCountEstimator` needs neither.
@@ -254,7 +254,7 @@ class TiktokenTokenCountEstimator(_EncodingEstimator):
                 # an HTTP client. Say what to do instead.
                 raise RuntimeError(
                     f"tiktoken could not load the vocabulary for {name!r} ({type(exc).__name__}: {exc}). Without "
-                    "network access, use OpenAITokenCountEstimator (pip install 'chatmemory[openai-tokens]'), "
+                    "network access, use OpenAITokenCountEstimator (pip install 'llm-window-memory[openai-tokens]'), "
                     "point TIKTOKEN_CACHE_DIR at a directory holding the cached file, or pass encoding= a "
                     "tiktoken.Encoding you built"
                 ) from exc
