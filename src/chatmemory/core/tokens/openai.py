@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -48,6 +49,10 @@ def encoding_for_model(model: str) -> str | None:
     return None
 
 
+# A PyO3 extension may be initialised once per process: two threads loading it at once would collide.
+_LOADING = threading.Lock()
+
+
 def _bpe_openai_bindings(feature: str) -> ModuleType:
     """The Rust extension of ``bpe-openai``, loaded without running the package's ``__init__``.
 
@@ -59,6 +64,11 @@ def _bpe_openai_bindings(feature: str) -> ModuleType:
     """
     if "bpe_openai" in sys.modules and sys.modules["bpe_openai"] is None:  # import blocked on purpose
         raise MissingDependencyError(feature, "openai-tokens", "bpe_openai")
+    with _LOADING:
+        return _load_bindings(feature)
+
+
+def _load_bindings(feature: str) -> ModuleType:
     loaded = sys.modules.get("bpe_openai._bindings")
     if loaded is not None:
         return loaded
