@@ -112,6 +112,8 @@ def test_bad_settings_name_the_estimator() -> None:
         SimpleTokenCountEstimator(per_message=-1)
     with pytest.raises(TypeError, match="per_media must be an int"):
         SimpleTokenCountEstimator(per_media=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"margin must be a number >= 1.0, got 0.9"):
+        SimpleTokenCountEstimator(margin=0.9)
     with pytest.raises(ValueError, match=r"no calibration for 'p50k_base'.*o200k_base, cl100k_base"):
         SimpleTokenCountEstimator("p50k_base")
 

@@ -66,6 +66,15 @@ def test_sentences_it_was_not_fitted_on_stay_close(encoding_name: str) -> None:
     assert sum(ratio < 1 for ratio in ratios) <= len(ratios) // 8
 
 
+def test_a_margin_buys_head_room_for_text_it_was_not_fitted_on(encoding_name: str) -> None:
+    reference = reference_encoding(encoding_name)
+    plain, padded = SimpleTokenCountEstimator(encoding_name), SimpleTokenCountEstimator(encoding_name, margin=1.35)
+    for text in held_out():
+        real = len(reference.encode_ordinary(text))
+        assert padded.estimate_text(text) >= real
+        assert padded.estimate_text(text) <= 1.35 * plain.estimate_text(text) + 1
+
+
 def test_never_below_the_real_count_on_conversations_with_tool_calls(encoding_name: str) -> None:
     reference = reference_encoding(encoding_name)
     estimator = SimpleTokenCountEstimator(encoding_name)

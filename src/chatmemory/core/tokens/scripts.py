@@ -194,6 +194,8 @@ class SimpleTokenCountEstimator(FramedEstimator):
             :class:`ScriptRates`.
         chars_per_token: overrides ``letters_per_token``, the letters per token of a Latin word that is
             not in the word list (larger estimates less).
+        margin: multiplies every text's estimate, for head-room beyond the fit: 1.35 covers every held-out
+            sentence of the tests, at the price of a third more budget left unused.
         per_message: tokens each message adds for its markers and role.
         per_name: tokens a user name adds beside its own tokens.
         per_tool_call: tokens each tool call adds beside its header and arguments.
@@ -208,6 +210,7 @@ class SimpleTokenCountEstimator(FramedEstimator):
         encoding: str | ScriptRates = "o200k_base",
         *,
         chars_per_token: float | None = None,
+        margin: float = 1.0,
         per_message: int = 4,
         per_name: int = 1,
         per_tool_call: int = 3,
@@ -238,7 +241,10 @@ class SimpleTokenCountEstimator(FramedEstimator):
             if chars_per_token <= 0:
                 raise ValueError(f"SimpleTokenCountEstimator: chars_per_token must be > 0, got {chars_per_token}")
             rates = dataclasses.replace(rates, letters_per_token=chars_per_token)
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 1.0:
+            raise ValueError(f"SimpleTokenCountEstimator: margin must be a number >= 1.0, got {margin!r}")
         self.rates = rates
+        self.margin = float(margin)
         self._words = _one_token_words()
 
     def estimate_text(self, text: str) -> int:
@@ -281,7 +287,7 @@ class SimpleTokenCountEstimator(FramedEstimator):
                 # vocabulary may hold no token joining a space to it.
                 tokens += len(run.encode("utf-8", "surrogatepass")) + after_space
             after_space = False
-        return math.ceil(tokens - 1e-9)
+        return math.ceil(tokens * self.margin - 1e-9)
 
     def _whitespace(self, run: str, before_text: bool) -> float:
         """Tokens of a run of whitespace: each stretch of one character costs apart.
