@@ -7,7 +7,6 @@ must not need anyway).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -60,15 +59,7 @@ class MongoBackend:
 
     def write_raw(self, store: ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
         assert isinstance(store, MongoChatMemoryStore)
-        # A fresh incarnation and a version above the clock, as the store itself would write.
-        from bson import ObjectId
-
-        document = {
-            "version": time.time_ns() // 1000,
-            "incarnation": ObjectId(),
-            "messages": [bytes(record) for record in records],
-        }
-        store.collection.replace_one({"_id": memory_id}, document, upsert=True)
+        store.write_raw(memory_id, records)
 
     def close_store(self, store: ChatMemoryStore) -> None:
         assert isinstance(store, MongoChatMemoryStore)
