@@ -23,6 +23,7 @@ from bson.errors import BSONError  # noqa: E402
 from pymongo.errors import (  # noqa: E402
     ConnectionFailure,
     DocumentTooLarge,
+    InvalidName,
     OperationFailure,
     PyMongoError,
     ServerSelectionTimeoutError,
@@ -39,6 +40,7 @@ __all__ = [
     "EXPIRY_INDEX",
     "INDEX_CONFLICT_CODES",
     "client_options",
+    "collection_of",
     "describe",
     "equivalent_expiry_index",
     "expiry_index_conflict",
@@ -81,6 +83,22 @@ def client_options(url: str, overrides: dict[str, Any] | None) -> dict[str, Any]
     options: dict[str, Any] = {key: value for key, value in DEFAULT_TIMEOUTS_MS.items() if key.lower() not in named}
     options.update(overrides or {})
     return options
+
+
+def collection_of(client: Any, database: str, collection: str) -> Any:
+    """The memories collection of ``client`` (a ``MongoClient`` or an ``AsyncMongoClient``), names checked.
+
+    Raises:
+        ValueError: MongoDB cannot hold ``database`` or ``collection`` as a name (the fix in the message).
+    """
+    try:
+        db = client.get_database(database)
+    except (InvalidName, TypeError) as exc:
+        raise invalid_name("database", database, exc) from exc
+    try:
+        return db.get_collection(collection, codec_options=CODEC_OPTIONS)
+    except (InvalidName, TypeError) as exc:
+        raise invalid_name("collection", collection, exc) from exc
 
 
 def invalid_name(kind: str, name: object, exc: Exception) -> ValueError:

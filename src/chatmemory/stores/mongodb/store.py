@@ -23,17 +23,15 @@ from chatmemory.stores.base.options import TTL
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import ASCENDING, MongoClient, ReturnDocument  # noqa: E402 - imported once the driver is known
-from pymongo.errors import InvalidName  # noqa: E402
 
 from chatmemory.stores.mongodb.driver import (  # noqa: E402
-    CODEC_OPTIONS,
     DRIVER_ERRORS,
     EXPIRY_INDEX,
     INDEX_CONFLICT_CODES,
+    collection_of,
     describe,
     equivalent_expiry_index,
     expiry_index_conflict,
-    invalid_name,
     reply_to_error,
     resend_error,
     write_error,
@@ -120,7 +118,7 @@ class MongoChatMemoryStore(StoreLifecycle):
             self._owns_client = False
         else:
             raise TypeError(f"expected a MongoDB URL or a pymongo.MongoClient, got {type(url_or_client).__name__}")
-        self._collection: Collection[Document] = _collection(self._client, database, collection)
+        self._collection: Collection[Document] = collection_of(self._client, database, collection)
         self._indexed = self._ttl is None
 
     @classmethod
@@ -307,14 +305,3 @@ class MongoChatMemoryStore(StoreLifecycle):
             self._collection.delete_one({"_id": memory_id})
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.DELETE, memory_id, describe(exc)) from exc
-
-
-def _collection(client: MongoClient[Any], database: str, collection: str) -> Collection[Document]:
-    try:
-        db = client.get_database(database)
-    except (InvalidName, TypeError) as exc:
-        raise invalid_name("database", database, exc) from exc
-    try:
-        return db.get_collection(collection, codec_options=CODEC_OPTIONS)
-    except (InvalidName, TypeError) as exc:
-        raise invalid_name("collection", collection, exc) from exc
