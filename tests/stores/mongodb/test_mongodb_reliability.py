@@ -190,7 +190,8 @@ def proxied(url: str, collection_name: str) -> Iterator[tuple[_LoseWriteReply, A
             f"mongodb://{proxy.host}:{proxy.port}/?directConnection=true",
             retryWrites=False,
             serverSelectionTimeoutMS=5_000,
-            heartbeatFrequencyMS=60_000,  # no monitoring reply in the proxy's way
+            heartbeatFrequencyMS=60_000,  # no monitoring traffic in the proxy's way:
+            serverMonitoringMode="poll",  # no streamed hello replies or RTT pings either
             event_listeners=[listener],
         )
 

@@ -197,7 +197,7 @@ def test_the_document_layout(make_store: Any) -> None:
     document = store.collection.find_one({"_id": "chat"})
     assert document is not None
     assert set(document) == {
-        "_id", "version", "incarnation", "messages", "system", "system_at", "expires_at", "writes"
+        "_id", "version", "incarnation", "messages", "system", "system_at", "expires_at", "writes", "written_at"
     }  # fmt: skip
     assert document["messages"] == [_record(UserMessage("0")), _record(UserMessage("1"))]
     assert (document["system"], document["system_at"]) == (_record(SystemMessage("s")), 1)
@@ -451,7 +451,7 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "pymongo", None)
     for module in ("chatmemory.stores.mongodb.store", "chatmemory.stores.mongodb.driver"):
         monkeypatch.delitem(sys.modules, module)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'chatmemory\[mongodb\]'") as raised:
+    with pytest.raises(MissingDependencyError, match=r"pip install '[\w-]+\[mongodb\]'") as raised:
         from chatmemory.stores.mongodb import MongoChatMemoryStore  # noqa: F401
     assert "MongoChatMemoryStore" in str(raised.value)
 

@@ -9,6 +9,7 @@ so a task cancelled at any ``await`` leaves the memory at its old or its new lis
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from chatmemory.core.errors import ConcurrentUpdateError, StoreError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL
@@ -47,7 +49,9 @@ from chatmemory.stores.mongodb.plan import (  # noqa: E402
     WriteReply,
     Written,
     live_filter,
+    memory_times_of,
     outcome_of,
+    plan_expire_at,
     plan_raw_write,
     plan_replace,
     plan_save,
@@ -289,6 +293,29 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         memory_id = validate_memory_id(memory_id)
         self._check_open(Operation.WRITE, memory_id)
         await self._execute(plan_raw_write(memory_id, records, self._ttl))
+
+    async def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
+        memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.READ, memory_id)
+        try:
+            document = await self._collection.find_one(read_filter(memory_id), {"written_at": 1, "expires_at": 1})
+        except DRIVER_ERRORS as exc:
+            raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
+        return memory_times_of(document)
+
+    async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
+        memory_id = validate_memory_id(memory_id)
+        query, update = plan_expire_at(memory_id, when)
+        self._check_open(Operation.WRITE, memory_id)
+        if when is not None:
+            self._indexed = False  # a store without a ttl makes its TTL index on first need
+            await self._ensure_expiry_index()
+        try:
+            await self._collection.update_one(query, update)
+        except DRIVER_ERRORS as exc:
+            raise write_error(memory_id, exc) from exc
 
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id``; idempotent."""

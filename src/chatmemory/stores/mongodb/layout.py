@@ -11,6 +11,7 @@ Document layout (field order is never relied on)::
         "system_at": <int>,              # ... and its position in the memory
         "expires_at": <date>,            # with a ttl: a TTL index (expireAfterSeconds=0) removes the document
         "writes": [{"w": <int64>, "v": <int64>}, ...],   # the last few write ids and the versions they made
+        "written_at": <date>,            # the last write, by the server's clock
     }
 
 Each message is kept as its native record (JSON text), not as a BSON sub-document: message attributes

@@ -26,12 +26,14 @@ Dates are compared as milliseconds (``$toLong``): SecantusDB, the CI server, com
 
 from __future__ import annotations
 
+import datetime
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from chatmemory.core.messages import ChatMessage
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.versions import new_incarnation
 from chatmemory.stores.mongodb.expressions import (
     IS_NEW,
@@ -72,6 +74,8 @@ __all__ = [
     "plan_raw_write",
     "plan_replace",
     "plan_save",
+    "memory_times_of",
+    "plan_expire_at",
     "read_filter",
     "verified_outcome",
 ]
@@ -244,6 +248,7 @@ def _whole_fields(
         "system_at": {"$literal": layout.system_at} if layout.system is not None else "$$REMOVE",
     }
     fields["expires_at"] = expiry(ttl)
+    fields["written_at"] = "$$NOW"
     return fields
 
 
@@ -369,6 +374,7 @@ def plan_save(
             fields["system"] = {"$literal": records[-1]}
         fields["system_at"] = {"$literal": layout.system_at}
     fields["expires_at"] = expiry(ttl)
+    fields["written_at"] = "$$NOW"
     # The incarnation pins the exact document the cached layout came from, so a memory deleted and
     # created again can never receive a diff computed against its predecessor.
     pinned = {"incarnation": {"$eq": incarnation}, "messages": {"$type": "array"}}
@@ -411,3 +417,34 @@ def _unconditional(
         memory_id, condition, fields, upsert=True, write_id=write_id, conditional=False,
         incarnation=incarnation, layout=layout if incarnation is not None else None, records=records,
     )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------- operators' times
+
+
+def memory_times_of(document: Mapping[str, Any] | None) -> MemoryTimes | None:
+    """The write and expiry times a document holds (``None``: no live memory; a time it lacks is ``None``).
+
+    ``written_at`` is set from the server's clock by every write of this store; a document written by an
+    earlier version of the store has none.
+    """
+    if document is None:
+        return None
+    written, expires = document.get("written_at"), document.get("expires_at")
+    return MemoryTimes(
+        written if isinstance(written, datetime.datetime) else None,
+        expires if isinstance(expires, datetime.datetime) else None,
+    )
+
+
+def plan_expire_at(memory_id: str, when: datetime.datetime | None) -> tuple[Document, Document]:
+    """The filter and update that set a live memory's expiry to ``when`` (``None``: never); nothing is created.
+
+    Raises:
+        ValueError: ``when`` is a naive datetime.
+    """
+    if when is None:
+        return read_filter(memory_id), {"$unset": {"expires_at": ""}}
+    if not isinstance(when, datetime.datetime) or when.tzinfo is None:
+        raise ValueError(f"expire_at takes an aware datetime (e.g. in UTC) or None, not {when!r}")
+    return read_filter(memory_id), {"$set": {"expires_at": when.astimezone(datetime.timezone.utc)}}
