@@ -108,11 +108,37 @@ _OPERATORS: dict[str, Any] = {
 }
 
 
+def _apply_operators(current: dict[str, Any], update: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
+    """Update operators, as MongoDB applies the few the store uses."""
+    for operator, fields in update.items():
+        for field, value in fields.items():
+            if operator == "$set":
+                current[field] = value
+            elif operator == "$unset":
+                current.pop(field, None)
+            elif operator == "$inc":
+                current[field] = current.get(field, 0) + value
+            elif operator == "$currentDate":
+                current[field] = now
+            elif operator == "$push":
+                array = [*current.get(field, []), *value["$each"]]
+                count = value.get("$slice")
+                current[field] = array if count is None else _slice(array, count) if count else []
+            else:
+                raise KeyError(operator)
+    return current
+
+
 def apply_update(
-    document: dict[str, Any] | None, query: Mapping[str, Any], pipeline: list[dict[str, Any]], now: datetime.datetime
+    document: dict[str, Any] | None,
+    query: Mapping[str, Any],
+    pipeline: list[dict[str, Any]] | dict[str, Any],
+    now: datetime.datetime,
 ) -> dict[str, Any]:
-    """The document after ``pipeline`` (an upsert starts from the query's ``_id``)."""
+    """The document after ``pipeline`` or update operators (an upsert starts from the query's ``_id``)."""
     current = dict(document) if document is not None else {"_id": query["_id"]}
+    if isinstance(pipeline, Mapping):
+        return _apply_operators(current, pipeline, now)
     for stage in pipeline:
         ((name, argument),) = stage.items()
         if name == "$set":

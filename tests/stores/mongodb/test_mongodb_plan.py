@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chatmemory import AiMessage, ChatMessage, StoreError, SystemMessage, UserMessage
+from chatmemory.serialization.native import dumps_message
+from chatmemory.stores.mongodb.clock import MAX_AGE, ServerClock, expired
 from chatmemory.stores.mongodb.layout import (
     HeadTrim,
     MemoryState,
@@ -176,11 +179,15 @@ class Server:
     def send(self, plan: WritePlan) -> WriteReply:
         self.now += datetime.timedelta(milliseconds=1)
         matched = self.document is not None and matches(self.document, plan.filter, self.now)
+        if not plan.returns_document:  # update_one: the reply is the matched count
+            if matched:
+                self.document = apply_update(self.document, plan.filter, plan.update, self.now)
+            return WriteReply(matched=int(matched))
         if not matched and not plan.upsert:
             return WriteReply(None)
         if not matched and self.document is not None:
             return WriteReply(error_code=DUPLICATE_KEY)  # the upsert's insert meets the existing _id
-        self.document = apply_update(self.document, plan.filter, plan.pipeline, self.now)
+        self.document = apply_update(self.document, plan.filter, plan.update, self.now)
         return WriteReply(self._project(plan.projection))
 
     def _project(self, projection: dict[str, Any]) -> dict[str, Any]:
@@ -209,17 +216,24 @@ def _written(server: Server, plan: WritePlan) -> Written:
     st.lists(_message, max_size=8),
     st.booleans(),
     st.one_of(st.none(), st.floats(0.5, 1e6)),
+    st.booleans(),
 )
 def test_a_save_planned_against_the_stored_version_writes_the_new_list_once(
-    old_messages: list[ChatMessage], new_messages: list[ChatMessage], cached: bool, ttl: float | None
+    old_messages: list[ChatMessage],
+    new_messages: list[ChatMessage],
+    cached: bool,
+    ttl: float | None,
+    operators: bool,
 ) -> None:
     server = Server()
     first = _written(server, plan_save("m", old_messages, 0, None, ttl))
+    assert first.server_time == server.now
     state = server.load()
     assert state is not None
     assert state.layout.messages() == old_messages
     assert state.version == first.version
-    plan = plan_save("m", new_messages, state.version, state if cached else None, ttl)
+    clock = server.now + datetime.timedelta(milliseconds=1) if operators else None
+    plan = plan_save("m", new_messages, state.version, state if cached else None, ttl, server_now=clock)
     written = _written(server, plan)
     assert written.version > first.version
     assert written.state is not None
@@ -229,12 +243,17 @@ def test_a_save_planned_against_the_stored_version_writes_the_new_list_once(
     assert (after.version, after.incarnation) == (written.state.version, written.state.incarnation)
     assert after.records == written.state.records  # what the store caches is what the document holds
     assert ("expires_at" in server.document) == (ttl is not None)  # type: ignore[operator]
+    if ttl is not None:  # by the server's clock, whichever form the write took
+        expected = server.now + datetime.timedelta(seconds=ttl)
+        assert abs(server.document["expires_at"] - expected) <= datetime.timedelta(milliseconds=1)  # type: ignore[index]
+    assert server.document["written_at"] == server.now  # type: ignore[index]
     # A resend after a lost reply finds its write id: the same outcome, nothing written again.
     before = dict(server.document)  # type: ignore[arg-type]
     outcome = outcome_of(plan, server.send(plan), resent=True)
     if isinstance(outcome, Verify):
         outcome = verified_outcome(plan, server.verify(plan))
-    assert outcome == written
+    assert isinstance(outcome, Written)
+    assert outcome.version == written.version
     assert server.document == before
 
 
@@ -384,3 +403,41 @@ def test_an_update_resent_after_a_lost_reply_does_not_undo_a_later_write() -> No
     state = server.load()
     assert state is not None
     assert (state.layout.messages(), state.version) == (_users(2), later.version)
+
+
+def test_a_turn_with_the_servers_clock_known_is_sent_as_update_operators() -> None:
+    server = Server()
+    _written(server, plan_save("m", _users(1, 2, 3), 0, None, 60))
+    state = server.load()
+    assert state is not None
+    plan = plan_save("m", _users(2, 3, 4), state.version, state, 60, server_now=server.now)
+    assert isinstance(plan.update, dict)
+    assert not plan.returns_document  # an update_one: the filter pins the version it writes
+    assert plan.update["$push"]["messages"] == {"$each": [dumps_message(UserMessage("4")).decode()], "$slice": -3}
+    assert plan.update["$inc"] == {"version": 1}
+    written = _written(server, plan)
+    assert written.version == state.version + 1
+    assert isinstance(plan_save("m", _users(3, 4, 5), written.version, state, 60).update, list)  # clock unknown
+
+
+def test_the_server_clock_is_learned_from_a_reply() -> None:
+    clock = ServerClock()
+    assert clock.now() is None
+    local = ServerClock.local()
+    clock.observe(local, local + datetime.timedelta(milliseconds=10), local + datetime.timedelta(seconds=60))
+    estimate = clock.now()
+    assert estimate is not None
+    assert abs(estimate - (ServerClock.local() + datetime.timedelta(seconds=60))) < datetime.timedelta(seconds=1)
+    assert expired({"expires_at": estimate}, estimate)
+    assert not expired({"expires_at": "not a date"}, estimate)
+    assert not expired({}, estimate)
+
+
+def test_an_old_estimate_of_the_server_clock_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ServerClock()
+    local = ServerClock.local()
+    clock.observe(local, local, local)
+    assert clock.now() is not None
+    later = time.monotonic() + MAX_AGE + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert clock.now() is None

@@ -67,6 +67,16 @@ def make_store(client: MongoClient[Any], collection_name: str) -> Any:
 # ------------------------------------------------------------------------ 2: the server's clock decides
 
 
+_REAL_DATETIME = datetime.datetime
+
+
+class _AnyDatetime(type):
+    """The patched class still recognises the datetimes the driver decodes (instances of the real class)."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _REAL_DATETIME)
+
+
 @pytest.fixture
 def skew_client_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Make this process's wall clock run ``seconds`` ahead (negative: behind); the server's is untouched."""
@@ -75,7 +85,7 @@ def skew_client_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     def skew(seconds: float) -> None:
         offset = datetime.timedelta(seconds=seconds)
 
-        class Clock(datetime.datetime):
+        class Clock(datetime.datetime, metaclass=_AnyDatetime):
             @classmethod
             def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
                 return real_now(tz) + offset
@@ -112,6 +122,22 @@ def test_a_host_whose_clock_runs_behind_writes_an_expiry_by_the_servers_clock(
     assert document is not None
     expires_at = document["expires_at"].replace(tzinfo=datetime.timezone.utc).timestamp()
     assert before + 9 <= expires_at <= after + 11
+
+
+def test_turns_of_a_host_whose_clock_runs_behind_keep_the_servers_expiry(
+    make_store: Any, client: MongoClient[Any], collection_name: str, skew_client_clock: Any
+) -> None:
+    skew_client_clock(-60)
+    behind = make_store(ttl=10)
+    memory = MessageWindowChatMemory("chat", store=behind, max_messages=3)
+    for number in range(6):  # the first write teaches the store the server's clock; the rest are diffs
+        memory.add(UserMessage(str(number)))
+        before_check = _real_time()
+        assert memory.messages() == _users(*range(max(0, number - 2), number + 1))
+        document = client[DATABASE][collection_name].find_one({"_id": "chat"})
+        assert document is not None
+        expires_at = document["expires_at"].replace(tzinfo=datetime.timezone.utc).timestamp()
+        assert before_check + 8 <= expires_at <= _real_time() + 11
 
 
 def test_versions_keep_growing_across_delete_and_recreate_under_clock_skew(

@@ -128,7 +128,7 @@ def _set_fields(command: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def test_a_steady_state_turn_is_one_find_one_and_one_find_and_modify(
+def test_a_steady_state_turn_is_one_find_one_and_one_update_one(
     store: MongoChatMemoryStore, recorder: Recorder
 ) -> None:
     memory = MessageWindowChatMemory("chat", store=store, max_messages=3)
@@ -136,22 +136,21 @@ def test_a_steady_state_turn_is_one_find_one_and_one_find_and_modify(
     recorder.take()
     memory.add(UserMessage("4"))
     commands = recorder.take()
-    assert [name for name, _ in commands] == ["find", "findAndModify"]
+    assert [name for name, _ in commands] == ["find", "update"]
     find, update = commands[0][1], commands[1][1]
-    assert find["filter"]["_id"] == "chat"
+    assert find["filter"] == {"_id": "chat"}  # expiry judged by the server's clock as learned from a reply
     assert find.get("limit") in (1, -1)
-    assert update["query"]["_id"] == "chat"
-    assert "version" in update["query"]
-    assert "incarnation" in update["query"]
-    assert not update.get("upsert", False)
-    assert len(update["update"]) == 1  # one pipeline stage
-    assert update["fields"] == {"_id": 0, "version": 1}  # the reply is small
-    # Only the new message travels; the evicted head is dropped by the $slice bound.
-    fields = _set_fields(update)
-    assert fields["messages"] == {
-        "$slice": [{"$concatArrays": ["$messages", {"$literal": [_record(UserMessage("4"))]}]}, -3]
-    }
-    assert "incarnation" not in fields
+    (statement,) = update["updates"]
+    assert statement["q"]["_id"] == "chat"
+    assert "version" in statement["q"]
+    assert "incarnation" in statement["q"]
+    assert not statement.get("upsert", False)
+    # Update operators (the server's clock is known from the previous reply): only the new message
+    # travels, and the evicted head is dropped by the $slice bound.
+    operators = statement["u"]
+    assert operators["$push"]["messages"] == {"$each": [_record(UserMessage("4"))], "$slice": -3}
+    assert operators["$inc"] == {"version": 1}
+    assert "messages" not in operators.get("$set", {})
     assert store.get_messages("chat") == _users(2, 3, 4)
 
 
@@ -163,12 +162,10 @@ def test_evicting_behind_a_system_message_kept_first_is_one_small_update(
     recorder.take()
     memory.add(UserMessage("4"))
     (_, update) = recorder.take()[1]
-    fields = _set_fields(update)
-    assert fields["messages"] == {
-        "$slice": [{"$concatArrays": ["$messages", {"$literal": [_record(UserMessage("4"))]}]}, -3]
-    }
-    assert "system" not in fields  # unchanged: not sent again
-    assert fields["system_at"] == {"$literal": 0}
+    operators = update["updates"][0]["u"]
+    assert operators["$push"]["messages"] == {"$each": [_record(UserMessage("4"))], "$slice": -3}
+    assert "system" not in operators["$set"]  # unchanged: not sent again
+    assert operators["$set"]["system_at"] == 0
     assert memory.messages() == [SystemMessage("be brief"), *_users(2, 3, 4)]
     document = store.collection.find_one({"_id": "chat"})
     assert document is not None
@@ -541,7 +538,7 @@ def test_a_document_written_by_other_means_is_rewritten_not_diffed(
     memory.add(UserMessage("3"))
     assert "$literal" in _set_fields(recorder.take()[1][1])["messages"]  # the whole array
     memory.add(UserMessage("4"))
-    assert "$slice" in _set_fields(recorder.take()[1][1])["messages"]  # a diff
+    assert "messages" in recorder.take()[1][1]["updates"][0]["u"]["$push"]  # a diff
     assert memory.messages() == _users(3, 4)
 
 

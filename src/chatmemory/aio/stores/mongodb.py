@@ -26,6 +26,7 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument  # noqa: E402 - imported once the driver is known
 
+from chatmemory.stores.mongodb.clock import ServerClock, expired  # noqa: E402
 from chatmemory.stores.mongodb.driver import (  # noqa: E402
     DRIVER_ERRORS,
     EXPIRY_INDEX,
@@ -116,6 +117,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             raise TypeError(f"expected a MongoDB URL or a pymongo.AsyncMongoClient, got {type(url_or_client).__name__}")
         self._collection: AsyncCollection[Document] = collection_of(self._client, database, collection)
         self._indexed = self._ttl is None
+        self._clock = ServerClock()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MongoChatMemoryStore:
@@ -176,15 +178,22 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
 
     async def _find(self, memory_id: str) -> Document | None:
         try:
-            return await self._collection.find_one(read_filter(memory_id))
+            server_now = self._clock.now()
+            document = await self._collection.find_one(read_filter(memory_id, server_now is not None))
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
+        if document is not None and server_now is not None and expired(document, server_now):
+            return None
+        return document
 
     async def _send(self, plan: WritePlan) -> tuple[WriteReply, BaseException | None]:
         try:
+            if not plan.returns_document:
+                result = await self._collection.update_one(plan.filter, plan.update)
+                return WriteReply(matched=result.matched_count), None
             document = await self._collection.find_one_and_update(
                 plan.filter,
-                plan.pipeline,
+                plan.update,
                 projection=plan.projection,
                 upsert=plan.upsert,
                 return_document=ReturnDocument.AFTER,
@@ -210,7 +219,9 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         attempts = self._retry.start()
         resent = False
         while True:
+            sent = self._clock.local()
             reply, error = await self._send(plan)
+            received = self._clock.local()
             outcome = outcome_of(plan, reply, resent=resent)
             if isinstance(outcome, Verify):
                 outcome = verified_outcome(plan, await self._verify(plan))
@@ -223,6 +234,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
                 raise resend_error(plan.memory_id, attempts.count, error)
             await asyncio.sleep(delay)
         if isinstance(outcome, Written) and outcome.state is not None:
+            self._clock.observe(sent, received, outcome.server_time)
             self._cache.put(plan.memory_id, outcome.state)
         else:
             self._cache.forget(plan.memory_id)
@@ -275,7 +287,8 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
             raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
         self._check_open(Operation.WRITE, memory_id)
-        plan = plan_save(memory_id, taken, expected_version, self._cache.get(memory_id), self._ttl)
+        cached = self._cache.get(memory_id)
+        plan = plan_save(memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now())
         outcome = await self._execute(plan)
         if isinstance(outcome, Conflict):
             raise ConcurrentUpdateError(memory_id, expected_version)

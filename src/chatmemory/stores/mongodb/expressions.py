@@ -70,8 +70,15 @@ NEXT_VERSION: Final = {
 }
 
 
-def read_filter(memory_id: str) -> Document:
-    """The filter of a read: the memory, if it has not expired by the server's clock."""
+def read_filter(memory_id: str, server_now_known: bool = False) -> Document:
+    """The filter of a read: the memory, if it has not expired by the server's clock.
+
+    With the server's clock known to the client (``server_now_known``), the filter is the ``_id`` alone
+    and the client judges expiry (:func:`~chatmemory.stores.mongodb.clock.expired`), sparing the server
+    an expression per read.
+    """
+    if server_now_known:
+        return {"_id": memory_id}
     return {"_id": memory_id, "$expr": NOT_EXPIRED}
 
 

@@ -49,6 +49,7 @@ from chatmemory.stores.mongodb.expressions import (
     writes,
 )
 from chatmemory.stores.mongodb.layout import (
+    HeadTrim,
     MemoryState,
     MongoLayout,
     Record,
@@ -91,8 +92,8 @@ NO_SUCH_TRANSACTION: Final = 251
 RESEND_CODES: Final = frozenset({DUPLICATE_KEY, WRITE_CONFLICT, NO_SUCH_TRANSACTION})
 
 
-_PROJECTION: Final = {"_id": 0, "version": 1, "writes": 1}
-_VERSION_ONLY: Final = {"_id": 0, "version": 1}
+_PROJECTION: Final = {"_id": 0, "version": 1, "writes": 1, "written_at": 1}
+_VERSION_ONLY: Final = {"_id": 0, "version": 1, "written_at": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,21 +103,25 @@ class WritePlan:
     Attributes:
         memory_id: the memory written.
         filter: the query: the ``_id``, and for a write guarded by the filter its condition.
-        pipeline: the update pipeline.
+        update: the update: a pipeline, or update operators for a turn of a memory whose cached state
+            and server clock are known (the fast path: see :func:`plan_save`).
         projection: the fields the reply carries.
         upsert: whether the write may create the document.
         write_id: the id the document remembers this write by.
         conditional: whether the write depends on the version it was planned against (``save``).
         guarded_by_filter: whether the condition is in the filter (a matched document means written)
             rather than in the pipeline (the reply's write ids say whether it was written).
+        returns_document: whether the plan is sent as ``find_one_and_update`` (the reply is the projected
+            document) or as ``update_one`` (the reply is the matched count; see ``next_version``).
         incarnation: the incarnation the document has once written; ``None`` for records written raw.
         layout: the messages written, laid out (``None`` for records written raw).
         records: the records of ``layout`` (array, then the held message).
+        next_version: the version an ``update_one`` plan writes when it matches.
     """
 
     memory_id: str
     filter: Document
-    pipeline: list[Document]
+    update: list[Document] | Document
     projection: Document
     upsert: bool
     write_id: int
@@ -125,6 +130,9 @@ class WritePlan:
     incarnation: int | None
     layout: MongoLayout | None
     records: tuple[Record, ...]
+    returns_document: bool = True
+    next_version: int | None = None
+    """The version an ``update_one`` plan writes when it matches (its filter pins the previous one)."""
 
     @property
     def verify_filter(self) -> Document:
@@ -152,19 +160,25 @@ class WriteReply:
         error_code: the server's error code when the write failed with one the plan knows how to
             handle (see :data:`RESEND_CODES`).
         lost: the connection failed after the command was sent: it may or may not have been applied.
+        matched: how many documents an ``update_one`` plan matched.
     """
 
     document: Mapping[str, Any] | None = None
     error_code: int | None = None
     lost: bool = False
+    matched: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """The write landed at ``version``; ``state`` is what to cache (``None``: forget the memory)."""
+    """The write landed at ``version``; ``state`` is what to cache (``None``: forget the memory).
+
+    ``server_time`` is the server's clock when it applied the write, if the reply told it.
+    """
 
     version: int
     state: MemoryState | None
+    server_time: datetime.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +212,19 @@ def _written_version(document: Mapping[str, Any], write_id: int) -> int | None:
     return None
 
 
+def _server_time(document: Mapping[str, Any]) -> datetime.datetime | None:
+    written = document.get("written_at")
+    return written if isinstance(written, datetime.datetime) else None
+
+
 def _by_write_id(plan: WritePlan, document: Mapping[str, Any]) -> Written | None:
     version = _written_version(document, plan.write_id)
     if version is None:
         return None
     # Cache the state only if nobody wrote after this write (a resend may find later writes on top).
-    return Written(version, plan.state_at(version) if document.get("version") == version else None)
+    if document.get("version") != version:
+        return Written(version, None)
+    return Written(version, plan.state_at(version), _server_time(document))
 
 
 def outcome_of(plan: WritePlan, reply: WriteReply, *, resent: bool = False) -> WriteOutcome:
@@ -211,13 +232,17 @@ def outcome_of(plan: WritePlan, reply: WriteReply, *, resent: bool = False) -> W
     if reply.lost or reply.error_code in RESEND_CODES:
         return Resend()
     document = reply.document
+    if not plan.returns_document:
+        if reply.matched and plan.next_version is not None:
+            return Written(plan.next_version, plan.state_at(plan.next_version))
+        return Verify() if resent else Conflict()
     if plan.guarded_by_filter:
         if document is None:
             return Verify() if resent else Conflict()
         version = document.get("version")
         if not isinstance(version, int) or isinstance(version, bool):
-            return Conflict()  # pragma: no cover - the pipeline always sets an int
-        return Written(version, plan.state_at(version))
+            return Conflict()  # pragma: no cover - the write always sets an int
+        return Written(version, plan.state_at(version), _server_time(document))
     if document is None:
         return Resend()  # an upsert always returns a document
     written = _by_write_id(plan, document)
@@ -318,6 +343,64 @@ def _guarded_plan(
     )
 
 
+def _operators_plan(
+    memory_id: str,
+    expected_version: int,
+    pinned: Document,
+    trim: HeadTrim,
+    appended: list[Record],
+    layout: MongoLayout,
+    records: tuple[Record, ...],
+    ttl: float | None,
+    server_now: datetime.datetime,
+    *,
+    write_id: int,
+    incarnation: int,
+) -> WritePlan:
+    """A diff turn as update operators, guarded by the filter like :func:`_guarded_plan`."""
+    check_size(memory_id, records)
+    version = expected_version + 1
+    assignments: Document = {}
+    removals: Document = {}
+    pushes: Document = {"writes": {"$each": [{"w": write_id, "v": version}], "$slice": -WRITES_KEPT}}
+    if not trim.array_length:
+        assignments["messages"] = []
+    elif trim.head_trim or appended:
+        # A negative $slice keeps the last n elements: exactly the evicted head goes.
+        pushes["messages"] = {"$each": appended, "$slice": -trim.array_length}
+    if layout.system is None:
+        if trim.system_changed:
+            removals.update(system="", system_at="")
+    else:
+        if trim.system_changed:
+            assignments["system"] = records[-1]
+        assignments["system_at"] = layout.system_at
+    if ttl is None:
+        removals["expires_at"] = ""
+    else:
+        assignments["expires_at"] = server_now + datetime.timedelta(seconds=ttl)
+    update: Document = {"$inc": {"version": 1}, "$currentDate": {"written_at": True}, "$push": pushes}
+    if assignments:
+        update["$set"] = assignments
+    if removals:
+        update["$unset"] = removals
+    return WritePlan(
+        memory_id,
+        {"_id": memory_id, "version": expected_version, **pinned, "$expr": NOT_EXPIRED},
+        update,
+        {},
+        False,
+        write_id,
+        True,
+        True,
+        incarnation,
+        layout,
+        records,
+        returns_document=False,
+        next_version=version,
+    )
+
+
 def new_write_id() -> int:
     """A random 62-bit write id (fits a BSON int64; unpredictable across processes and forks)."""
     return secrets.randbits(62)
@@ -329,12 +412,19 @@ def plan_save(
     expected_version: int,
     cached: MemoryState | None,
     ttl: float | None,
+    *,
+    server_now: datetime.datetime | None = None,
 ) -> WritePlan:
     """The write of ``messages`` if the memory is still at ``expected_version`` (``0``: absent or expired).
 
     With ``cached`` at ``expected_version``, a turn that only evicts from the head and appends sends the
     appended records and the array's new length; otherwise the document is written whole, under a new
-    incarnation.
+    incarnation. Such a turn is sent as update operators in an ``update_one`` (``$push`` with
+    ``$each``/``$slice``, ``$inc``) when ``server_now`` (the server's clock, as
+    :class:`~chatmemory.stores.mongodb.clock.ServerClock` estimates it) is known: operators cost a server
+    less than a pipeline, and the version the filter pins needs no clock (``expected + 1`` stays below the
+    clock in µs, so a memory created again later still starts above it). The decision whether the memory
+    is live stays the server's.
     """
     layout = plan_layout(messages)
     write_id = new_write_id()
@@ -362,6 +452,14 @@ def plan_save(
     incarnation = cached.incarnation  # type: ignore[assignment]  # an int or an earlier store's token
     array_end = len(records) - (layout.system is not None)
     appended = list(records[array_end - len(trim.appended) : array_end])
+    # The incarnation pins the exact document the cached layout came from, so a memory deleted and
+    # created again can never receive a diff computed against its predecessor.
+    pinned = {"incarnation": {"$eq": incarnation}, "messages": {"$type": "array"}}
+    if server_now is not None:
+        return _operators_plan(
+            memory_id, expected_version, pinned, trim, appended, layout, records, ttl, server_now,
+            write_id=write_id, incarnation=incarnation,
+        )  # fmt: skip
     fields = {}
     if trim.head_trim or appended:
         grown = {"$concatArrays": ["$messages", {"$literal": appended}]}
@@ -375,9 +473,6 @@ def plan_save(
         fields["system_at"] = {"$literal": layout.system_at}
     fields["expires_at"] = expiry(ttl)
     fields["written_at"] = "$$NOW"
-    # The incarnation pins the exact document the cached layout came from, so a memory deleted and
-    # created again can never receive a diff computed against its predecessor.
-    pinned = {"incarnation": {"$eq": incarnation}, "messages": {"$type": "array"}}
     return _guarded_plan(
         memory_id, expected_version, pinned, fields, write_id=write_id,
         incarnation=incarnation, layout=layout, records=records,

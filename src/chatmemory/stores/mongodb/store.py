@@ -26,6 +26,7 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import ASCENDING, MongoClient, ReturnDocument  # noqa: E402 - imported once the driver is known
 
+from chatmemory.stores.mongodb.clock import ServerClock, expired  # noqa: E402
 from chatmemory.stores.mongodb.driver import (  # noqa: E402
     DRIVER_ERRORS,
     EXPIRY_INDEX,
@@ -124,6 +125,7 @@ class MongoChatMemoryStore(StoreLifecycle):
             raise TypeError(f"expected a MongoDB URL or a pymongo.MongoClient, got {type(url_or_client).__name__}")
         self._collection: Collection[Document] = collection_of(self._client, database, collection)
         self._indexed = self._ttl is None
+        self._clock = ServerClock()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MongoChatMemoryStore:
@@ -184,16 +186,23 @@ class MongoChatMemoryStore(StoreLifecycle):
 
     def _find(self, memory_id: str) -> Document | None:
         try:
-            return self._collection.find_one(read_filter(memory_id))
+            server_now = self._clock.now()
+            document = self._collection.find_one(read_filter(memory_id, server_now is not None))
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
+        if document is not None and server_now is not None and expired(document, server_now):
+            return None
+        return document
 
     def _send(self, plan: WritePlan) -> tuple[WriteReply, BaseException | None]:
         """Send ``plan`` once; a driver error that the plan can interpret becomes its reply."""
         try:
+            if not plan.returns_document:
+                result = self._collection.update_one(plan.filter, plan.update)
+                return WriteReply(matched=result.matched_count), None
             document = self._collection.find_one_and_update(
                 plan.filter,
-                plan.pipeline,
+                plan.update,
                 projection=plan.projection,
                 upsert=plan.upsert,
                 return_document=ReturnDocument.AFTER,
@@ -216,7 +225,9 @@ class MongoChatMemoryStore(StoreLifecycle):
         attempts = self._retry.start()
         resent = False
         while True:
+            sent = self._clock.local()
             reply, error = self._send(plan)
+            received = self._clock.local()
             outcome = outcome_of(plan, reply, resent=resent)
             if isinstance(outcome, Verify):
                 outcome = verified_outcome(plan, self._verify(plan))
@@ -229,6 +240,7 @@ class MongoChatMemoryStore(StoreLifecycle):
                 raise resend_error(plan.memory_id, attempts.count, error)
             time.sleep(delay)
         if isinstance(outcome, Written) and outcome.state is not None:
+            self._clock.observe(sent, received, outcome.server_time)
             self._cache.put(plan.memory_id, outcome.state)
         else:
             self._cache.forget(plan.memory_id)
@@ -281,7 +293,8 @@ class MongoChatMemoryStore(StoreLifecycle):
         if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
             raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
         self._check_open(Operation.WRITE, memory_id)
-        plan = plan_save(memory_id, taken, expected_version, self._cache.get(memory_id), self._ttl)
+        cached = self._cache.get(memory_id)
+        plan = plan_save(memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now())
         outcome = self._execute(plan)
         if isinstance(outcome, Conflict):
             raise ConcurrentUpdateError(memory_id, expected_version)
