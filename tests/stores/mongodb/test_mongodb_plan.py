@@ -388,7 +388,7 @@ def test_the_plan_modules_import_without_any_driver() -> None:
         "import sys\n"
         "for name in ('pymongo', 'bson', 'redis', 'sqlalchemy', 'psycopg', 'pymysql', 'motor'):\n"
         "    sys.modules[name] = None\n"
-        "import chatmemory.stores.mongodb.plan, chatmemory.stores.mongodb.layout\n"
+        "import chatmemory.stores.mongodb.plan, chatmemory.stores.mongodb.layout, chatmemory.stores.mongodb.clock\n"
         "assert 'pymongo' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )
     subprocess.run([sys.executable, "-c", hide], check=True)
