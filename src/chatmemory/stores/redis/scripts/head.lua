@@ -6,9 +6,9 @@
 --   incarnation  the write id of the write that created the memory (or last replaced a damaged one), so a
 --                snapshot cached by a client can be told apart from a memory created again since;
 --   length       how many records the list holds, so a list lost on its own (an eviction) is noticed;
---   writes       the latest writes as 'write_id=version;…', newest first (at most WRITES_BYTES bytes: at
---                least the last 8 writes), so a write the client sends again after a lost reply finds
---                itself done instead of applying twice.
+--   writes       the latest writes as 'write_id=version;…', newest first (at least WRITES_BYTES bytes of
+--                them when there were so many: at least the last 8 writes), so a write the client sends
+--                again after a lost reply finds itself done instead of applying twice.
 -- KEYS[2], the message list: one record per message, oldest first.
 --
 -- Needs Redis >= 5: scripts are replicated by their effects (the default since 5.0), so they may read

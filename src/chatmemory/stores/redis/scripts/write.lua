@@ -28,7 +28,13 @@ if not conditional then
 end
 local head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'writes')
 local size = redis.call('LLEN', KEYS[2])
-local state, reason = judge(head, size)
+local state, reason = 'memory', nil
+if not (conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2] and head[2] ~= ''
+    and (not head[3] or tonumber(head[3]) == size)) then
+  -- Anything but the common case (the memory is at the expected version and its head is sound) is
+  -- judged in full.
+  state, reason = judge(head, size)
+end
 if state == 'damaged' and conditional then
   return {'c', reason}
 end
@@ -87,8 +93,8 @@ local writes = ARGV[2] .. '=' .. version
 if state == 'memory' then
   if head[4] then
     writes = writes .. ';' .. head[4]
-    if #writes > WRITES_BYTES then
-      -- The oldest entries go, and the one cut in two.
+    if #writes > 2 * WRITES_BYTES then
+      -- The oldest entries go (and the one cut in two); trimmed seldom, to at most WRITES_BYTES.
       writes = string.match(string.sub(writes, 1, WRITES_BYTES), '^(.*);') or (ARGV[2] .. '=' .. version)
     end
   end
