@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from chatmemory import ChatMemoryStore
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
-from support.servers import server_url
+from support.servers import server_url, unavailable
 
 REDIS_EXAMPLE = "redis://127.0.0.1:6379/0"
 CLUSTER_EXAMPLE = "redis+cluster://127.0.0.1:7000"
@@ -81,3 +89,39 @@ class RedisBackend:
 
 def open_backend() -> RedisBackend:
     return RedisBackend(Redis.from_url(redis_url()))
+
+
+@contextlib.contextmanager
+def private_server(*config: str) -> Iterator[Redis]:
+    """A throwaway ``redis-server`` on a unix socket with ``config`` (e.g. ``"--maxmemory", "4mb"``).
+
+    For what must not touch the shared server (eviction policies, memory limits). Skips (or fails under
+    CHATMEMORY_TEST_REQUIRE_SERVICES=1) when no ``redis-server`` binary is installed.
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server binary", "PATH", "/usr/bin")
+        raise AssertionError("unreachable")
+    with tempfile.TemporaryDirectory(prefix="cmtest-redis-") as directory:
+        socket_path = os.path.join(directory, "redis.sock")
+        process = subprocess.Popen(
+            [binary, "--port", "0", "--unixsocket", socket_path, "--save", "", "--appendonly", "no", *config],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = Redis(unix_socket_path=socket_path)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client.ping()
+                    break
+                except RedisConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            yield client
+        finally:
+            client.close()
+            process.terminate()
+            process.wait(timeout=10)
