@@ -14,7 +14,8 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from chatmemory import ChatMemoryStore
+from chatmemory import ChatMemoryStore, aio
+from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisChatMemoryStore
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
 from support.servers import server_url, unavailable
 
@@ -125,3 +126,41 @@ def private_server(*config: str) -> Iterator[Redis]:
             client.close()
             process.terminate()
             process.wait(timeout=10)
+
+
+class AsyncRedisBackend:
+    """Asyncio stores on the standalone server, each with its own client (clients are bound to a loop)."""
+
+    name = "redis"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._prefixes: dict[int, str] = {}
+        self._sync_client: Redis | RedisCluster = self._open_sync_client()
+
+    def _open_sync_client(self) -> Redis | RedisCluster:
+        return Redis.from_url(self.url)
+
+    async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
+        prefix = options.pop("key_prefix", None) or fresh_prefix()
+        store = AsyncRedisChatMemoryStore(self.url, key_prefix=prefix, **options)
+        self._prefixes[id(store)] = prefix
+        return store
+
+    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, AsyncRedisChatMemoryStore)
+        await store.write_raw(memory_id, records)
+
+    async def close_store(self, store: aio.ChatMemoryStore) -> None:
+        assert isinstance(store, AsyncRedisChatMemoryStore)
+        prefix = self._prefixes.pop(id(store), None)
+        if prefix is not None:
+            drop_prefix(self._sync_client, prefix)
+        await store.aclose()
+
+    def close(self) -> None:
+        self._sync_client.close()
+
+
+def open_async_backend() -> AsyncRedisBackend:
+    return AsyncRedisBackend(redis_url())
