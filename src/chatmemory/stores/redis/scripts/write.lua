@@ -102,7 +102,11 @@ else
   -- A new memory, or a damaged one replaced: a new incarnation, so no cached snapshot of it survives.
   incarnation = ARGV[2]
 end
-redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'writes', writes)
+if incarnation == head[2] then
+  redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'writes', writes)
+else
+  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'writes', writes)
+end
 set_expiry(now_ms, ttl)
 if ARGV[4] == 'd' then
   -- The cheapest reply to send and parse: the caller knows the incarnation, it sent it.
