@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from collections.abc import Generator
 
 import pytest
@@ -219,3 +220,12 @@ def test_the_plans_import_without_any_driver() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.stdout == "ok\n", result.stderr
+
+
+def test_ids_are_validated_and_uuids_name_their_canonical_string() -> None:
+    steps, _ = _steps()
+    session = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    call = next(steps.load(session))  # type: ignore[arg-type]
+    assert call.memory_id == str(session) and call.keys == steps.planner.key_space.keys_of(str(session))
+    with pytest.raises(ValueError):
+        next(steps.save("bad\udc00id", [], 0))

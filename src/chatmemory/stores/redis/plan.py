@@ -271,8 +271,10 @@ class Planner:
     def save(
         self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int, cached: CachedMemory | None
     ) -> WritePlan:
-        """Write ``messages`` if the memory is at ``expected_version``: a diff from ``cached`` if it is at
-        that version and the new list keeps some of it, else the whole list."""
+        """Write ``messages`` if the memory is at ``expected_version``.
+
+        A diff from ``cached`` if it is at that version and the new list keeps some of it, else the whole list.
+        """
         if cached is not None and expected_version != 0 and cached.version == expected_version:
             diff = self.diff(memory_id, cached, messages)
             if diff is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Sequence
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import loads_message
@@ -63,6 +64,7 @@ class Steps:
         Raises:
             CorruptedMemoryError: the memory is damaged or a record does not decode.
         """
+        memory_id = validate_memory_id(memory_id)
         plan = self.planner.read(memory_id, self.cache.get(memory_id))
         outcome = self.planner.read_outcome(plan, (yield plan.call))
         if isinstance(outcome, Unchanged):
@@ -94,6 +96,7 @@ class Steps:
             ConcurrentUpdateError: the memory is not at ``expected_version``; nothing was written.
             CorruptedMemoryError: the memory is damaged; nothing was written.
         """
+        memory_id = validate_memory_id(memory_id)
         new = tuple(messages)
         cached = self.cache.get(memory_id)
         if self.planner.known_stale(cached, expected_version):
@@ -114,6 +117,7 @@ class Steps:
 
     def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Generator[ScriptCall, object, None]:
         """Replace the list of ``memory_id`` whatever it holds (a damaged memory included)."""
+        memory_id = validate_memory_id(memory_id)
         new = tuple(messages)
         plan = self.planner.update(memory_id, new, self.cache.get(memory_id))
         while True:
@@ -129,6 +133,7 @@ class Steps:
 
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Generator[ScriptCall, object, None]:
         """Replace the memory with ``records`` as they are."""
+        memory_id = validate_memory_id(memory_id)
         self.cache.forget(memory_id)
         plan = self.planner.raw(memory_id, records)
         outcome = self.planner.write_outcome(plan, (yield plan.call))
