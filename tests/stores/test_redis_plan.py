@@ -229,3 +229,19 @@ def test_ids_are_validated_and_uuids_name_their_canonical_string() -> None:
     assert call.memory_id == str(session) and call.keys == steps.planner.key_space.keys_of(str(session))
     with pytest.raises(ValueError):
         next(steps.save("bad\udc00id", [], 0))
+
+
+def test_a_conflict_keeps_a_newer_state_cached_by_another_writer_of_the_store() -> None:
+    steps, cache = _steps()
+    records = [dumps_message(m) for m in ALPHABET[:3]]
+    _drive(steps.load("m"), [b"m", b"9", b"i", records])
+    losing = steps.save("m", ALPHABET[1:4], 9)
+    next(losing)
+    # Meanwhile a thread or task sharing the store wrote version 10 and cached it.
+    assert _drive(steps.save("m", ALPHABET[:4], 9), 10)[0] == 10
+    with pytest.raises(ConcurrentUpdateError):
+        losing.send([b"x"])
+    cached = cache.get("m")
+    assert cached is not None and cached.version == 10
+    # The losing writer's retry reads "unchanged" instead of the whole list.
+    assert _drive(steps.load("m"), 1)[0] == Snapshot(list(ALPHABET[:4]), 10)

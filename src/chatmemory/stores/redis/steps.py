@@ -106,13 +106,18 @@ class Steps:
             outcome = self.planner.write_outcome(plan, (yield plan.call))
             if isinstance(outcome, Written):
                 return self._written(memory_id, plan, outcome)
+            if isinstance(outcome, Conflict):
+                # Another writer moved the memory on. A state this store cached since (the winner may be
+                # a thread or task sharing it) is kept: the retry's read is then an "unchanged" round trip.
+                current = self.cache.get(memory_id)
+                if current is not None and current.version <= expected_version:
+                    self.cache.forget(memory_id)
+                raise ConcurrentUpdateError(memory_id, expected_version)
             self.cache.forget(memory_id)
             if isinstance(outcome, StaleIncarnation):
                 # The cached list is not the stored one: send the whole list, still conditionally.
                 plan = self.planner.full(memory_id, new, expected_version)
                 continue
-            if isinstance(outcome, Conflict):
-                raise ConcurrentUpdateError(memory_id, expected_version)
             raise CorruptedMemoryError(memory_id, outcome.reason)
 
     def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Generator[ScriptCall, object, None]:
