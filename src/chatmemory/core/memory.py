@@ -9,6 +9,7 @@ The asyncio twins are in :mod:`chatmemory.aio`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -47,7 +48,16 @@ class ChatMemory(Protocol):
 
 
 class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
-    """The sync I/O of a window memory: each operation's steps run against a sync store."""
+    """The sync I/O of a window memory: each operation's steps run against a sync store.
+
+    Threads sharing one memory object (as a provider hands it out) take turns for ``add``, so they never
+    conflict with each other and retry only against writers elsewhere.
+    """
+
+    _add_lock: threading.Lock
+
+    def _init_io(self) -> None:
+        self._add_lock = threading.Lock()
 
     def _default_store(self) -> ChatMemoryStore:
         from chatmemory.stores.memory import InMemoryChatMemoryStore
@@ -63,10 +73,11 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         """
         if not messages:
             return
-        steps = add_steps(
-            self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
-        )
-        run_steps(steps, self._store)
+        with self._add_lock:
+            steps = add_steps(
+                self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
+            )
+            run_steps(steps, self._store)
 
     def messages(self) -> list[ChatMessage]:
         """The current window, oldest first (one read, no write).

@@ -151,6 +151,10 @@ class WindowMemoryBase(Generic[StoreT]):
         if max_attempts is not None and max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1 or None (retry for the whole budget), got {max_attempts}")
         self.max_attempts = max_attempts
+        self._init_io()
+
+    def _init_io(self) -> None:
+        """Set up what the I/O style needs beside the options (the lock ``add`` takes turns on)."""
 
     def _default_store(self) -> StoreT:
         raise NotImplementedError
