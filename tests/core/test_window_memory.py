@@ -1,4 +1,4 @@
-"""Window memories (SEMANTICS.md §3) for both kinds, over real in-memory stores with counted calls."""
+"""Window memories (docs/semantics.md) of both kinds, over real in-memory stores with counted calls."""
 
 from __future__ import annotations
 

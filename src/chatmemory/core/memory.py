@@ -4,7 +4,8 @@ A memory holds no list of its own: every operation reads the store, so several p
 store see one memory. ``add`` is one read and at most one write; with a versioned store the write is
 conditional and a conflicting write by someone else is retried from a fresh read. What each operation
 decides is written once in :mod:`chatmemory.core.memory_steps`; this module runs it with plain calls.
-The asyncio twins are in :mod:`chatmemory.aio`.
+The asyncio twins are in :mod:`chatmemory.aio`; what both promise is *Window memories* in
+docs/semantics.md.
 """
 
 from __future__ import annotations
