@@ -19,6 +19,7 @@ from chatmemory import ChatMessage, Snapshot, SystemMessage, UserMessage, aio
 from chatmemory.aio import MessageWindowChatMemory
 
 WINDOW = 5
+SETTLE = 0.02
 
 
 def expected_after(old: list[ChatMessage], added: ChatMessage) -> list[ChatMessage]:
@@ -41,12 +42,21 @@ async def test_cancelled_after_each_loop_iteration(async_store: aio.ChatMemorySt
         task = asyncio.create_task(memory.add(added))
         for _ in range(iterations):
             await asyncio.sleep(0)
+        finished_first = task.done()
         task.cancel()
-        with pytest.raises(asyncio.CancelledError) if not task.done() else contextlib.nullcontext():
+        with contextlib.suppress(asyncio.CancelledError):
+            # On Python 3.11, asyncio.wait_for inside a driver may swallow a cancellation that arrives as
+            # the awaited future completes (CPython gh-86296): then add simply completes.
             await task
+        # A write the server received before the cancellation is applied all the same, perhaps after a
+        # read sent later on another connection; let it land before judging the state.
+        await asyncio.sleep(SETTLE)
         now = await memory.messages()
-        assert now in (old, expected_after(old, added)), f"cancelled after {iterations} loop iterations"
-        if not task.cancelled():
+        if task.cancelled():
+            assert now in (old, expected_after(old, added)), f"cancelled after {iterations} loop iterations"
+        else:
+            assert now == expected_after(old, added), f"completed after {iterations} loop iterations"
+        if finished_first:
             break  # add finished before the cancellation: every await point was reached
     else:
         pytest.fail("add never completed within 5000 loop iterations")
@@ -102,6 +112,7 @@ async def test_cancelled_at_each_store_call(async_store: aio.ChatMemoryStore, me
         try:
             await memory.add(added)
         except asyncio.CancelledError:
+            await asyncio.sleep(SETTLE)
             now = await async_store.get_messages(memory_id)
             # Cancelled after the write reached the store: the new window; before it: the old one.
             assert now in (old, expected_after(old, added)), f"cancelled at store call {at}"
@@ -122,7 +133,7 @@ async def test_asyncio_timeout(async_store: aio.ChatMemoryStore, memory_id: str,
             async with asyncio.timeout(deadline):
                 await memory.add(added)
         except TimeoutError:
-            pass
+            await asyncio.sleep(SETTLE)
         assert await memory.messages() in (old, expected_after(old, added))
     # The store is still usable after every cancellation (its connections went back to the pool).
     await memory.add(UserMessage("after"))
