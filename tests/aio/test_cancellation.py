@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,6 +124,7 @@ async def test_cancelled_at_each_store_call(async_store: aio.ChatMemoryStore, me
     assert at >= 3  # read and write were both reached (before and after each)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in Python 3.11")
 @pytest.mark.parametrize("deadline", [0.0, 1e-5, 1e-4, 3e-4, 1e-3, 3e-3])
 async def test_asyncio_timeout(async_store: aio.ChatMemoryStore, memory_id: str, deadline: float) -> None:
     memory = await _seed(async_store, memory_id)
