@@ -107,12 +107,13 @@ def _check_estimator(estimator: object) -> TokenCountEstimator:
     if isinstance(estimator, str):
         raise TypeError(
             f"token_count_estimator takes an estimator object, not the string {estimator!r}; for an OpenAI "
-            f"model use TiktokenTokenCountEstimator({estimator!r}) (pip install 'chatmemory[tiktoken]')"
+            f"model use OpenAITokenCountEstimator(model={estimator!r}) (offline: pip install "
+            f"'llm-window-memory[openai-tokens]') or TiktokenTokenCountEstimator({estimator!r})"
         )
     if not isinstance(estimator, TokenCountEstimator):
         raise TypeError(
             "token_count_estimator needs an estimate_message(message) -> int method (e.g. "
-            f"SimpleTokenCountEstimator() or TiktokenTokenCountEstimator('gpt-4o')), not {type(estimator).__name__}"
+            f"SimpleTokenCountEstimator() or OpenAITokenCountEstimator()), not {type(estimator).__name__}"
         )
     return estimator
 
