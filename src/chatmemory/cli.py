@@ -67,15 +67,16 @@ def _parser() -> argparse.ArgumentParser:
 def _demo(arguments: argparse.Namespace) -> int:
     from chatmemory.core.errors import ChatMemoryError
     from chatmemory.core.memory_id import validate_memory_id
+    from chatmemory.core.store import SupportsSchema
     from chatmemory.demo import run_demo
     from chatmemory.stores.url import open_store
 
     try:
         memory_id = validate_memory_id(arguments.memory_id)
         store = open_store(arguments.store)
-        if arguments.store.startswith("sqlite:"):
-            # A SQLite file is a development database: give it the schema instead of asking for a migration.
-            store.create_schema()  # type: ignore[attr-defined]
+        if isinstance(store, SupportsSchema):
+            # The demo runs on development databases: give it the schema instead of asking for a migration.
+            store.create_schema()
     except (ChatMemoryError, ValueError, TypeError) as exc:
         # MissingDependencyError is a ChatMemoryError: its message names the extra to install.
         print(f"chatmemory demo: {exc}", file=sys.stderr)
