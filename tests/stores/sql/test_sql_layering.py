@@ -31,7 +31,7 @@ def test_the_check_would_see_a_driver_import() -> None:
 def test_the_stores_never_import_the_migrations() -> None:
     code = (
         "import json, sys\n"
-        "import chatmemory.stores.sql.store\n"
+        "import chatmemory.stores.sql.store, chatmemory.aio.stores.sql\n"
         "from chatmemory.stores.sql import SQLChatMemoryStore\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('chatmemory.migrations') or m == 'alembic')))"
     )

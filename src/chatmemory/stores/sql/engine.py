@@ -6,8 +6,8 @@ Shared by the sync store and the asyncio store; the two differ only in the drive
 URL scheme         sync store                   asyncio store
 =================  ===========================  ==============================
 ``postgresql://``  psycopg 3                    psycopg 3 (its async mode)
-``mysql://``       PyMySQL                      aiomysql (PyMySQL underneath)
-``mariadb://``     PyMySQL                      aiomysql
+``mysql://``       PyMySQL                      asyncmy
+``mariadb://``     PyMySQL                      asyncmy
 ``sqlite://``      the standard ``sqlite3``     aiosqlite
 =================  ===========================  ==============================
 
@@ -39,6 +39,7 @@ __all__ = [
     "is_disconnect",
     "is_packet_too_large",
     "normalize_url",
+    "snapshot_statements",
     "transactional_isolation_level",
 ]
 
@@ -57,8 +58,8 @@ _PACKET_MYSQL_CODES = frozenset({1153, 1301, 2006, 2013})
 """MySQL/MariaDB: packet too large, result larger than max_allowed_packet, server gone away, lost connection."""
 
 _SYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql", "sqlite": "pysqlite"}
-_ASYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "aiomysql", "mariadb": "aiomysql", "sqlite": "aiosqlite"}
-_DRIVER_MODULES = {"psycopg": "psycopg", "pymysql": "pymysql", "aiomysql": "aiomysql", "aiosqlite": "aiosqlite"}
+_ASYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "asyncmy", "mariadb": "asyncmy", "sqlite": "aiosqlite"}
+_DRIVER_MODULES = {"psycopg": "psycopg", "pymysql": "pymysql", "asyncmy": "asyncmy", "aiosqlite": "aiosqlite"}
 _EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sql"}
 _OTHER_STORES = {
     "redis": "chatmemory.stores.redis.RedisChatMemoryStore",
@@ -83,7 +84,7 @@ def normalize_url(url: str, *, asynchronous: bool = False) -> URL:
     Without a driver, ``postgresql://`` (or ``postgres://``) means psycopg 3 and ``mysql://`` /
     ``mariadb://`` mean PyMySQL (SQLAlchemy's own defaults, psycopg2 and mysqlclient, are not installed by
     ``chatmemory[postgres]`` / ``chatmemory[mysql]``). For the asyncio store, sync drivers are swapped for
-    their async twins (``sqlite`` → ``aiosqlite``, ``pymysql`` → ``aiomysql``), so both stores take the same
+    their async twins (``sqlite`` → ``aiosqlite``, ``pymysql`` → ``asyncmy``), so both stores take the same
     URL.
 
     Raises:
@@ -217,6 +218,22 @@ def begin_statement(dialect: str) -> str:
     busy timeout.
     """
     return "BEGIN IMMEDIATE" if dialect == "sqlite" else "BEGIN"
+
+
+def snapshot_statements(dialect: str) -> tuple[str, str | None]:
+    """How a read-only snapshot transaction starts: ``(begin, statement to send before it or None)``.
+
+    Every statement of the transaction sees the database as of its first read, so a listing that pages
+    through it neither misses nor repeats a memory written meanwhile.
+    """
+    if dialect == "postgresql":
+        return "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", None
+    if dialect == "mysql":
+        return (
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        )
+    return "BEGIN", None
 
 
 def _sqlstate(exc: DBAPIError) -> str | None:

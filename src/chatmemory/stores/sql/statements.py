@@ -80,7 +80,7 @@ class Statements:
         # without their payload: within one incarnation every row below the next sequence number the
         # store saw was in that snapshot (see plan.decode_read).
         key = select(bindparam("p_id", type_=MemoryIdType()).label("memory_id")).subquery("k")
-        head_live = case((self._live, 1), else_=0)
+        head_live = case((self._live, literal_column("1")), else_=literal_column("0"))
         known = and_(
             memories.c.incarnation == bindparam("p_known_incarnation"), messages.c.seq < bindparam("p_known_next")
         )

@@ -39,6 +39,7 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
     dialect_family,
     engine_from_url,
     engine_isolation_level,
+    snapshot_statements,
 )
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest  # noqa: E402
 from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables  # noqa: E402
@@ -409,14 +410,10 @@ class SQLChatMemoryStore(StoreLifecycle):
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[Connection]:
         """A read transaction whose statements all see the database as of its first one."""
-        begin = {
-            "postgresql": "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-            "mysql": "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
-            "sqlite": "BEGIN",
-        }[self._dialect]
+        begin, setup = snapshot_statements(self._dialect)
         with self._autocommit.connect() as connection:
-            if self._dialect == "mysql":
-                connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if setup is not None:
+                connection.exec_driver_sql(setup)
             connection.exec_driver_sql(begin)
             try:
                 yield connection
