@@ -22,6 +22,11 @@ of the last 200 turns with that of the first 200 (the conversation is ten times 
 ``--url`` naming SQLite or MySQL/MariaDB the store runs alone (the baseline is psycopg only). Figures only,
 no assertions: this is not run in CI.
 
+``--contention``: 16 writers (8 threads, 8 processes) add 100 messages each to one memory while two
+processes burn the CPU, through ``MessageWindowChatMemory.add`` (optimistic: load, save, retry) and
+through ``store.modify`` (under the head row's lock); it prints what was kept, lost, doubled, the errors
+and the p50/p99 add latency.
+
 Async rows (``--async-turns``, 0 to skip) time the asyncio store (:mod:`chatmemory.aio.stores.sql`) the
 same way, beside a raw ``psycopg.AsyncConnection`` baseline running the same two statements.
 """
@@ -45,7 +50,7 @@ sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir
 from sqlalchemy import event  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from chatmemory import AiMessage, ChatMessage, UserMessage  # noqa: E402
+from chatmemory import AiMessage, ChatMessage, MessageWindowChatMemory, UserMessage  # noqa: E402
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.sql import SQLChatMemoryStore  # noqa: E402
@@ -276,6 +281,94 @@ async def run_window_async(url: str, window: int, turns: int, with_baseline: boo
         await store.aclose()
 
 
+_CONTENTION_WRITER = """
+import json, sys, time
+from chatmemory import MessageWindowChatMemory, UserMessage
+from chatmemory.stores.sql import SQLChatMemoryStore
+url, prefix, name, adds, how = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+latencies, errors = [], []
+with SQLChatMemoryStore(url, table_prefix=prefix) as store:
+    memory = MessageWindowChatMemory("contended", max_messages=100_000, store=store)
+    for index in range(adds):
+        message = UserMessage(f"{name}-{index}")
+        start = time.perf_counter()
+        try:
+            if how == "modify":
+                store.modify("contended", lambda messages: [*messages, message])
+            else:
+                memory.add(message)
+        except Exception as exc:
+            errors.append(type(exc).__name__)
+        latencies.append(time.perf_counter() - start)
+print(json.dumps({"latencies": latencies, "errors": errors}))
+"""
+_BURNER = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass\n"
+
+
+def contention(url: str, how: str, threads: int = 8, processes: int = 8, adds: int = 100) -> str:
+    """One contention run (see the module docstring); returns its line of figures."""
+    import json
+    import subprocess
+    import threading
+
+    prefix = f"bench{uuid.uuid4().hex[:8]}_"
+    with SQLChatMemoryStore(url, table_prefix=prefix) as setup:
+        setup.create_schema()
+    burners = [subprocess.Popen([sys.executable, "-c", _BURNER]) for _ in range(2)]
+    latencies: list[float] = []
+    errors: list[str] = []
+    start = time.perf_counter()
+    try:
+        command = [sys.executable, "-c", _CONTENTION_WRITER, url, prefix]
+        children = [
+            subprocess.Popen([*command, f"p{index}", str(adds), how], stdout=subprocess.PIPE, text=True)
+            for index in range(processes)
+        ]
+        outputs: list[str] = []
+        shared = SQLChatMemoryStore(url, table_prefix=prefix)
+
+        def thread_writer(name: str) -> None:
+            memory = MessageWindowChatMemory("contended", max_messages=100_000, store=shared)
+            for index in range(adds):
+                message = UserMessage(f"{name}-{index}")
+                began = time.perf_counter()
+                try:
+                    if how == "modify":
+                        shared.modify("contended", lambda messages, message=message: [*messages, message])
+                    else:
+                        memory.add(message)
+                except Exception as exc:
+                    errors.append(type(exc).__name__)
+                latencies.append(time.perf_counter() - began)
+
+        workers = [threading.Thread(target=thread_writer, args=(f"t{index}",)) for index in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        shared.close()
+        outputs += [child.communicate()[0] for child in children]
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    elapsed = time.perf_counter() - start
+    for output in outputs:
+        report = json.loads(output)
+        latencies += report["latencies"]
+        errors += report["errors"]
+    with SQLChatMemoryStore(url, table_prefix=prefix) as check:
+        stored = [str(message) for message in check.get_messages("contended")]
+        check.drop_schema()
+    written = (threads + processes) * adds
+    doubled = len(stored) - len(set(stored))
+    return (
+        f"{how:<8} {threads + processes} writers x {adds}: kept {len(set(stored))}/{written}, doubled {doubled}, "
+        f"errors {len(errors)}, p50 {statistics.median(latencies) * 1000:.1f} ms, "
+        f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, {elapsed:.1f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -285,7 +378,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--async-turns", type=int, default=1000, help="turns of the async rows (0: none)")
+    parser.add_argument("--contention", action="store_true", help="run the contention figures instead")
     arguments = parser.parse_args()
+    if arguments.contention:
+        for how in ("add", "modify"):
+            print(contention(arguments.url, how), flush=True)
+        return
     with_baseline = make_url(arguments.url).get_backend_name() == "postgresql"
     shown = make_url(arguments.url).render_as_string(hide_password=True)
     print(f"{shown}: {arguments.turns} steady-state turns per window, µs (median / p99)")

@@ -201,3 +201,25 @@ async def test_bad_arguments_fail_at_construction() -> None:
         AsyncSQLStore("redis://localhost:6379/0")
     with pytest.raises(TypeError, match="sync Engine"):
         AsyncSQLStore(object())  # type: ignore[arg-type]
+
+
+async def test_modify_queues_tasks_on_the_row_lock(store: AsyncSQLStore, sync_store: SQLChatMemoryStore) -> None:
+    assert await store.modify("queued", lambda messages: None) == 0
+    messages = [UserMessage(f"task {task} add {index}") for task in range(20) for index in range(5)]
+
+    async def writer(task: int) -> None:
+        for index in range(5):
+            message = messages[task * 5 + index]
+            await store.modify("queued", lambda current, message=message: [*current, message])
+
+    thread = threading.Thread(
+        target=lambda: [
+            sync_store.modify("queued", lambda current, i=i: [*current, UserMessage(f"sync {i}")]) for i in range(10)
+        ]
+    )
+    thread.start()
+    await asyncio.gather(*(writer(task) for task in range(20)))
+    await asyncio.to_thread(thread.join)
+    stored = sorted(map(str, await store.get_messages("queued")))
+    assert stored == sorted(map(str, [*messages, *(UserMessage(f"sync {i}") for i in range(10))]))
+    assert checked_out(store) == 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from chatmemory.stores._optional import require
@@ -328,32 +328,108 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
     async def _write_locked(
         self, connection: AsyncConnection, request: WriteRequest, cached: CachedSnapshot | None
     ) -> plan.Written | plan.Conflict | plan.Corrupted:
-        statements = self._statements
         try:
             async with self._transaction(connection):
-                row = (await connection.execute(statements.lock_head, {"p_id": request.memory_id})).first()
-                clock = None if row is not None else (await connection.execute(statements.clock, {"p_id": ""})).scalar()
-                decision = plan.plan_locked(request, cached, plan.locked_head(row, clock))
+                head = await self._lock_head(connection, request.memory_id)
+                decision = plan.plan_locked(request, cached, head)
                 if not isinstance(decision, plan.LockedWrite):
                     return decision
-                self._schema.check_payloads(request.memory_id, (row["payload"] for row in decision.rows))
-                if decision.insert_head:
-                    await connection.execute(statements.insert_head, decision.head)
-                    strays = (await connection.execute(statements.delete_all, decision.head)).rowcount
-                    damage = plan.stray_rows(decision, strays)
-                    if damage is not None:
-                        raise _Abort(damage)
-                else:
-                    if decision.delete_all:
-                        await connection.execute(statements.delete_all, decision.head)
-                    elif decision.deleted_seqs:
-                        await connection.execute(statements.delete_seqs, decision.delete_parameters())
-                    await connection.execute(statements.rewrite_head, decision.head)
-                if decision.rows:
-                    await connection.execute(statements.insert_messages, decision.rows)
+                await self._apply(connection, request.memory_id, decision)
         except _Abort as aborted:
             return aborted.outcome
         return plan.Written(decision.version, decision.state)
+
+    async def _lock_head(self, connection: AsyncConnection, memory_id: str) -> plan.LockedHead:
+        row = (await connection.execute(self._statements.lock_head, {"p_id": memory_id})).first()
+        clock = None if row is not None else (await connection.execute(self._statements.clock, {"p_id": ""})).scalar()
+        return plan.locked_head(row, clock)
+
+    async def _apply(self, connection: AsyncConnection, memory_id: str, decision: plan.LockedWrite) -> None:
+        """Run a locked write's statements in the open transaction; stray rows abort it."""
+        statements = self._statements
+        self._schema.check_payloads(memory_id, (row["payload"] for row in decision.rows))
+        if decision.insert_head:
+            await connection.execute(statements.insert_head, decision.head)
+            strays = (await connection.execute(statements.delete_all, decision.head)).rowcount
+            damage = plan.stray_rows(decision, strays)
+            if damage is not None:
+                raise _Abort(damage)
+        else:
+            if decision.delete_all:
+                await connection.execute(statements.delete_all, decision.head)
+            elif decision.deleted_seqs:
+                await connection.execute(statements.delete_seqs, decision.delete_parameters())
+            await connection.execute(statements.rewrite_head, decision.head)
+        if decision.rows:
+            await connection.execute(statements.insert_messages, decision.rows)
+
+    async def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
+        """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
+        memory_id = validate_memory_id(memory_id)
+        await self._ready(Operation.WRITE, memory_id)
+        loop = WriteLoop(None, self._retry, self._dialect)
+        while True:
+            outcome: plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted | None = None
+            async with self._connect(Operation.WRITE, memory_id) as connection:
+                with loop.errors():
+                    outcome = await self._modify_once(connection, memory_id, change)
+            if isinstance(outcome, plan.Corrupted):
+                raise outcome.error(memory_id)
+            if isinstance(outcome, plan.Unchanged):
+                return outcome.version
+            if isinstance(outcome, plan.Written):
+                if outcome.state is None:
+                    self._cache.forget(memory_id)
+                else:
+                    self._cache.put(memory_id, outcome.state)
+                return outcome.version
+            if isinstance(outcome, plan.Conflict):
+                loop.conflicted()
+            delay = loop.delay()
+            if delay:
+                await asyncio.sleep(delay)
+
+    async def _modify_once(
+        self,
+        connection: AsyncConnection,
+        memory_id: str,
+        change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None],
+    ) -> plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted:
+        cached = self._cache.get(memory_id)
+        try:
+            async with self._transaction(connection):
+                head = await self._lock_head(connection, memory_id)
+                current = plan.locked_read(
+                    memory_id, head, cached, await self._read_locked(connection, memory_id, cached, head)
+                )
+                if isinstance(current, plan.StaleCache):
+                    current = plan.locked_read(
+                        memory_id, head, None, await self._read_locked(connection, memory_id, None, head)
+                    )
+                if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
+                    raise AssertionError("a read without the cache cannot find it stale")
+                if isinstance(current, plan.Corrupted):
+                    return current
+                new = change(list(current.snapshot.messages))
+                if new is None:
+                    return plan.Unchanged(current.snapshot.version)
+                request = WriteRequest.of_messages(memory_id, new, current.snapshot.version, self._ttl)
+                decision = plan.plan_locked(request, current.state, head)
+                if not isinstance(decision, plan.LockedWrite):
+                    return decision
+                await self._apply(connection, memory_id, decision)
+        except _Abort as aborted:
+            return aborted.outcome
+        return plan.Written(decision.version, decision.state)
+
+    async def _read_locked(
+        self, connection: AsyncConnection, memory_id: str, cached: CachedSnapshot | None, head: plan.LockedHead
+    ) -> Sequence[Any]:
+        if not (head.present and head.live):
+            return []
+        result = await connection.execute(self._statements.read, plan.read_parameters(memory_id, cached))
+        rows: Sequence[Any] = result.all()
+        return rows
 
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""

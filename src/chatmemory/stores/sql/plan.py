@@ -43,6 +43,7 @@ __all__ = [
     "LockedWrite",
     "ReadResult",
     "StaleCache",
+    "Unchanged",
     "WriteRequest",
     "Written",
     "conflict_error",
@@ -87,6 +88,13 @@ class Written:
 
     version: int
     state: CachedSnapshot | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """Nothing was written (a change left the memory as it was); it is at ``version``."""
+
+    version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,6 +504,19 @@ def plan_locked(
         state=state,
         conditional=request.conditional,
     )
+
+
+def locked_read(
+    memory_id: str, head: LockedHead, cached: CachedSnapshot | None, rows: Sequence[ReadRow]
+) -> ReadResult | StaleCache | Corrupted:
+    """What a locked read-modify-write starts from: the rows read under the head row's lock.
+
+    No rows were read when the head is absent or expired: the memory is empty at version 0. A stale
+    cache asks the executor to read again without it, still under the lock.
+    """
+    if not (head.present and head.live) or not rows:
+        return ReadResult(Snapshot([], 0), None)
+    return decode_read(memory_id, rows, cached)
 
 
 def stray_rows(plan: LockedWrite, deleted: int) -> Corrupted | None:

@@ -45,6 +45,7 @@ class WriteLoop:
         self._dialect = dialect
         self._disconnects = 0
         self._last_error: DBAPIError | None = None
+        self._conflicted = False
         self.failed = False
         """Whether the last attempt failed with a retryable driver error."""
         self.may_diff = True
@@ -87,6 +88,10 @@ class WriteLoop:
         self._last_error = None
         return None
 
+    def conflicted(self) -> None:
+        """The attempt lost to another writer (its outcome said so): back off before the next one."""
+        self._conflicted = True
+
     def delay(self) -> float:
         """Seconds to wait before the next attempt.
 
@@ -94,7 +99,8 @@ class WriteLoop:
             StoreError: conflicts went on for the whole time budget.
         """
         error, self._last_error = self._last_error, None
-        if error is None or is_disconnect(error):
+        conflicted, self._conflicted = self._conflicted, False
+        if (error is None and not conflicted) or (error is not None and is_disconnect(error)):
             return 0.0
         delay = self._attempts.backoff()
         if delay is None:
