@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from chatmemory import ChatMemoryStore
-from support.backends import Backend
+from chatmemory import ChatMemoryStore, aio
+from support.backends import AsyncBackend, Backend
 from support.backends.sqlite import SQLBackend, open_sql_backend, sql_backend_params
 from support.servers import stop_containers
 
@@ -23,7 +23,16 @@ BACKENDS: list[tuple[str, str]] = [
     ("mysql", "mysql"),
 ]
 
+# The backends with an asyncio store (the module exposes open_async_backend()).
+ASYNC_BACKENDS: list[tuple[str, str]] = [
+    ("memory", "memory"),
+    ("sqlite", "sqlite"),
+    ("postgres", "postgres"),
+    ("mysql", "mysql"),
+]
+
 _opened: dict[str, Backend] = {}
+_opened_async: dict[str, AsyncBackend] = {}
 
 
 def _open(name: str, module: str) -> Backend:
@@ -47,6 +56,23 @@ def store(backend: Backend) -> Iterator[ChatMemoryStore]:
     backend.close_store(made)
 
 
+@pytest.fixture(params=[pytest.param(b, id=b[0], marks=getattr(pytest.mark, b[0])) for b in ASYNC_BACKENDS])
+def async_backend(request: pytest.FixtureRequest) -> AsyncBackend:
+    """Each backend with an asyncio store in turn (session-wide; stores and clients are per test)."""
+    name, module = request.param
+    if name not in _opened_async:
+        _opened_async[name] = importlib.import_module(f"support.backends.{module}").open_async_backend()
+    return _opened_async[name]
+
+
+@pytest.fixture
+async def async_store(async_backend: AsyncBackend) -> AsyncIterator[aio.ChatMemoryStore]:
+    """An asyncio store in a fresh namespace of the current backend, closed after the test."""
+    made = await async_backend.make_store()
+    yield made
+    await async_backend.close_store(made)
+
+
 @pytest.fixture(scope="module", params=sql_backend_params())
 def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
     """Each SQL dialect in turn, for the tests of what only the SQL store does (schema, statements)."""
@@ -56,7 +82,8 @@ def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    for opened in _opened.values():
+    for opened in [*_opened.values(), *_opened_async.values()]:
         opened.close()
     _opened.clear()
+    _opened_async.clear()
     stop_containers()

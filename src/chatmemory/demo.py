@@ -27,7 +27,7 @@ from chatmemory.core.messages import (
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.stores.memory import InMemoryChatMemoryStore
 
-__all__ = ["DEFAULT_MAX_MESSAGES", "DEFAULT_MEMORY_ID", "DEFAULT_STORE_URL", "run_demo"]
+__all__ = ["DEFAULT_MAX_MESSAGES", "DEFAULT_MEMORY_ID", "DEFAULT_STORE_URL", "describe_message", "run_demo"]
 
 
 def _default_store_url() -> str:
@@ -103,8 +103,8 @@ _SCRIPT = (
 )
 
 
-def _summary(message: ChatMessage, width: int) -> tuple[str, str]:
-    """(role, one-line summary) of a message."""
+def describe_message(message: ChatMessage, width: int) -> tuple[str, str]:
+    """(role, one-line summary shortened to ``width`` characters) of a message, as the demo and ``show`` print it."""
     if isinstance(message, SystemMessage):
         role, text = "system", message.text
     elif isinstance(message, UserMessage):
@@ -151,10 +151,10 @@ def _print_window(out: TextIO, window: Sequence[ChatMessage], evicted: Sequence[
     width = 100
     out.write(f"  {'#':>3}  {'role':<12} content   ({len(window)}/{limit} messages)\n")
     for index, message in enumerate(window):
-        role, text = _summary(message, width)
+        role, text = describe_message(message, width)
         out.write(f"  {index:>3}  {role:<12} {text}\n")
     for message in evicted:
-        role, text = _summary(message, width - 10)
+        role, text = describe_message(message, width - 10)
         out.write(f"  {'x':>3}  {role:<12} {text}  <- evicted\n")
     together = [
         request.id

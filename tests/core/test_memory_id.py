@@ -1,10 +1,19 @@
-"""Memory ids: str or int, bounded, opaque."""
+"""Memory ids: str, int or UUID, bounded, opaque."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from chatmemory import MAX_MEMORY_ID_LENGTH, MessageWindowChatMemory, UserMessage, validate_memory_id
+from chatmemory import (
+    MAX_MEMORY_ID_LENGTH,
+    ChatMemoryProvider,
+    InMemoryChatMemoryStore,
+    MessageWindowChatMemory,
+    UserMessage,
+    validate_memory_id,
+)
 
 
 @pytest.mark.parametrize(("given", "expected"), [("abc", "abc"), (42, "42"), (0, "0"), (-7, "-7"), ("é会🙂", "é会🙂")])
@@ -72,3 +81,15 @@ def test_memory_converts_int_ids() -> None:
 def test_lone_surrogates_are_rejected(text: str) -> None:
     with pytest.raises(ValueError, match="surrogate"):
         validate_memory_id(text)
+
+
+def test_uuid_is_its_canonical_string() -> None:
+    session = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    assert validate_memory_id(session) == "12345678-1234-5678-1234-567812345678"
+    store = InMemoryChatMemoryStore()
+    MessageWindowChatMemory(session, max_messages=3, store=store).add(UserMessage("by uuid"))
+    assert MessageWindowChatMemory(str(session), max_messages=3, store=store).messages() == [UserMessage("by uuid")]
+    assert store.get_messages(session) == [UserMessage("by uuid")]  # type: ignore[arg-type]
+    assert ChatMemoryProvider(lambda i: MessageWindowChatMemory(i, max_messages=3, store=store))(session).id == str(
+        session
+    )

@@ -136,7 +136,7 @@ def test_tiktoken_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     with pytest.raises(MissingDependencyError, match=r"'tiktoken' extra") as raised:
         TiktokenTokenCountEstimator(encoding=object())
-    assert "pip install 'chatmemory[tiktoken]'" in str(raised.value)
+    assert "pip install 'llm-window-memory[tiktoken]'" in str(raised.value)
     assert "TiktokenTokenCountEstimator" in str(raised.value)
     assert isinstance(raised.value, ImportError)
     assert raised.value.extra == "tiktoken"

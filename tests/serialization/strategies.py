@@ -75,7 +75,7 @@ messages: st.SearchStrategy[ChatMessage] = st.one_of(
     st.builds(SystemMessage, texts),
     st.builds(UserMessage, st.lists(contents, min_size=1, max_size=4), optional_texts, attributes),
     st.builds(AiMessage, optional_texts, st.lists(requests, max_size=3), optional_texts, attributes),
-    st.builds(ToolExecutionResultMessage, optional_texts, texts, texts, st.booleans(), attributes),
+    st.builds(ToolExecutionResultMessage, optional_texts, optional_texts, texts, st.booleans(), attributes),
     st.builds(CustomMessage, attributes),
 )
 message_lists = st.lists(messages, max_size=6)

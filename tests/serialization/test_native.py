@@ -16,6 +16,7 @@ from chatmemory import (
     SerializationError,
     SystemMessage,
     ToolExecutionRequest,
+    ToolExecutionResultMessage,
     UnsupportedFormatVersionError,
     UserMessage,
 )
@@ -245,6 +246,17 @@ def test_text_json_cannot_carry_raises_serialization_error() -> None:
             dumps_message(broken)
 
 
+class _TaggedUserMessage(UserMessage):
+    """An application's subclass: encoded as the message type it derives from."""
+
+
+def test_a_subclass_of_a_message_type_is_encoded_as_that_type() -> None:
+    message = _TaggedUserMessage("hi", attributes={"k": 1})
+    assert message_to_dict(message) == message_to_dict(UserMessage("hi", attributes={"k": 1}))
+    assert dumps([message]) == dumps([UserMessage("hi", attributes={"k": 1})])
+    assert dumps_message(message) == dumps_message(UserMessage("hi", attributes={"k": 1}))
+
+
 def test_dumps_rejects_what_is_not_a_message() -> None:
     with pytest.raises(SerializationError):
         dumps(["hello"])  # type: ignore[list-item]
@@ -271,3 +283,12 @@ def test_dumps_message_loads_message_round_trip(message: ChatMessage) -> None:
     assert loads_message(record, memory_id="m") == message
     assert loads_message(record.decode("utf-8")) == message
     assert message_from_dict(message_to_dict(message)) == message
+
+
+def test_a_tool_result_without_a_tool_name_round_trips_and_the_field_stays_required() -> None:
+    message = ToolExecutionResultMessage(None, None, "sunny")
+    encoded = dumps([message])
+    assert orjson.loads(encoded)["messages"][0]["tool_name"] is None
+    assert loads(encoded) == [message]
+    with pytest.raises(SerializationError):
+        loads('{"version": 1, "messages": [{"type": "tool_result", "text": "x"}]}')

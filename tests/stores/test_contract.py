@@ -1,14 +1,21 @@
-"""The store contract suite, run against every backend in tests/conftest.py BACKENDS."""
+"""The store contract suite, sync and async, run against every backend in tests/conftest.py (A)SYNC_BACKENDS."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import pytest
 
-from chatmemory import ChatMemoryStore
-from chatmemory.testing import ChatMemoryStoreContract, RawWriter, TtlStoreFactory
-from support.backends import Backend
+from chatmemory import ChatMemoryStore, aio
+from chatmemory.testing import (
+    AsyncChatMemoryStoreContract,
+    AsyncRawWriter,
+    AsyncTtlStoreFactory,
+    ChatMemoryStoreContract,
+    RawWriter,
+    TtlStoreFactory,
+)
+from support.backends import AsyncBackend, Backend
 
 
 class TestStoreContract(ChatMemoryStoreContract):
@@ -36,3 +43,30 @@ class TestStoreContract(ChatMemoryStoreContract):
         yield make
         for each in made:
             backend.close_store(each)
+
+
+class TestAsyncStoreContract(AsyncChatMemoryStoreContract):
+    @pytest.fixture
+    async def store(self, async_backend: AsyncBackend) -> AsyncIterator[aio.ChatMemoryStore]:
+        made = await async_backend.make_store()
+        yield made
+        await async_backend.close_store(made)
+
+    @pytest.fixture
+    def write_raw(self, async_backend: AsyncBackend, store: aio.ChatMemoryStore) -> AsyncRawWriter:
+        async def write(memory_id: str, records: Sequence[bytes]) -> None:
+            await async_backend.write_raw(store, memory_id, records)
+
+        return write
+
+    @pytest.fixture
+    async def make_ttl_store(self, async_backend: AsyncBackend) -> AsyncIterator[AsyncTtlStoreFactory]:
+        made: list[aio.ChatMemoryStore] = []
+
+        async def make(seconds: float) -> aio.ChatMemoryStore:
+            made.append(await async_backend.make_store(ttl=seconds))
+            return made[-1]
+
+        yield make
+        for each in made:
+            await async_backend.close_store(each)

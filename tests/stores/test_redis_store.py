@@ -322,7 +322,7 @@ def test_a_missing_extra_names_the_class_and_the_pip_command() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.startswith(
-        "MissingDependencyError RedisChatMemoryStore requires the 'redis' extra: pip install 'chatmemory[redis]'"
+        "MissingDependencyError RedisChatMemoryStore requires the 'redis' extra: pip install 'llm-window-memory[redis]'"
     ), result.stdout
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Sequence
@@ -77,3 +78,40 @@ class NonAtomicStore(RecordStore):
             time.sleep(0)
             with self._lock:
                 self._records.setdefault(memory_id, []).append(record)
+
+
+class AsyncOver:
+    """An asyncio store over one of the stores above: each call yields to the loop, then runs the sync one."""
+
+    def __init__(self, inner: RecordStore) -> None:
+        self.inner = inner
+
+    async def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        await asyncio.sleep(0)
+        return self.inner.get_messages(memory_id)
+
+    async def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+        await asyncio.sleep(0)
+        self.inner.update_messages(memory_id, messages)
+
+    async def delete_messages(self, memory_id: str) -> None:
+        await asyncio.sleep(0)
+        self.inner.delete_messages(memory_id)
+
+    async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        self.inner.write_raw(memory_id, records)
+
+
+class AsyncNonAtomicStore(AsyncOver):
+    """Clears the list, then appends one message at a time with an ``await`` between: tasks see half lists."""
+
+    def __init__(self) -> None:
+        super().__init__(RecordStore())
+
+    async def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+        records = self.inner._records
+        records[memory_id] = []
+        for message in messages:
+            record = dumps_message(message)
+            await asyncio.sleep(0)
+            records.setdefault(memory_id, []).append(record)

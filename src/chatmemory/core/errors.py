@@ -58,7 +58,7 @@ class UnsupportedFormatVersionError(SerializationError):
         subject = f"memory {memory_id!r}" if memory_id is not None else "payload"
         super().__init__(
             f"{subject} was written in format version {version!r}, but this chatmemory reads versions up to "
-            f"{supported}. Upgrade chatmemory (pip install -U chatmemory) to read it; nothing was changed"
+            f"{supported}. Upgrade chatmemory (pip install -U llm-window-memory) to read it; nothing was changed"
         )
 
 
@@ -106,7 +106,7 @@ class MissingDependencyError(ChatMemoryError, ImportError):
         self.extra = extra
         ChatMemoryError.__init__(
             self,
-            f"{feature} requires the '{extra}' extra: pip install 'chatmemory[{extra}]' "
+            f"{feature} requires the '{extra}' extra: pip install 'llm-window-memory[{extra}]' "
             f"(module {module!r} is not installed)",
         )
         self.name = module

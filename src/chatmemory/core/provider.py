@@ -2,17 +2,72 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import inspect
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
+from chatmemory.core.lru import LRU
 from chatmemory.core.memory import ChatMemory
 from chatmemory.core.memory_id import MemoryId, validate_memory_id
 
-__all__ = ["ChatMemoryProvider"]
+__all__ = ["ChatMemoryProvider", "MemoryProvider"]
+
+M = TypeVar("M")
 
 
-class ChatMemoryProvider:
+class MemoryProvider(Generic[M]):
+    """A bounded cache of memory objects by id, built by a plain (not async) factory.
+
+    The sync :class:`ChatMemoryProvider` and the async :class:`chatmemory.aio.ChatMemoryProvider` are this
+    class with their memory type. Building a memory does no I/O (its messages are in the store), so the
+    factory runs under the cache's lock: concurrent first callers of one id get one object, and since the
+    lock is never held across an ``await``, an event loop is never blocked by another caller.
+    """
+
+    def __init__(self, factory: Callable[[str], M], *, max_memories: int | None = None) -> None:
+        if inspect.iscoroutinefunction(factory):
+            raise TypeError(
+                "the provider's factory must build the memory without awaiting (a plain function or lambda): "
+                "a memory object does no I/O when built; open stores once at startup and pass them in"
+            )
+        if max_memories is not None and (isinstance(max_memories, bool) or not isinstance(max_memories, int)):
+            raise TypeError(f"max_memories must be an int or None, not {type(max_memories).__name__}")
+        if max_memories is not None and max_memories < 1:
+            raise ValueError(f"max_memories must be >= 1 or None, got {max_memories!r}")
+        self._factory = factory
+        self._memories: LRU[str, M] = LRU(max_memories)
+
+    @property
+    def max_memories(self) -> int | None:
+        """How many memory objects are kept (``None``: all)."""
+        return self._memories.size
+
+    def _build(self, key: str) -> M:
+        memory = self._factory(key)
+        if inspect.isawaitable(memory):
+            if inspect.iscoroutine(memory):
+                memory.close()
+            raise TypeError(
+                "the provider's factory returned an awaitable; it must return the memory itself (a memory "
+                "object does no I/O when built)"
+            )
+        return memory
+
+    def __call__(self, memory_id: MemoryId) -> M:
+        """The memory of ``memory_id``, built by the factory on first use."""
+        key = validate_memory_id(memory_id)
+        return self._memories.get_or_create(key, lambda: self._build(key))
+
+    def get(self, memory_id: MemoryId) -> M:
+        """The memory for ``memory_id`` (the same as calling the provider)."""
+        return self(memory_id)
+
+    def forget(self, memory_id: MemoryId) -> None:
+        """Drop the cached memory object for ``memory_id``; its stored messages stay."""
+        self._memories.pop(validate_memory_id(memory_id))
+
+
+class ChatMemoryProvider(MemoryProvider[ChatMemory]):
     """Hands out the memory of a user or session: ``provider(memory_id) -> ChatMemory``.
 
     The factory is called once per id, under a lock, so concurrent callers share one memory object::
@@ -31,33 +86,3 @@ class ChatMemoryProvider:
             service with a memory per session should bound it; a memory dropped from the cache is simply
             built again, since its messages live in the store.
     """
-
-    def __init__(self, factory: Callable[[str], ChatMemory], *, max_memories: int | None = None) -> None:
-        if max_memories is not None and max_memories < 1:
-            raise ValueError(f"max_memories must be >= 1 or None, got {max_memories!r}")
-        self._factory = factory
-        self._max_memories = max_memories
-        self._memories: OrderedDict[str, ChatMemory] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __call__(self, memory_id: MemoryId) -> ChatMemory:
-        key = validate_memory_id(memory_id)
-        with self._lock:
-            memory = self._memories.get(key)
-            if memory is None:
-                memory = self._factory(key)
-                self._memories[key] = memory
-                if self._max_memories is not None and len(self._memories) > self._max_memories:
-                    self._memories.popitem(last=False)
-            else:
-                self._memories.move_to_end(key)
-            return memory
-
-    def get(self, memory_id: MemoryId) -> ChatMemory:
-        """The memory for ``memory_id`` (the same as calling the provider)."""
-        return self(memory_id)
-
-    def forget(self, memory_id: MemoryId) -> None:
-        """Drop the cached memory object for ``memory_id``; its stored messages stay."""
-        with self._lock:
-            self._memories.pop(validate_memory_id(memory_id), None)

@@ -15,15 +15,33 @@ User contents are ``TEXT`` (``text``), ``IMAGE`` (``image`` + ``detailLevel``), 
 ``VIDEO`` (``video``) and ``PDF`` (``pdfFile``); the media object holds ``url``, ``base64Data`` and
 ``mimeType``. Tool-call ``arguments`` strings pass through byte for byte.
 
-Reading is strict, because silently dropping a field LangChain4j wrote would lose data:
+Image detail levels are LangChain4j's ``DetailLevel`` enum, exactly ``LOW``, ``MEDIUM``, ``HIGH``, ``AUTO``
+and ``ULTRA_HIGH``, and every IMAGE part is written with one (LangChain4j refuses an image without it). One
+mapping is used for writing and for reading:
 
-* a field this library cannot hold raises :class:`~chatmemory.SerializationError` naming it — e.g. an
-  image's ``revisedPrompt``, or a tool result whose ``contents`` is anything but one text part (chatmemory
-  keeps tool results as text);
+* no detail level -> ``LOW`` (what LangChain4j's ``ImageContent.from(url)`` picks);
+* a name of the enum in any case (``"low"``, ``"High"``) -> that name in upper case;
+* ``ORIGINAL`` in any case (OpenAI's ``"original"``: the image at full resolution) -> ``ULTRA_HIGH``, the most
+  detailed level LangChain4j has;
+* anything else raises :class:`~chatmemory.SerializationError`.
+
+So an ``ImageContent`` without a detail level reads back with ``"LOW"``, and ``"original"`` reads back as
+``"ULTRA_HIGH"`` (which :func:`~chatmemory.serialization.to_openai` sends as ``"original"`` again).
+
+Reading is tolerant of fields this library does not know, and strict about data it would lose:
+
+* **unknown fields are ignored** (not kept): a newer LangChain4j that adds a field must not make every read
+  fail. Fields LangChain4j defines that chatmemory cannot hold still raise
+  :class:`~chatmemory.SerializationError` naming them — an image's ``revisedPrompt``, or a tool result whose
+  ``contents`` is anything but one text part (chatmemory keeps tool results as text);
 * the legacy tool-result form with a top-level ``text`` (instead of ``contents``) is accepted; it is
   written back in the current ``contents`` form;
+* a tool result without ``id`` or ``toolName`` reads with ``None`` there, and is written without them;
+* a PDF without ``mimeType`` reads as ``application/pdf``, as LangChain4j's ``PdfFile`` fills it in (and a
+  ``PdfFileContent`` without a MIME type is written with it);
 * an audio ``binaryData`` (Jackson writes ``byte[]`` as base64) is read as ``base64Data``;
-* ``isError: false`` and an absent ``isError`` both read as ``is_error=False``; only ``True`` is written.
+* ``isError: false`` and an absent ``isError`` both read as ``is_error=False``; only ``True`` is written;
+* a JSON ``null`` document reads as no messages, as in LangChain4j.
 
 Errors are :class:`~chatmemory.SerializationError`, or :class:`~chatmemory.CorruptedMemoryError` naming
 the memory when ``loads`` is given a ``memory_id`` (for stores that persist this format).
@@ -53,7 +71,13 @@ from chatmemory.core.messages import (
     VideoContent,
 )
 
-__all__ = ["dumps", "loads", "message_from_dict", "message_to_dict"]
+__all__ = ["DETAIL_LEVELS", "detail_level_name", "dumps", "loads", "message_from_dict", "message_to_dict"]
+
+DETAIL_LEVELS = ("LOW", "MEDIUM", "HIGH", "AUTO", "ULTRA_HIGH")
+"""LangChain4j's ``ImageContent.DetailLevel`` names, exactly."""
+_DEFAULT_DETAIL_LEVEL = "LOW"
+_FOREIGN_DETAIL_LEVELS = {"ORIGINAL": "ULTRA_HIGH"}
+_DEFAULT_PDF_MIME_TYPE = "application/pdf"
 
 # LangChain4j content type -> (our class, the key of the nested media object).
 _MEDIA: dict[str, tuple[type[ImageContent | AudioContent | VideoContent | PdfFileContent], str]] = {
@@ -68,6 +92,26 @@ _MEDIA_BY_CLASS = {cls: (kind, key) for kind, (cls, key) in _MEDIA.items()}
 # ----------------------------------------------------------------------------------------------- encode
 
 
+def detail_level_name(detail_level: str | None) -> str:
+    """The LangChain4j ``DetailLevel`` name for a detail level (see the module docs for the mapping).
+
+    Raises:
+        SerializationError: ``detail_level`` names no LangChain4j level and has no mapping to one.
+    """
+    if detail_level is None:
+        return _DEFAULT_DETAIL_LEVEL
+    name = detail_level.upper()
+    if name in DETAIL_LEVELS:
+        return name
+    mapped = _FOREIGN_DETAIL_LEVELS.get(name)
+    if mapped is None:
+        raise SerializationError(
+            f"image detail level {detail_level!r} has no LangChain4j name; use one of {', '.join(DETAIL_LEVELS)} "
+            "(or ORIGINAL, written as ULTRA_HIGH)"
+        )
+    return mapped
+
+
 def _media_to_dict(part: ImageContent | AudioContent | VideoContent | PdfFileContent) -> dict[str, Any]:
     kind, key = _MEDIA_BY_CLASS[type(part)]
     media: dict[str, Any] = {}
@@ -77,9 +121,11 @@ def _media_to_dict(part: ImageContent | AudioContent | VideoContent | PdfFileCon
         media["base64Data"] = part.base64_data
     if part.mime_type is not None:
         media["mimeType"] = part.mime_type
+    elif isinstance(part, PdfFileContent):
+        media["mimeType"] = _DEFAULT_PDF_MIME_TYPE  # what LangChain4j's PdfFile holds and writes
     data: dict[str, Any] = {key: media}
-    if isinstance(part, ImageContent) and part.detail_level is not None:
-        data["detailLevel"] = part.detail_level
+    if isinstance(part, ImageContent):
+        data["detailLevel"] = detail_level_name(part.detail_level)
     data["type"] = kind
     return data
 
@@ -94,7 +140,8 @@ def message_to_dict(message: ChatMessage) -> dict[str, Any]:
     """The LangChain4j JSON object of one message (keys in the order LangChain4j writes them).
 
     Raises:
-        SerializationError: ``message`` is not a chat message.
+        SerializationError: ``message`` is not a chat message, or holds an image detail level with no
+            LangChain4j name.
     """
     if isinstance(message, SystemMessage):
         return {"text": message.text, "type": "SYSTEM"}
@@ -122,7 +169,8 @@ def message_to_dict(message: ChatMessage) -> dict[str, Any]:
         data = {}
         if message.id is not None:
             data["id"] = message.id
-        data["toolName"] = message.tool_name
+        if message.tool_name is not None:
+            data["toolName"] = message.tool_name
         data["contents"] = [{"text": message.text, "type": "TEXT"}]
         if message.is_error:
             data["isError"] = True
@@ -147,7 +195,8 @@ def dumps(messages: Iterable[ChatMessage]) -> str:
     """Encode messages as LangChain4j's ``ChatMessageSerializer.messagesToJson`` would.
 
     Raises:
-        SerializationError: an item is not a message, or holds text JSON cannot carry (a lone surrogate).
+        SerializationError: an item is not a message, holds an image detail level with no LangChain4j name,
+            or holds text JSON cannot carry (a lone surrogate).
     """
     document = [message_to_dict(message) for message in messages]
     try:
@@ -168,10 +217,11 @@ def _where(data: dict[str, Any]) -> str:
     return f"a {kind} object" if isinstance(kind, str) else "an object"
 
 
-def _only(data: dict[str, Any], allowed: frozenset[str]) -> None:
-    unknown = data.keys() - allowed
-    if unknown:
-        raise _Invalid(f"{_where(data)} has fields chatmemory does not know or cannot hold: {sorted(unknown)}")
+def _refuse(data: dict[str, Any], unholdable: frozenset[str]) -> None:
+    """Raise for LangChain4j fields chatmemory cannot hold; fields it does not know are left alone."""
+    present = sorted(key for key in unholdable if data.get(key) is not None)
+    if present:
+        raise _Invalid(f"{_where(data)} has fields chatmemory cannot hold: {present}")
 
 
 def _get(data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = False) -> Any:
@@ -192,27 +242,21 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-_TEXT_KEYS = frozenset({"type", "text"})
-_MEDIA_CONTENT_KEYS = {
-    kind: frozenset({"type", key} | ({"detailLevel"} if kind == "IMAGE" else set()))
-    for kind, (_, key) in _MEDIA.items()
-}
-_MEDIA_OBJECT_KEYS = frozenset({"url", "base64Data", "mimeType"})
-_AUDIO_OBJECT_KEYS = _MEDIA_OBJECT_KEYS | {"binaryData"}
+# Fields LangChain4j writes that chatmemory has no place for: reading them would lose data, so they raise.
+_UNHOLDABLE_IMAGE_FIELDS = frozenset({"revisedPrompt"})
+_NOTHING = frozenset[str]()
 
 
 def _content_from_dict(value: Any) -> Content:
     data = _object(value, "a content part")
     kind = data.get("type")
     if kind == "TEXT":
-        _only(data, _TEXT_KEYS)
         return TextContent(_get(data, "text", str, required=True))
     if not isinstance(kind, str) or kind not in _MEDIA:
         raise _Invalid(f"unknown content type {kind!r} (expected TEXT, IMAGE, AUDIO, VIDEO or PDF)")
     cls, key = _MEDIA[kind]
-    _only(data, _MEDIA_CONTENT_KEYS[kind])
     media = _object(_get(data, key, dict, required=True), f"the {key!r} of a {kind} part")
-    _only(media, _AUDIO_OBJECT_KEYS if cls is AudioContent else _MEDIA_OBJECT_KEYS)
+    _refuse(media, _UNHOLDABLE_IMAGE_FIELDS if cls is ImageContent else _NOTHING)
     url = _get(media, "url", str)
     base64_data = _get(media, "base64Data", str)
     if base64_data is None and cls is AudioContent:
@@ -222,13 +266,18 @@ def _content_from_dict(value: Any) -> Content:
     if url is None and base64_data is None:
         raise _Invalid(f"a {kind} part has neither a url nor base64Data")
     if cls is ImageContent:
-        return ImageContent(url, base64_data, mime_type, detail_level=_get(data, "detailLevel", str))
+        try:
+            detail_level = detail_level_name(_get(data, "detailLevel", str))
+        except SerializationError as exc:
+            raise _Invalid(str(exc)) from None
+        return ImageContent(url, base64_data, mime_type, detail_level=detail_level)
+    if cls is PdfFileContent and mime_type is None:
+        mime_type = _DEFAULT_PDF_MIME_TYPE
     return cls(url, base64_data, mime_type)
 
 
 def _request_from_dict(value: Any) -> ToolExecutionRequest:
     data = _object(value, "a tool execution request")
-    _only(data, frozenset({"id", "name", "arguments"}))
     return ToolExecutionRequest(
         id=_get(data, "id", str),
         name=_get(data, "name", str, required=True),
@@ -254,21 +303,14 @@ def _tool_result_text(data: dict[str, Any]) -> str:
     return parts[0].text
 
 
-_MESSAGE_KEYS = {
-    "SYSTEM": frozenset({"type", "text"}),
-    "USER": frozenset({"type", "name", "contents", "attributes"}),
-    "AI": frozenset({"type", "text", "thinking", "toolExecutionRequests", "attributes"}),
-    "TOOL_EXECUTION_RESULT": frozenset({"type", "id", "toolName", "text", "contents", "isError", "attributes"}),
-    "CUSTOM": frozenset({"type", "attributes"}),
-}
+_MESSAGE_TYPES = ("SYSTEM", "USER", "AI", "TOOL_EXECUTION_RESULT", "CUSTOM")
 
 
 def _message_from_dict(value: Any) -> ChatMessage:
     data = _object(value, "a message")
     kind = data.get("type")
-    if not isinstance(kind, str) or kind not in _MESSAGE_KEYS:
-        raise _Invalid(f"unknown message type {kind!r} (expected one of {', '.join(_MESSAGE_KEYS)})")
-    _only(data, _MESSAGE_KEYS[kind])
+    if not isinstance(kind, str) or kind not in _MESSAGE_TYPES:
+        raise _Invalid(f"unknown message type {kind!r} (expected one of {', '.join(_MESSAGE_TYPES)})")
     attributes = _get(data, "attributes", dict)
     if kind == "SYSTEM":
         return SystemMessage(_get(data, "text", str, required=True))
@@ -288,7 +330,7 @@ def _message_from_dict(value: Any) -> ChatMessage:
     if kind == "TOOL_EXECUTION_RESULT":
         return ToolExecutionResultMessage(
             id=_get(data, "id", str),
-            tool_name=_get(data, "toolName", str, required=True),
+            tool_name=_get(data, "toolName", str),
             text=_tool_result_text(data),
             is_error=bool(_get(data, "isError", bool)),
             attributes=attributes,
@@ -339,6 +381,8 @@ def loads(data: str | bytes | bytearray | memoryview, *, memory_id: str | None =
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise fail(f"not valid JSON ({exc})") from None
+    if document is None:
+        return []  # LangChain4j's messagesFromJson reads "null" as an empty list
     if not isinstance(document, list):
         raise fail(f"expected a JSON array, got {type(document).__name__}")
     try:

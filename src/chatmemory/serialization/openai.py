@@ -11,30 +11,40 @@ chatmemory                     Chat Completions
                                part, else content parts (below)
 ``AiMessage``                  ``{"role": "assistant", "content": text or None, "tool_calls"?: [{"id",
                                "type": "function", "function": {"name", "arguments"}}]}``
-``ToolExecutionResultMessage`` ``{"role": "tool", "tool_call_id": id, "content": text}``
+``ToolExecutionResultMessage`` ``{"role": "tool", "tool_call_id": id, "content": text}`` (a ``name`` is
+                               read as the tool name; the API's type has no ``name``, so none is sent)
 =============================  =====================================================================
 
 User content parts: ``TextContent`` -> ``{"type": "text"}``; ``ImageContent`` -> ``{"type": "image_url",
-"image_url": {"url", "detail"?}}`` (inline data as a ``data:<mime>;base64,`` URL, ``detail_level``
-``LOW``/``HIGH``/``AUTO`` as ``low``/``high``/``auto``); ``AudioContent`` (inline data) ->
-``{"type": "input_audio", "input_audio": {"data", "format"}}`` (``audio/wav`` <-> ``wav``, ``audio/mpeg``
-<-> ``mp3``); ``PdfFileContent`` (inline data) -> ``{"type": "file", "file": {"file_data":
-"data:application/pdf;base64,...", "filename"}}``. Tool-call ``arguments`` pass through byte for byte.
+"image_url": {"url", "detail"?}}`` (inline data as a ``data:<mime>;base64,`` URL); ``AudioContent`` (inline
+data) -> ``{"type": "input_audio", "input_audio": {"data", "format"}}`` (``audio/wav`` <-> ``wav``,
+``audio/mpeg`` <-> ``mp3``, the only two formats the API takes); ``PdfFileContent`` (inline data) ->
+``{"type": "file", "file": {"file_data": "data:application/pdf;base64,...", "filename"}}``. Tool-call
+``arguments`` pass through byte for byte.
+
+Image detail: every value the API takes reads and writes back the same — ``"low"``, ``"high"``, ``"auto"``,
+``"original"`` <-> ``detail_level`` ``LOW``, ``HIGH``, ``AUTO``, ``ORIGINAL`` (any case is written). LangChain4j's
+``ULTRA_HIGH`` (which its codec maps ``ORIGINAL`` to) is written as ``"original"``; ``MEDIUM`` and other names
+have no Chat Completions value and raise.
 
 What Chat Completions cannot carry, and what happens to it:
 
 * **Dropped by design, always:** ``attributes`` (application data, never sent to a model — as in
   LangChain4j); a tool result's ``tool_name`` (read back from the request with the same id) and
-  ``is_error`` (the API has no such flag; the model sees the text).
+  ``is_error`` (the API has no such flag; the model sees the text); an image's ``mime_type`` when the image
+  is given by URL (only a ``data:`` URL has a place for it).
 * **Thinking:** dropped unless ``thinking_field`` names the key to carry it in (e.g.
   ``"reasoning_content"`` for providers that accept reasoning back); :func:`from_openai` reads the same key.
 * **Raises** :class:`~chatmemory.SerializationError`: a ``CustomMessage`` (unless ``skip_custom=True``,
   which leaves it out); a ``VideoContent``; audio or PDF given only by URL; a media part with both a URL
-  and inline data; inline data without a MIME type (images, audio); a detail level other than
-  LOW/HIGH/AUTO; a tool call or tool result whose id is ``None`` (the API requires ids).
-* **On read:** a file part's ``filename`` is dropped (``PdfFileContent`` has no name); fields chatmemory
-  cannot hold (a ``refusal``, an assistant ``name``, a ``file_id``, ...) raise unless empty or null;
-  a tool message whose ``tool_call_id`` matches no earlier tool call raises, since its tool name is unknown.
+  and inline data; inline data without a MIME type (images, audio); audio other than WAV or MP3
+  (``audio/ogg``, ``audio/flac``, ...); a detail level with no API value (above); a tool call or tool result
+  whose id is ``None`` (the API requires ids). The error names the position and role of the message.
+* **On read:** a file part's ``filename`` is dropped (``PdfFileContent`` has no name); what the SDK's
+  ``parse`` helpers derive (an assistant's ``parsed``, a tool call's ``function.parsed_arguments``) is
+  dropped, being copies of ``content`` and ``arguments``; fields chatmemory cannot hold (a ``refusal``, an
+  assistant ``name``, a ``file_id``, ...) raise unless empty or null. A tool message's tool name is its
+  ``name`` if it has one, else that of the earlier tool call with its ``tool_call_id``, else ``None``.
 """
 
 from __future__ import annotations
@@ -58,10 +68,13 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.serialization.data_urls import data_url, parse_data_url
 
 __all__ = ["from_openai", "to_openai"]
 
-_DETAIL_LEVELS = frozenset({"LOW", "HIGH", "AUTO"})
+# detail_level (upper case) -> the API's value; the API's values read back as their upper-case names.
+_DETAILS = {"LOW": "low", "HIGH": "high", "AUTO": "auto", "ORIGINAL": "original", "ULTRA_HIGH": "original"}
+_DETAIL_NAMES = {"low": "LOW", "high": "HIGH", "auto": "AUTO", "original": "ORIGINAL"}
 _AUDIO_FORMATS = {
     "audio/wav": "wav",
     "audio/x-wav": "wav",
@@ -74,12 +87,6 @@ _DEFAULT_PDF_MIME_TYPE = "application/pdf"
 
 
 # --------------------------------------------------------------------------------------------- to_openai
-
-
-def _data_url(mime_type: str, base64_data: str) -> str:
-    if "," in mime_type:
-        raise SerializationError(f"MIME type {mime_type!r} cannot go in a data: URL (it holds a comma)")
-    return f"data:{mime_type};base64,{base64_data}"
 
 
 def _inline_only(part: AudioContent | PdfFileContent, kind: str) -> str:
@@ -97,12 +104,16 @@ def _image_part(part: ImageContent) -> dict[str, Any]:
     else:
         if part.mime_type is None:
             raise SerializationError("an ImageContent with base64_data needs a mime_type to form a data: URL")
-        url = _data_url(part.mime_type, part.base64_data or "")
+        url = data_url(part.mime_type, part.base64_data or "")
     image_url: dict[str, Any] = {"url": url}
     if part.detail_level is not None:
-        if part.detail_level.upper() not in _DETAIL_LEVELS:
-            raise SerializationError(f"detail level {part.detail_level!r} is not one of LOW, HIGH, AUTO")
-        image_url["detail"] = part.detail_level.lower()
+        detail = _DETAILS.get(part.detail_level.upper())
+        if detail is None:
+            raise SerializationError(
+                f"image detail level {part.detail_level!r} has no Chat Completions value "
+                "(LOW, HIGH, AUTO, ORIGINAL or ULTRA_HIGH can be sent)"
+            )
+        image_url["detail"] = detail
     return {"type": "image_url", "image_url": image_url}
 
 
@@ -117,13 +128,14 @@ def _content_part(part: Content, pdf_filename: str) -> dict[str, Any]:
             raise SerializationError("an AudioContent needs a mime_type (e.g. audio/wav) to name its format")
         audio_format = _AUDIO_FORMATS.get(part.mime_type.lower())
         if audio_format is None:
-            if not part.mime_type.startswith("audio/"):
-                raise SerializationError(f"audio MIME type {part.mime_type!r} names no OpenAI audio format")
-            audio_format = part.mime_type[len("audio/") :]
+            raise SerializationError(
+                f"audio of type {part.mime_type!r} cannot be sent: Chat Completions takes wav (audio/wav) and "
+                "mp3 (audio/mpeg) only; convert the audio first"
+            )
         return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
     if isinstance(part, PdfFileContent):
         data = _inline_only(part, "PDF files")
-        file_data = _data_url(part.mime_type or _DEFAULT_PDF_MIME_TYPE, data)
+        file_data = data_url(part.mime_type or _DEFAULT_PDF_MIME_TYPE, data)
         return {"type": "file", "file": {"file_data": file_data, "filename": pdf_filename}}
     assert isinstance(part, VideoContent)
     raise SerializationError("Chat Completions has no video content part; a VideoContent cannot be sent")
@@ -190,14 +202,18 @@ def to_openai(
         SerializationError: a message or part that Chat Completions cannot carry (see the module docs).
     """
     converted: list[dict[str, Any]] = []
-    for message in messages:
+    for position, message in enumerate(messages):
         if isinstance(message, CustomMessage):
             if skip_custom:
                 continue
             raise SerializationError(
-                "a CustomMessage has no Chat Completions form; pass skip_custom=True to leave custom messages out"
+                f"message {position}: a CustomMessage has no Chat Completions form; pass skip_custom=True to "
+                "leave custom messages out"
             )
-        converted.append(_message_to_openai(message, thinking_field, pdf_filename))
+        try:
+            converted.append(_message_to_openai(message, thinking_field, pdf_filename))
+        except SerializationError as exc:
+            raise SerializationError(f"message {position} ({type(message).__name__}): {exc}") from None
     return converted
 
 
@@ -230,16 +246,6 @@ def _only(data: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
         raise _Invalid(f"{what} has fields chatmemory cannot hold: {extra}")
 
 
-def _parse_data_url(url: str) -> tuple[str | None, str] | None:
-    """``(mime_type, base64_data)`` of a ``data:<mime>;base64,<data>`` URL, else None."""
-    if not url.startswith("data:") or "," not in url:
-        return None
-    header, data = url[len("data:") :].split(",", 1)
-    if not header.endswith(";base64"):
-        return None
-    return header[: -len(";base64")] or None, data
-
-
 def _text_of(content: Any, what: str) -> str:
     """A string content, or the concatenated text of a list of text parts."""
     if isinstance(content, str):
@@ -268,8 +274,10 @@ def _user_part(value: Any) -> Content:
         _only(image, frozenset({"url", "detail"}), "an image_url")
         url = _str(image, "url", "an image_url")
         detail = _str(image, "detail", "an image_url", optional=True)
-        detail_level = detail.upper() if detail is not None else None
-        parsed = _parse_data_url(url)
+        detail_level = None if detail is None else _DETAIL_NAMES.get(detail)
+        if detail is not None and detail_level is None:
+            raise _Invalid(f"image detail {detail!r} is not one of {', '.join(_DETAIL_NAMES)}")
+        parsed = parse_data_url(url)
         if parsed is not None:
             return ImageContent(base64_data=parsed[1], mime_type=parsed[0], detail_level=detail_level)
         return ImageContent(url=url, detail_level=detail_level)
@@ -278,16 +286,17 @@ def _user_part(value: Any) -> Content:
         audio = _mapping(part.get("input_audio"), "the input_audio of an audio part")
         _only(audio, frozenset({"data", "format"}), "an input_audio")
         audio_format = _str(audio, "format", "an input_audio")
+        if audio_format not in _AUDIO_MIME_TYPES:
+            raise _Invalid(f"input_audio format {audio_format!r} is not one the API takes (wav, mp3)")
         return AudioContent(
-            base64_data=_str(audio, "data", "an input_audio"),
-            mime_type=_AUDIO_MIME_TYPES.get(audio_format, f"audio/{audio_format}"),
+            base64_data=_str(audio, "data", "an input_audio"), mime_type=_AUDIO_MIME_TYPES[audio_format]
         )
     if kind == "file":
         _only(part, frozenset({"type", "file"}), "a file part")
         file = _mapping(part.get("file"), "the file of a file part")
         _only(file, frozenset({"file_data", "filename"}), "a file (an uploaded file_id cannot be held)")
         file_data = _str(file, "file_data", "a file")
-        parsed = _parse_data_url(file_data)
+        parsed = parse_data_url(file_data)
         if parsed is not None:
             return PdfFileContent(base64_data=parsed[1], mime_type=parsed[0])
         return PdfFileContent(base64_data=file_data)
@@ -306,7 +315,8 @@ def _user(data: Mapping[str, Any]) -> UserMessage:
 
 
 def _assistant(data: Mapping[str, Any], thinking_field: str | None, names: dict[str, str]) -> AiMessage:
-    allowed = {"role", "content", "tool_calls"} | ({thinking_field} if thinking_field else set())
+    # "parsed" is what client.chat.completions.parse() derives from content: a copy, dropped.
+    allowed = {"role", "content", "tool_calls", "parsed"} | ({thinking_field} if thinking_field else set())
     _only(data, frozenset(allowed), "an assistant message")
     content = data.get("content")
     text = None if content is None else _text_of(content, "an assistant message")
@@ -322,7 +332,8 @@ def _assistant(data: Mapping[str, Any], thinking_field: str | None, names: dict[
         if call.get("type", "function") != "function":
             raise _Invalid(f"a tool call of type {call.get('type')!r} cannot be held; only function calls can")
         function = _mapping(call.get("function"), "the function of a tool call")
-        _only(function, frozenset({"name", "arguments"}), "a tool call's function")
+        # parsed_arguments is the parse() helpers' copy of arguments, derived data: dropped.
+        _only(function, frozenset({"name", "arguments", "parsed_arguments"}), "a tool call's function")
         request = ToolExecutionRequest(
             id=_str(call, "id", "a tool call"),
             name=_str(function, "name", "a tool call's function"),
@@ -335,14 +346,13 @@ def _assistant(data: Mapping[str, Any], thinking_field: str | None, names: dict[
 
 
 def _tool(data: Mapping[str, Any], names: dict[str, str]) -> ToolExecutionResultMessage:
-    _only(data, frozenset({"role", "content", "tool_call_id"}), "a tool message")
+    _only(data, frozenset({"role", "content", "tool_call_id", "name"}), "a tool message")
     call_id = _str(data, "tool_call_id", "a tool message")
-    if call_id not in names:
-        raise _Invalid(
-            f"tool message answers tool call {call_id!r}, which no earlier assistant message made, "
-            "so its tool name is unknown"
-        )
-    return ToolExecutionResultMessage(call_id, names[call_id], _text_of(data.get("content"), "a tool message"))
+    # LangChain's convert_to_openai_messages writes the tool's name; otherwise the call it answers names it.
+    tool_name = _str(data, "name", "a tool message", optional=True)
+    if tool_name is None:
+        tool_name = names.get(call_id)
+    return ToolExecutionResultMessage(call_id, tool_name, _text_of(data.get("content"), "a tool message"))
 
 
 def _from_openai(data: Mapping[str, Any], thinking_field: str | None, names: dict[str, str]) -> ChatMessage:

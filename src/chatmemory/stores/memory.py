@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from chatmemory.core.errors import ConcurrentUpdateError
@@ -14,6 +14,8 @@ from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stores.base.lifecycle import StoreLifecycle
+from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, ttl_seconds
 
 __all__ = ["InMemoryChatMemoryStore"]
@@ -27,11 +29,13 @@ class _Entry:
     expires_at: float | None
 
 
-class InMemoryChatMemoryStore:
-    """A thread-safe store in a dict; supports versioning, listing and TTL.
+class InMemoryChatMemoryStore(StoreLifecycle):
+    """A thread-safe store in a dict; supports versioning, listing, TTL and raw records.
 
     It keeps its own tuple of the (immutable) messages, never the caller's list. Versions come from one
-    counter per store, so a memory deleted and written again never repeats a version.
+    counter per store, so a memory deleted and written again never repeats a version. ``close()`` forgets
+    every memory; a closed store raises :class:`~chatmemory.StoreError`, like the others.
+    :class:`chatmemory.aio.InMemoryChatMemoryStore` is its asyncio twin.
 
     Args:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
@@ -44,6 +48,7 @@ class InMemoryChatMemoryStore:
         self._entries: dict[str, _Entry] = {}
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
+        self._owns_client = True
 
     @classmethod
     def from_url(cls, url: str, **options: object) -> InMemoryChatMemoryStore:
@@ -64,7 +69,7 @@ class InMemoryChatMemoryStore:
             return None
         return entry
 
-    def _write(self, memory_id: str, messages: Sequence[ChatMessage]) -> int:
+    def _write(self, memory_id: str, messages: tuple[ChatMessage, ...]) -> int:
         entry = self._entries.get(memory_id)
         old = entry.messages if entry is not None and entry.messages is not None else ()
         # Encode what is new, as a persistent store would, so that a message no store can hold (an
@@ -73,12 +78,13 @@ class InMemoryChatMemoryStore:
             dumps_message(message)
         version = next(self._versions)
         expires_at = None if self._ttl is None else self._clock() + self._ttl
-        self._entries[memory_id] = _Entry(version, tuple(messages), None, expires_at)
+        self._entries[memory_id] = _Entry(version, messages, None, expires_at)
         return version
 
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
         memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.READ, memory_id)
         with self._lock:
             entry = self._live(memory_id)
             if entry is None:
@@ -93,11 +99,11 @@ class InMemoryChatMemoryStore:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
-    def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
+    def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         memory_id = validate_memory_id(memory_id)
-        for message in messages:
-            require_message(message)
+        messages = _checked(messages)
+        self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             entry = self._live(memory_id)
             current = 0 if entry is None else entry.version
@@ -105,25 +111,40 @@ class InMemoryChatMemoryStore:
                 raise ConcurrentUpdateError(memory_id, expected_version)
             return self._write(memory_id, messages)
 
-    def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+    def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
-        for message in messages:
-            require_message(message)
+        messages = _checked(messages)
+        self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             self._write(memory_id, messages)
 
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id``; idempotent."""
         memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.DELETE, memory_id)
         with self._lock:
             self._entries.pop(memory_id, None)
 
     def memory_ids(self) -> Iterator[str]:
         """The ids of the live memories, in insertion order."""
+        self._check_open(Operation.LIST)
         with self._lock:
             ids = [memory_id for memory_id in list(self._entries) if self._live(memory_id) is not None]
         return iter(ids)
+
+    def read_raw(self, memory_id: str) -> list[bytes]:
+        """The stored records of ``memory_id`` (``dumps_message`` payloads), undecoded; ``[]`` if unknown."""
+        memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.READ, memory_id)
+        with self._lock:
+            entry = self._live(memory_id)
+            if entry is None:
+                return []
+            if entry.raw is not None:
+                return list(entry.raw)
+            messages = entry.messages or ()
+        return [dumps_message(message) for message in messages]
 
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
@@ -132,20 +153,24 @@ class InMemoryChatMemoryStore:
         plants corrupted data.
         """
         memory_id = validate_memory_id(memory_id)
+        records = tuple(bytes(record) for record in records)
+        self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             expires_at = None if self._ttl is None else self._clock() + self._ttl
-            self._entries[memory_id] = _Entry(next(self._versions), None, tuple(bytes(r) for r in records), expires_at)
+            self._entries[memory_id] = _Entry(next(self._versions), None, records, expires_at)
 
-    def close(self) -> None:
-        """Forget every memory (the other stores release their connections here)."""
+    def _release(self) -> None:
+        # What the other stores do with their connections: the memories go with the store.
         with self._lock:
             self._entries.clear()
 
-    def __enter__(self) -> InMemoryChatMemoryStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(ttl={self._ttl!r})"
+
+
+def _checked(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
+    # Taken once: a generator is as good a list of messages as any.
+    taken = tuple(messages)
+    for message in taken:
+        require_message(message)
+    return taken

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from chatmemory.core.store import ChatMemoryStore
 
-__all__ = ["STORE_SCHEMES", "open_store"]
+__all__ = ["STORE_SCHEMES", "open_store", "open_store_from"]
 
 STORE_SCHEMES: dict[str, str] = {
     "memory": "chatmemory.stores.memory:InMemoryChatMemoryStore",
@@ -28,15 +28,31 @@ STORE_SCHEMES: dict[str, str] = {
 """URL scheme (the part before any ``+driver`` suffix, except where listed whole) → ``module:Class``."""
 
 
-def _target(scheme: str) -> str:
+def _target(scheme: str, schemes: dict[str, str]) -> str:
     scheme = scheme.lower()
-    if scheme in STORE_SCHEMES:
-        return STORE_SCHEMES[scheme]
+    if scheme in schemes:
+        return schemes[scheme]
     base = scheme.split("+", 1)[0]
-    if base in STORE_SCHEMES:
-        return STORE_SCHEMES[base]
-    known = ", ".join(sorted(STORE_SCHEMES))
+    if base in schemes:
+        return schemes[base]
+    known = ", ".join(sorted(schemes))
     raise ValueError(f"no chatmemory store for URL scheme {scheme!r}; known schemes: {known}")
+
+
+def open_store_from(schemes: dict[str, str], url: str, options: dict[str, Any]) -> Any:
+    """Open the store ``schemes`` maps the URL's scheme to (``module:Class``), importing only that module.
+
+    The one implementation behind :func:`open_store` and :func:`chatmemory.aio.open_store`.
+    """
+    scheme = urlsplit(url).scheme if isinstance(url, str) else ""
+    if not scheme:
+        raise ValueError(f"{url!r} is not a store URL (it has no scheme, e.g. redis://localhost:6379/0)")
+    module_name, class_name = _target(scheme, schemes).split(":")
+    # Schemes are case-insensitive (RFC 3986); the drivers behind the stores only know lower case.
+    url = scheme.lower() + url[len(scheme) :]
+    store_class = getattr(importlib.import_module(module_name), class_name)
+    from_url = getattr(store_class, "from_url", None)
+    return from_url(url, **options) if from_url is not None else store_class(url, **options)
 
 
 def open_store(url: str, **options: Any) -> ChatMemoryStore:
@@ -46,14 +62,10 @@ def open_store(url: str, **options: Any) -> ChatMemoryStore:
     ``sqlite:///file.db``,
     ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``. The store owns (and closes) the
     client or engine it builds from the URL.
+
+    Raises:
+        ValueError: the URL has no scheme, or no store serves it.
+        MissingDependencyError: the store's extra is not installed (the message names it).
     """
-    scheme = urlsplit(url).scheme
-    if not scheme:
-        raise ValueError(f"{url!r} is not a store URL (it has no scheme, e.g. redis://localhost:6379/0)")
-    module_name, class_name = _target(scheme).split(":")
-    # Schemes are case-insensitive (RFC 3986); the drivers behind the stores only know lower case.
-    url = scheme.lower() + url[len(scheme) :]
-    store_class = getattr(importlib.import_module(module_name), class_name)
-    from_url = getattr(store_class, "from_url", None)
-    store: ChatMemoryStore = from_url(url, **options) if from_url is not None else store_class(url, **options)
+    store: ChatMemoryStore = open_store_from(STORE_SCHEMES, url, options)
     return store

@@ -1,17 +1,39 @@
+# ruff: noqa: E402 - pytest must register the assertion rewrite before the case modules are imported.
 """Test tools shipped with the package: the store contract suite, importable by third-party stores.
 
-Requires pytest. See :class:`ChatMemoryStoreContract`.
+Requires pytest (and pytest-asyncio for the async suite). See :class:`ChatMemoryStoreContract` and
+:class:`AsyncChatMemoryStoreContract`.
 """
 
 from __future__ import annotations
 
-from chatmemory.testing.contract import ChatMemoryStoreContract, RawWriter, TtlStoreFactory
+import pytest
+
+# The cases assert in these modules: have pytest rewrite them (before they are imported) so that a failing
+# case shows the values it compared.
+pytest.register_assert_rewrite("chatmemory.testing.cases", "chatmemory.testing.driver")
+
+from chatmemory.testing.contract import (
+    AsyncChatMemoryStoreContract,
+    AsyncRawWriter,
+    AsyncTtlStoreFactory,
+    ChatMemoryStoreContract,
+    RawWriter,
+    TtlStoreFactory,
+)
 from chatmemory.testing.conversation import ADVERSARIAL_IDS, ODD_ARGUMENTS, every_message_kind, scripted_turns
+from chatmemory.testing.driver import AsyncDriver, ContractDriver, SyncDriver
 
 __all__ = [
     "ADVERSARIAL_IDS",
     "ODD_ARGUMENTS",
+    "AsyncChatMemoryStoreContract",
+    "AsyncDriver",
+    "AsyncRawWriter",
+    "AsyncTtlStoreFactory",
     "ChatMemoryStoreContract",
+    "ContractDriver",
+    "SyncDriver",
     "RawWriter",
     "TtlStoreFactory",
     "every_message_kind",

@@ -1,7 +1,8 @@
-"""The store contract suite: one set of cases every :class:`~chatmemory.ChatMemoryStore` must pass.
+"""The store contract suite: one set of cases every store must pass, sync or asyncio.
 
-Subclass :class:`ChatMemoryStoreContract` in a test module and override the ``store`` fixture (and,
-optionally, ``write_raw`` and ``make_ttl_store``) to check a store against a real database::
+Subclass :class:`ChatMemoryStoreContract` (a sync store) or :class:`AsyncChatMemoryStoreContract` (an
+asyncio store) in a test module and override the ``store`` fixture (and, optionally, ``write_raw`` and
+``make_ttl_store``) to check a store against a real database::
 
     from chatmemory.testing import ChatMemoryStoreContract
 
@@ -12,37 +13,78 @@ optionally, ``write_raw`` and ``make_ttl_store``) to check a store against a rea
             yield store
             store.close()
 
-Cases for optional capabilities (versioning, TTL, listing) run only when the store has them; the
-corruption cases run only when ``write_raw`` is given.
+The async suite runs on pytest-asyncio (``pip install pytest-asyncio``): its cases carry the ``asyncio``
+mark, so they run in its default strict mode too; there an async ``store`` fixture is declared with
+``@pytest_asyncio.fixture`` (in ``asyncio_mode = "auto"``, plain ``@pytest.fixture`` will do)::
+
+    from chatmemory.testing import AsyncChatMemoryStoreContract
+
+    class TestMyAsyncStore(AsyncChatMemoryStoreContract):
+        @pytest_asyncio.fixture
+        async def store(self):
+            async with MyAsyncStore(os.environ["MY_DB_URL"]) as store:
+                yield store
+
+Both suites run the same cases, written once as coroutines against a
+:class:`~chatmemory.testing.driver.ContractDriver`: the sync suite drives them without an event loop
+(threads for the concurrent parts), the async one awaits them (tasks). Cases for optional capabilities
+(versioning, TTL, listing) run only when the store has them; the corruption cases only with ``write_raw``.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import inspect
 import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
-from chatmemory.core.store import ChatMemoryStore
+from chatmemory.core.errors import MissingDependencyError
 from chatmemory.testing.cases.atomicity import AtomicityCases
 from chatmemory.testing.cases.corruption import CorruptionCases
 from chatmemory.testing.cases.expiry import ExpiryCases
-from chatmemory.testing.cases.hooks import RawWriter, TtlStoreFactory
+from chatmemory.testing.cases.hooks import AsyncRawWriter, AsyncTtlStoreFactory, RawWriter, TtlStoreFactory
 from chatmemory.testing.cases.round_trip import RoundTripCases
 from chatmemory.testing.cases.versioning import VersioningCases
 from chatmemory.testing.cases.windows import WindowCases
+from chatmemory.testing.driver import AsyncDriver, ContractDriver, SyncDriver, drive
 
-__all__ = ["ChatMemoryStoreContract", "RawWriter", "TtlStoreFactory"]
+__all__ = [
+    "AsyncChatMemoryStoreContract",
+    "AsyncRawWriter",
+    "AsyncTtlStoreFactory",
+    "ChatMemoryStoreContract",
+    "RawWriter",
+    "TtlStoreFactory",
+]
 
 
-class ChatMemoryStoreContract(
-    RoundTripCases, WindowCases, AtomicityCases, VersioningCases, CorruptionCases, ExpiryCases
-):
-    """The contract every chat memory store passes (SEMANTICS.md §4). Override the fixtures below."""
-
-    # ------------------------------------------------------------------------------------------ fixtures
+class _Cases(RoundTripCases, WindowCases, AtomicityCases, VersioningCases, CorruptionCases, ExpiryCases):
+    """Every case, as a coroutine method, and the fixtures both suites share."""
 
     @pytest.fixture
-    def store(self) -> ChatMemoryStore:
+    def memory_id(self) -> str:
+        """A fresh memory id, so tests can share a database."""
+        return f"contract-{uuid.uuid4().hex}"
+
+
+def _run_driven(case: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    # functools.wraps keeps the case's signature (pytest reads its fixtures from it) and its marks.
+    @functools.wraps(case)
+    def test(*args: Any, **kwargs: Any) -> None:
+        drive(case(*args, **kwargs))
+
+    return test
+
+
+class ChatMemoryStoreContract(_Cases):
+    """The contract every sync chat memory store passes (see ``docs/semantics.md``). Override the fixtures."""
+
+    @pytest.fixture
+    def store(self) -> Any:
         """The store under test. Override this fixture."""
         pytest.fail("override the `store` fixture of ChatMemoryStoreContract to return your store", pytrace=False)
 
@@ -57,6 +99,48 @@ class ChatMemoryStoreContract(
         return None
 
     @pytest.fixture
-    def memory_id(self) -> str:
-        """A fresh memory id, so tests can share a database."""
-        return f"contract-{uuid.uuid4().hex}"
+    def contract(
+        self, store: Any, write_raw: RawWriter | None, make_ttl_store: TtlStoreFactory | None
+    ) -> ContractDriver:
+        """The cases' access to the store: plain calls, threads for concurrency."""
+        return SyncDriver(store, write_raw, make_ttl_store)
+
+
+# The sync suite runs each case to its end without an event loop: its driver never suspends.
+for _name, _case in inspect.getmembers(_Cases, inspect.iscoroutinefunction):
+    if _name.startswith("test_"):
+        setattr(ChatMemoryStoreContract, _name, _run_driven(_case))
+
+
+class AsyncChatMemoryStoreContract(_Cases):
+    """The same contract for asyncio stores (:mod:`chatmemory.aio`), run with pytest-asyncio."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The mark is applied to subclasses only: naming it on this class would trip --strict-markers in
+        # projects that use the sync suite alone and have no pytest-asyncio to register the mark.
+        if importlib.util.find_spec("pytest_asyncio") is None:
+            raise MissingDependencyError("AsyncChatMemoryStoreContract", "test", "pytest_asyncio")
+        pytest.mark.asyncio(cls)
+
+    @pytest.fixture
+    def store(self) -> Any:
+        """The asyncio store under test. Override this fixture (an async fixture may yield it)."""
+        pytest.fail("override the `store` fixture of AsyncChatMemoryStoreContract to return your store", pytrace=False)
+
+    @pytest.fixture
+    def write_raw(self) -> AsyncRawWriter | None:
+        """An async hook that plants raw message records; ``None`` skips the corruption cases."""
+        return None
+
+    @pytest.fixture
+    def make_ttl_store(self) -> AsyncTtlStoreFactory | None:
+        """A factory of asyncio stores whose memories expire (it may return an awaitable); ``None`` skips."""
+        return None
+
+    @pytest.fixture
+    def contract(
+        self, store: Any, write_raw: AsyncRawWriter | None, make_ttl_store: AsyncTtlStoreFactory | None
+    ) -> ContractDriver:
+        """The cases' access to the store: awaited calls, tasks for concurrency."""
+        return AsyncDriver(store, write_raw, make_ttl_store)

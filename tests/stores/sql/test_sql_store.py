@@ -239,7 +239,7 @@ def test_a_missing_extra_names_the_pip_command() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert MissingDependencyError.__name__ in result.stdout
-    assert "pip install 'chatmemory[sql]'" in result.stdout
+    assert "pip install 'llm-window-memory[sql]'" in result.stdout
 
 
 def test_reads_reuse_decoded_messages_only_while_they_are_true(

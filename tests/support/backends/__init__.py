@@ -1,6 +1,7 @@
 """One module per store backend. Each exposes ``open_backend() -> Backend`` (session-wide).
 
-Adding a backend is one module here and one line in ``BACKENDS`` (tests/conftest.py).
+A backend with an asyncio store also exposes ``open_async_backend() -> AsyncBackend``. Adding a backend is
+one module here and one line in ``BACKENDS`` (and ``ASYNC_BACKENDS``) in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from chatmemory import ChatMemoryStore
+from chatmemory import ChatMemoryStore, aio
 
 
 class Backend(Protocol):
@@ -32,6 +33,32 @@ class Backend(Protocol):
 
     def close_store(self, store: ChatMemoryStore) -> None:
         """Drop the store's namespace and release its connections."""
+        ...
+
+    def close(self) -> None:
+        """Release session-wide resources."""
+        ...
+
+
+class AsyncBackend(Protocol):
+    """What the test suite needs from a backend's asyncio store.
+
+    pytest-asyncio gives each test its own event loop, so an async backend builds a client per store
+    (never one per session: a client is bound to the loop it was made on).
+    """
+
+    name: str
+
+    async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
+        """An asyncio store in a fresh namespace, with its own client; ``options`` go to its constructor."""
+        ...
+
+    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        """Make ``records`` the stored message records of ``memory_id``, bypassing all encoding."""
+        ...
+
+    async def close_store(self, store: aio.ChatMemoryStore) -> None:
+        """Drop the store's namespace and close it."""
         ...
 
     def close(self) -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
+from chatmemory import aio
 from chatmemory.core.messages import ChatMessage, UserMessage
 from chatmemory.core.store import ChatMemoryStore
 
-__all__ = ["RawWriter", "TtlStoreFactory", "texts"]
+__all__ = ["AsyncRawWriter", "AsyncTtlStoreFactory", "RawWriter", "TtlStoreFactory", "texts"]
 
 RawWriter = Callable[[str, Sequence[bytes]], None]
 """``write_raw(memory_id, records)``: store message records (``dumps_message`` bytes) as they are."""
 TtlStoreFactory = Callable[[float], ChatMemoryStore]
 """``make_ttl_store(seconds)``: a store on the same backend whose memories expire after ``seconds``."""
+AsyncRawWriter = Callable[[str, Sequence[bytes]], Awaitable[None]]
+"""``await write_raw(memory_id, records)``: the async suite's raw-record hook."""
+AsyncTtlStoreFactory = Callable[[float], "aio.ChatMemoryStore | Awaitable[aio.ChatMemoryStore]"]
+"""``make_ttl_store(seconds)``: an asyncio store whose memories expire (the result may be awaitable)."""
 
 
 def texts(count: int, prefix: str = "m") -> list[ChatMessage]:

@@ -1,4 +1,4 @@
-"""The ``chatmemory`` command: the demo (in-process and as ``python -m chatmemory``) and ``migrate``."""
+"""``chatmemory demo`` (in-process and as ``python -m chatmemory``), ``--help``, ``--version`` and ``migrate``."""
 
 from __future__ import annotations
 
@@ -125,24 +125,19 @@ def test_default_store_is_a_sqlite_file_that_a_second_run_continues(
     assert "Continuing an earlier conversation: 6 messages already in the store." in capsys.readouterr().out
 
 
-def test_help_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as raised:
-        main(["--help"])
-    assert raised.value.code == 0
+def test_help_version_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
     text = capsys.readouterr().out
-    assert "demo" in text
-    assert "migrate" in text
-    with pytest.raises(SystemExit) as raised:
-        main(["demo", "--help"])
-    assert raised.value.code == 0
+    for command in ("demo", "migrate", "ls", "show", "export", "import", "copy", "delete", "purge-expired", "stats"):
+        assert command in text
+    assert main(["--version"]) == 0
+    assert re.fullmatch(r"chatmemory \d+\.\d+\.\d+\S* \(llm-window-memory\)\n", capsys.readouterr().out)
+    assert main(["demo", "--help"]) == 0
     assert "--store" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as raised:
-        main(["demo", "--max-messages", "0"])
-    assert raised.value.code == 2
-    assert "must be > 0" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as raised:
-        main(["nonsense"])
-    assert raised.value.code == 2
+    assert main(["demo", "--max-messages", "0"]) == 2
+    assert "0 is not in the range x>=1" in capsys.readouterr().err
+    assert main(["nonsense"]) == 2
+    assert "No such command 'nonsense'" in capsys.readouterr().err
     assert main([]) == 2
     assert "demo" in capsys.readouterr().err
 
@@ -159,7 +154,7 @@ def test_migrate_without_the_module(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert main(["migrate", "sqlite:///nowhere.db"]) == 2
     err = capsys.readouterr().err
     assert "migrations are not available" in err
-    assert "pip install 'chatmemory[sql]'" in err
+    assert "pip install 'llm-window-memory[sql]'" in err
 
 
 @pytest.mark.sqlite

@@ -1,0 +1,92 @@
+"""The asyncio twin of the in-memory store: the sync store's dict, behind coroutine methods.
+
+Every operation is a few dictionary steps under a lock held for microseconds, so the coroutines call the
+sync :class:`chatmemory.stores.memory.InMemoryChatMemoryStore` directly: the same code, the same rules,
+no thread hop and nothing that can block the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import Snapshot
+from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.options import TTL
+from chatmemory.stores.memory import InMemoryChatMemoryStore as SyncInMemoryChatMemoryStore
+
+__all__ = ["InMemoryChatMemoryStore"]
+
+
+class InMemoryChatMemoryStore(AsyncStoreLifecycle):
+    """An in-process store with coroutine methods; supports versioning, listing, TTL and raw records.
+
+    Args:
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
+        clock: the time source for ``ttl`` (monotonic seconds).
+    """
+
+    def __init__(self, *, ttl: TTL = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self._sync = SyncInMemoryChatMemoryStore(ttl=ttl, clock=clock)
+        self._owns_client = True
+
+    @classmethod
+    def from_url(cls, url: str, **options: object) -> InMemoryChatMemoryStore:
+        """Build from ``memory://`` (options are passed to the constructor)."""
+        if not url.lower().startswith("memory:"):
+            raise ValueError(f"InMemoryChatMemoryStore takes memory:// URLs, not {url!r}")
+        return cls(**options)  # type: ignore[arg-type]
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._sync.ttl
+
+    async def load(self, memory_id: str) -> Snapshot:
+        """The messages of ``memory_id`` and their version."""
+        self._check_open(Operation.READ, memory_id)
+        return self._sync.load(memory_id)
+
+    async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
+        self._check_open(Operation.WRITE, memory_id)
+        return self._sync.save(memory_id, messages, expected_version)
+
+    async def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        """The stored messages of ``memory_id``, oldest first."""
+        self._check_open(Operation.READ, memory_id)
+        return self._sync.get_messages(memory_id)
+
+    async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
+        """Replace the stored messages of ``memory_id``."""
+        self._check_open(Operation.WRITE, memory_id)
+        self._sync.update_messages(memory_id, messages)
+
+    async def delete_messages(self, memory_id: str) -> None:
+        """Remove ``memory_id``; idempotent."""
+        self._check_open(Operation.DELETE, memory_id)
+        self._sync.delete_messages(memory_id)
+
+    async def memory_ids(self) -> AsyncIterator[str]:
+        """The ids of the live memories, in insertion order."""
+        self._check_open(Operation.LIST)
+        for memory_id in self._sync.memory_ids():
+            yield memory_id
+
+    async def read_raw(self, memory_id: str) -> list[bytes]:
+        """The stored records of ``memory_id``, undecoded."""
+        self._check_open(Operation.READ, memory_id)
+        return self._sync.read_raw(memory_id)
+
+    async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        """Store message records as they are, decoded only when read."""
+        self._check_open(Operation.WRITE, memory_id)
+        self._sync.write_raw(memory_id, records)
+
+    async def _release(self) -> None:
+        self._sync.close()
+
+    def __repr__(self) -> str:
+        return f"chatmemory.aio.InMemoryChatMemoryStore(ttl={self.ttl!r})"

@@ -1,0 +1,366 @@
+"""``chatmemory export``, ``import`` and ``copy``: move memories between stores, losslessly and re-runnably.
+
+The rules live in :mod:`chatmemory.transfer`; these commands open the stores, loop with a progress bar,
+report each failed item with what is wrong, and exit 1 when any failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from chatmemory import telemetry
+from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, reports_failures
+from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, Reporter, Tally
+from chatmemory.cli.stores import NAMESPACE_OPTIONS, namespace_options, store_kind, url_for_display
+from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import ChatMemoryStore
+from chatmemory.memory_times import SupportsExpiryAt
+from chatmemory.transfer import (
+    BadExportLineError,
+    ExportedMemory,
+    LangChain4jRedisSource,
+    MemorySource,
+    StoreSource,
+    decode_line,
+    encode_line,
+    write_memory,
+)
+
+__all__ = ["copy", "export", "import_"]
+
+
+class _NoSuchMemoryError(ChatMemoryError):
+    """A memory named on the command line is not in the source."""
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(f"no memory {memory_id!r} in the source")
+
+
+def _unreadable(exc: ChatMemoryError) -> ChatMemoryError:
+    """The error to report for a memory that does not decode at the source (it is skipped, not repaired)."""
+    if isinstance(exc, CorruptedMemoryError):
+        return _SkippedMemoryError(
+            f"memory {exc.memory_id!r} does not decode at the source and was skipped: {exc.reason}"
+        )
+    return exc
+
+
+class _SkippedMemoryError(ChatMemoryError):
+    """A memory left out of an export or a copy."""
+
+
+def _ids(values: tuple[str, ...]) -> list[str]:
+    try:
+        return [validate_memory_id(value) for value in values]
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="ID") from exc
+
+
+def _selected(source: MemorySource, ids: list[str]) -> list[str]:
+    return ids if ids else sorted(source.memory_ids())
+
+
+@contextlib.contextmanager
+def _output(path: str) -> Iterator[IO[bytes]]:
+    """``path`` opened for writing, replaced only when the export finishes (``-``: stdout)."""
+    if path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            yield stream
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def _ttl_option(function: Any) -> Any:
+    return click.option(
+        "--ttl",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Open the destination with this ttl (as your application does); memories written expire by it.",
+    )(function)
+
+
+@cli.command()
+@click.argument("url")
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("-o", "--output", required=True, metavar="FILE", help="The .jsonl file to write ('-': stdout).")
+@click.option("--prefix", default="", metavar="P", help="Without IDs: only memories whose id starts with P.")
+@namespace_flags()
+@quiet_flag
+@reports_failures("export")
+def export(url: str, ids: tuple[str, ...], output: str, prefix: str, quiet: bool, **namespace: str | None) -> int:
+    """Write memories (all, or the IDs given) to a file, one per line in the native format with its expiry."""
+    reporter = Reporter("export", quiet=quiet)
+    if output == "-":
+        reporter.show_progress = False  # the lines go to the terminal: a bar would tear through them
+    tally = Tally()
+    written = 0
+    with opened_store(url, namespace_options(url, namespace)) as store:
+        source = StoreSource(store, id_prefix=prefix)
+        selected = _selected(source, _ids(ids))
+        with telemetry.operation(backend=store_kind(url), name="cli.export") as op, _output(output) as stream:
+            for memory_id in reporter.track(selected, "exporting", len(selected)):
+                try:
+                    memory = source.read(memory_id)
+                except StoreError:
+                    raise
+                except ChatMemoryError as exc:
+                    reporter.error(str(_unreadable(exc)))
+                    tally.counts["failed"] += 1
+                    continue
+                if memory is None:
+                    reporter.error(f"no memory {memory_id!r}")
+                    tally.counts["failed"] += 1
+                    continue
+                line = encode_line(memory)
+                stream.write(line + b"\n")
+                tally.counts["exported"] += 1
+                written += len(line) + 1
+            op.record(items=tally.counts["exported"], failed=tally.failed, bytes=written)
+    reporter.info(f"{tally.summary()} ({output})")
+    return EXIT_FAILED if tally.failed else EXIT_OK
+
+
+def _read_lines(path: str) -> list[bytes]:
+    if path == "-":
+        return sys.stdin.buffer.read().splitlines()
+    try:
+        return Path(path).read_bytes().splitlines()
+    except OSError as exc:
+        raise click.BadParameter(str(exc), param_hint="FILE") from exc
+
+
+def _write_all(
+    store: ChatMemoryStore,
+    memories: Iterator[ExportedMemory | ChatMemoryError],
+    total: int,
+    *,
+    replace: bool,
+    reporter: Reporter,
+    tally: Tally,
+    verb: str,
+    ttl_given: bool,
+) -> None:
+    """Write each memory, reporting each failure and counting outcomes in ``tally``."""
+    expiry_dropped = False
+    with reporter.progress(verb, total) as bar:
+        for item in memories:
+            bar.advance()
+            if isinstance(item, ChatMemoryError):  # a bad line, or a memory that does not decode at the source
+                reporter.error(str(item))
+                tally.counts["failed"] += 1
+                continue
+            try:
+                outcome = write_memory(store, item, replace=replace)
+            except StoreError:
+                raise
+            except ChatMemoryError as exc:  # exists (no --replace), kept changing, or does not encode
+                reporter.error(str(exc))
+                tally.counts["failed"] += 1
+                continue
+            tally.counts[outcome.value] += 1
+            expiry_dropped = expiry_dropped or (
+                isinstance(item.expires_at, datetime.datetime) and not isinstance(store, SupportsExpiryAt)
+            )
+    if expiry_dropped and not ttl_given:
+        reporter.info(
+            "expiry times were not kept: the destination cannot set one memory's expiry (it lacks "
+            "chatmemory.memory_times.SupportsExpiryAt); pass --ttl SECONDS so that memories written expire as "
+            "your application's do"
+        )
+
+
+@cli.command(name="import")
+@click.argument("url")
+@click.argument("file", metavar="FILE.jsonl")
+@click.option("--replace", is_flag=True, help="Overwrite memories that exist with other messages.")
+@click.option("--strict", is_flag=True, help="Check every line first; write nothing if any line is bad.")
+@_ttl_option
+@namespace_flags()
+@quiet_flag
+@reports_failures("import")
+def import_(
+    url: str, file: str, replace: bool, strict: bool, ttl: float | None, quiet: bool, **namespace: str | None
+) -> int:
+    """Write the memories of an export file into a store, each atomically.
+
+    A memory that exists with the same messages is left alone; with other messages it is refused unless
+    --replace. A bad line is reported by number and skipped (with --strict: nothing is written).
+    """
+    reporter = Reporter("import", quiet=quiet)
+    tally = Tally()
+    lines = [(number, line) for number, line in enumerate(_read_lines(file), start=1) if line.strip()]
+
+    def decoded() -> Iterator[ExportedMemory | ChatMemoryError]:
+        for number, line in lines:
+            try:
+                yield decode_line(line, number)
+            except BadExportLineError as exc:  # noqa: PERF203 - a bad line is reported and skipped
+                yield exc
+
+    if strict:
+        checked = list(decoded())
+        bad = [item for item in checked if isinstance(item, BadExportLineError)]
+        if bad:
+            for error in bad:
+                reporter.error(str(error))
+            lines_word = "line" if len(bad) == 1 else "lines"
+            reporter.error(f"{len(bad)} bad {lines_word}; nothing was written (--strict)")
+            return EXIT_FAILED
+        items: Iterator[ExportedMemory | ChatMemoryError] = iter(checked)
+    else:
+        items = decoded()
+    options = namespace_options(url, namespace) | ({"ttl": ttl} if ttl is not None else {})
+    with opened_store(url, options) as store, telemetry.operation(backend=store_kind(url), name="cli.import") as op:
+        _write_all(
+            store,
+            items,
+            len(lines),
+            replace=replace,
+            reporter=reporter,
+            tally=tally,
+            verb="importing",
+            ttl_given=ttl is not None,
+        )
+        op.record(items=len(lines), failed=tally.failed)
+    reporter.info(tally.summary())
+    return EXIT_FAILED if tally.failed else EXIT_OK
+
+
+def _split_namespace(
+    source_kind: str, target_kind: str, given: Mapping[str, str | None]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Namespace options per side: ``--src-X``/``--dst-X`` as given, and ``--X`` on the one side it fits."""
+    source: dict[str, Any] = {}
+    target: dict[str, Any] = {}
+    for name in ("key_prefix", "table_prefix", "database", "collection"):
+        flag = "--" + name.replace("_", "-")
+        common, on_source, on_target = given.get(name), given.get(f"src_{name}"), given.get(f"dst_{name}")
+        for side, kind, value, into in (
+            ("src", source_kind, on_source, source),
+            ("dst", target_kind, on_target, target),
+        ):
+            if value is not None:
+                if name not in NAMESPACE_OPTIONS[kind]:
+                    raise click.UsageError(f"--{side}-{flag[2:]} does not apply to the {side} store (a {kind} store)")
+                into[name] = value
+        if common is None:
+            continue
+        fits = [
+            into for kind, into in ((source_kind, source), (target_kind, target)) if name in NAMESPACE_OPTIONS[kind]
+        ]
+        if not fits:
+            raise click.UsageError(f"{flag} applies to neither store ({source_kind} → {target_kind})")
+        if len(fits) == 2:
+            raise click.UsageError(f"{flag} fits both stores; say which: --src-{flag[2:]} / --dst-{flag[2:]}")
+        if name in fits[0]:
+            raise click.UsageError(f"{flag} and --src-/--dst-{flag[2:]} name the same store")
+        fits[0][name] = common
+    return source, target
+
+
+@cli.command()
+@click.argument("source_url", metavar="SRC_URL")
+@click.argument("target_url", metavar="DST_URL")
+@click.option("--ids", "--id", "ids", multiple=True, metavar="ID", help="Copy only this memory (repeatable).")
+@click.option("--prefix", default="", metavar="P", help="Without --ids: only memories whose id starts with P.")
+@click.option(
+    "--from",
+    "layout",
+    type=click.Choice(["chatmemory", "langchain4j-redis"]),
+    default="chatmemory",
+    show_default=True,
+    help="How the source keeps memories: a chatmemory store, or LangChain4j's Redis store "
+    "(one JSON string per key, key = key prefix + memory id).",
+)
+@click.option("--replace", is_flag=True, help="Overwrite destination memories that hold other messages.")
+@_ttl_option
+@namespace_flags(describe="the store the option fits")
+@namespace_flags("src", describe="the source store")
+@namespace_flags("dst", describe="the destination store")
+@quiet_flag
+@reports_failures("copy")
+def copy(
+    source_url: str,
+    target_url: str,
+    ids: tuple[str, ...],
+    prefix: str,
+    layout: str,
+    replace: bool,
+    ttl: float | None,
+    quiet: bool,
+    **namespace: str | None,
+) -> int:
+    """Copy memories from one store to another; re-runnable (equal memories are skipped).
+
+    Key, table and database options apply to the side whose kind they fit; when both sides are of one
+    kind, use the --src-/--dst- forms.
+    """
+    reporter = Reporter("copy", quiet=quiet)
+    tally = Tally()
+    source_kind, target_kind = store_kind(source_url), store_kind(target_url)
+    if layout == "langchain4j-redis" and source_kind != "redis":
+        raise click.UsageError(f"--from langchain4j-redis needs a Redis source URL, not {url_for_display(source_url)}")
+    source_options, target_options = _split_namespace(source_kind, target_kind, namespace)
+    if ttl is not None:
+        target_options["ttl"] = ttl
+    with contextlib.ExitStack() as stack:
+        source: MemorySource
+        if layout == "langchain4j-redis":
+            legacy = LangChain4jRedisSource(source_url, key_prefix=source_options.get("key_prefix", ""))
+            stack.callback(legacy.close)
+            source = legacy
+        else:
+            source = StoreSource(stack.enter_context(opened_store(source_url, source_options)), id_prefix=prefix)
+        target = stack.enter_context(opened_store(target_url, target_options))
+        selected = [memory_id for memory_id in _selected(source, _ids(ids)) if memory_id.startswith(prefix)]
+
+        def read_all() -> Iterator[ExportedMemory | ChatMemoryError]:
+            for memory_id in selected:
+                try:
+                    memory = source.read(memory_id)
+                except StoreError:
+                    raise
+                except ChatMemoryError as exc:  # does not decode at the source: report, go on
+                    yield _unreadable(exc)
+                    continue
+                if memory is not None:
+                    yield memory
+                elif ids:
+                    yield _NoSuchMemoryError(memory_id)
+                else:
+                    tally.counts["gone since listed"] += 1
+
+        with telemetry.operation(backend=f"{source_kind}->{target_kind}", name="cli.copy") as op:
+            _write_all(
+                target,
+                read_all(),
+                len(selected),
+                replace=replace,
+                reporter=reporter,
+                tally=tally,
+                verb="copying",
+                ttl_given=ttl is not None,
+            )
+            op.record(items=len(selected), failed=tally.failed)
+    reporter.info(tally.summary())
+    return EXIT_FAILED if tally.failed else EXIT_OK

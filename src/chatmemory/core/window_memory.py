@@ -1,0 +1,249 @@
+"""What the sync and the async window memories share: their options, validated once, and the two kinds.
+
+:class:`MessageWindowBase` and :class:`TokenWindowBase` take the constructor arguments of
+``MessageWindowChatMemory`` and ``TokenWindowChatMemory`` and build the :class:`WindowRules` of each
+operation; the sync classes (:mod:`chatmemory.core.memory`) and the async ones (:mod:`chatmemory.aio`)
+only add the I/O. Bad arguments fail here, at construction, with what to pass instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from chatmemory.core.lru import LRU
+from chatmemory.core.memory_id import MemoryId, validate_memory_id
+from chatmemory.core.memory_steps import WindowRules
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import SupportsVersioning
+from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
+from chatmemory.core.window import MessageWeight, TotalWeight
+from chatmemory.stores.base.retry import RetryPolicy
+
+__all__ = [
+    "Limit",
+    "MessageWindowBase",
+    "SupportsEstimateMessages",
+    "TokenWindowBase",
+    "WindowMemoryBase",
+    "check_store",
+    "resolve_limit",
+]
+
+Limit = int | Callable[[], int]
+"""A window limit, or a callable returning it (read on every operation)."""
+
+StoreT = TypeVar("StoreT")
+
+_STORE_METHODS = ("get_messages", "update_messages", "delete_messages")
+
+
+@runtime_checkable
+class SupportsEstimateMessages(Protocol):
+    """An estimator that counts a whole window, when it is not the sum of its messages.
+
+    A per-request overhead is the usual reason. The token window calls it once per operation for the
+    total and takes the difference to the sum of the messages as fixed while it evicts.
+    """
+
+    def estimate_messages(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens that ``messages`` take in a prompt, all together."""
+        ...
+
+
+def resolve_limit(limit: Limit, name: str) -> int:
+    """The limit now: ``limit`` itself, or what the callable returns.
+
+    Raises:
+        TypeError: the limit is not an int.
+        ValueError: the limit is not above zero.
+    """
+    value = limit() if callable(limit) else limit
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int (or a callable returning one), not {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def check_store(store: object, *, asyncio: bool, memory_class: str) -> None:
+    """Refuse what cannot be a memory's store, saying what to pass instead.
+
+    Args:
+        store: the ``store`` argument.
+        asyncio: whether the memory is one of :mod:`chatmemory.aio` (and needs coroutine methods).
+        memory_class: the memory's class name, for the message.
+
+    Raises:
+        TypeError: ``store`` is a URL string, lacks the store methods, or is of the other I/O style.
+    """
+    package = "chatmemory.aio" if asyncio else "chatmemory"
+    if isinstance(store, str):
+        raise TypeError(
+            f"{memory_class}(store=...) takes a store object, not a URL; open the store once and pass it: "
+            f"store = {package}.open_store({store!r})"
+        )
+    missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
+    if missing:
+        raise TypeError(
+            f"{memory_class}(store=...) needs a ChatMemoryStore ({', '.join(_STORE_METHODS)}); "
+            f"{type(store).__name__} has no {', '.join(missing)}"
+        )
+    is_async = inspect.iscoroutinefunction(getattr(store, "get_messages"))  # noqa: B009 - checked above
+    if is_async and not asyncio:
+        raise TypeError(
+            f"{type(store).__name__} is an asyncio store: use it with chatmemory.aio.{memory_class}, "
+            f"or give {memory_class} a sync store (chatmemory.open_store(url))"
+        )
+    if asyncio and not is_async:
+        raise TypeError(
+            f"{type(store).__name__} is a sync store: chatmemory.aio.{memory_class} needs an asyncio store "
+            "(chatmemory.aio.open_store(url), or a class from chatmemory.aio.stores)"
+        )
+
+
+def _check_estimator(estimator: object) -> TokenCountEstimator:
+    if isinstance(estimator, str):
+        raise TypeError(
+            f"token_count_estimator takes an estimator object, not the string {estimator!r}; for an OpenAI "
+            f"model use TiktokenTokenCountEstimator({estimator!r}) (pip install 'chatmemory[tiktoken]')"
+        )
+    if not isinstance(estimator, TokenCountEstimator):
+        raise TypeError(
+            "token_count_estimator needs an estimate_message(message) -> int method (e.g. "
+            f"SimpleTokenCountEstimator() or TiktokenTokenCountEstimator('gpt-4o')), not {type(estimator).__name__}"
+        )
+    return estimator
+
+
+class WindowMemoryBase(Generic[StoreT]):
+    """The options every window memory has; the I/O classes set the default store and check the store."""
+
+    _limit_name = "limit"
+    _asyncio = False
+
+    def _setup(
+        self,
+        id: MemoryId,
+        store: StoreT | None,
+        limit: Limit,
+        always_keep_system_message_first: bool,
+        retry: RetryPolicy | None,
+        max_attempts: int | None,
+    ) -> None:
+        self._id = validate_memory_id(id)
+        if store is None:
+            store = self._default_store()
+        else:
+            check_store(store, asyncio=self._asyncio, memory_class=type(self).__name__)
+        self._store: StoreT = store
+        self._versioned = isinstance(store, SupportsVersioning)
+        if not callable(limit):
+            resolve_limit(limit, self._limit_name)
+        self._limit = limit
+        self.always_keep_system_message_first = always_keep_system_message_first
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry takes a RetryPolicy (e.g. RetryPolicy(budget=10.0)), not {type(retry).__name__}")
+        self.retry = retry if retry is not None else RetryPolicy()
+        if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)):
+            raise TypeError(f"max_attempts must be an int or None, not {type(max_attempts).__name__}")
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1 or None (retry for the whole budget), got {max_attempts}")
+        self.max_attempts = max_attempts
+
+    def _default_store(self) -> StoreT:
+        raise NotImplementedError
+
+    @property
+    def id(self) -> str:
+        """The memory id."""
+        return self._id
+
+    @property
+    def store(self) -> StoreT:
+        """The store this memory reads and writes."""
+        return self._store
+
+    def _weight(self) -> MessageWeight:
+        raise NotImplementedError
+
+    def _total(self) -> TotalWeight | None:
+        return None
+
+    def _rules(self) -> WindowRules:
+        return WindowRules(
+            memory_id=self._id,
+            limit=resolve_limit(self._limit, self._limit_name),
+            limit_name=self._limit_name,
+            weight=self._weight(),
+            total=self._total(),
+            always_keep_system_message_first=self.always_keep_system_message_first,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self._id!r}, {self._limit_name}={self._limit!r}, store={self._store!r})"
+
+
+def _count_one(message: ChatMessage) -> int:
+    return 1
+
+
+class MessageWindowBase(WindowMemoryBase[StoreT]):
+    """The message window's options: the last ``max_messages`` messages (see ``MessageWindowChatMemory``)."""
+
+    _limit_name = "max_messages"
+
+    def __init__(
+        self,
+        id: MemoryId = "default",
+        *,
+        max_messages: Limit,
+        store: StoreT | None = None,
+        always_keep_system_message_first: bool = False,
+        retry: RetryPolicy | None = None,
+        max_attempts: int | None = None,
+    ) -> None:
+        self._setup(id, store, max_messages, always_keep_system_message_first, retry, max_attempts)
+
+    def _weight(self) -> MessageWeight:
+        return _count_one
+
+
+class TokenWindowBase(WindowMemoryBase[StoreT]):
+    """The token window's options: what fits in ``max_tokens`` (see ``TokenWindowChatMemory``)."""
+
+    _limit_name = "max_tokens"
+
+    def __init__(
+        self,
+        id: MemoryId = "default",
+        *,
+        max_tokens: Limit,
+        token_count_estimator: TokenCountEstimator | None = None,
+        store: StoreT | None = None,
+        always_keep_system_message_first: bool = False,
+        retry: RetryPolicy | None = None,
+        max_attempts: int | None = None,
+        cache_size: int = 4096,
+    ) -> None:
+        self._setup(id, store, max_tokens, always_keep_system_message_first, retry, max_attempts)
+        self.token_count_estimator: TokenCountEstimator = (
+            SimpleTokenCountEstimator() if token_count_estimator is None else _check_estimator(token_count_estimator)
+        )
+        # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
+        self._counts: LRU[ChatMessage, int] = LRU(cache_size)
+
+    def _estimate(self, message: ChatMessage) -> int:
+        tokens = self._counts.get(message)
+        if tokens is None:
+            tokens = self.token_count_estimator.estimate_message(message)
+            self._counts.put(message, tokens)
+        return tokens
+
+    def _weight(self) -> MessageWeight:
+        return self._estimate
+
+    def _total(self) -> TotalWeight | None:
+        estimator = self.token_count_estimator
+        return estimator.estimate_messages if isinstance(estimator, SupportsEstimateMessages) else None

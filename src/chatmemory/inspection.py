@@ -1,0 +1,129 @@
+"""What operators look at: one memory summed up (count, size, times), and its stored records one by one.
+
+Built on the public capabilities only: messages through ``load``/``get_messages``, sizes and damaged
+records through :class:`~chatmemory.core.store.SupportsRawRecords`, times through
+:class:`~chatmemory.memory_times.SupportsMemoryTimes`. What a store cannot tell is ``None``, never guessed.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from dataclasses import dataclass, field
+
+from chatmemory.core.errors import ChatMemoryError, SerializationError
+from chatmemory.core.messages import (
+    AiMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from chatmemory.core.store import ChatMemoryStore, SupportsRawRecords, SupportsVersioning
+from chatmemory.memory_times import SupportsMemoryTimes
+from chatmemory.serialization.native import dumps_message, loads_message
+
+__all__ = ["MemorySummary", "RawRecord", "read_raw_records", "role_of", "summarize"]
+
+
+def role_of(message: ChatMessage) -> str:
+    """``system``, ``user``, ``ai``, ``tool_result`` or ``custom``: the native format's name for the message type."""
+    if isinstance(message, SystemMessage):
+        return "system"
+    if isinstance(message, UserMessage):
+        return "user"
+    if isinstance(message, AiMessage):
+        return "ai"
+    if isinstance(message, ToolExecutionResultMessage):
+        return "tool_result"
+    return "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    """One memory at a glance.
+
+    Attributes:
+        memory_id: the id.
+        messages: how many messages (records, when it does not decode).
+        size: bytes of its message records: as stored where the store shows its records, else as encoded
+            in the native format.
+        last_write: when it was last written, ``None`` when the store does not tell.
+        expires_at: when it expires, ``None`` for never or when the store does not tell (see ``times_known``).
+        times_known: whether the store told ``last_write`` and ``expires_at``.
+        error: why it does not decode, or ``None``.
+        roles: message count per role.
+    """
+
+    memory_id: str
+    messages: int
+    size: int | None
+    last_write: datetime.datetime | None
+    expires_at: datetime.datetime | None
+    times_known: bool
+    error: str | None = None
+    roles: Counter[str] = field(default_factory=Counter)
+
+
+def summarize(store: ChatMemoryStore, memory_id: str) -> MemorySummary | None:
+    """Sum up ``memory_id``; ``None`` when it does not exist. A memory that does not decode is summed up too,
+    with ``error`` saying why (and its size and record count where the store shows its records).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    times = store.memory_times(memory_id) if isinstance(store, SupportsMemoryTimes) else None
+    last_write = times.last_write if times else None
+    expires_at = times.expires_at if times else None
+    known = isinstance(store, SupportsMemoryTimes)
+    raw = store.read_raw(memory_id) if isinstance(store, SupportsRawRecords) else None
+    try:
+        if isinstance(store, SupportsVersioning):
+            snapshot = store.load(memory_id)
+            exists, messages = snapshot.version != 0, snapshot.messages
+        else:
+            messages = store.get_messages(memory_id)
+            exists = bool(messages)
+    except SerializationError as exc:  # corrupted or from a newer format: show it, do not stop
+        size = sum(map(len, raw)) if raw is not None else None
+        count = len(raw) if raw is not None else 0
+        return MemorySummary(memory_id, count, size, last_write, expires_at, known, error=str(exc))
+    if not exists:
+        return None
+    size = sum(map(len, raw)) if raw is not None else sum(len(dumps_message(m)) for m in messages)
+    roles = Counter(role_of(message) for message in messages)
+    return MemorySummary(memory_id, len(messages), size, last_write, expires_at, known, roles=roles)
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One stored record and what decoding it gives.
+
+    Attributes:
+        position: its index in the window (0: oldest).
+        data: the record as stored.
+        message: the decoded message, or ``None`` when it does not decode.
+        error: why it does not decode, or ``None``.
+    """
+
+    position: int
+    data: bytes
+    message: ChatMessage | None
+    error: str | None
+
+
+def read_raw_records(store: SupportsRawRecords, memory_id: str) -> list[RawRecord]:
+    """The stored records of ``memory_id``, each decoded on its own, so one broken record does not hide the rest.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    records: list[RawRecord] = []
+    for position, data in enumerate(store.read_raw(memory_id)):
+        try:
+            message: ChatMessage | None = loads_message(data, memory_id=memory_id)
+            error = None
+        except ChatMemoryError as exc:
+            message, error = None, getattr(exc, "reason", None) or str(exc)
+        records.append(RawRecord(position, bytes(data), message, error))
+    return records

@@ -1,0 +1,296 @@
+"""Telemetry: a log line, an OpenTelemetry span and metrics per store operation, from one small API.
+
+Logging convention: every module logs to ``logging.getLogger(__name__)`` (``chatmemory.stores.redis``,
+``chatmemory.cli.transfer_commands``, ...), so an application tunes one store's verbosity by its module
+name. The library adds no handlers. DEBUG: one line per operation (memory id, version, bytes, attempts,
+duration). WARNING: retries exhausted, a message evicted for being larger than the whole window.
+
+OpenTelemetry goes through ``opentelemetry-api`` only (the ``otel`` extra): without it, or without an SDK
+configured by the application, spans and metrics are no-ops. Memory ids can be personal data, so they go
+on spans only when the application opts in (:func:`configure` or ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS=1``);
+they never go on metrics.
+
+How a store uses it::
+
+    from chatmemory import telemetry
+
+    _log = logging.getLogger(__name__)
+
+    def save(self, memory_id, messages, expected_version):
+        with telemetry.operation(backend="redis", name="save", memory_id=memory_id, logger=_log) as op:
+            ...
+            op.conflict()                      # a version check failed (then retried or raised)
+            op.retry()                         # another attempt follows
+            op.record(attempts=2, appended=3, evicted=1, bytes=812, version=new_version)
+            return new_version
+
+An exception leaving the block marks the span as failed; a :class:`~chatmemory.ConcurrentUpdateError`
+carrying ``attempts`` also logs a WARNING (retries exhausted). Instruments:
+
+* span ``chatmemory <name>`` (kind CLIENT) with ``chatmemory.backend``, ``chatmemory.operation``,
+  ``chatmemory.attempts``, ``chatmemory.messages.appended``, ``chatmemory.messages.evicted``,
+  ``chatmemory.bytes``, ``chatmemory.version``, ``chatmemory.items``, ``chatmemory.failed``, and
+  ``chatmemory.memory_id`` on opt-in;
+* histogram ``chatmemory.operation.duration`` (seconds) by backend, operation and outcome
+  (``ok``/``conflict``/``error``);
+* counters ``chatmemory.conflicts``, ``chatmemory.retries`` and ``chatmemory.evictions.oversized``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from types import TracebackType
+from typing import Any
+
+from chatmemory.core.errors import ConcurrentUpdateError
+
+__all__ = ["Operation", "configure", "operation", "oversized_message_evicted", "records_memory_ids"]
+
+_log = logging.getLogger(__name__)
+
+_SCOPE = "chatmemory"
+_ENV_RECORD_IDS = "CHATMEMORY_OTEL_RECORD_MEMORY_IDS"
+
+
+class _Instruments:
+    """The tracer and metric instruments, made once per provider pair."""
+
+    def __init__(self, tracer_provider: Any, meter_provider: Any, record_memory_ids: bool) -> None:
+        from opentelemetry import context, metrics, trace
+
+        tracer_source = tracer_provider if tracer_provider is not None else trace
+        meter_source = meter_provider if meter_provider is not None else metrics
+        # Looked up once: an operation costs a few microseconds without an SDK, and imports are not free.
+        self.context = context
+        self.set_span_in_context = trace.set_span_in_context
+        self.client_kind = trace.SpanKind.CLIENT
+        self.status = trace.Status
+        self.error_code = trace.StatusCode.ERROR
+        self.record_memory_ids = record_memory_ids
+        self.tracer = tracer_source.get_tracer(_SCOPE)
+        meter = meter_source.get_meter(_SCOPE)
+        self.duration = meter.create_histogram(
+            "chatmemory.operation.duration", unit="s", description="Duration of chatmemory store operations"
+        )
+        self.conflicts = meter.create_counter(
+            "chatmemory.conflicts", description="Writes refused because the memory changed since it was read"
+        )
+        self.retries = meter.create_counter("chatmemory.retries", description="Operations attempted again")
+        self.oversized = meter.create_counter(
+            "chatmemory.evictions.oversized", description="Messages evicted for being larger than the whole window"
+        )
+
+
+class _Settings:
+    record_memory_ids: bool | None = None  # None: read the environment variable
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    instruments: _Instruments | None = None
+    otel_missing = False
+
+
+_settings = _Settings()
+
+
+def configure(
+    *, record_memory_ids: bool | None = None, tracer_provider: Any = None, meter_provider: Any = None
+) -> None:
+    """Set how operations are reported.
+
+    Args:
+        record_memory_ids: put memory ids on spans (``None``: as ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS`` says
+            when the first operation after this call starts; off by default, as ids can be personal data).
+        tracer_provider: an OpenTelemetry ``TracerProvider`` to use instead of the global one.
+        meter_provider: an OpenTelemetry ``MeterProvider`` to use instead of the global one.
+    """
+    _settings.record_memory_ids = record_memory_ids
+    _settings.tracer_provider = tracer_provider
+    _settings.meter_provider = meter_provider
+    _settings.instruments = None
+    _settings.otel_missing = False
+
+
+def records_memory_ids() -> bool:
+    """Whether memory ids go on spans (see :func:`configure`; the environment is read when it is called)."""
+    if _settings.record_memory_ids is not None:
+        return _settings.record_memory_ids
+    return os.environ.get(_ENV_RECORD_IDS, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _instruments() -> _Instruments | None:
+    if _settings.instruments is None and not _settings.otel_missing:
+        try:
+            _settings.instruments = _Instruments(
+                _settings.tracer_provider, _settings.meter_provider, records_memory_ids()
+            )
+        except ImportError:  # no opentelemetry-api: every operation is a log line only
+            _settings.otel_missing = True
+    return _settings.instruments
+
+
+_FIELDS = ("version", "bytes", "attempts", "appended", "evicted", "conflicts", "items", "failed")
+"""The figures of an operation, in the order log lines show them."""
+_SPAN_NAMES = {
+    "attempts": "chatmemory.attempts",
+    "appended": "chatmemory.messages.appended",
+    "evicted": "chatmemory.messages.evicted",
+    "bytes": "chatmemory.bytes",
+    "version": "chatmemory.version",
+    "items": "chatmemory.items",
+    "failed": "chatmemory.failed",
+}
+
+
+class Operation:
+    """One store operation being measured; use it through :func:`operation`."""
+
+    __slots__ = (
+        "_context_token",
+        "_instruments",
+        "_span",
+        "_started",
+        "backend",
+        "logger",
+        "memory_id",
+        "name",
+        "values",
+    )
+
+    def __init__(self, backend: str, name: str, memory_id: str | None, logger: logging.Logger) -> None:
+        self.backend = backend
+        self.name = name
+        self.memory_id = memory_id
+        self.logger = logger
+        self.values: dict[str, int] = {}
+        self._instruments: _Instruments | None = None
+        self._span: Any = None
+        self._context_token: Any = None
+        self._started = 0.0
+
+    def _attributes(self) -> dict[str, str]:
+        return {"chatmemory.backend": self.backend, "chatmemory.operation": self.name}
+
+    def __enter__(self) -> Operation:
+        instruments = self._instruments = _instruments()
+        if instruments is not None:
+            attributes: dict[str, Any] = self._attributes()
+            if self.memory_id is not None and instruments.record_memory_ids:
+                attributes["chatmemory.memory_id"] = self.memory_id
+            span = self._span = instruments.tracer.start_span(
+                f"chatmemory {self.name}", kind=instruments.client_kind, attributes=attributes
+            )
+            # Current while the operation runs, so that driver instrumentation nests under it (without an
+            # SDK the span is invalid and there is nothing to nest).
+            if span.get_span_context().is_valid:
+                self._context_token = instruments.context.attach(instruments.set_span_in_context(span))
+        self._started = time.perf_counter()
+        return self
+
+    def record(
+        self,
+        *,
+        attempts: int | None = None,
+        appended: int | None = None,
+        evicted: int | None = None,
+        bytes: int | None = None,
+        version: int | None = None,
+        items: int | None = None,
+        failed: int | None = None,
+    ) -> None:
+        """Set figures of this operation (each replaces what an earlier call set)."""
+        given = {
+            "attempts": attempts,
+            "appended": appended,
+            "evicted": evicted,
+            "bytes": bytes,
+            "version": version,
+            "items": items,
+            "failed": failed,
+        }
+        self.values.update({key: value for key, value in given.items() if value is not None})
+
+    def conflict(self) -> None:
+        """Count a write refused because the memory changed since it was read."""
+        if self._instruments is not None:
+            self._instruments.conflicts.add(1, self._attributes())
+        self.values["conflicts"] = self.values.get("conflicts", 0) + 1
+
+    def retry(self) -> None:
+        """Count one more attempt of this operation."""
+        if self._instruments is not None:
+            self._instruments.retries.add(1, self._attributes())
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        elapsed = time.perf_counter() - self._started
+        if exc is None:
+            outcome = "ok"
+        elif isinstance(exc, ConcurrentUpdateError):
+            outcome = "conflict"
+        else:
+            outcome = "error"
+        if self._instruments is not None:
+            self._finish_span(self._instruments, exc, outcome)
+            self._instruments.duration.record(elapsed, {**self._attributes(), "chatmemory.outcome": outcome})
+        if self.logger.isEnabledFor(logging.DEBUG):
+            self.logger.debug("%s", self._line(elapsed, outcome, exc))
+        if isinstance(exc, ConcurrentUpdateError) and exc.attempts is not None:
+            self.logger.warning(
+                "%s %s of memory %r: retries exhausted after %d attempts",
+                self.backend,
+                self.name,
+                exc.memory_id,
+                exc.attempts,
+            )
+
+    def _finish_span(self, instruments: _Instruments, exc: BaseException | None, outcome: str) -> None:
+        span = self._span
+        for key, value in self.values.items():
+            span.set_attribute(_SPAN_NAMES.get(key, f"chatmemory.{key}"), value)
+        span.set_attribute("chatmemory.outcome", outcome)
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(instruments.status(instruments.error_code, f"{type(exc).__name__}: {exc}"))
+            span.set_attribute("error.type", type(exc).__qualname__)
+        span.end()
+        if self._context_token is not None:
+            instruments.context.detach(self._context_token)
+
+    def _line(self, elapsed: float, outcome: str, exc: BaseException | None) -> str:
+        parts = [self.backend, self.name]
+        if self.memory_id is not None:
+            parts.append(f"memory={self.memory_id!r}")
+        parts.extend(f"{key}={self.values[key]}" for key in _FIELDS if key in self.values)
+        parts.append(f"{elapsed * 1000:.2f}ms")
+        if exc is not None:
+            parts.append(f"{outcome}: {type(exc).__name__}: {exc}")
+        return " ".join(parts)
+
+
+def operation(
+    *, backend: str, name: str, memory_id: str | None = None, logger: logging.Logger | None = None
+) -> Operation:
+    """Measure one operation: ``with operation(backend="redis", name="save", memory_id=...) as op: ...``.
+
+    Args:
+        backend: ``redis``, ``sql``, ``mongodb``, ``memory`` (or what a third-party store calls itself).
+        name: the operation (``load``, ``save``, ``update``, ``delete``, ``purge_expired``, ``cli.export``, ...).
+        memory_id: the memory, logged at DEBUG, on the span only when ids are recorded (:func:`configure`).
+        logger: the calling module's logger (``logging.getLogger(__name__)``); this module's by default.
+    """
+    return Operation(backend, name, memory_id, logger or _log)
+
+
+def oversized_message_evicted(
+    *, memory_id: str, size: int, limit: int, unit: str = "tokens", logger: logging.Logger | None = None
+) -> None:
+    """Report a message evicted because it alone is larger than the window (WARNING and a counter)."""
+    (logger or _log).warning(
+        "memory %r: a message of %d %s was evicted at once: the window holds at most %d", memory_id, size, unit, limit
+    )
+    instruments = _instruments()
+    if instruments is not None:
+        instruments.oversized.add(1, {"chatmemory.unit": unit})

@@ -1,0 +1,34 @@
+"""Moving memories between stores: the export file format, the sources memories are read from, and the
+rules for writing one memory (create, leave equal ones alone, replace only when asked).
+
+Pure enough to use and test without the command line: ``chatmemory export``, ``import`` and ``copy`` are
+thin loops over these.
+"""
+
+from __future__ import annotations
+
+from chatmemory.transfer.export_format import (
+    UNKNOWN_EXPIRY,
+    BadExportLineError,
+    ExportedMemory,
+    decode_line,
+    encode_line,
+)
+from chatmemory.transfer.sources import LangChain4jRedisSource, MemorySource, StoreSource, UnlistableStoreError
+from chatmemory.transfer.writes import WRITE_ATTEMPTS, MemoryExistsError, WriteOutcome, write_memory
+
+__all__ = [
+    "UNKNOWN_EXPIRY",
+    "WRITE_ATTEMPTS",
+    "BadExportLineError",
+    "ExportedMemory",
+    "LangChain4jRedisSource",
+    "MemoryExistsError",
+    "MemorySource",
+    "StoreSource",
+    "UnlistableStoreError",
+    "WriteOutcome",
+    "decode_line",
+    "encode_line",
+    "write_memory",
+]

@@ -1,0 +1,125 @@
+"""The export file: one memory per line, in chatmemory's native versioned format, with its expiry.
+
+A line is a JSON object::
+
+    {"id": "user-42", "expires_at": "2026-11-30T10:00:00.000000+00:00", "memory": {"version": 1, "messages": [...]}}
+
+* ``memory`` is exactly what :func:`chatmemory.serialization.native.dumps` writes, so a reader upgrades
+  older format versions and refuses newer ones like every other reader of that format;
+* ``expires_at`` is an ISO 8601 time, ``null`` for a memory that never expires, and absent when the store
+  it came from could not tell (see :mod:`chatmemory.memory_times`).
+
+Pure functions over bytes: the command reads and writes the file, this module only turns lines into
+:class:`ExportedMemory` values and back.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization import native
+
+__all__ = ["UNKNOWN_EXPIRY", "BadExportLineError", "ExportedMemory", "decode_line", "encode_line"]
+
+
+class _UnknownExpiry:
+    """The type of :data:`UNKNOWN_EXPIRY`."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN_EXPIRY"
+
+
+UNKNOWN_EXPIRY = _UnknownExpiry()
+"""``ExportedMemory.expires_at`` when the source store could not tell when the memory expires."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedMemory:
+    """One memory on its way between stores.
+
+    Attributes:
+        memory_id: the memory's id.
+        messages: its messages, oldest first.
+        expires_at: when it expires (aware datetime), ``None`` for never, or :data:`UNKNOWN_EXPIRY`.
+    """
+
+    memory_id: str
+    messages: list[ChatMessage]
+    expires_at: datetime.datetime | _UnknownExpiry | None = UNKNOWN_EXPIRY
+
+
+class BadExportLineError(ChatMemoryError):
+    """A line of an export file is not a memory; the message names the line number and what is wrong."""
+
+    def __init__(self, line_number: int, reason: str) -> None:
+        self.line_number = line_number
+        self.reason = reason
+        super().__init__(f"line {line_number}: {reason}")
+
+
+def encode_line(memory: ExportedMemory) -> bytes:
+    """The export line of ``memory`` (without the newline)."""
+    document: dict[str, Any] = {"id": memory.memory_id}
+    if isinstance(memory.expires_at, datetime.datetime):
+        document["expires_at"] = memory.expires_at.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")
+    elif memory.expires_at is None:
+        document["expires_at"] = None
+    # The payload is embedded as the bytes native.dumps made, so the file holds exactly the native format.
+    document["memory"] = orjson.Fragment(native.dumps(memory.messages))
+    return orjson.dumps(document)
+
+
+def _expiry(value: Any, line_number: int) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadExportLineError(line_number, f"'expires_at' is {value!r}, not an ISO 8601 time or null")
+    try:
+        parsed = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise BadExportLineError(line_number, f"'expires_at' is {value!r}, not an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        raise BadExportLineError(line_number, f"'expires_at' {value!r} has no time zone")
+    return parsed
+
+
+def decode_line(line: bytes | str, line_number: int) -> ExportedMemory:
+    """The memory on one export line.
+
+    Raises:
+        BadExportLineError: the line is not valid JSON, lacks ``id`` or ``memory``, has an invalid id, or
+            its payload does not decode (a corrupted or newer-format payload); the message says which.
+    """
+    try:
+        document = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise BadExportLineError(line_number, f"not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise BadExportLineError(line_number, "not a JSON object")
+    unknown = set(document) - {"id", "expires_at", "memory"}
+    if unknown:
+        raise BadExportLineError(line_number, f"unknown keys {sorted(unknown)}")
+    if "id" not in document or "memory" not in document:
+        raise BadExportLineError(line_number, "expected the keys 'id' and 'memory'")
+    raw_id = document["id"]
+    if not isinstance(raw_id, str):
+        raise BadExportLineError(line_number, f"'id' is {raw_id!r}, not a string")
+    try:
+        memory_id = validate_memory_id(raw_id)
+    except (ValueError, TypeError) as exc:
+        raise BadExportLineError(line_number, f"invalid memory id: {exc}") from None
+    expires_at = _expiry(document["expires_at"], line_number) if "expires_at" in document else UNKNOWN_EXPIRY
+    try:
+        messages = native.loads(orjson.dumps(document["memory"]), memory_id=memory_id)
+    except CorruptedMemoryError as exc:
+        raise BadExportLineError(line_number, f"memory {memory_id!r} does not decode: {exc.reason}") from None
+    except ChatMemoryError as exc:  # UnsupportedFormatVersionError: names the id and what to upgrade
+        raise BadExportLineError(line_number, str(exc)) from None
+    return ExportedMemory(memory_id, messages, expires_at)

@@ -1,0 +1,3 @@
+"""Tests of the framework adapters."""
+
+from __future__ import annotations
