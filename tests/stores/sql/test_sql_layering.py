@@ -15,8 +15,12 @@ def _run(code: str) -> str:
 
 def test_the_plan_imports_without_any_driver() -> None:
     hide = "; ".join(f"sys.modules[{name!r}] = None" for name in DRIVERS)
-    out = _run(f"import sys; {hide}\nfrom chatmemory.stores.sql import plan\nprint('ok', plan.plan_diff.__name__)\n")
-    assert out.split() == ["ok", "plan_diff"]
+    code = (
+        f"import sys; {hide}\n"
+        "from chatmemory.stores.sql import outcomes, plan, reads\n"
+        "print('ok', plan.plan_diff.__name__)\n"
+    )
+    assert _run(code).split() == ["ok", "plan_diff"]
 
 
 def test_the_check_would_see_a_driver_import() -> None:

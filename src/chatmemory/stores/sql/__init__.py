@@ -1,6 +1,7 @@
 """The SQL store: PostgreSQL (psycopg 3), SQLite, MySQL/MariaDB (PyMySQL) through SQLAlchemy 2 Core.
 
-* :mod:`~chatmemory.stores.sql.plan` — what the store decides (pure: no driver, no I/O);
+* :mod:`~chatmemory.stores.sql.plan` — what the store decides (pure: no driver, no I/O), with the
+  outcomes (:mod:`~chatmemory.stores.sql.outcomes`) and the read plan (:mod:`~chatmemory.stores.sql.reads`);
 * :mod:`~chatmemory.stores.sql.writes` — when it tries again (shared by the sync and asyncio stores);
 * :mod:`~chatmemory.stores.sql.statements` and :mod:`~chatmemory.stores.sql.clock` — the SQL it sends;
 * :mod:`~chatmemory.stores.sql.schema` — the tables and the schema revision the store needs;

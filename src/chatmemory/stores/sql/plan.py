@@ -1,7 +1,9 @@
 """What the SQL store decides, without a database: reads, diffed writes and locked writes as typed plans.
 
 No I/O and no driver here. An executor (the sync store, or the asyncio one) asks this module for a plan,
-runs its statements with its own driver, hands the typed reply back and acts on the outcome:
+runs its statements with its own driver, hands the typed reply back and acts on the outcome (the outcomes
+live in :mod:`~chatmemory.stores.sql.outcomes`, the read plan in :mod:`~chatmemory.stores.sql.reads`; this
+module re-exports both):
 
 * a read: :func:`read_parameters` → the read statement's rows → :func:`decode_read` →
   :class:`ReadResult` / :class:`StaleCache` (read again without the cache) / :class:`Corrupted`;
@@ -25,12 +27,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError
+from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
-from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.versions import new_incarnation, next_version
+from chatmemory.stores.sql.outcomes import (
+    CachedSnapshot,
+    Conflict,
+    Corrupted,
+    ReadResult,
+    StaleCache,
+    Unchanged,
+    Written,
+    stray_detail,
+)
+from chatmemory.stores.sql.reads import ReadRow, decode_read, raw_records, read_parameters
 
 __all__ = [
     "RECENT_WRITES",
@@ -53,7 +66,9 @@ __all__ = [
     "locked_head",
     "plan_diff",
     "plan_locked",
+    "raw_records",
     "read_parameters",
+    "stray_detail",
     "stray_rows",
 ]
 
@@ -65,151 +80,9 @@ _WRITE_ID_DIGITS = 16
 _ENTRY_DIGITS = 32
 
 
-# ------------------------------------------------------------------------------------------ state
-
-
-@dataclass(frozen=True, slots=True)
-class CachedSnapshot:
-    """The stored state of one memory at one version: message ``i`` is the row with sequence ``seqs[i]``."""
-
-    version: int
-    incarnation: int
-    next_seq: int
-    seqs: tuple[int, ...]
-    messages: tuple[ChatMessage, ...]
-
-
-# --------------------------------------------------------------------------------------- outcomes
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """The write is stored at ``version``; ``state`` is the memory's state then (``None``: unknown)."""
-
-    version: int
-    state: CachedSnapshot | None
-
-
-@dataclass(frozen=True, slots=True)
-class Unchanged:
-    """Nothing was written (a change left the memory as it was); it is at ``version``."""
-
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """Another writer got there first: the memory is not at the version the write was conditioned on."""
-
-
-@dataclass(frozen=True, slots=True)
-class Corrupted:
-    """The stored memory is damaged; ``detail`` says how (for :class:`~chatmemory.CorruptedMemoryError`)."""
-
-    detail: str
-
-    def error(self, memory_id: str) -> CorruptedMemoryError:
-        """The exception to raise for ``memory_id``."""
-        return CorruptedMemoryError(memory_id, self.detail)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """What a read found: the snapshot, and the state to cache (``None``: nothing is stored)."""
-
-    snapshot: Snapshot
-    state: CachedSnapshot | None
-
-
-@dataclass(frozen=True, slots=True)
-class StaleCache:
-    """The rows name a message the cached snapshot does not hold (rows edited by hand): read again uncached."""
-
-
 def conflict_error(request: WriteRequest) -> ConcurrentUpdateError:
     """The exception a conditional write that lost raises."""
     return ConcurrentUpdateError(request.memory_id, request.expected_version)
-
-
-# ------------------------------------------------------------------------------------------ reads
-
-
-class ReadRow(Protocol):
-    """A row of the read statement (head columns repeat on every row; ``seq`` is ``None`` without messages)."""
-
-    version: int | None
-    incarnation: int | None
-    next_seq: int | None
-    live: int | None
-    seq: int | None
-    payload: bytes | None
-
-
-def read_parameters(memory_id: str, cached: CachedSnapshot | None) -> dict[str, Any]:
-    """Parameters of the read statement: rows the cached snapshot holds are sent without their payload."""
-    return {
-        "p_id": memory_id,
-        # -1 matches no incarnation (they are non-negative): every payload is sent.
-        "p_known_incarnation": -1 if cached is None else cached.incarnation,
-        "p_known_next": 0 if cached is None else cached.next_seq,
-    }
-
-
-def decode_read(
-    memory_id: str, rows: Sequence[ReadRow], cached: CachedSnapshot | None
-) -> ReadResult | StaleCache | Corrupted:
-    """Turn the read statement's rows into a snapshot, reusing the cached messages the rows left out.
-
-    Within one incarnation a sequence number is written once and never reused (rewrites take new ones),
-    so a row below the cached ``next_seq`` is a message of the cached snapshot and is not decoded again.
-
-    Raises:
-        CorruptedMemoryError: a payload does not decode.
-        UnsupportedFormatVersionError: a payload is from a newer format.
-    """
-    head = rows[0]
-    if head.version is None or head.incarnation is None or head.next_seq is None:
-        strays = sum(1 for row in rows if row.seq is not None)
-        if strays:
-            return Corrupted(stray_detail(strays))
-        return ReadResult(Snapshot([], 0), None)
-    if not head.live:
-        return ReadResult(Snapshot([], 0), None)
-    known = (
-        dict(zip(cached.seqs, cached.messages, strict=True))
-        if cached is not None and cached.incarnation == head.incarnation
-        else {}
-    )
-    seqs: list[int] = []
-    messages: list[ChatMessage] = []
-    for row in rows:
-        if row.seq is None:
-            continue
-        if row.payload is None:
-            message = known.get(row.seq)
-            if message is None:
-                return StaleCache()
-        else:
-            message = loads_message(row.payload, memory_id=memory_id)
-        seqs.append(row.seq)
-        messages.append(message)
-    # A row appended by hand past the head's next_seq must not collide with the next insert.
-    next_seq = max(head.next_seq, seqs[-1] + 1) if seqs else head.next_seq
-    state = CachedSnapshot(head.version, head.incarnation, next_seq, tuple(seqs), tuple(messages))
-    return ReadResult(Snapshot(messages, head.version), state)
-
-
-def raw_records(rows: Sequence[ReadRow]) -> list[bytes]:
-    """The payloads of a read made without a cached snapshot (live, or stray rows an operator inspects)."""
-    head = rows[0]
-    if head.version is not None and not head.live:
-        return []
-    return [bytes(row.payload) for row in rows if row.seq is not None and row.payload is not None]
-
-
-def stray_detail(count: int) -> str:
-    """How message rows without a head row are reported."""
-    return f"{count} message rows exist without the memory's head row; delete_messages or update_messages replaces them"
 
 
 # ----------------------------------------------------------------------------------------- writes
