@@ -156,6 +156,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         await self._engine.dispose()
 
     def __repr__(self) -> str:
+        """The URL (password hidden), table prefix and ttl."""
         url = self._engine.url.render_as_string(hide_password=True)
         return f"aio.SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r})"
 

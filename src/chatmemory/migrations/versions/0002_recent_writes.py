@@ -17,12 +17,14 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add the nullable ``recent_writes`` column to the head table (existing memories start without)."""
     prefix: str = context.config.attributes["table_prefix"]
     with op.batch_alter_table(f"{prefix}memories") as batch:
         batch.add_column(sa.Column("recent_writes", sa.String(256), nullable=True))
 
 
 def downgrade() -> None:
+    """Drop the ``recent_writes`` column."""
     prefix: str = context.config.attributes["table_prefix"]
     with op.batch_alter_table(f"{prefix}memories") as batch:
         batch.drop_column("recent_writes")

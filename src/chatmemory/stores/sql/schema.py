@@ -1,4 +1,4 @@
-"""The tables of the SQL store, per table prefix, with column types chosen per dialect.
+r"""The tables of the SQL store, per table prefix, with column types chosen per dialect.
 
 Two tables per prefix:
 
@@ -7,12 +7,12 @@ Two tables per prefix:
   database's clock), and the ids of its last few writes (``recent_writes``: a write whose reply was lost
   finds its own id there when it is sent again, instead of applying its turn twice).
 * ``<prefix>messages`` — one row per message, keyed by ``(memory_id, seq)``, holding the versioned
-  ``dumps_message`` payload as bytes (PostgreSQL rejects ``\\x00`` in ``text`` and ``jsonb``; bytes keep
+  ``dumps_message`` payload as bytes (PostgreSQL rejects ``\x00`` in ``text`` and ``jsonb``; bytes keep
   every message exact).
 
 Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
 equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
-MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\\x00``
+MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\x00``
 is allowed, and ordering by id is code point order everywhere.
 """
 
@@ -87,18 +87,22 @@ class MemoryIdType(TypeDecorator[str]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """``VARBINARY(1020)`` on MySQL/MariaDB (a key column needs a length), bytes elsewhere."""
         if dialect.name in ("mysql", "mariadb"):
             return dialect.type_descriptor(mysql.VARBINARY(MEMORY_ID_BYTES))
         return dialect.type_descriptor(LargeBinary())
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        """The id as UTF-8 bytes."""
         return None if value is None else value.encode("utf-8", "surrogatepass")
 
     def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        """The id from its UTF-8 bytes."""
         return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
 
     @property
     def python_type(self) -> type[str]:
+        """``str``."""
         return str
 
 

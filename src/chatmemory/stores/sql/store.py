@@ -149,6 +149,7 @@ class SQLChatMemoryStore(StoreLifecycle):
         self._engine.dispose()
 
     def __repr__(self) -> str:
+        """The URL (password hidden), table prefix and ttl."""
         url = self._engine.url.render_as_string(hide_password=True)
         return f"SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r})"
 

@@ -144,6 +144,7 @@ class ReadAttempts:
             self.failed = True
 
     def __iter__(self) -> Iterator[ReadAttempts]:
+        """Yield this object once per attempt allowed."""
         # At most: a lost connection, a stale cache, and the read that answers.
         for _ in range(_DISCONNECT_RETRIES + 2):
             yield self
