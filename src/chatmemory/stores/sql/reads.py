@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from operator import attrgetter
+from typing import Any, Protocol, cast
 
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
@@ -11,6 +12,10 @@ from chatmemory.serialization.native import loads_message
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult, StaleCache, stray_detail
 
 __all__ = ["ReadRow", "decode_read", "raw_records", "read_parameters"]
+
+_seq_and_payload = attrgetter("seq", "payload")
+_MISSING = object()
+"""A cached message the rows name but the cache does not hold."""
 
 
 class ReadRow(Protocol):
@@ -59,23 +64,22 @@ def decode_read(
         if cached is not None and cached.incarnation == head.incarnation
         else {}
     )
-    seqs: list[int] = []
-    messages: list[ChatMessage] = []
-    for row in rows:
-        if row.seq is None:
-            continue
-        if row.payload is None:
-            message = known.get(row.seq)
-            if message is None:
-                return StaleCache()
-        else:
-            message = loads_message(row.payload, memory_id=memory_id)
-        seqs.append(row.seq)
-        messages.append(message)
+    pairs = list(map(_seq_and_payload, rows))
+    if pairs[0][0] is None:  # a live head without messages: one row, joined to nothing
+        pairs = []
+    lookup = known.get
+    messages: list[ChatMessage | object] = [
+        lookup(seq, _MISSING) if payload is None else loads_message(payload, memory_id=memory_id)
+        for seq, payload in pairs
+    ]
+    if any(message is _MISSING for message in messages):
+        return StaleCache()
+    seqs = [seq for seq, _ in pairs]
     # A row appended by hand past the head's next_seq must not collide with the next insert.
     next_seq = max(head.next_seq, seqs[-1] + 1) if seqs else head.next_seq
-    state = CachedSnapshot(head.version, head.incarnation, next_seq, tuple(seqs), tuple(messages))
-    return ReadResult(Snapshot(messages, head.version), state)
+    decoded = cast("list[ChatMessage]", messages)
+    state = CachedSnapshot(head.version, head.incarnation, next_seq, tuple(seqs), tuple(decoded))
+    return ReadResult(Snapshot(decoded, head.version), state)
 
 
 def raw_records(rows: Sequence[ReadRow]) -> list[bytes]:
