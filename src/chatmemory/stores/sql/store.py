@@ -69,7 +69,9 @@ class SQLChatMemoryStore(StoreLifecycle):
         url_or_engine: a SQLAlchemy URL (the store makes the engine and disposes of it in :meth:`close`;
             ``postgresql://`` means psycopg 3, ``mysql://`` PyMySQL) or an :class:`~sqlalchemy.Engine` the
             caller owns and closes. Any engine works, one in autocommit included: the store opens its
-            transactions itself.
+            transactions itself. An engine that is not in autocommit has its connections switched to it
+            at each checkout (a round trip on some drivers); build yours with
+            ``isolation_level="AUTOCOMMIT"`` to spare that.
         table_prefix: prefix of the store's tables (``<prefix>memories``, ``<prefix>messages``).
         ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the database's clock;
             ``None``: forever.
