@@ -76,7 +76,12 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
             return
         with self._add_lock:
             steps = add_steps(
-                self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
+                self._rules(),
+                messages,
+                versioned=self._versioned,
+                retry=self.retry,
+                max_attempts=self.max_attempts,
+                locked=self._locked,
             )
             run_steps(steps, self._store)
 
