@@ -138,7 +138,8 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
 
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
-                budget (or ``max_attempts``); nothing was written (versioned stores only).
+                budget (or ``max_attempts``); nothing was written (versioned stores only; with a locked
+                update only when ``max_attempts=1``, as the locked attempt cannot conflict).
         """
         if not messages:
             return
