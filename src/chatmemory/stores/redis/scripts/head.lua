@@ -8,7 +8,9 @@
 --   length       how many records the list holds, so a list lost on its own (an eviction) is noticed;
 --   writes       the latest writes as 'write_id=version;…', newest first (at least WRITES_BYTES bytes of
 --                them when there were so many: at least the last 8 writes), so a write the client sends
---                again after a lost reply finds itself done instead of applying twice.
+--                again after a lost reply finds itself done instead of applying twice;
+--   written      the server clock (ms since the epoch) at the last write, for operators' tools (a version
+--                is only promised to grow, so no time is read from it).
 -- KEYS[2], the message list: one record per message, oldest first.
 --
 -- Needs Redis >= 5: scripts are replicated by their effects (the default since 5.0), so they may read

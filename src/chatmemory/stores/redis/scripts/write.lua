@@ -88,6 +88,7 @@ while first <= last do
   first = upto + 1
 end
 local version = string.format('%.0f', math.max(current + 1, now_micros))
+local written = string.format('%.0f', now_ms)
 local incarnation = head[2]
 local writes = ARGV[2] .. '=' .. version
 if state == 'memory' then
@@ -103,9 +104,10 @@ else
   incarnation = ARGV[2]
 end
 if incarnation == head[2] then
-  redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'writes', writes)
+  redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'writes', writes, 'written', written)
 else
-  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'writes', writes)
+  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'writes', writes,
+    'written', written)
 end
 set_expiry(now_ms, ttl)
 if ARGV[4] == 'd' then
