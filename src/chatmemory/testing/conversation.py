@@ -64,11 +64,11 @@ ADVERSARIAL_IDS: tuple[str, ...] = (
     "a ",
     "tab\tnew\nline",
 )
-"""Memory ids that must be treated as plain names by every store (SEMANTICS.md §2)."""
+"""Memory ids that must be treated as plain names by every store (*Memory ids* in docs/semantics.md)."""
 
 
 def every_message_kind() -> list[ChatMessage]:
-    """One of each message and content kind, with unicode, ``\\x00`` and odd argument strings."""
+    r"""One of each message and content kind, with unicode, ``\x00`` and odd argument strings."""
     return [
         SystemMessage("You are terse. 你好。 \x00 end"),
         UserMessage("hello 👋 — 我叫小明。"),

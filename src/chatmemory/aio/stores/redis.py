@@ -8,6 +8,7 @@ whose reply was abandoned and puts it back in the pool, so no connection is lost
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import AsyncIterator, Generator, Iterable, Sequence
 from typing import Any, TypeVar, cast
@@ -32,7 +33,7 @@ from chatmemory.stores.redis.plan import CachedMemory, Planner, ScriptCall
 from chatmemory.stores.redis.steps import Steps
 from chatmemory.stores.redis.times import expire_at_call, expire_at_done, times_call, times_of
 
-from redis.asyncio import Redis  # isort: skip - after driver.py checked that the extra is installed
+from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
@@ -88,11 +89,17 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
         client: Redis | RedisCluster
         if isinstance(url_or_client, str):
             target = ClientTarget.parse(url_or_client)
-            client_type = RedisCluster if target.cluster else Redis
             try:
                 # Neither connects here: a standalone client on its first command, a cluster client when
                 # it first initializes (also on its first command).
-                client = client_type.from_url(target.url, **options.client_options())
+                if target.cluster:
+                    client = RedisCluster.from_url(target.url, **options.client_options())
+                else:
+                    # A blocking pool: when every connection is busy (hundreds of tasks on one store), a
+                    # command waits for a free one instead of failing with "Too many connections".
+                    # ``max_connections`` and ``timeout`` in the URL's query override the pool's defaults.
+                    pool = BlockingConnectionPool.from_url(target.url, **options.client_options())
+                    client = Redis.from_pool(pool)
             except DRIVER_ERRORS as exc:
                 raise store_error(exc, Operation.CONNECT) from exc
             self._owns_client = True
@@ -109,6 +116,8 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             # Nothing is connected yet, and closing is a coroutine: the unused client is just dropped.
             raise ValueError(DECODING_CLIENT)
         self._client = client
+        self._cluster_pending = isinstance(client, RedisCluster)
+        self._cluster_lock = asyncio.Lock()
         self._options = options
         self._key_space = KeySpace(options.key_prefix)
         self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
@@ -137,6 +146,23 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
     # ------------------------------------------------------------------------------------ driving
 
     async def _run(self, call: ScriptCall) -> object:
+        if self._cluster_pending:
+            await self._initialize_cluster()
+        return await self._run_now(call)
+
+    async def _initialize_cluster(self) -> None:
+        # redis.asyncio's cluster client initializes itself on its first command; several first commands in
+        # flight at once race in that initialization and fail with a connection whose stream is None. The
+        # store initializes the client once, alone, before its first command.
+        async with self._cluster_lock:
+            if self._cluster_pending:
+                try:
+                    await cast(RedisCluster, self._client).initialize()
+                except DRIVER_ERRORS as exc:
+                    raise store_error(exc, Operation.CONNECT) from exc
+                self._cluster_pending = False
+
+    async def _run_now(self, call: ScriptCall) -> object:
         try:
             try:
                 return await self._client.evalsha(call.script.sha, 2, call.keys.meta, call.keys.messages, *call.args)
