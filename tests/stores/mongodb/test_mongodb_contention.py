@@ -65,7 +65,7 @@ def _add(store: MongoChatMemoryStore, policy: RetryPolicy, text: str) -> Link:
 def _write(url: str, collection: str, name: str, start: Any) -> tuple[list[Link], str | None]:
     """One writer: ``ADDS`` adds; the links it made and the error that stopped it, if any."""
     links: list[Link] = []
-    policy = RetryPolicy(max_delay=0.5)
+    policy = RetryPolicy()  # the default policy: writers must not give up under this load
     with MongoChatMemoryStore(url, database=DATABASE, collection=collection) as store:
         store.load("chat")  # connect before the start line
         start.wait()

@@ -34,7 +34,10 @@ class RetryPolicy:
     Args:
         budget: seconds from the first attempt after which no new attempt starts.
         base_delay: the backoff ceiling after the first conflict, in seconds; it doubles per conflict.
-        max_delay: the largest backoff ceiling, in seconds.
+        max_delay: the largest backoff ceiling, in seconds. It is reached only after about nine conflicts in
+            a row, so a lightly contended write waits milliseconds; on a heavily contended memory a ceiling of
+            half a second lets colliding writers spread out over more than one server round trip (with 50 ms,
+            writers on a slow MongoDB server kept colliding until their budget was spent).
 
     Raises:
         ValueError: a value is not a finite number above zero, or ``base_delay > max_delay``.
@@ -42,7 +45,7 @@ class RetryPolicy:
 
     budget: float = 30.0
     base_delay: float = 0.001
-    max_delay: float = 0.05
+    max_delay: float = 0.5
 
     def __post_init__(self) -> None:
         for name in ("budget", "base_delay", "max_delay"):
