@@ -81,6 +81,8 @@ def test_any_time_zone_and_any_past_time(store: SQLChatMemoryStore) -> None:
     assert store.get_messages("m") == WINDOW
     store.expire_at("m", datetime.datetime(1, 1, 1, tzinfo=UTC))  # before any column type's range
     assert store.get_messages("m") == []
+    store.expire_at("m", None)  # an expired memory stays expired until purged or written afresh
+    assert store.get_messages("m") == []
     store.expire_at("gone", None)
     assert store.memory_times("gone") is None
     with pytest.raises(ValueError, match="aware datetime"):
@@ -110,3 +112,26 @@ async def test_the_async_store_tells_and_sets_the_same_times(
         assert await aio_store.get_messages("m") == []
         with pytest.raises(ValueError, match="aware datetime"):
             await aio_store.expire_at("m", datetime.datetime(2030, 1, 1))
+
+
+def test_a_postgresql_session_in_another_time_zone_keeps_the_instant(
+    sql_backend: SQLBackend, store: SQLChatMemoryStore
+) -> None:
+    if not sql_backend.url.startswith("postgresql"):
+        pytest.skip("a session time zone is PostgreSQL's (SQLite and MySQL DATETIME keep UTC)")
+    tokyo = SQLChatMemoryStore(
+        sql_backend.url,
+        table_prefix=store.table_prefix,
+        engine_options={"connect_args": {"options": "-c timezone=Asia/Tokyo"}},
+    )
+    try:
+        tokyo.update_messages("m", WINDOW)
+        later = now() + datetime.timedelta(hours=1)
+        tokyo.expire_at("m", later)
+        for seen in (tokyo, store):
+            times = seen.memory_times("m")
+            assert times is not None and times.expires_at is not None and times.last_write is not None
+            assert abs(times.expires_at - later) < datetime.timedelta(milliseconds=1)
+            assert abs(times.last_write - now()) < SLACK
+    finally:
+        tokyo.close()
