@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import threading
 import time
@@ -13,6 +14,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
@@ -27,14 +29,19 @@ class _Entry:
     messages: tuple[ChatMessage, ...] | None
     raw: tuple[bytes, ...] | None
     expires_at: float | None
+    """On the store's (monotonic) clock."""
+    written_at: datetime.datetime
+    """On the wall clock (UTC), for :meth:`InMemoryChatMemoryStore.memory_times`."""
 
 
 class InMemoryChatMemoryStore(StoreLifecycle):
-    """A thread-safe store in a dict; supports versioning, listing, TTL and raw records.
+    """A thread-safe store in a dict; supports versioning, listing, TTL, raw records and per-memory times.
 
     It keeps its own tuple of the (immutable) messages, never the caller's list. Versions come from one
     counter per store, so a memory deleted and written again never repeats a version. ``close()`` forgets
-    every memory; a closed store raises :class:`~chatmemory.StoreError`, like the others.
+    every memory; a closed store raises :class:`~chatmemory.StoreError`, like the others. Expiries are kept
+    on the monotonic ``clock`` (a wall clock stepping does not expire memories); ``memory_times`` and
+    ``expire_at`` translate them to and from UTC datetimes at the moment of the call.
     :class:`chatmemory.aio.InMemoryChatMemoryStore` is its asyncio twin.
 
     Args:
@@ -78,7 +85,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             dumps_message(message)
         version = next(self._versions)
         expires_at = None if self._ttl is None else self._clock() + self._ttl
-        self._entries[memory_id] = _Entry(version, messages, None, expires_at)
+        self._entries[memory_id] = _Entry(version, messages, None, expires_at, _utc_now())
         return version
 
     def load(self, memory_id: str) -> Snapshot:
@@ -157,7 +164,43 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             expires_at = None if self._ttl is None else self._clock() + self._ttl
-            self._entries[memory_id] = _Entry(next(self._versions), None, records, expires_at)
+            self._entries[memory_id] = _Entry(next(self._versions), None, records, expires_at, _utc_now())
+
+    def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written and when it expires (UTC); ``None`` if absent or expired."""
+        memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.READ, memory_id)
+        with self._lock:
+            entry = self._live(memory_id)
+            if entry is None:
+                return None
+            if entry.expires_at is None:
+                return MemoryTimes(entry.written_at, None)
+            remaining = datetime.timedelta(seconds=entry.expires_at - self._clock())
+            return MemoryTimes(entry.written_at, _utc_now() + remaining)
+
+    def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
+
+        A time in the past expires the memory at once, as its ``ttl`` running out would; the next write
+        slides the expiry by the ``ttl`` again.
+
+        Raises:
+            ValueError: ``when`` is not an aware datetime.
+        """
+        memory_id = validate_memory_id(memory_id)
+        if when is not None and (not isinstance(when, datetime.datetime) or when.utcoffset() is None):
+            raise ValueError(f"expire_at takes an aware datetime (e.g. in UTC) or None, not {when!r}")
+        self._check_open(Operation.WRITE, memory_id)
+        with self._lock:
+            entry = self._live(memory_id)
+            if entry is None:
+                return
+            if when is None:
+                entry.expires_at = None
+            else:
+                entry.expires_at = self._clock() + (when - _utc_now()).total_seconds()
+            self._live(memory_id)  # a time already past removes the memory now, as reads would
 
     def _release(self) -> None:
         # What the other stores do with their connections: the memories go with the store.
@@ -166,6 +209,10 @@ class InMemoryChatMemoryStore(StoreLifecycle):
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(ttl={self._ttl!r})"
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def _checked(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:

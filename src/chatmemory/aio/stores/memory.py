@@ -7,11 +7,13 @@ no thread hop and nothing that can block the event loop.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
@@ -21,7 +23,7 @@ __all__ = ["InMemoryChatMemoryStore"]
 
 
 class InMemoryChatMemoryStore(AsyncStoreLifecycle):
-    """An in-process store with coroutine methods; supports versioning, listing, TTL and raw records.
+    """An in-process store with coroutine methods; supports versioning, listing, TTL, raw records and times.
 
     Args:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
@@ -84,6 +86,16 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         """Store message records as they are, decoded only when read."""
         self._check_open(Operation.WRITE, memory_id)
         self._sync.write_raw(memory_id, records)
+
+    async def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written and when it expires (UTC); ``None`` if absent or expired."""
+        self._check_open(Operation.READ, memory_id)
+        return self._sync.memory_times(memory_id)
+
+    async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
+        self._check_open(Operation.WRITE, memory_id)
+        self._sync.expire_at(memory_id, when)
 
     async def _release(self) -> None:
         self._sync.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ from chatmemory.core.errors import ChatMemoryError  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
+from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import (  # noqa: E402
     TTL,
     AsyncStoreLifecycle,
@@ -63,6 +65,7 @@ from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest  # noqa: E40
 from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables  # noqa: E402
 from chatmemory.stores.sql.schema_admin import SchemaAdmin, revision_on  # noqa: E402
 from chatmemory.stores.sql.statements import Statements  # noqa: E402
+from chatmemory.stores.sql.times import expiry_parameter, times_of  # noqa: E402
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
@@ -265,6 +268,14 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             result = await connection.execute(self._statements.read, plan.read_parameters(memory_id, None))
             return plan.raw_records(result.all())
 
+    async def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
+        memory_id = validate_memory_id(memory_id)
+        await self._ready(Operation.READ, memory_id)
+        async with self._connect(Operation.READ, memory_id) as connection:
+            result = await connection.execute(self._statements.times, {"p_id": memory_id})
+            return times_of(result.first())
+
     # ------------------------------------------------------------------------------------------ writes
 
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
@@ -448,6 +459,22 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             delay = loop.delay()
             if delay:
                 await asyncio.sleep(delay)
+        self._cache.forget(memory_id)
+
+    async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
+
+        One statement on the head row; reads judge expiry by the database's clock on every query, so a
+        cached snapshot never serves a memory this expired (the snapshot is forgotten all the same).
+
+        Raises:
+            ValueError: ``when`` is not an aware datetime.
+        """
+        memory_id = validate_memory_id(memory_id)
+        parameters = {"p_id": memory_id, "p_expires_at": expiry_parameter(when, self._dialect)}
+        await self._ready(Operation.WRITE, memory_id)
+        async with self._connect(Operation.WRITE, memory_id) as connection:
+            await connection.execute(self._statements.set_expiry, parameters)
         self._cache.forget(memory_id)
 
     def invalidate(self, memory_id: str) -> None:

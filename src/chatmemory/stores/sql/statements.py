@@ -164,6 +164,14 @@ class Statements:
                 recent_writes=bindparam("p_recent"),
             )
         )
+        self.times: Select[Any] = select(memories.c.updated_at, memories.c.expires_at).where(memory_id, self._live)
+        """A live memory's last write time and expiry (no row when it is absent or expired)."""
+        self.set_expiry: Update = (
+            update(memories)
+            .where(memory_id, self._live)
+            .values(expires_at=bindparam("p_expires_at", type_=memories.c.expires_at.type))
+        )
+        """Set a live memory's expiry (``NULL``: never); an absent or expired memory is left as it is."""
         self.delete_head: Delete = delete(memories).where(memory_id)
         self.delete_all: Delete = delete(messages).where(messages.c.memory_id == bindparam("p_id"))
         self.delete_seqs: Delete = delete(messages).where(

@@ -9,6 +9,7 @@ turn is one statement (data-modifying CTEs); elsewhere one short transaction.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from chatmemory.core.errors import ChatMemoryError  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
+from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import (  # noqa: E402
     TTL,
     Operation,
@@ -45,6 +47,7 @@ from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest  # noqa: E40
 from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables  # noqa: E402
 from chatmemory.stores.sql.schema_admin import SchemaAdmin  # noqa: E402
 from chatmemory.stores.sql.statements import Statements  # noqa: E402
+from chatmemory.stores.sql.times import expiry_parameter, times_of  # noqa: E402
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
@@ -244,6 +247,14 @@ class SQLChatMemoryStore(StoreLifecycle):
             rows = connection.execute(self._statements.read, plan.read_parameters(memory_id, None)).all()
         return plan.raw_records(rows)
 
+    def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
+        memory_id = validate_memory_id(memory_id)
+        self._ready(Operation.READ, memory_id)
+        with self._driver_errors(Operation.READ, memory_id), self._autocommit.connect() as connection:
+            row = connection.execute(self._statements.times, {"p_id": memory_id}).first()
+        return times_of(row)
+
     # --------------------------------------------------------------------------------------------- writes
 
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
@@ -438,6 +449,22 @@ class SQLChatMemoryStore(StoreLifecycle):
             delay = loop.delay()
             if delay:
                 time.sleep(delay)
+        self._cache.forget(memory_id)
+
+    def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
+
+        One statement on the head row; reads judge expiry by the database's clock on every query, so a
+        cached snapshot never serves a memory this expired (the snapshot is forgotten all the same).
+
+        Raises:
+            ValueError: ``when`` is not an aware datetime.
+        """
+        memory_id = validate_memory_id(memory_id)
+        parameters = {"p_id": memory_id, "p_expires_at": expiry_parameter(when, self._dialect)}
+        self._ready(Operation.WRITE, memory_id)
+        with self._driver_errors(Operation.WRITE, memory_id), self._autocommit.connect() as connection:
+            connection.execute(self._statements.set_expiry, parameters)
         self._cache.forget(memory_id)
 
     def invalidate(self, memory_id: str) -> None:
