@@ -114,11 +114,11 @@ async def test_the_async_store_tells_and_sets_the_same_times(
             await aio_store.expire_at("m", datetime.datetime(2030, 1, 1))
 
 
+# A session time zone is PostgreSQL's (SQLite and MySQL DATETIME keep UTC): this case runs there only.
+@pytest.mark.parametrize("sql_backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 def test_a_postgresql_session_in_another_time_zone_keeps_the_instant(
     sql_backend: SQLBackend, store: SQLChatMemoryStore
 ) -> None:
-    if not sql_backend.url.startswith("postgresql"):
-        pytest.skip("a session time zone is PostgreSQL's (SQLite and MySQL DATETIME keep UTC)")
     tokyo = SQLChatMemoryStore(
         sql_backend.url,
         table_prefix=store.table_prefix,
