@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 
 import pytest
@@ -20,6 +21,7 @@ from chatmemory import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH
 
 MEDIA = [ImageContent, AudioContent, VideoContent, PdfFileContent]
 
@@ -315,3 +317,91 @@ def test_nan_check_is_not_fooled_by_float_subclasses() -> None:
 
     with pytest.raises(TypeError, match="k"):
         CustomMessage({"k": Weird(math.nan)})
+
+
+# ------------------------------------------------------------------------------- nesting, enums, None
+
+
+def _nested(depth: int, container: str) -> object:
+    """A value with ``depth`` lists (or dicts) around the innermost ``1``."""
+    value: object = 1
+    for _ in range(depth):
+        value = [value] if container == "list" else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("container", ["list", "dict"])
+def test_attributes_may_nest_up_to_the_depth_limit(kind: str, container: str) -> None:
+    deepest = _nested(MAX_ATTRIBUTE_DEPTH, container)
+    message = _with_attributes(kind, {"k": deepest})
+    assert message.attributes == {"k": deepest}  # type: ignore[attr-defined]
+    # Hashing, equality and repr walk the whole value: they must cope with the deepest one allowed.
+    assert message == _with_attributes(kind, {"k": _nested(MAX_ATTRIBUTE_DEPTH, container)})
+    assert hash(message) == hash(_with_attributes(kind, {"k": _nested(MAX_ATTRIBUTE_DEPTH, container)}))
+    assert repr(message)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("depth", [MAX_ATTRIBUTE_DEPTH + 1, 332, 1_000, 50_000])
+@pytest.mark.parametrize("container", ["list", "dict"])
+def test_deeper_attributes_raise_value_error_naming_the_limit(kind: str, depth: int, container: str) -> None:
+    with pytest.raises(ValueError, match=rf"'the_key' nests .* more than {MAX_ATTRIBUTE_DEPTH} levels"):
+        _with_attributes(kind, {"the_key": _nested(depth, container)})
+
+
+def test_the_depth_limit_is_documented_as_100() -> None:
+    assert MAX_ATTRIBUTE_DEPTH == 100
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+class Size(enum.IntEnum):
+    LARGE = 3
+
+
+class Ratio(float, enum.Enum):
+    HALF = 0.5
+
+
+class Plain(enum.Enum):
+    A = "a"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_str_and_int_enum_members_are_stored_as_their_plain_value(kind: str) -> None:
+    message = _with_attributes(kind, {"color": Color.RED, Color.RED: [Size.LARGE, {"r": Ratio.HALF}]})
+    assert message.attributes == {"color": "red", "red": [3, {"r": 0.5}]}  # type: ignore[attr-defined]
+    stored = message.attributes  # type: ignore[attr-defined]
+    assert type(stored["color"]) is str and type(next(iter(stored))) is str
+    assert type(stored["red"][0]) is int and type(stored["red"][1]["r"]) is float
+    assert message == _with_attributes(kind, {"color": "red", "red": [3, {"r": 0.5}]})
+
+
+def test_str_subclasses_lose_their_own_str() -> None:
+    class Shouting(str):
+        def __str__(self) -> str:
+            return self.upper()
+
+    assert AiMessage(attributes={"k": Shouting("quiet")}).attributes == {"k": "quiet"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_plain_enum_member_is_refused_with_the_fix(kind: str) -> None:
+    with pytest.raises(TypeError, match=r"'the_key' holds the enum member Plain\.A.*Plain\.A\.value"):
+        _with_attributes(kind, {"the_key": Plain.A})
+
+
+def test_none_tool_execution_requests_means_none() -> None:
+    message = AiMessage("x", tool_execution_requests=None)
+    assert message == AiMessage("x")
+    assert message.tool_execution_requests == ()
+    assert not message.has_tool_execution_requests()
+
+
+@pytest.mark.parametrize("bad", [5, "call", {"id": "c"}, ToolExecutionRequest("c", "t", "{}")])
+def test_tool_execution_requests_that_are_not_an_iterable_of_requests_raise(bad: object) -> None:
+    with pytest.raises(TypeError, match="tool_execution_requests"):
+        AiMessage("x", tool_execution_requests=bad)  # type: ignore[arg-type]

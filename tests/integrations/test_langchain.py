@@ -255,7 +255,7 @@ def test_a_missing_extra_names_the_module_and_the_pip_command() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.startswith(
         "MissingDependencyError chatmemory.integrations.langchain requires the 'langchain' extra: "
-        "pip install 'chatmemory[langchain]'"
+        "pip install 'llm-window-memory[langchain]'"
     ), result.stdout
 
 

@@ -246,6 +246,17 @@ def test_text_json_cannot_carry_raises_serialization_error() -> None:
             dumps_message(broken)
 
 
+class _TaggedUserMessage(UserMessage):
+    """An application's subclass: encoded as the message type it derives from."""
+
+
+def test_a_subclass_of_a_message_type_is_encoded_as_that_type() -> None:
+    message = _TaggedUserMessage("hi", attributes={"k": 1})
+    assert message_to_dict(message) == message_to_dict(UserMessage("hi", attributes={"k": 1}))
+    assert dumps([message]) == dumps([UserMessage("hi", attributes={"k": 1})])
+    assert dumps_message(message) == dumps_message(UserMessage("hi", attributes={"k": 1}))
+
+
 def test_dumps_rejects_what_is_not_a_message() -> None:
     with pytest.raises(SerializationError):
         dumps(["hello"])  # type: ignore[list-item]

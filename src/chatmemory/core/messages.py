@@ -4,6 +4,11 @@ Messages are frozen, slotted dataclasses that compare by value. Every mutable in
 lists, content sequences) is copied when a message is built, so a message never changes afterwards.
 Messages hash by value too (attribute dicts included), which lets token estimates be cached per
 distinct message.
+
+Attribute values are JSON values: str, int (64-bit), finite float, bool, None, and lists and dicts (str
+keys) of them, nested at most :data:`MAX_ATTRIBUTE_DEPTH` (100) levels deep. A member of a str- or
+int-derived enum (``StrEnum``, ``IntEnum``, ``class Color(str, Enum)``) is stored as its plain value and
+reads back as that value; any other enum member is refused (store its ``.value``).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Union
 
 from chatmemory.core.frozen import FrozenDict, FrozenList
@@ -40,29 +46,58 @@ _MIN_INT = -(2**63)
 _MAX_INT = 2**64 - 1
 
 
-def _copy_json(value: Any, key: str) -> Any:
-    """Deep-copy a JSON-native value, rejecting anything that would not survive persistence."""
+MAX_ATTRIBUTE_DEPTH = 100
+"""How deeply lists and dicts may nest inside one attribute value (``[[1]]`` is 2 deep).
+
+Deep enough for any real metadata, and shallow enough that every recursive walk over attributes (copying,
+hashing, equality, JSON encoding and decoding) stays far from Python's recursion limit, so a hostile or
+broken value fails with a named error instead of ``RecursionError``.
+"""
+
+
+def _too_deep(key: str) -> ValueError:
+    return ValueError(
+        f"attribute {key!r} nests lists and dicts more than {MAX_ATTRIBUTE_DEPTH} levels deep "
+        f"(the limit is chatmemory.core.messages.MAX_ATTRIBUTE_DEPTH); flatten the value"
+    )
+
+
+def _copy_json(value: Any, key: str, depth: int = 0) -> Any:
+    """Deep-copy a JSON-native value, rejecting anything that would not survive persistence.
+
+    ``depth`` counts the containers around ``value``; the recursion stops at :data:`MAX_ATTRIBUTE_DEPTH`
+    (a frame or two per level), so it never comes near the interpreter's recursion limit.
+    """
     if value is None or isinstance(value, bool):
         return value
+    # str.__str__ / int.__int__ / float.__float__ take the plain value of a subclass, so a str- or int-Enum
+    # member is stored as its value ("red"), never as what its __str__ says ("Color.RED").
     if isinstance(value, str):
-        return str(value)
+        return str.__str__(value)
     if isinstance(value, int):
         if not _MIN_INT <= value <= _MAX_INT:
             raise TypeError(f"attribute {key!r} holds an integer outside the 64-bit range: {value}")
-        return int(value)
+        return int.__int__(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise TypeError(f"attribute {key!r} holds a non-finite float ({value}), which JSON cannot hold")
-        return float(value)
-    if isinstance(value, list):
-        return FrozenList(_copy_json(item, key) for item in value)
-    if isinstance(value, dict):
+        return float.__float__(value)
+    if isinstance(value, (list, dict)):
+        if depth >= MAX_ATTRIBUTE_DEPTH:
+            raise _too_deep(key)
+        if isinstance(value, list):
+            return FrozenList([_copy_json(item, key, depth + 1) for item in value])
         copied: dict[str, Any] = {}
         for inner_key, inner_value in value.items():
             if not isinstance(inner_key, str):
                 raise TypeError(f"attribute {key!r} holds a dict with a non-str key {inner_key!r}")
-            copied[inner_key] = _copy_json(inner_value, key)
+            copied[str.__str__(inner_key)] = _copy_json(inner_value, key, depth + 1)
         return FrozenDict(copied)
+    if isinstance(value, Enum):
+        raise TypeError(
+            f"attribute {key!r} holds the enum member {value}, which is not a JSON value; store {value}.value, "
+            "or derive the enum from str or int (StrEnum, IntEnum): such members are stored as their value"
+        )
     raise TypeError(
         f"attribute {key!r} holds a {type(value).__name__}; attributes accept JSON-native values only "
         "(str, int, float, bool, None, list, dict with str keys)"
@@ -78,7 +113,7 @@ def _copy_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     for key, value in attributes.items():
         if not isinstance(key, str):
             raise TypeError(f"attribute key {key!r} is not a str")
-        copied[key] = _copy_json(value, key)
+        copied[str.__str__(key)] = _copy_json(value, key)
     return FrozenDict(copied) if copied else _EMPTY
 
 
@@ -283,13 +318,26 @@ class AiMessage:
     def __init__(
         self,
         text: str | None = None,
-        tool_execution_requests: Iterable[ToolExecutionRequest] = (),
+        tool_execution_requests: Iterable[ToolExecutionRequest] | None = (),
         thinking: str | None = None,
         attributes: Mapping[str, Any] | None = None,
     ) -> None:
         _require_str("AiMessage", "text", text, optional=True)
         _require_str("AiMessage", "thinking", thinking, optional=True)
-        requests = tuple(tool_execution_requests)
+        # None means "no tool calls", as it does for every other optional field.
+        if tool_execution_requests is None:
+            requests: tuple[ToolExecutionRequest, ...] = ()
+        elif isinstance(tool_execution_requests, (tuple, list)):  # the common case, without ABC checks
+            requests = tuple(tool_execution_requests)
+        elif isinstance(tool_execution_requests, Iterable) and not isinstance(
+            tool_execution_requests, (str, bytes, bytearray, Mapping)
+        ):
+            requests = tuple(tool_execution_requests)
+        else:
+            raise TypeError(
+                "AiMessage.tool_execution_requests must be an iterable of ToolExecutionRequest (or None for none), "
+                f"not {type(tool_execution_requests).__name__}"
+            )
         for request in requests:
             if not isinstance(request, ToolExecutionRequest):
                 raise TypeError(

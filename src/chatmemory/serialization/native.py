@@ -1,6 +1,7 @@
 """chatmemory's own JSON format, versioned.
 
-Two payload shapes, both JSON written by orjson:
+Two payload shapes, both JSON, written by orjson and read by msgspec against a typed schema
+(:mod:`chatmemory.serialization.native_schema`):
 
 * a list of messages: ``{"version": 1, "messages": [<message>, ...]}`` — :func:`dumps` / :func:`loads`;
 * one message (what stores that keep a row or list element per message persist):
@@ -11,17 +12,23 @@ and the message's fields; fields at their default value are left out. Every stri
 tool-call ``arguments`` byte for byte. Readers upgrade older format versions (see
 :mod:`chatmemory.serialization.upgrades`); writers write only :data:`FORMAT_VERSION`; a newer version
 raises :class:`~chatmemory.UnsupportedFormatVersionError`.
+
+Reading is strict: a field of the wrong type, an unknown field, ``NaN``/``Infinity``, an integer beyond
+64 bits or an attribute value nested deeper than :data:`~chatmemory.core.messages.MAX_ATTRIBUTE_DEPTH`
+raises :class:`~chatmemory.CorruptedMemoryError` naming the memory and the message's position.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
 import orjson
 
 from chatmemory.core.errors import CorruptedMemoryError, SerializationError, UnsupportedFormatVersionError
 from chatmemory.core.messages import (
+    MAX_ATTRIBUTE_DEPTH,
     AiMessage,
     AudioContent,
     ChatMessage,
@@ -31,12 +38,12 @@ from chatmemory.core.messages import (
     PdfFileContent,
     SystemMessage,
     TextContent,
-    ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
     VideoContent,
 )
 from chatmemory.serialization import upgrades
+from chatmemory.serialization.native_schema import BUILDERS, Message, Payload, Record, build_message
 from chatmemory.serialization.upgrades import FORMAT_VERSION, upgrade_message
 
 __all__ = [
@@ -76,37 +83,98 @@ def _content_to_dict(part: Content) -> dict[str, Any]:
     return data
 
 
-def message_to_dict(message: ChatMessage) -> dict[str, Any]:
-    """The JSON object of ``message`` in the current format (without a version key)."""
-    data: dict[str, Any]
-    if isinstance(message, UserMessage):
-        data = {"type": "user", "contents": [_content_to_dict(part) for part in message.contents]}
-        if message.name is not None:
-            data["name"] = message.name
-    elif isinstance(message, AiMessage):
-        data = {"type": "ai"}
-        if message.text is not None:
-            data["text"] = message.text
-        if message.thinking is not None:
-            data["thinking"] = message.thinking
-        if message.tool_execution_requests:
-            data["tool_execution_requests"] = [
-                {"id": request.id, "name": request.name, "arguments": request.arguments}
-                for request in message.tool_execution_requests
-            ]
-    elif isinstance(message, ToolExecutionResultMessage):
-        data = {"type": "tool_result", "id": message.id, "tool_name": message.tool_name, "text": message.text}
-        if message.is_error:
-            data["is_error"] = True
-    elif isinstance(message, SystemMessage):
-        return {"type": "system", "text": message.text}
-    elif isinstance(message, CustomMessage):
-        return {"type": "custom", "attributes": message.attributes}
+# One function per message type, found by exact type: a window is encoded on every write, and walking an
+# isinstance chain per message cost a third of the encoding. Subclasses take the isinstance route below.
+
+
+def _user_to_dict(message: UserMessage, data: dict[str, Any]) -> dict[str, Any]:
+    contents = message.contents
+    data["type"] = "user"
+    if len(contents) == 1 and type(contents[0]) is TextContent:
+        data["contents"] = [{"type": "text", "text": contents[0].text}]
     else:
-        raise SerializationError(f"cannot serialize a {type(message).__name__}: it is not a chat message")
+        data["contents"] = [_content_to_dict(part) for part in contents]
+    if message.name is not None:
+        data["name"] = message.name
     if message.attributes:
         data["attributes"] = message.attributes
     return data
+
+
+def _ai_to_dict(message: AiMessage, data: dict[str, Any]) -> dict[str, Any]:
+    data["type"] = "ai"
+    if message.text is not None:
+        data["text"] = message.text
+    if message.thinking is not None:
+        data["thinking"] = message.thinking
+    if message.tool_execution_requests:
+        data["tool_execution_requests"] = [
+            {"id": request.id, "name": request.name, "arguments": request.arguments}
+            for request in message.tool_execution_requests
+        ]
+    if message.attributes:
+        data["attributes"] = message.attributes
+    return data
+
+
+def _tool_result_to_dict(message: ToolExecutionResultMessage, data: dict[str, Any]) -> dict[str, Any]:
+    data["type"] = "tool_result"
+    data["id"] = message.id
+    data["tool_name"] = message.tool_name
+    data["text"] = message.text
+    if message.is_error:
+        data["is_error"] = True
+    if message.attributes:
+        data["attributes"] = message.attributes
+    return data
+
+
+def _system_to_dict(message: SystemMessage, data: dict[str, Any]) -> dict[str, Any]:
+    data["type"] = "system"
+    data["text"] = message.text
+    return data
+
+
+def _custom_to_dict(message: CustomMessage, data: dict[str, Any]) -> dict[str, Any]:
+    data["type"] = "custom"
+    data["attributes"] = message.attributes
+    return data
+
+
+_ToDict = Callable[[Any, dict[str, Any]], dict[str, Any]]
+
+
+def _fill_subclass(message: Any, data: dict[str, Any]) -> dict[str, Any]:
+    for cls, to_dict in _EXACT_TO_DICT.items():
+        if isinstance(message, cls):
+            return to_dict(message, data)
+    raise SerializationError(f"cannot serialize a {type(message).__name__}: it is not a chat message")
+
+
+class _ToDictByType(dict[type, _ToDict]):
+    """``type(message) -> function``; a type not listed (a subclass, or not a message) gets the slow route."""
+
+    def __missing__(self, cls: type) -> _ToDict:
+        return _fill_subclass
+
+
+_EXACT_TO_DICT: dict[type, _ToDict] = {
+    UserMessage: _user_to_dict,
+    AiMessage: _ai_to_dict,
+    ToolExecutionResultMessage: _tool_result_to_dict,
+    SystemMessage: _system_to_dict,
+    CustomMessage: _custom_to_dict,
+}
+_TO_DICT = _ToDictByType(_EXACT_TO_DICT)
+
+
+def message_to_dict(message: ChatMessage) -> dict[str, Any]:
+    """The JSON object of ``message`` in the current format (without a version key).
+
+    Raises:
+        SerializationError: ``message`` is not a chat message.
+    """
+    return _TO_DICT[type(message)](message, {})
 
 
 def _encode(value: Any) -> bytes:
@@ -118,68 +186,56 @@ def _encode(value: Any) -> bytes:
 
 def dumps(messages: Iterable[ChatMessage]) -> bytes:
     """Encode a list of messages as a versioned JSON payload."""
-    return _encode({"version": upgrades.FORMAT_VERSION, "messages": [message_to_dict(message) for message in messages]})
+    to_dict = _TO_DICT
+    return _encode(
+        {"version": upgrades.FORMAT_VERSION, "messages": [to_dict[type(message)](message, {}) for message in messages]}
+    )
 
 
 def dumps_message(message: ChatMessage) -> bytes:
     """Encode one message as a versioned JSON payload (``{"v": 1, ...}``)."""
-    return _encode({"v": upgrades.FORMAT_VERSION, **message_to_dict(message)})
+    return _encode(_TO_DICT[type(message)](message, {"v": upgrades.FORMAT_VERSION}))
 
 
 # ----------------------------------------------------------------------------------------------- decode
+#
+# Reading the current version is one pass: msgspec decodes the JSON straight into the schema's structs,
+# checking every field in C, and messages are built from them without being checked again. Anything else —
+# an older version to upgrade, a newer one, or a payload the schema refuses — takes the checked path below,
+# which parses generically, checks the version, upgrades, checks each message against the same schema and
+# names what is wrong and where. Both paths check against the one schema, so they accept the same payloads
+# (a property test holds them to it); they differ only in speed and in how they report what they refuse.
+
+_INPUT_TYPES = (bytes, bytearray, memoryview, str)
+# UnicodeError: a str holding a lone surrogate cannot even be turned into the UTF-8 msgspec reads.
+# RecursionError: JSON nested deeper than the interpreter allows (the checked path names it).
+_FAST_PATH_FAILURES = (msgspec.DecodeError, RecursionError, UnicodeError)
+_PAYLOAD_DECODER = msgspec.json.Decoder(Payload)
+_RECORD_DECODER = msgspec.json.Decoder(Record)
 
 
-class _Invalid(Exception):
-    """A payload field is missing or of the wrong type (turned into CorruptedMemoryError by the caller)."""
+def _corrupted(memory_id: str | None, position: int | None, exc: BaseException) -> CorruptedMemoryError:
+    where = f"message {position}: " if position is not None else ""
+    if isinstance(exc, RecursionError):
+        reason = f"JSON nested too deeply (attribute values may nest at most {MAX_ATTRIBUTE_DEPTH} levels deep)"
+    else:
+        reason = str(exc)
+    return CorruptedMemoryError(memory_id, f"{where}{reason}")
 
 
-def _field(data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
-    if key not in data:
-        if required:
-            raise _Invalid(f"{data.get('type', 'message')!s} lacks the field {key!r}")
-        return None
-    value = data[key]
-    if not isinstance(value, kind):
-        raise _Invalid(f"field {key!r} of a {data.get('type', 'message')!s} message holds a {type(value).__name__}")
-    return value
-
-
-def _only(data: dict[str, Any], allowed: frozenset[str]) -> None:
-    unknown = data.keys() - allowed
-    if unknown:
-        raise _Invalid(f"{data.get('type')!s} message has unknown fields {sorted(unknown)}")
-
-
-_STR_OR_NONE = (str, type(None))
-_CONTENT_KEYS = {
-    "text": frozenset({"type", "text"}),
-    "image": frozenset({"type", "url", "base64_data", "mime_type", "detail_level"}),
-}
-_MEDIA_KEYS = frozenset({"type", "url", "base64_data", "mime_type"})
-_MESSAGE_KEYS = {
-    "system": frozenset({"type", "text"}),
-    "user": frozenset({"type", "contents", "name", "attributes"}),
-    "ai": frozenset({"type", "text", "thinking", "tool_execution_requests", "attributes"}),
-    "tool_result": frozenset({"type", "id", "tool_name", "text", "is_error", "attributes"}),
-    "custom": frozenset({"type", "attributes"}),
-}
-
-
-def _content_from_dict(data: Any) -> Content:
-    if not isinstance(data, dict):
-        raise _Invalid(f"a content part is a {type(data).__name__}, not an object")
-    kind = data.get("type")
-    if kind == "text":
-        _only(data, _CONTENT_KEYS["text"])
-        return TextContent(_field(data, "text", str))
-    media = _MEDIA_TYPES.get(kind) if isinstance(kind, str) else None
-    if media is None:
-        raise _Invalid(f"unknown content type {kind!r}")
-    _only(data, _CONTENT_KEYS["image"] if media is ImageContent else _MEDIA_KEYS)
-    fields = {key: _field(data, key, _STR_OR_NONE, required=False) for key in ("url", "base64_data", "mime_type")}
-    if media is ImageContent:
-        return ImageContent(**fields, detail_level=_field(data, "detail_level", _STR_OR_NONE, required=False))
-    return media(**fields)
+def _build_all(structs: list[Message], memory_id: str | None) -> list[ChatMessage]:
+    try:
+        return [BUILDERS[type(struct)](struct) for struct in structs]
+    except (TypeError, ValueError):
+        pass
+    # Rare: an attribute value or media part the schema could not judge; find which message it is.
+    messages = []
+    for position, struct in enumerate(structs):
+        try:
+            messages.append(build_message(struct))
+        except (TypeError, ValueError) as exc:  # noqa: PERF203 - only on the error path
+            raise _corrupted(memory_id, position, exc) from None
+    return messages
 
 
 def message_from_dict(data: Any) -> ChatMessage:
@@ -189,62 +245,12 @@ def message_from_dict(data: Any) -> ChatMessage:
         CorruptedMemoryError: the object is not a valid message.
     """
     try:
-        return _message_from_dict(data)
-    except (_Invalid, TypeError, ValueError) as exc:
-        raise CorruptedMemoryError(None, str(exc)) from None
-
-
-def _message_from_dict(data: Any) -> ChatMessage:
-    if not isinstance(data, dict):
-        raise _Invalid(f"a message is a {type(data).__name__}, not an object")
-    kind = data.get("type")
-    allowed = _MESSAGE_KEYS.get(kind) if isinstance(kind, str) else None
-    if allowed is None:
-        raise _Invalid(f"unknown message type {kind!r}")
-    _only(data, allowed)
-    attributes = _field(data, "attributes", dict, required=False)
-    if kind == "system":
-        return SystemMessage(_field(data, "text", str))
-    if kind == "user":
-        contents = _field(data, "contents", list)
-        return UserMessage(
-            [_content_from_dict(part) for part in contents],
-            name=_field(data, "name", _STR_OR_NONE, required=False),
-            attributes=attributes,
-        )
-    if kind == "ai":
-        requests = []
-        for request in _field(data, "tool_execution_requests", list, required=False) or ():
-            if not isinstance(request, dict):
-                raise _Invalid(f"a tool execution request is a {type(request).__name__}, not an object")
-            _only(request, frozenset({"id", "name", "arguments"}))
-            requests.append(
-                ToolExecutionRequest(
-                    id=_field(request, "id", _STR_OR_NONE, required=False),
-                    name=_field(request, "name", str),
-                    arguments=_field(request, "arguments", str),
-                )
-            )
-        return AiMessage(
-            text=_field(data, "text", _STR_OR_NONE, required=False),
-            tool_execution_requests=requests,
-            thinking=_field(data, "thinking", _STR_OR_NONE, required=False),
-            attributes=attributes,
-        )
-    if kind == "tool_result":
-        return ToolExecutionResultMessage(
-            id=_field(data, "id", _STR_OR_NONE, required=False),
-            tool_name=_field(data, "tool_name", _STR_OR_NONE),
-            text=_field(data, "text", str),
-            is_error=bool(_field(data, "is_error", bool, required=False)),
-            attributes=attributes,
-        )
-    return CustomMessage(_field(data, "attributes", dict))
+        return build_message(msgspec.convert(data, Message))
+    except (msgspec.ValidationError, TypeError, ValueError, RecursionError) as exc:
+        raise _corrupted(None, None, exc) from None
 
 
 def _parse(data: bytes | bytearray | memoryview | str, memory_id: str | None) -> Any:
-    if not isinstance(data, (bytes, bytearray, memoryview, str)):
-        raise CorruptedMemoryError(memory_id, f"expected bytes or str, got {type(data).__name__}")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -262,11 +268,31 @@ def _check_version(version: Any, memory_id: str | None) -> int:
 
 def _decode(data: Any, version: int, memory_id: str | None, position: int | None = None) -> ChatMessage:
     try:
-        return _message_from_dict(upgrade_message(data, version))
+        return build_message(msgspec.convert(upgrade_message(data, version), Message))
     # An upgrader reads a message object that may itself be broken; whatever it trips over is corruption.
-    except (_Invalid, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-        where = f"message {position}: " if position is not None else ""
-        raise CorruptedMemoryError(memory_id, f"{where}{exc}") from None
+    except (
+        msgspec.ValidationError,
+        TypeError,
+        ValueError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        raise _corrupted(memory_id, position, exc) from None
+
+
+def _loads_checked(data: bytes | bytearray | memoryview | str, memory_id: str | None) -> list[ChatMessage]:
+    document = _parse(data, memory_id)
+    if not isinstance(document, dict) or document.keys() != {"version", "messages"}:
+        raise CorruptedMemoryError(
+            memory_id, "not a chatmemory payload (expected an object with exactly the keys version and messages)"
+        )
+    version = _check_version(document["version"], memory_id)
+    messages = document["messages"]
+    if not isinstance(messages, list):
+        raise CorruptedMemoryError(memory_id, "'messages' is not a list")
+    return [_decode(item, version, memory_id, position) for position, item in enumerate(messages)]
 
 
 def loads(data: bytes | bytearray | memoryview | str, *, memory_id: str | None = None) -> list[ChatMessage]:
@@ -280,16 +306,23 @@ def loads(data: bytes | bytearray | memoryview | str, *, memory_id: str | None =
         CorruptedMemoryError: the payload is not valid.
         UnsupportedFormatVersionError: the payload was written by a newer format version.
     """
+    if not isinstance(data, _INPUT_TYPES):
+        raise CorruptedMemoryError(memory_id, f"expected bytes or str, got {type(data).__name__}")
+    try:
+        payload = _PAYLOAD_DECODER.decode(data)
+    except _FAST_PATH_FAILURES:
+        return _loads_checked(data, memory_id)
+    if payload.version != upgrades.FORMAT_VERSION:
+        return _loads_checked(data, memory_id)
+    return _build_all(payload.messages, memory_id)
+
+
+def _loads_message_checked(data: bytes | bytearray | memoryview | str, memory_id: str | None) -> ChatMessage:
     document = _parse(data, memory_id)
-    if not isinstance(document, dict) or document.keys() != {"version", "messages"}:
-        raise CorruptedMemoryError(
-            memory_id, "not a chatmemory payload (expected an object with exactly the keys version and messages)"
-        )
-    version = _check_version(document["version"], memory_id)
-    messages = document["messages"]
-    if not isinstance(messages, list):
-        raise CorruptedMemoryError(memory_id, "'messages' is not a list")
-    return [_decode(item, version, memory_id, position) for position, item in enumerate(messages)]
+    if not isinstance(document, dict) or "v" not in document:
+        raise CorruptedMemoryError(memory_id, "not a chatmemory message payload (expected an object with 'v')")
+    version = _check_version(document.pop("v"), memory_id)
+    return _decode(document, version, memory_id)
 
 
 def loads_message(data: bytes | bytearray | memoryview | str, *, memory_id: str | None = None) -> ChatMessage:
@@ -299,8 +332,16 @@ def loads_message(data: bytes | bytearray | memoryview | str, *, memory_id: str 
         CorruptedMemoryError: the payload is not valid.
         UnsupportedFormatVersionError: the payload was written by a newer format version.
     """
-    document = _parse(data, memory_id)
-    if not isinstance(document, dict) or "v" not in document:
-        raise CorruptedMemoryError(memory_id, "not a chatmemory message payload (expected an object with 'v')")
-    version = _check_version(document.pop("v"), memory_id)
-    return _decode(document, version, memory_id)
+    # msgspec would also read other buffers (array.array, ...); the format is bytes or str.
+    if type(data) is not bytes and not isinstance(data, _INPUT_TYPES):
+        raise CorruptedMemoryError(memory_id, f"expected bytes or str, got {type(data).__name__}")
+    try:
+        record = _RECORD_DECODER.decode(data)
+    except _FAST_PATH_FAILURES:
+        return _loads_message_checked(data, memory_id)
+    if record.v != upgrades.FORMAT_VERSION:
+        return _loads_message_checked(data, memory_id)
+    try:
+        return BUILDERS[type(record)](record)
+    except (TypeError, ValueError) as exc:
+        raise _corrupted(memory_id, None, exc) from None
