@@ -89,3 +89,25 @@ def _turn_items(script: ScriptedResponses, turn: int) -> list[dict[str, Any]]:
     # The call, its output and the answer of one turn, as the SDK stores them.
     last = script.requests[-1]["input"]
     return [*last[-2:], say(turn, f"answer {turn}")]
+
+
+@pytest.mark.redis
+async def test_a_session_in_a_langchain4j_shared_memory() -> None:
+    # The SDK's items in LangChain4j's JSON: what they hold beyond the message fields rides in attributes.
+    from support.backends.langchain4j_redis import open_async_backend
+
+    backend = open_async_backend()
+    store = await backend.make_store()
+    try:
+        reference = SQLiteSession("reference")
+        try:
+            _, expected_requests = await _converse(reference, "run")
+            expected_items = await reference.get_items()
+        finally:
+            reference.close()
+        session = ChatMemorySession("agents-lc4j", store=store)
+        _, requests = await _converse(session, "run")
+        assert [request["input"] for request in requests] == [request["input"] for request in expected_requests]
+        assert await session.get_items() == expected_items
+    finally:
+        await backend.close_store(store)
