@@ -58,6 +58,13 @@ def test_every_value_decodes_to_the_messages_encoded(messages: list[object]) -> 
     assert decode(value, "m") == messages
 
 
+def test_a_version_book_remembers_at_least_one_memory() -> None:
+    with pytest.raises(ValueError, match="version_book_size must be >= 1"):
+        VersionBook(0)
+    with pytest.raises(TypeError, match="version_book_size"):
+        VersionBook(None)  # type: ignore[arg-type]
+
+
 def test_the_reserved_attribute_is_refused() -> None:
     with pytest.raises(SerializationError, match="reserved"):
         encode([UserMessage("x", attributes={EXACT_CONTENT_ATTRIBUTE: 1})])

@@ -226,3 +226,11 @@ def test_bad_arguments_fail_at_construction(client: Redis) -> None:
     decoding.close()
     with pytest.raises(ValueError, match="ttl"):
         LangChain4jRedisChatMemoryStore(client, ttl=0)
+    with pytest.raises(ValueError, match="version_book_size"):
+        LangChain4jRedisChatMemoryStore(client, version_book_size=0)
+
+
+def test_rediss_urls_name_this_store_too() -> None:
+    from chatmemory.stores.url import STORE_SCHEMES
+
+    assert STORE_SCHEMES["rediss+langchain4j"] == STORE_SCHEMES["redis+langchain4j"]

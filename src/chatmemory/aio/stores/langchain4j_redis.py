@@ -18,7 +18,7 @@ from chatmemory.core.store import Snapshot
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import ttl_seconds, validate_prefix, validate_snapshot_cache_size
+from chatmemory.stores.base.options import ttl_seconds, validate_prefix
 from chatmemory.stores.langchain4j_redis.plan import (
     WRITE_SCRIPT,
     VersionBook,
@@ -57,7 +57,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             ``redis.asyncio.cluster.RedisCluster`` client with ``decode_responses=False`` (you close it).
         key_prefix: what the LangChain4j service puts before memory ids (``""``: nothing).
         ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
-        version_book_size: how many memories' versions to remember.
+        version_book_size: how many memories' versions to remember (at least 1).
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an asyncio redis-py client.
@@ -76,7 +76,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         self._prefix = key_prefix.encode("utf-8")
         self._ttl = ttl_seconds(ttl)
         self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
-        self._book = VersionBook(validate_snapshot_cache_size(version_book_size))
+        self._book = VersionBook(version_book_size)
         client: Redis | RedisCluster
         if isinstance(url_or_client, str):
             client = self._client_from_url(url_or_client)

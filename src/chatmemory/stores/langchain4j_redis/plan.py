@@ -80,11 +80,24 @@ class _Seen:
 class VersionBook:
     """The versions one store object handed out, per memory: the latest one and the value hash it stands for.
 
+    A memory whose version was forgotten (more memories in flight than ``size``) makes its next save a
+    conflict, which a window memory retries from a fresh read.
+
     Args:
-        size: how many memories to remember (least recently used first out).
+        size: how many memories to remember (least recently used first out), at least 1.
+
+    Raises:
+        TypeError: ``size`` is not an int.
+        ValueError: ``size`` is below 1 (every save would be a conflict).
     """
 
     def __init__(self, size: int) -> None:
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"version_book_size must be an int, not {type(size).__name__}")
+        if size < 1:
+            raise ValueError(
+                f"version_book_size must be >= 1, got {size!r}: a save needs the version of the value it replaces"
+            )
         self._seen: LRU[str, _Seen] = LRU(size)
         self._lock = threading.Lock()
 
