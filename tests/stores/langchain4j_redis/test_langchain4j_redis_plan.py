@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import assume, given
 
@@ -82,3 +85,13 @@ def test_keys_and_listing_helpers() -> None:
     assert glob_literal(b"a*[b]?\\") == b"a\\*\\[b\\]\\?\\\\"
     assert memory_id_of(b"p:user-1", b"p:") == "user-1"
     assert memory_id_of(b"p:\xff", b"p:") is None
+
+
+@pytest.mark.parametrize("module", ["chatmemory.stores.langchain4j_redis", "chatmemory.aio.stores.langchain4j_redis"])
+def test_without_the_extra_the_error_names_it(module: str) -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "LangChain4jRedisChatMemoryStore requires the 'redis' extra" in result.stdout
