@@ -11,7 +11,9 @@ For each window size the memory is filled, then every steady-state turn does, in
   eviction is at position 1; the store still sends one ``$push``);
 * baseline update: one ``update_one`` of ``$push`` (the new record, ``$each``/``$slice``) + ``$set`` of
   the expiry, no version filter;
-* baseline get: ``find_one`` and decoding every record.
+* baseline get: ``find_one`` and decoding every record;
+* async rows: the same store get / update through :mod:`chatmemory.aio.stores.mongodb` beside the same
+  baseline through PyMongo's ``AsyncMongoClient``, on one event loop.
 
 Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline has no version
 check and cannot keep a system message first: it is the floor, not an alternative. "bytes sent" is the
@@ -25,10 +27,13 @@ everything else in the update timings; ``--no-retryable-writes`` (``retryWrites=
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import os
 import sys
+import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 # Run as a script, this file's directory is first on sys.path and its name would shadow nothing today,
@@ -37,9 +42,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
 import bson  # noqa: E402
-from pymongo import MongoClient, monitoring  # noqa: E402
+from pymongo import AsyncMongoClient, MongoClient, monitoring  # noqa: E402
 
 from chatmemory import ChatMessage, SystemMessage  # noqa: E402
+from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.mongodb import MongoChatMemoryStore  # noqa: E402
 
@@ -127,6 +133,57 @@ def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, T
     return results
 
 
+async def _measure(timings: Timings, action: Callable[[], Awaitable[Any]]) -> None:
+    before = timings.bytes_sent()
+    start = time.perf_counter_ns()
+    await action()
+    timings.micros.append((time.perf_counter_ns() - start) / 1000)
+    timings.sent.append(timings.bytes_sent() - before)
+
+
+async def run_window_async(url: str, retry_writes: bool, window: int, turns: int) -> dict[str, Timings]:
+    """The same turns through the asyncio store and a raw ``AsyncMongoClient`` baseline."""
+    client: AsyncMongoClient[Any] = AsyncMongoClient(url, event_listeners=[ByteCounter()], retryWrites=retry_writes)
+    collection_name = f"bench_{uuid.uuid4().hex[:8]}"
+    store = AsyncMongoChatMemoryStore(client, database=DATABASE, collection=collection_name, ttl=TTL_SECONDS)
+    raw = client[DATABASE][collection_name]
+    names = ("async store get", "async store update", "async baseline get", "async baseline update")
+    results = {name: Timings(lambda: ByteCounter.sent) for name in names}
+    messages = [message(turn) for turn in range(window)]
+    await store.update_messages("plain", messages)
+    await raw.insert_one({"_id": "baseline", "messages": [dumps_message(m).decode() for m in messages]})
+
+    async def baseline_update(new: ChatMessage) -> None:
+        expires_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=TTL_SECONDS)
+        await raw.update_one(
+            {"_id": "baseline"},
+            {
+                "$push": {"messages": {"$each": [dumps_message(new).decode()], "$slice": -window}},
+                "$set": {"expires_at": expires_at},
+            },
+        )
+
+    async def baseline_get() -> list[ChatMessage]:
+        document = await raw.find_one({"_id": "baseline"})
+        assert document is not None
+        return [loads_message(record) for record in document["messages"]]
+
+    try:
+        for turn in range(window, window + turns):
+            new = message(turn)
+            await _measure(results["async store get"], lambda: store.load("plain"))
+            snapshot = await store.load("plain")
+            kept = [*snapshot.messages[1:], new]
+            await _measure(results["async store update"], lambda: store.save("plain", kept, snapshot.version))  # noqa: B023
+            await _measure(results["async baseline update"], lambda: baseline_update(new))  # noqa: B023
+            await _measure(results["async baseline get"], baseline_get)
+        assert await store.get_messages("plain") == await baseline_get()
+    finally:
+        await raw.drop()
+        await client.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -154,6 +211,9 @@ def main() -> None:
     for window in options.windows:
         run_window(client, window, min(30, options.turns))  # warm-up: connections, collection creation
         by_window[window] = run_window(client, window, options.turns)
+        retry = not options.no_retryable_writes
+        asyncio.run(run_window_async(options.url, retry, window, min(30, options.turns)))
+        by_window[window].update(asyncio.run(run_window_async(options.url, retry, window, options.turns)))
     print(f"{'window':>6}  {'operation':<24}{'median µs':>11}{'p99 µs':>10}{'bytes sent':>12}")
     for window, results in by_window.items():
         for name, timings in results.items():
@@ -166,6 +226,11 @@ def main() -> None:
         get = results["store get"].median() / results["baseline get"].median()
         print(
             f"  window {window:>4}: update {update:.2f}x, update with system first {system_update:.2f}x, get {get:.2f}x"
+        )
+        async_update = results["async store update"].median() / results["async baseline update"].median()
+        async_get = results["async store get"].median() / results["async baseline get"].median()
+        print(
+            f"  window {window:>4}: async update {async_update:.2f}x, async get {async_get:.2f}x (vs raw async pymongo)"
         )
     if len(by_window) >= 2:
         small, large = min(by_window), max(by_window)

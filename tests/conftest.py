@@ -26,6 +26,7 @@ BACKENDS: list[tuple[str, str]] = [
 # The backends with an asyncio store (the module exposes open_async_backend()).
 ASYNC_BACKENDS: list[tuple[str, str]] = [
     ("memory", "memory"),
+    ("mongodb", "mongodb"),
 ]
 
 _opened: dict[str, Backend] = {}

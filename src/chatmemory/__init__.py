@@ -44,6 +44,7 @@ from chatmemory.core.store import (
     SupportsVersioning,
 )
 from chatmemory.core.token_estimators import (
+    OpenAITokenCountEstimator,
     SimpleTokenCountEstimator,
     TiktokenTokenCountEstimator,
     TokenCountEstimator,
@@ -71,6 +72,7 @@ __all__ = [
     "MemoryId",
     "MessageWindowChatMemory",
     "MissingDependencyError",
+    "OpenAITokenCountEstimator",
     "PdfFileContent",
     "SchemaVersionError",
     "SerializationError",

@@ -7,14 +7,13 @@ must not need anyway).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import MongoClient
+from pymongo import AsyncMongoClient, MongoClient
 
-from chatmemory import ChatMemoryStore
+from chatmemory import ChatMemoryStore, aio
 from chatmemory.stores.mongodb import MongoChatMemoryStore
 from support.mongo7_guard import Mongo7Guard
 from support.servers import server_url
@@ -60,15 +59,7 @@ class MongoBackend:
 
     def write_raw(self, store: ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
         assert isinstance(store, MongoChatMemoryStore)
-        # A fresh incarnation and a version above the clock, as the store itself would write.
-        from bson import ObjectId
-
-        document = {
-            "version": time.time_ns() // 1000,
-            "incarnation": ObjectId(),
-            "messages": [bytes(record) for record in records],
-        }
-        store.collection.replace_one({"_id": memory_id}, document, upsert=True)
+        store.write_raw(memory_id, records)
 
     def close_store(self, store: ChatMemoryStore) -> None:
         assert isinstance(store, MongoChatMemoryStore)
@@ -80,5 +71,47 @@ class MongoBackend:
         self.client.close()
 
 
+class AsyncMongoBackend:
+    """The asyncio store: a fresh ``AsyncMongoClient`` per store (a client is bound to its event loop)."""
+
+    name = "mongodb"
+
+    def __init__(self, url: str, options: dict[str, Any]) -> None:
+        self.url = url
+        self.options = options
+
+    async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
+        from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore
+
+        client: AsyncMongoClient[Any] = AsyncMongoClient(self.url, **self.options)
+        collection = f"memories_{uuid.uuid4().hex}"
+        # The store is handed the client; close_store closes both.
+        return AsyncMongoChatMemoryStore(client, database=DATABASE, collection=collection, **options)
+
+    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, aio.SupportsRawRecords)
+        await store.write_raw(memory_id, records)
+
+    async def close_store(self, store: aio.ChatMemoryStore) -> None:
+        from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore
+
+        assert isinstance(store, AsyncMongoChatMemoryStore)
+        await store.collection.drop()
+        await store.aclose()
+        await store.collection.database.client.close()
+
+    def close(self) -> None:
+        pass
+
+
 def open_backend() -> MongoBackend:
     return MongoBackend(mongodb_url())
+
+
+def open_async_backend() -> AsyncMongoBackend:
+    backend = open_backend()  # the same server and client options as the sync backend
+    options: dict[str, Any] = {"serverSelectionTimeoutMS": 10_000}
+    if backend.client.options.retry_writes is False:
+        options["retryWrites"] = False
+    backend.close()
+    return AsyncMongoBackend(backend.url, options)

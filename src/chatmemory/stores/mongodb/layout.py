@@ -1,0 +1,244 @@
+"""How a memory is laid out in its MongoDB document, and how a stored document is read back.
+
+Document layout (field order is never relied on)::
+
+    {
+        "_id": <memory id>,              # the id as a plain string value, never an operator
+        "version": <int64>,              # optimistic concurrency; set from the server's clock
+        "incarnation": <int64>,          # new on every whole write; guards cached snapshots
+        "messages": [<record>, ...],     # dumps_message JSON text, oldest first, held message left out
+        "system": <record>,              # the held system message, if any ...
+        "system_at": <int>,              # ... and its position in the memory
+        "expires_at": <date>,            # with a ttl: a TTL index (expireAfterSeconds=0) removes the document
+        "writes": [{"w": <int64>, "v": <int64>}, ...],   # the last few write ids and the versions they made
+        "written_at": <date>,            # the last write, by the server's clock
+    }
+
+Each message is kept as its native record (JSON text), not as a BSON sub-document: message attributes
+may have keys such as ``"$where"``, ``"a.b"`` or ``"\\x00"`` that BSON field names cannot hold safely.
+
+The first system message is held outside the array because a window memory that keeps it first evicts
+from position 1, not from the head; with it aside, every steady-state turn (evict the oldest, append the
+newest) is a head trim of the array plus an append, which one small update does.
+
+No I/O here, and no driver import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from chatmemory.core.errors import CorruptedMemoryError
+from chatmemory.core.messages import ChatMessage, SystemMessage, require_message
+from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.serialization.native import dumps_message, loads_message
+
+__all__ = [
+    "HeadTrim",
+    "MemoryState",
+    "MongoLayout",
+    "Record",
+    "decode_document",
+    "encode_record",
+    "materialize",
+    "plan_head_trim",
+    "plan_layout",
+    "raw_records",
+]
+
+Record = str | bytes
+"""A stored message record: JSON text (what the store writes) or bytes (what ``write_raw`` may plant)."""
+
+
+def materialize(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
+    """``messages`` as a tuple, each checked to be a chat message; any iterable is consumed exactly once.
+
+    Raises:
+        TypeError: an element is not a chat message.
+    """
+    taken = tuple(messages)
+    for message in taken:
+        require_message(message)
+    return taken
+
+
+def encode_record(message: ChatMessage) -> str:
+    """The stored record of ``message``: orjson output is valid UTF-8, so it can be a BSON string."""
+    return dumps_message(message).decode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class MongoLayout:
+    """How a list of messages is laid out in a document.
+
+    Attributes:
+        array: the messages in the ``messages`` array, in order.
+        system: the message held outside the array (``None``: none).
+        system_at: the held message's position in the full list.
+    """
+
+    array: tuple[ChatMessage, ...]
+    system: ChatMessage | None = None
+    system_at: int = 0
+
+    def messages(self) -> list[ChatMessage]:
+        """The full list, the held message put back at its position."""
+        full = list(self.array)
+        if self.system is not None:
+            full.insert(self.system_at, self.system)
+        return full
+
+
+def plan_layout(messages: Sequence[ChatMessage]) -> MongoLayout:
+    """Lay ``messages`` out: the first :class:`SystemMessage` is held aside, the rest go in the array."""
+    for position, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            return MongoLayout((*messages[:position], *messages[position + 1 :]), message, position)
+    return MongoLayout(tuple(messages))
+
+
+@dataclass(frozen=True, slots=True)
+class HeadTrim:
+    """An in-place change of the array: drop ``head_trim`` elements from the head, append ``appended``.
+
+    Attributes:
+        head_trim: how many array elements go from the head.
+        appended: the messages appended to the array.
+        array_length: the array's length afterwards.
+        system_changed: whether the held message differs from the stored one.
+    """
+
+    head_trim: int
+    appended: tuple[ChatMessage, ...]
+    array_length: int
+    system_changed: bool
+
+
+def plan_head_trim(old: MongoLayout, new: MongoLayout) -> HeadTrim | None:
+    """The in-place change that turns ``old`` into ``new``, or ``None`` if the document must be written whole.
+
+    In place means the array loses only a head and gains only a tail; the held message and its position
+    are set regardless.
+    """
+    diff = diff_messages(old.array, new.array)
+    if diff.head_trim is None:
+        return None
+    return HeadTrim(diff.head_trim, diff.appended, len(new.array), old.system != new.system)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryState:
+    """A memory's layout at a version, as a store last read or wrote it (what its snapshot cache keeps).
+
+    Attributes:
+        version: the version the state was read or written at.
+        incarnation: the document's incarnation token; ``None`` for a document written by other means,
+            which is read but never diffed against.
+        layout: the messages, laid out.
+        records: the stored records of ``layout.array``, then the held message's (if any).
+    """
+
+    version: int
+    incarnation: Hashable | None
+    layout: MongoLayout
+    records: tuple[Record, ...]
+
+    def decoded(self) -> dict[Record, ChatMessage]:
+        """Record → message, so a later read decodes only the records it has not seen."""
+        layout = self.layout
+        messages = layout.array if layout.system is None else (*layout.array, layout.system)
+        return dict(zip(self.records, messages, strict=True))
+
+    def after(self, trim: HeadTrim, new: MongoLayout) -> tuple[Record, ...]:
+        """The records the document holds once ``trim`` is applied to this state: the array's, then the held one's."""
+        old_array = self.records[: len(self.layout.array)]
+        array = (*old_array[trim.head_trim :], *(encode_record(message) for message in trim.appended))
+        if new.system is None:
+            return array
+        held = self.records[-1] if not trim.system_changed else encode_record(new.system)
+        return (*array, held)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _message(memory_id: str, record: object, where: str, known: Mapping[Record, ChatMessage]) -> ChatMessage:
+    if not isinstance(record, (str, bytes)):
+        raise CorruptedMemoryError(memory_id, f"{where} is a BSON {type(record).__name__}, not a message record")
+    message = known.get(record)
+    return message if message is not None else loads_message(record, memory_id=memory_id)
+
+
+def _incarnation(value: object) -> Hashable | None:
+    # Any scalar the store (an int) or an earlier version of it (an ObjectId) wrote is a token; writes
+    # compare it with $eq and $literal, so no value can act as an operator.
+    if value is None or isinstance(value, (bool, dict, list)) or not isinstance(value, Hashable):
+        return None
+    return value
+
+
+def _checked_array(memory_id: str, document: Mapping[str, Any]) -> list[Any]:
+    version = document.get("version")
+    if not _is_int(version) or version <= 0:
+        raise CorruptedMemoryError(memory_id, f"the document's 'version' is {version!r}, not a positive integer")
+    if "messages" not in document:
+        raise CorruptedMemoryError(memory_id, "the document has no 'messages' field")
+    records = document["messages"]
+    if not isinstance(records, list):
+        raise CorruptedMemoryError(memory_id, f"'messages' is a {type(records).__name__}, not an array")
+    if "system" in document:
+        system_at = document.get("system_at")
+        if not _is_int(system_at) or not 0 <= system_at <= len(records):
+            raise CorruptedMemoryError(
+                memory_id, f"'system_at' is {system_at!r}, not a position within the {len(records) + 1} messages"
+            )
+    return records
+
+
+def decode_document(memory_id: str, document: Mapping[str, Any], previous: MemoryState | None) -> MemoryState:
+    """The state a stored document holds, decoding only records ``previous`` does not already know.
+
+    Raises:
+        CorruptedMemoryError: the document is not a memory this store can read (naming the field).
+        UnsupportedFormatVersionError: a record was written by a newer format version.
+    """
+    records = _checked_array(memory_id, document)
+    # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
+    known = previous.decoded() if previous is not None else {}
+    array = tuple(_message(memory_id, record, f"messages[{index}]", known) for index, record in enumerate(records))
+    system: ChatMessage | None = None
+    system_at = 0
+    if "system" in document:
+        records = [*records, document["system"]]
+        system = _message(memory_id, document["system"], "system", known)
+        system_at = document["system_at"]
+    return MemoryState(
+        document["version"],
+        _incarnation(document.get("incarnation")),
+        MongoLayout(array, system, system_at),
+        tuple(records),
+    )
+
+
+def raw_records(memory_id: str, document: Mapping[str, Any]) -> list[bytes]:
+    """The stored records of a document in window order, undecoded (the held message at its position).
+
+    Raises:
+        CorruptedMemoryError: the document's structure holds no list of records.
+    """
+    records = _checked_array(memory_id, document)
+    if "system" in document:
+        records = [*records]
+        records.insert(document["system_at"], document["system"])
+    raw: list[bytes] = []
+    for index, record in enumerate(records):
+        if isinstance(record, str):
+            raw.append(record.encode("utf-8", "surrogatepass"))
+        elif isinstance(record, bytes):
+            raw.append(record)
+        else:
+            raise CorruptedMemoryError(memory_id, f"record {index} is a BSON {type(record).__name__}, not a record")
+    return raw
