@@ -14,6 +14,9 @@ each loop, so that load on the machine weighs on every column alike:
 * baseline update: one pipeline of ``RPUSH`` (the new record) + ``LTRIM`` + ``EXPIRE``;
 * baseline get: ``LRANGE 0 -1`` and decoding every record.
 
+The asyncio rows run the same light turns on one event loop: ``chatmemory.aio.stores.redis`` against the
+same pipeline sent with ``redis.asyncio`` (the issue-11 goal: async update at most 1.2x that baseline).
+
 Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline is not atomic
 across processes, has no version check and cannot keep a system message first: it is the floor, not an
 alternative. Bytes are what the client wrote to its socket for that one command. Figures only, no
@@ -23,9 +26,11 @@ assertions: this is not run in CI.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -34,9 +39,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
 from redis import Redis  # noqa: E402
+from redis.asyncio import Redis as AsyncRedis  # noqa: E402
 from redis.connection import Connection  # noqa: E402
 
 from chatmemory import ChatMessage  # noqa: E402
+from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisChatMemoryStore  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.redis import RedisChatMemoryStore  # noqa: E402
 
@@ -135,6 +142,66 @@ def run(client: Redis, windows: list[int], turns: int) -> dict[int, dict[str, Ti
     return {each.window: each.results for each in runs}
 
 
+class AsyncWindowRun:
+    """One window size on asyncio: the async store's turn and the raw async pipeline, same loop."""
+
+    def __init__(self, client: AsyncRedis, window: int) -> None:
+        self.client, self.window = client, window
+        self.prefix = f"chatmemory-bench:{uuid.uuid4().hex[:8]}:"
+        self.store = AsyncRedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS)
+        self.baseline_key = f"{self.prefix}baseline".encode()
+        self.results = {name: Timings(lambda: 0) for name in ("async get", "async update", "raw async update")}
+
+    async def fill(self) -> None:
+        messages = [message(turn) for turn in range(self.window)]
+        await self.store.update_messages("cached", messages)
+        await self.client.rpush(self.baseline_key, *(dumps_message(m) for m in messages))
+
+    async def turn(self, turn: int) -> None:
+        new = message(self.window + turn)
+        start = time.perf_counter_ns()
+        snapshot = await self.store.load("cached")
+        loaded = time.perf_counter_ns()
+        await self.store.save("cached", [*snapshot.messages[1:], new], snapshot.version)
+        saved = time.perf_counter_ns()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(self.baseline_key, dumps_message(new))
+        pipe.ltrim(self.baseline_key, -self.window, -1)
+        pipe.expire(self.baseline_key, TTL_SECONDS)
+        await pipe.execute()
+        done = time.perf_counter_ns()
+        for name, nanos in (
+            ("async get", loaded - start),
+            ("async update", saved - loaded),
+            ("raw async update", done - saved),
+        ):
+            self.results[name].micros.append(nanos / 1000)
+            self.results[name].sent.append(0)
+
+    async def check_and_drop(self) -> None:
+        stored = await self.store.get_messages("cached")
+        assert [dumps_message(m) for m in stored] == await self.client.lrange(self.baseline_key, 0, -1)
+        keys = [key async for key in self.client.scan_iter(match=RedisChatMemoryStore.key_pattern(self.prefix))]
+        await self.client.delete(*keys)
+
+
+async def run_async(url: str, windows: list[int], turns: int) -> dict[int, dict[str, Timings]]:
+    """The asyncio turns of every window, interleaved like :func:`run`'s."""
+    client = AsyncRedis.from_url(url)
+    try:
+        runs = [AsyncWindowRun(client, window) for window in windows]
+        for each in runs:
+            await each.fill()
+        for turn in range(turns):
+            for each in runs if turn % 2 == 0 else reversed(runs):
+                await each.turn(turn)
+        for each in runs:
+            await each.check_and_drop()
+        return {each.window: each.results for each in runs}
+    finally:
+        await client.aclose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
@@ -153,6 +220,8 @@ def main() -> None:
     try:
         run(client, options.windows, min(200, options.turns))  # warm-up: connections, scripts, caches
         by_window = run(client, options.windows, options.turns)
+        asyncio.run(run_async(options.url, options.windows, min(200, options.turns)))
+        async_by_window = asyncio.run(run_async(options.url, options.windows, options.turns))
     finally:
         gc.enable()
     print(f"{'window':>6}  {'operation':<24}{'median µs':>11}{'p99 µs':>10}{'bytes sent':>12}")
@@ -171,6 +240,18 @@ def main() -> None:
         for operation, store_name, baseline_name in pairs:
             parts.append(f"{operation} {results[store_name].median() / results[baseline_name].median():.2f}x")
         print(f"  window {window:>4}: " + ", ".join(parts))
+    print("\nasyncio, one event loop (redis.asyncio):")
+    print(f"{'window':>6}  {'operation':<24}{'median µs':>11}{'p99 µs':>10}")
+    for window, results in async_by_window.items():
+        for name, timings in results.items():
+            print(f"{window:>6}  {name:<24}{timings.median():>11.1f}{timings.p99():>10.1f}")
+    for window, results in async_by_window.items():
+        ratio = results["async update"].median() / results["raw async update"].median()
+        versus_sync = results["async update"].median() / by_window[window]["store update"].median()
+        print(
+            f"  window {window:>4}: async update / raw async baseline {ratio:.2f}x (goal <= 1.2x); "
+            f"async / sync store update {versus_sync:.2f}x"
+        )
     if len(by_window) >= 2:
         small, large = min(by_window), max(by_window)
         print(f"flatness (median at window {large} / window {small}):")

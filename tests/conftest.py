@@ -26,6 +26,8 @@ BACKENDS: list[tuple[str, str]] = [
 # The backends with an asyncio store (the module exposes open_async_backend()).
 ASYNC_BACKENDS: list[tuple[str, str]] = [
     ("memory", "memory"),
+    ("redis", "redis"),
+    ("redis_cluster", "redis_cluster"),
     ("mongodb", "mongodb"),
 ]
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from chatmemory import ChatMemoryStore
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from chatmemory import ChatMemoryStore, aio
+from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisChatMemoryStore
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
-from support.servers import server_url
+from support.servers import server_url, unavailable
 
 REDIS_EXAMPLE = "redis://127.0.0.1:6379/0"
 CLUSTER_EXAMPLE = "redis+cluster://127.0.0.1:7000"
@@ -81,3 +90,77 @@ class RedisBackend:
 
 def open_backend() -> RedisBackend:
     return RedisBackend(Redis.from_url(redis_url()))
+
+
+@contextlib.contextmanager
+def private_server(*config: str) -> Iterator[Redis]:
+    """A throwaway ``redis-server`` on a unix socket with ``config`` (e.g. ``"--maxmemory", "4mb"``).
+
+    For what must not touch the shared server (eviction policies, memory limits). Skips (or fails under
+    CHATMEMORY_TEST_REQUIRE_SERVICES=1) when no ``redis-server`` binary is installed.
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server binary", "PATH", "/usr/bin")
+        raise AssertionError("unreachable")
+    with tempfile.TemporaryDirectory(prefix="cmtest-redis-") as directory:
+        socket_path = os.path.join(directory, "redis.sock")
+        process = subprocess.Popen(
+            [binary, "--port", "0", "--unixsocket", socket_path, "--save", "", "--appendonly", "no", *config],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = Redis(unix_socket_path=socket_path)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client.ping()
+                    break
+                except RedisConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            yield client
+        finally:
+            client.close()
+            process.terminate()
+            process.wait(timeout=10)
+
+
+class AsyncRedisBackend:
+    """Asyncio stores on the standalone server, each with its own client (clients are bound to a loop)."""
+
+    name = "redis"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._prefixes: dict[int, str] = {}
+        self._sync_client: Redis | RedisCluster = self._open_sync_client()
+
+    def _open_sync_client(self) -> Redis | RedisCluster:
+        return Redis.from_url(self.url)
+
+    async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
+        prefix = options.pop("key_prefix", None) or fresh_prefix()
+        store = AsyncRedisChatMemoryStore(self.url, key_prefix=prefix, **options)
+        self._prefixes[id(store)] = prefix
+        return store
+
+    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, AsyncRedisChatMemoryStore)
+        await store.write_raw(memory_id, records)
+
+    async def close_store(self, store: aio.ChatMemoryStore) -> None:
+        assert isinstance(store, AsyncRedisChatMemoryStore)
+        prefix = self._prefixes.pop(id(store), None)
+        if prefix is not None:
+            drop_prefix(self._sync_client, prefix)
+        await store.aclose()
+
+    def close(self) -> None:
+        self._sync_client.close()
+
+
+def open_async_backend() -> AsyncRedisBackend:
+    return AsyncRedisBackend(redis_url())

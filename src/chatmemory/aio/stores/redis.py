@@ -1,0 +1,237 @@
+"""The Redis store on asyncio: sends the same plans as :mod:`chatmemory.stores.redis` with ``redis.asyncio``.
+
+Every operation is the same sequence of script calls as in the blocking store (see
+:mod:`chatmemory.stores.redis.steps`), each awaited. One script run is atomic on the server, so a task
+cancelled at any ``await`` leaves the memory at its old list or its new one; redis-py drops a connection
+whose reply was abandoned and puts it back in the pool, so no connection is lost or reused mid-reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Generator, Iterable, Sequence
+from typing import Any, TypeVar, cast
+
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import Snapshot
+from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.options import TTL
+from chatmemory.stores.base.snapshot_cache import SnapshotCache
+from chatmemory.stores.redis.config import (
+    DEFAULT_SOCKET_CONNECT_TIMEOUT,
+    DEFAULT_SOCKET_TIMEOUT,
+    ClientTarget,
+    StoreOptions,
+)
+from chatmemory.stores.redis.driver import DECODING_CLIENT, DRIVER_ERRORS, NoScriptError, store_error
+from chatmemory.stores.redis.keys import KeySpace
+from chatmemory.stores.redis.plan import CachedMemory, Planner, ScriptCall
+from chatmemory.stores.redis.steps import Steps
+
+from redis.asyncio import Redis  # isort: skip - after driver.py checked that the extra is installed
+from redis.asyncio.cluster import RedisCluster  # isort: skip
+
+__all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
+
+T = TypeVar("T")
+
+
+class RedisChatMemoryStore(AsyncStoreLifecycle):
+    """An asyncio store on Redis or Redis Cluster; supports versioning, listing, TTL and raw records.
+
+    The memories are the ones the blocking :class:`chatmemory.stores.redis.RedisChatMemoryStore` reads and
+    writes: both stores can share a server, a key prefix and each memory.
+
+    Args:
+        url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
+            ``rediss+cluster://`` URL (the store builds the client, owns it and closes it in
+            :meth:`aclose`), or a ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client
+            created with ``decode_responses=False`` (the caller owns and closes it). A cluster client
+            built from a URL finds the cluster on its first command.
+        key_prefix: put before every key; stores with different prefixes share nothing (``""``: none).
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever.
+        refresh_ttl_on_read: reads slide the expiry too.
+        snapshot_cache_size: how many memories' last snapshots to keep for diffing writes and skipping
+            unchanged reads (``0``: none; every write then sends the whole list).
+        socket_timeout: seconds to wait for a reply, for a client built from a URL (a ``socket_timeout``
+            in the URL's query wins).
+        socket_connect_timeout: seconds to wait for a connection, likewise.
+
+    Raises:
+        TypeError: ``url_or_client`` is neither a URL nor an asyncio client, or an option has the wrong type.
+        ValueError: a bad URL, a client that decodes responses, or an option out of range.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | Redis | RedisCluster,
+        *,
+        key_prefix: str = "chatmemory:",
+        ttl: TTL = None,
+        refresh_ttl_on_read: bool = False,
+        snapshot_cache_size: int = 1024,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        socket_connect_timeout: float = DEFAULT_SOCKET_CONNECT_TIMEOUT,
+    ) -> None:
+        options = StoreOptions.validate(
+            key_prefix=key_prefix,
+            ttl=ttl,
+            refresh_ttl_on_read=refresh_ttl_on_read,
+            snapshot_cache_size=snapshot_cache_size,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+        )
+        client: Redis | RedisCluster
+        if isinstance(url_or_client, str):
+            target = ClientTarget.parse(url_or_client)
+            client_type = RedisCluster if target.cluster else Redis
+            try:
+                # Neither connects here: a standalone client on its first command, a cluster client when
+                # it first initializes (also on its first command).
+                client = client_type.from_url(target.url, **options.client_options())
+            except DRIVER_ERRORS as exc:
+                raise store_error(exc, Operation.CONNECT) from exc
+            self._owns_client = True
+        elif isinstance(url_or_client, (Redis, RedisCluster)):
+            client = url_or_client
+            self._owns_client = False
+        else:
+            raise TypeError(
+                "chatmemory.aio.stores.redis.RedisChatMemoryStore takes a Redis URL or a redis.asyncio.Redis / "
+                f"redis.asyncio.cluster.RedisCluster client, not {type(url_or_client).__name__} "
+                "(a blocking redis.Redis client goes to chatmemory.stores.redis.RedisChatMemoryStore)"
+            )
+        if client.get_encoder().decode_responses:
+            # Nothing is connected yet, and closing is a coroutine: the unused client is just dropped.
+            raise ValueError(DECODING_CLIENT)
+        self._client = client
+        self._options = options
+        self._key_space = KeySpace(options.key_prefix)
+        self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
+        self._steps = Steps(Planner(self._key_space, options.ttl, options.refresh_ttl_on_read), self._cache)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisChatMemoryStore:
+        """Build from a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL."""
+        return cls(url, **options)
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._options.ttl
+
+    @property
+    def client(self) -> Redis | RedisCluster:
+        """The Redis client the store uses."""
+        return self._client
+
+    def keys_of(self, memory_id: str) -> tuple[bytes, bytes]:
+        """The metadata and message-list keys of ``memory_id`` (in one hash slot)."""
+        keys = self._key_space.keys_of(memory_id)
+        return keys.meta, keys.messages
+
+    # ------------------------------------------------------------------------------------ driving
+
+    async def _run(self, call: ScriptCall) -> object:
+        try:
+            try:
+                return await self._client.evalsha(call.script.sha, 2, call.keys.meta, call.keys.messages, *call.args)
+            except NoScriptError:
+                # The server has not seen the script (restarted, flushed, a new cluster node): EVAL runs it
+                # and caches it there.
+                return await self._client.eval(call.script.source, 2, call.keys.meta, call.keys.messages, *call.args)
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, call.operation, call.memory_id) from exc
+
+    async def _drive(self, operation: str, memory_id: str, step: Generator[ScriptCall, object, T]) -> T:
+        self._check_open(operation, memory_id)
+        call = next(step)
+        while True:
+            reply = await self._run(call)
+            try:
+                call = step.send(reply)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+
+    # ---------------------------------------------------------------------------------- operations
+
+    async def load(self, memory_id: str) -> Snapshot:
+        """The messages of ``memory_id`` and their version."""
+        return await self._drive(Operation.READ, memory_id, self._steps.load(memory_id))
+
+    async def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        """The stored messages of ``memory_id``, oldest first."""
+        return (await self.load(memory_id)).messages
+
+    async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
+        return await self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
+
+    async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
+        """Replace the stored messages of ``memory_id``."""
+        await self._drive(Operation.WRITE, memory_id, self._steps.update(memory_id, messages))
+
+    async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
+        await self._drive(Operation.WRITE, memory_id, self._steps.write_raw(memory_id, records))
+
+    async def read_raw(self, memory_id: str) -> list[bytes]:
+        """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
+        memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.READ, memory_id)
+        try:
+            records = await self._client.lrange(self._key_space.keys_of(memory_id).messages, 0, -1)
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, Operation.READ, memory_id) from exc
+        return cast("list[bytes]", records)  # the client does not decode responses
+
+    async def delete_messages(self, memory_id: str) -> None:
+        """Remove ``memory_id``; idempotent."""
+        memory_id = validate_memory_id(memory_id)
+        self._check_open(Operation.DELETE, memory_id)
+        self._cache.forget(memory_id)
+        keys = self._key_space.keys_of(memory_id)
+        try:
+            await self._client.delete(keys.meta, keys.messages)
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, Operation.DELETE, memory_id) from exc
+
+    async def memory_ids(self) -> AsyncIterator[str]:
+        """The ids of the stored memories, in no particular order (SCAN over every primary)."""
+        self._check_open(Operation.LIST)
+        seen: set[str] = set()
+        try:
+            if isinstance(self._client, RedisCluster):
+                keys = self._client.scan_iter(
+                    match=self._key_space.meta_pattern, count=1000, target_nodes=RedisCluster.PRIMARIES
+                )
+            else:
+                keys = self._client.scan_iter(match=self._key_space.meta_pattern, count=1000)
+            async for key in keys:
+                memory_id = self._key_space.id_of_meta_key(key)
+                # SCAN may return a key twice; a key that does not parse belongs to someone else.
+                if memory_id is not None and memory_id not in seen:
+                    seen.add(memory_id)
+                    yield memory_id
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, Operation.LIST) from exc
+
+    def invalidate(self, memory_id: str) -> None:
+        """Forget the cached snapshot of ``memory_id`` (after repairing it by hand)."""
+        self._cache.forget(validate_memory_id(memory_id))
+
+    def invalidate_all(self) -> None:
+        """Forget every cached snapshot."""
+        self._cache.clear()
+
+    async def _release(self) -> None:
+        await self._client.aclose()
+
+    def __repr__(self) -> str:
+        kind = "cluster" if isinstance(self._client, RedisCluster) else "server"
+        return (
+            f"chatmemory.aio.stores.redis.RedisChatMemoryStore({kind}, key_prefix={self._options.key_prefix!r}, "
+            f"ttl={self._options.ttl!r}, refresh_ttl_on_read={self._options.refresh_ttl_on_read!r})"
+        )

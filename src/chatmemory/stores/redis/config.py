@@ -1,0 +1,98 @@
+"""The Redis store's constructor options and URLs, validated once for the sync and the asyncio store."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from chatmemory.stores.base.options import TTL, ttl_seconds, validate_prefix, validate_snapshot_cache_size
+
+__all__ = ["DEFAULT_SOCKET_CONNECT_TIMEOUT", "DEFAULT_SOCKET_TIMEOUT", "ClientTarget", "StoreOptions"]
+
+DEFAULT_SOCKET_CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for a connection to a server, for clients a store builds from a URL."""
+DEFAULT_SOCKET_TIMEOUT = 10.0
+"""Seconds to wait for a reply (a script run of a memory is far shorter), for clients built from a URL."""
+
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_SCHEMES = ("redis", "rediss", "unix", *_CLUSTER_SCHEMES)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTarget:
+    """The client a URL asks for.
+
+    Attributes:
+        url: the URL as the driver takes it (``redis[s]+cluster`` becomes ``redis[s]``).
+        cluster: build a cluster client.
+    """
+
+    url: str
+    cluster: bool
+
+    @classmethod
+    def parse(cls, url: str) -> ClientTarget:
+        """The target of ``url``.
+
+        Raises:
+            ValueError: ``url`` is not a Redis URL; the message shows one.
+        """
+        scheme, separator, rest = url.partition("://")
+        if not separator or scheme.lower() not in _SCHEMES:
+            raise ValueError(
+                f"{url!r} is not a Redis URL: use redis://host:6379/0, rediss:// (TLS), unix:///path/redis.sock "
+                "or redis+cluster://host:7000 (Redis Cluster)"
+            )
+        base = _CLUSTER_SCHEMES.get(scheme.lower())
+        if base is not None:
+            return cls(f"{base}://{rest}", cluster=True)
+        return cls(url, cluster=False)
+
+
+def _timeout(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds above zero, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOptions:
+    """The options of a Redis store, validated (see ``RedisChatMemoryStore`` for their meaning)."""
+
+    key_prefix: str
+    ttl: float | None
+    refresh_ttl_on_read: bool
+    snapshot_cache_size: int
+    socket_timeout: float
+    socket_connect_timeout: float
+
+    @classmethod
+    def validate(
+        cls,
+        *,
+        key_prefix: str,
+        ttl: TTL,
+        refresh_ttl_on_read: bool,
+        snapshot_cache_size: int,
+        socket_timeout: float,
+        socket_connect_timeout: float,
+    ) -> StoreOptions:
+        """The options, or the error that says which one is wrong and what to pass.
+
+        Raises:
+            TypeError: an option has the wrong type (e.g. ``key_prefix=None``).
+            ValueError: an option is out of range.
+        """
+        return cls(
+            validate_prefix("key_prefix", key_prefix),
+            ttl_seconds(ttl),
+            bool(refresh_ttl_on_read),
+            validate_snapshot_cache_size(snapshot_cache_size),
+            _timeout("socket_timeout", socket_timeout),
+            _timeout("socket_connect_timeout", socket_connect_timeout),
+        )
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for a client built from a URL; the URL's own query options take precedence."""
+        return {"socket_timeout": self.socket_timeout, "socket_connect_timeout": self.socket_connect_timeout}

@@ -1,0 +1,364 @@
+"""What the Redis store decides, without I/O: script calls from state, outcomes from script replies.
+
+Given what a store remembers of a memory (a :class:`CachedMemory`, or nothing), the new list and the
+expected version, :class:`Planner` returns a typed plan: which script to run, on which keys, with which
+arguments. Given the script's reply (as the driver returns it), it returns a typed outcome. The sync store
+and the asyncio store send the same plans and act on the same outcomes; the sequence of plans an
+operation needs (diff, then a full write if the diff was refused) is in :mod:`.steps`.
+
+Plans, cached states and the frequent outcomes are named tuples (immutable and typed like frozen
+dataclasses, and built several times faster: a turn makes a handful of them); the rare outcomes are
+frozen dataclasses.
+
+A write is a *diff* when it starts from the cached list: only the new messages go over the wire, with how
+many leading elements to drop (and which of them stay, for a system message kept first). The script
+applies it only if the memory is still at the cached version *and* incarnation, so a cached list can
+never be patched into a list it did not come from. Every other write sends the whole list.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+from chatmemory.core.errors import StoreError
+from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.serialization.native import dumps_message
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.redis.keys import KeySpace, MemoryKeys
+from chatmemory.stores.redis.scripts import READ, WRITE, LuaScript
+
+__all__ = [
+    "Absent",
+    "CachedMemory",
+    "Conflict",
+    "Corrupted",
+    "Loaded",
+    "Planner",
+    "ReadOutcome",
+    "ReadPlan",
+    "ScriptCall",
+    "StaleIncarnation",
+    "Unchanged",
+    "WriteKind",
+    "WriteOutcome",
+    "WritePlan",
+    "Written",
+    "encode",
+]
+
+
+def encode(message: ChatMessage) -> bytes:
+    """The stored record of ``message``.
+
+    Raises:
+        TypeError: ``message`` is not a chat message.
+    """
+    require_message(message)
+    return dumps_message(message)
+
+
+class CachedMemory(NamedTuple):
+    """What a store last read or wrote of one memory (the state its snapshot cache keeps).
+
+    Attributes:
+        version: the version it was read or written at.
+        incarnation: the memory's incarnation token then.
+        messages: the list, decoded.
+        keys: the memory's keys (computed once).
+        version_arg: ``version`` as the scripts compare it, encoded once.
+    """
+
+    version: int
+    incarnation: bytes
+    messages: tuple[ChatMessage, ...]
+    keys: MemoryKeys
+    version_arg: bytes
+
+
+class ScriptCall(NamedTuple):
+    """One script run: ``EVALSHA script.sha 2 keys.meta keys.messages *args``.
+
+    Attributes:
+        script: the script to run.
+        keys: the two keys it touches.
+        args: its arguments (bytes: the driver sends them as they are).
+        operation: what a driver failure is reported as (an :class:`~chatmemory.stores.base.Operation`).
+        memory_id: the memory it is for.
+    """
+
+    script: LuaScript
+    keys: MemoryKeys
+    args: tuple[bytes, ...]
+    operation: str
+    memory_id: str
+
+
+class ReadPlan(NamedTuple):
+    """A read, and the cached state it may confirm."""
+
+    call: ScriptCall
+    cached: CachedMemory | None
+
+
+class WriteKind(Enum):
+    """How a write sends the list."""
+
+    DIFF = "d"
+    """Only what changed since the cached list."""
+    FULL = "f"
+    """The whole list."""
+
+
+class WritePlan(NamedTuple):
+    """A write.
+
+    Attributes:
+        call: the script run.
+        kind: diff or full.
+        expected_version: the version the memory must be at (``0``: must not exist), ``None`` for an
+            unconditional write.
+        messages: what the written list decodes to (kept as the cached state once written); ``None`` for
+            raw records, which are not cached.
+        incarnation: the incarnation a diff applies to (``None`` for a full write).
+    """
+
+    call: ScriptCall
+    kind: WriteKind
+    expected_version: int | None
+    messages: tuple[ChatMessage, ...] | None
+    incarnation: bytes | None = None
+
+
+class Unchanged(NamedTuple):
+    """The read confirmed the cached state: the memory is still at its version and incarnation."""
+
+    cached: CachedMemory
+
+
+class Loaded(NamedTuple):
+    """The read returned the memory's records (not decoded yet)."""
+
+    version: int
+    incarnation: bytes
+    records: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """There is no memory under the id."""
+
+
+class Written(NamedTuple):
+    """The write landed at ``version``.
+
+    Attributes:
+        version: the memory's version after the write.
+        incarnation: the incarnation written (``None`` when ``replayed``).
+        replayed: the write had landed already (its first reply was lost and the driver sent it again);
+            the memory may have moved on since, so nothing is known of its current state.
+    """
+
+    version: int
+    incarnation: bytes | None
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The memory is not at the expected version; nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class StaleIncarnation:
+    """A diff's cached list is not the stored one (another incarnation); nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Corrupted:
+    """The memory's head is damaged (``reason`` says how); nothing was written."""
+
+    reason: str
+
+
+ReadOutcome = Unchanged | Loaded | Absent | Corrupted
+WriteOutcome = Written | Conflict | StaleIncarnation | Corrupted
+
+
+def _unexpected(call: ScriptCall, reply: object) -> StoreError:
+    return StoreError(
+        call.operation,
+        call.memory_id,
+        f"the {call.script.name} script replied {reply!r}; is another program using these keys' script hash?",
+    )
+
+
+def _version(call: ScriptCall, raw: object) -> int:
+    if not isinstance(raw, bytes) or not raw.isdigit():
+        raise _unexpected(call, raw)
+    return int(raw)
+
+
+class Planner:
+    """Plans the reads and writes of one store.
+
+    Args:
+        key_space: where memories live.
+        ttl: seconds a memory lives after its last write (``None``: forever), already validated.
+        refresh_ttl_on_read: reads slide the expiry too.
+    """
+
+    def __init__(self, key_space: KeySpace, ttl: float | None, refresh_ttl_on_read: bool) -> None:
+        self.key_space = key_space
+        ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
+        self._ttl_arg = b"%d" % ttl_ms
+        self._read_ttl_arg = self._ttl_arg if refresh_ttl_on_read else b"0"
+        # Write ids only need to be unique: a random per-store nonce and a counter, no syscall per write.
+        self._nonce = secrets.token_hex(8).encode("ascii")
+        self._counter = itertools.count()
+
+    def write_id(self) -> bytes:
+        """A new id, unique to one write (hex: no separator of the ``writes`` field can occur in it)."""
+        return b"%b%x" % (self._nonce, next(self._counter))
+
+    # ------------------------------------------------------------------------------------ reads
+
+    def read(self, memory_id: str, cached: CachedMemory | None) -> ReadPlan:
+        """Read ``memory_id``; with ``cached``, the server answers "unchanged" if it still holds it."""
+        if cached is None:
+            keys, args = self.key_space.keys_of(memory_id), (self._read_ttl_arg, b"", b"")
+        else:
+            keys, args = cached.keys, (self._read_ttl_arg, cached.version_arg, cached.incarnation)
+        return ReadPlan(ScriptCall(READ, keys, args, Operation.READ, memory_id), cached)
+
+    @staticmethod
+    def read_outcome(plan: ReadPlan, reply: object) -> ReadOutcome:
+        """What the read script's ``reply`` means.
+
+        Raises:
+            StoreError: the reply is not one the read script gives.
+        """
+        if reply == 1:
+            if plan.cached is None:
+                raise _unexpected(plan.call, reply)
+            return Unchanged(plan.cached)
+        if isinstance(reply, list) and reply:
+            status = reply[0]
+            if status == b"m" and len(reply) == 4 and isinstance(reply[2], bytes) and isinstance(reply[3], list):
+                return Loaded(_version(plan.call, reply[1]), reply[2], reply[3])
+            if status == b"a":
+                return Absent()
+            if status == b"c" and len(reply) == 2 and isinstance(reply[1], bytes):
+                return Corrupted(reply[1].decode("utf-8", "replace"))
+        raise _unexpected(plan.call, reply)
+
+    # ----------------------------------------------------------------------------------- writes
+
+    @staticmethod
+    def known_stale(cached: CachedMemory | None, expected_version: int) -> bool:
+        """Whether a save at ``expected_version`` must conflict because this store saw a later version.
+
+        Versions only grow (or the memory is gone), so such a save is refused without being sent.
+        """
+        return cached is not None and 0 < expected_version < cached.version
+
+    def save(
+        self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int, cached: CachedMemory | None
+    ) -> WritePlan:
+        """Write ``messages`` if the memory is at ``expected_version``.
+
+        A diff from ``cached`` if it is at that version and the new list keeps some of it, else the whole list.
+        """
+        if cached is not None and expected_version != 0 and cached.version == expected_version:
+            diff = self.diff(memory_id, cached, messages)
+            if diff is not None:
+                return diff
+        return self.full(memory_id, messages, expected_version)
+
+    def update(self, memory_id: str, messages: tuple[ChatMessage, ...], cached: CachedMemory | None) -> WritePlan:
+        """Replace the list: a diff conditional on ``cached`` where one applies, else an unconditional write."""
+        if cached is not None:
+            diff = self.diff(memory_id, cached, messages)
+            if diff is not None:
+                return diff
+        return self.full(memory_id, messages, None)
+
+    def diff(self, memory_id: str, cached: CachedMemory, messages: tuple[ChatMessage, ...]) -> WritePlan | None:
+        """``messages`` as a diff against ``cached`` (at its version), or ``None`` if nothing of it stays."""
+        change = diff_messages(cached.messages, messages)
+        if change.is_rewrite:
+            return None
+        span = change.deleted_span
+        # Positions after the span all stay where they are; only those inside it are put back.
+        kept_in_span = change.kept[: bisect.bisect_left(change.kept, span)]
+        args = (
+            cached.version_arg,
+            self.write_id(),
+            self._ttl_arg,
+            b"d",
+            cached.incarnation,
+            b"%d" % span,
+            b"%d" % len(kept_in_span),
+            *[b"%d" % position for position in kept_in_span],
+            *[encode(message) for message in change.appended],
+        )
+        call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id)
+        return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
+
+    def full(self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int | None) -> WritePlan:
+        """Write ``messages`` whole, if the memory is at ``expected_version`` (``None``: whatever it holds)."""
+        return self._full(memory_id, [encode(message) for message in messages], expected_version, messages)
+
+    def raw(self, memory_id: str, records: Sequence[bytes]) -> WritePlan:
+        """Replace the memory with ``records`` as they are (not cached: they are decoded only when read)."""
+        return self._full(memory_id, [bytes(record) for record in records], None, None)
+
+    def _full(
+        self,
+        memory_id: str,
+        records: list[bytes],
+        expected_version: int | None,
+        messages: tuple[ChatMessage, ...] | None,
+    ) -> WritePlan:
+        expected = b"" if expected_version is None else b"%d" % expected_version
+        args = (expected, self.write_id(), self._ttl_arg, b"f", *records)
+        call = ScriptCall(WRITE, self.key_space.keys_of(memory_id), args, Operation.WRITE, memory_id)
+        return WritePlan(call, WriteKind.FULL, expected_version, messages)
+
+    @staticmethod
+    def write_outcome(plan: WritePlan, reply: object) -> WriteOutcome:
+        """What the write script's ``reply`` means.
+
+        Raises:
+            StoreError: the reply is not one the write script gives.
+        """
+        if isinstance(reply, int) and plan.incarnation is not None and reply > 0:
+            return Written(reply, plan.incarnation)
+        if isinstance(reply, list) and reply:
+            status = reply[0]
+            if status == b"w" and len(reply) == 3 and isinstance(reply[2], bytes):
+                return Written(_version(plan.call, reply[1]), reply[2])
+            if status == b"r" and len(reply) == 2:
+                return Written(_version(plan.call, reply[1]), None, replayed=True)
+            if status == b"x":
+                return Conflict()
+            if status == b"s":
+                return StaleIncarnation()
+            if status == b"c" and len(reply) == 2 and isinstance(reply[1], bytes):
+                return Corrupted(reply[1].decode("utf-8", "replace"))
+        raise _unexpected(plan.call, reply)
+
+    @staticmethod
+    def cached_after(plan: WritePlan, outcome: Written) -> CachedMemory | None:
+        """The state to cache after ``plan`` was written, if it is known."""
+        if plan.messages is None or outcome.replayed or outcome.incarnation is None:
+            return None
+        return CachedMemory(
+            outcome.version, outcome.incarnation, plan.messages, plan.call.keys, b"%d" % outcome.version
+        )

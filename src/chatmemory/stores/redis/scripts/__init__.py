@@ -1,0 +1,38 @@
+"""The Lua scripts of the Redis store, read from the ``.lua`` files beside this module.
+
+``head.lua`` (the layout, the server clock, the ttl check and the judgement of a memory's head) is put
+before ``read.lua`` and ``write.lua``; each result is one script, run as one atomic round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib.resources import files
+
+__all__ = ["READ", "WRITE", "LuaScript"]
+
+
+@dataclass(frozen=True, slots=True)
+class LuaScript:
+    """One script: its name, its source and the SHA1 that ``EVALSHA`` names it by.
+
+    Attributes:
+        name: the file it comes from, without ``.lua``.
+        source: the whole text sent by ``EVAL``.
+        sha: the hex SHA1 of ``source``.
+    """
+
+    name: str
+    source: str
+    sha: str
+
+
+def _load(name: str) -> LuaScript:
+    here = files(__name__)
+    source = here.joinpath("head.lua").read_text("utf-8") + "\n" + here.joinpath(f"{name}.lua").read_text("utf-8")
+    return LuaScript(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())  # Redis names scripts by SHA1
+
+
+READ = _load("read")
+WRITE = _load("write")

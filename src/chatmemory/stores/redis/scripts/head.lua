@@ -1,0 +1,73 @@
+-- Shared by read.lua and write.lua (the store puts this text before each): the layout, the server
+-- clock, the ttl check and the judgement of a memory's head.
+--
+-- A memory is two keys in one hash slot. KEYS[1], the metadata hash:
+--   version      a positive integer that never repeats for the id, at least the server clock in µs;
+--   incarnation  the write id of the write that created the memory (or last replaced a damaged one), so a
+--                snapshot cached by a client can be told apart from a memory created again since;
+--   length       how many records the list holds, so a list lost on its own (an eviction) is noticed;
+--   writes       the latest writes as 'write_id=version;…', newest first (at least WRITES_BYTES bytes of
+--                them when there were so many: at least the last 8 writes), so a write the client sends
+--                again after a lost reply finds itself done instead of applying twice.
+-- KEYS[2], the message list: one record per message, oldest first.
+--
+-- Needs Redis >= 5: scripts are replicated by their effects (the default since 5.0), so they may read
+-- TIME and then write. (Calling redis.replicate_commands() for Redis 3.2-4 would cost every run more
+-- than the rest of a read.)
+
+local MAX_TTL_MS = 3162240000000 -- 100 * 366 days: what chatmemory.stores.base.options allows
+local WRITES_BYTES = 400
+
+-- The server clock in milliseconds and in microseconds: versions and expiries never use a client's clock.
+local function server_clock()
+  local now = redis.call('TIME')
+  local seconds, micros = tonumber(now[1]), tonumber(now[2])
+  return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
+end
+
+-- The ttl argument in ms (0: no expiry), or nil and the error reply that stops the script before it
+-- writes anything.
+local function checked_ttl(text)
+  if not string.match(text, '^%d+$') or tonumber(text) > MAX_TTL_MS then
+    return nil, redis.error_reply('ERR chatmemory: a ttl of ' .. text .. ' ms is outside 0..' .. MAX_TTL_MS)
+  end
+  return tonumber(text), nil
+end
+
+-- Judge a memory from its metadata fields {version, incarnation, length, ...} and its list's length:
+-- 'absent', 'memory', or 'damaged' and the reason.
+local function judge(head, size)
+  if not head[1] then
+    if redis.call('EXISTS', KEYS[1]) == 0 then
+      if size > 0 then
+        return 'damaged', 'its message list has no metadata next to it (was a key evicted? '
+          .. 'use maxmemory-policy noeviction)'
+      end
+      return 'absent', nil
+    end
+    return 'damaged', 'its metadata has no version'
+  end
+  if not string.match(head[1], '^[1-9]%d*$') then
+    return 'damaged', "its version is '" .. head[1] .. "', not a positive integer"
+  end
+  if not head[2] or head[2] == '' then
+    return 'damaged', 'its metadata has no incarnation'
+  end
+  if head[3] and tonumber(head[3]) ~= size then
+    return 'damaged', 'its metadata counts ' .. head[3] .. ' messages but its list holds ' .. size
+      .. ' (was a key evicted? use maxmemory-policy noeviction)'
+  end
+  return 'memory', nil
+end
+
+-- Make both keys expire `ttl` ms after `now_ms` (0: never).
+local function set_expiry(now_ms, ttl)
+  if ttl > 0 then
+    local expires = string.format('%.0f', now_ms + ttl)
+    redis.call('PEXPIREAT', KEYS[1], expires)
+    redis.call('PEXPIREAT', KEYS[2], expires)
+  else
+    redis.call('PERSIST', KEYS[1])
+    redis.call('PERSIST', KEYS[2])
+  end
+end

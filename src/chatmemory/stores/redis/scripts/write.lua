@@ -1,0 +1,115 @@
+-- Write a memory.
+-- ARGV[1] expected version ('' for an unconditional write), ARGV[2] this write's unique id,
+-- ARGV[3] ttl in ms (0: the memory never expires), ARGV[4] mode:
+--   'f' (full): ARGV[5..] are the records of the whole new list;
+--   'd' (diff): ARGV[5] cached incarnation, ARGV[6] span (the first `span` elements are removed),
+--   ARGV[7] k, ARGV[8..7+k] the positions (< span) among them that stay, ARGV[8+k..] the records to
+--   append. The version and incarnation both matching is what proves the list is the cached one.
+-- Replies {'w', version, incarnation} once written (a diff: the version alone, as an integer), {'r', version} when this write id had been written
+-- already (at that version), {'x'} on a version conflict, {'s'} when a diff's cached incarnation is not the
+-- memory's, {'c', reason} when a conditional write finds the memory damaged. Nothing is written unless
+-- the reply is 'w'.
+local now_ms, now_micros = server_clock()
+local ttl, refused = checked_ttl(ARGV[3])
+if refused then
+  return refused
+end
+local conditional = ARGV[1] ~= ''
+if not conditional then
+  -- An unconditional write is how an operator replaces a damaged memory: keys of a wrong type go.
+  local meta_type = redis.call('TYPE', KEYS[1])['ok']
+  if meta_type ~= 'hash' and meta_type ~= 'none' then
+    redis.call('DEL', KEYS[1])
+  end
+  local list_type = redis.call('TYPE', KEYS[2])['ok']
+  if list_type ~= 'list' and list_type ~= 'none' then
+    redis.call('DEL', KEYS[2])
+  end
+end
+local head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'writes')
+local size = redis.call('LLEN', KEYS[2])
+local state, reason = 'memory', nil
+if not (conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2] and head[2] ~= ''
+    and (not head[3] or tonumber(head[3]) == size)) then
+  -- Anything but the common case (the memory is at the expected version and its head is sound) is
+  -- judged in full.
+  state, reason = judge(head, size)
+end
+if state == 'damaged' and conditional then
+  return {'c', reason}
+end
+local current = 0
+if state == 'memory' then
+  current = tonumber(head[1])
+end
+if (not conditional or tonumber(ARGV[1]) ~= current) and head[4] then
+  -- Sent again after a lost reply (the driver retries): the write is done already; say so rather than
+  -- apply it twice or call it a conflict.
+  local marker = ';' .. ARGV[2] .. '='
+  local found = string.find(';' .. head[4], marker, 1, true)
+  if found then
+    return {'r', string.match(head[4], '^%d+', found + #marker - 1)}
+  end
+end
+if conditional and tonumber(ARGV[1]) ~= current then
+  return {'x'}
+end
+local first
+if ARGV[4] == 'd' then
+  if head[2] ~= ARGV[5] then
+    return {'s'}
+  end
+  local span = tonumber(ARGV[6])
+  local kept = tonumber(ARGV[7])
+  if span > 0 then
+    if kept == 0 then
+      redis.call('LTRIM', KEYS[2], span, -1)
+    else
+      -- Evictions behind a kept head (a system message first): the kept ones are put back server-side,
+      -- so the client never sends the window.
+      local kept_head = redis.call('LRANGE', KEYS[2], 0, span - 1)
+      redis.call('LTRIM', KEYS[2], span, -1)
+      for i = 7 + kept, 8, -1 do
+        redis.call('LPUSH', KEYS[2], kept_head[tonumber(ARGV[i]) + 1])
+      end
+    end
+  end
+  first = 8 + kept
+  size = size - span + kept + #ARGV - first + 1
+else
+  redis.call('DEL', KEYS[2])
+  first = 5
+  size = #ARGV - 4
+end
+local last = #ARGV
+while first <= last do
+  local upto = math.min(first + 999, last)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, first, upto))
+  first = upto + 1
+end
+local version = string.format('%.0f', math.max(current + 1, now_micros))
+local incarnation = head[2]
+local writes = ARGV[2] .. '=' .. version
+if state == 'memory' then
+  if head[4] then
+    writes = writes .. ';' .. head[4]
+    if #writes > 2 * WRITES_BYTES then
+      -- The oldest entries go (and the one cut in two); trimmed seldom, to at most WRITES_BYTES.
+      writes = string.match(string.sub(writes, 1, WRITES_BYTES), '^(.*);') or (ARGV[2] .. '=' .. version)
+    end
+  end
+else
+  -- A new memory, or a damaged one replaced: a new incarnation, so no cached snapshot of it survives.
+  incarnation = ARGV[2]
+end
+if incarnation == head[2] then
+  redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'writes', writes)
+else
+  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'writes', writes)
+end
+set_expiry(now_ms, ttl)
+if ARGV[4] == 'd' then
+  -- The cheapest reply to send and parse: the caller knows the incarnation, it sent it.
+  return tonumber(version)
+end
+return {'w', version, incarnation}
