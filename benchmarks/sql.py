@@ -21,6 +21,14 @@ check, no expiry and no head row: it is the floor, not an alternative. "Flat" co
 of the last 200 turns with that of the first 200 (the conversation is ten times longer by then). With
 ``--url`` naming SQLite or MySQL/MariaDB the store runs alone (the baseline is psycopg only). Figures only,
 no assertions: this is not run in CI.
+
+``--contention``: 16 writers (8 threads, 8 processes) add 100 messages each to one memory while two
+processes burn the CPU, through ``MessageWindowChatMemory.add`` (optimistic: load, save, retry) and
+through ``store.modify`` (under the head row's lock); it prints what was kept, lost, doubled, the errors
+and the p50/p99 add latency.
+
+Async rows (``--async-turns``, 0 to skip) time the asyncio store (:mod:`chatmemory.aio.stores.sql`) the
+same way, beside a raw ``psycopg.AsyncConnection`` baseline running the same two statements.
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir
 from sqlalchemy import event  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from chatmemory import AiMessage, ChatMessage, UserMessage  # noqa: E402
+from chatmemory import AiMessage, ChatMessage, MessageWindowChatMemory, UserMessage  # noqa: E402
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.sql import SQLChatMemoryStore  # noqa: E402
 
@@ -175,6 +184,191 @@ def run_window(url: str, window: int, turns: int, with_baseline: bool) -> dict[s
         store.close()
 
 
+class AsyncBaseline:
+    """The async floor: the same statements as :class:`Baseline` on a raw ``psycopg.AsyncConnection``."""
+
+    def __init__(self, connection: Any, table: str) -> None:
+        self.connection = connection
+        self.table = table
+        self.update_sql = (
+            f"WITH new AS (INSERT INTO {table} (memory_id, seq, payload) VALUES (%s, %s, %s)) "
+            f"DELETE FROM {table} WHERE memory_id = %s AND seq <= %s"
+        )
+        self.read_sql = f"SELECT payload FROM {table} WHERE memory_id = %s ORDER BY seq"
+
+    @classmethod
+    async def open(cls, url: str, table: str) -> AsyncBaseline:
+        import psycopg
+
+        parsed = make_url(url)
+        connection = await psycopg.AsyncConnection.connect(
+            host=parsed.host,
+            port=parsed.port or 5432,
+            user=parsed.username,
+            password=parsed.password,
+            dbname=parsed.database,
+            autocommit=True,
+        )
+        await connection.execute(
+            f"CREATE TABLE {table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
+            "PRIMARY KEY (memory_id, seq))"
+        )
+        return cls(connection, table)
+
+    async def fill(self, memory_id: str, messages: list[ChatMessage]) -> None:
+        async with self.connection.cursor() as cursor:
+            await cursor.executemany(
+                f"INSERT INTO {self.table} (memory_id, seq, payload) VALUES (%s, %s, %s)",
+                [(memory_id, seq, dumps_message(m)) for seq, m in enumerate(messages)],
+            )
+
+    async def update(self, memory_id: str, seq: int, new: ChatMessage, window: int) -> None:
+        await self.connection.execute(self.update_sql, (memory_id, seq, dumps_message(new), memory_id, seq - window))
+
+    async def get(self, memory_id: str) -> list[ChatMessage]:
+        rows = await (await self.connection.execute(self.read_sql, (memory_id,))).fetchall()
+        return [loads_message(row[0], memory_id=memory_id) for row in rows]
+
+    async def close(self) -> None:
+        await self.connection.execute(f"DROP TABLE IF EXISTS {self.table}")
+        await self.connection.close()
+
+
+async def atimed(action: Callable[..., Any], *arguments: Any) -> tuple[float, Any]:
+    start = time.perf_counter_ns()
+    result = await action(*arguments)
+    return (time.perf_counter_ns() - start) / 1000, result
+
+
+async def run_window_async(url: str, window: int, turns: int, with_baseline: bool) -> dict[str, list[float]]:
+    """Async store save/get and the raw async baseline, interleaved turn by turn."""
+    prefix = f"bench{uuid.uuid4().hex[:8]}_"
+    store = AsyncSQLChatMemoryStore(url, table_prefix=prefix, ttl=TTL_SECONDS)
+    await store.create_schema()
+    baseline = await AsyncBaseline.open(url, f"{prefix}baseline") if with_baseline else None
+    memory_id = f"bench-{uuid.uuid4().hex}"
+    samples: dict[str, list[float]] = {"update": [], "get": [], "baseline update": [], "baseline get": []}
+    try:
+        messages = [message(turn) for turn in range(window)]
+        version = await store.save(memory_id, messages, 0)
+        if baseline is not None:
+            await baseline.fill(memory_id, messages)
+        gc.disable()
+        try:
+            for turn in range(window, window + turns):
+                new = message(turn)
+                messages = [*messages[1:], new]
+                elapsed, version = await atimed(store.save, memory_id, messages, version)
+                samples["update"].append(elapsed)
+                elapsed, got = await atimed(store.get_messages, memory_id)
+                samples["get"].append(elapsed)
+                if baseline is not None:
+                    elapsed, _ = await atimed(baseline.update, memory_id, turn, new, window)
+                    samples["baseline update"].append(elapsed)
+                    elapsed, got_baseline = await atimed(baseline.get, memory_id)
+                    samples["baseline get"].append(elapsed)
+                    if turn == window:
+                        assert got_baseline == got, "the async baseline holds another window"
+                if turn == window:
+                    assert got == messages, "the async store holds another window"
+        finally:
+            gc.enable()
+        return samples
+    finally:
+        if baseline is not None:
+            await baseline.close()
+        await store.drop_schema()
+        await store.aclose()
+
+
+_CONTENTION_WRITER = """
+import json, sys, time
+from chatmemory import MessageWindowChatMemory, UserMessage
+from chatmemory.stores.sql import SQLChatMemoryStore
+url, prefix, name, adds, how = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+latencies, errors = [], []
+with SQLChatMemoryStore(url, table_prefix=prefix) as store:
+    memory = MessageWindowChatMemory("contended", max_messages=100_000, store=store)
+    for index in range(adds):
+        message = UserMessage(f"{name}-{index}")
+        start = time.perf_counter()
+        try:
+            if how == "modify":
+                store.modify("contended", lambda messages: [*messages, message])
+            else:
+                memory.add(message)
+        except Exception as exc:
+            errors.append(type(exc).__name__)
+        latencies.append(time.perf_counter() - start)
+print(json.dumps({"latencies": latencies, "errors": errors}))
+"""
+_BURNER = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass\n"
+
+
+def contention(url: str, how: str, threads: int = 8, processes: int = 8, adds: int = 100) -> str:
+    """One contention run (see the module docstring); returns its line of figures."""
+    import json
+    import subprocess
+    import threading
+
+    prefix = f"bench{uuid.uuid4().hex[:8]}_"
+    with SQLChatMemoryStore(url, table_prefix=prefix) as setup:
+        setup.create_schema()
+    burners = [subprocess.Popen([sys.executable, "-c", _BURNER]) for _ in range(2)]
+    latencies: list[float] = []
+    errors: list[str] = []
+    start = time.perf_counter()
+    try:
+        command = [sys.executable, "-c", _CONTENTION_WRITER, url, prefix]
+        children = [
+            subprocess.Popen([*command, f"p{index}", str(adds), how], stdout=subprocess.PIPE, text=True)
+            for index in range(processes)
+        ]
+        outputs: list[str] = []
+        shared = SQLChatMemoryStore(url, table_prefix=prefix)
+
+        def thread_writer(name: str) -> None:
+            memory = MessageWindowChatMemory("contended", max_messages=100_000, store=shared)
+            for index in range(adds):
+                message = UserMessage(f"{name}-{index}")
+                began = time.perf_counter()
+                try:
+                    if how == "modify":
+                        shared.modify("contended", lambda messages, message=message: [*messages, message])
+                    else:
+                        memory.add(message)
+                except Exception as exc:
+                    errors.append(type(exc).__name__)
+                latencies.append(time.perf_counter() - began)
+
+        workers = [threading.Thread(target=thread_writer, args=(f"t{index}",)) for index in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        shared.close()
+        outputs += [child.communicate()[0] for child in children]
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    elapsed = time.perf_counter() - start
+    for output in outputs:
+        report = json.loads(output)
+        latencies += report["latencies"]
+        errors += report["errors"]
+    with SQLChatMemoryStore(url, table_prefix=prefix) as check:
+        stored = [str(message) for message in check.get_messages("contended")]
+        check.drop_schema()
+    written = (threads + processes) * adds
+    doubled = len(stored) - len(set(stored))
+    return (
+        f"{how:<8} {threads + processes} writers x {adds}: kept {len(set(stored))}/{written}, doubled {doubled}, "
+        f"errors {len(errors)}, p50 {statistics.median(latencies) * 1000:.1f} ms, "
+        f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, {elapsed:.1f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -183,7 +377,13 @@ def main() -> None:
     )
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
+    parser.add_argument("--async-turns", type=int, default=1000, help="turns of the async rows (0: none)")
+    parser.add_argument("--contention", action="store_true", help="run the contention figures instead")
     arguments = parser.parse_args()
+    if arguments.contention:
+        for how in ("add", "modify"):
+            print(contention(arguments.url, how), flush=True)
+        return
     with_baseline = make_url(arguments.url).get_backend_name() == "postgresql"
     shown = make_url(arguments.url).render_as_string(hide_password=True)
     print(f"{shown}: {arguments.turns} steady-state turns per window, µs (median / p99)")
@@ -211,6 +411,19 @@ def main() -> None:
             )
         counts = sorted(set(result["statements"]))
         print(f"{window:>6}  {'statements/upd.':<16}{', '.join(map(str, counts)):>18}")
+        if arguments.async_turns:
+            import asyncio
+
+            timings = asyncio.run(run_window_async(arguments.url, window, arguments.async_turns, with_baseline))
+            for operation in ("update", "get"):
+                mine = timings[operation]
+                name = "async " + operation
+                line = f"{window:>6}  {name:<16}{statistics.median(mine):>9.0f} / {percentile(mine, 0.99):>6.0f}"
+                if with_baseline:
+                    theirs = timings[f"baseline {operation}"]
+                    ratio = statistics.median(mine) / statistics.median(theirs)
+                    line += f"{statistics.median(theirs):>9.0f} / {percentile(theirs, 0.99):>6.0f}{ratio:>15.2f}x"
+                print(line)
 
 
 if __name__ == "__main__":

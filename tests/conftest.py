@@ -29,6 +29,9 @@ ASYNC_BACKENDS: list[tuple[str, str]] = [
     ("redis", "redis"),
     ("redis_cluster", "redis_cluster"),
     ("mongodb", "mongodb"),
+    ("sqlite", "sqlite"),
+    ("postgres", "postgres"),
+    ("mysql", "mysql"),
 ]
 
 _opened: dict[str, Backend] = {}

@@ -58,7 +58,7 @@ def test_an_asyncio_store_points_to_the_aio_memory(cls: Any) -> None:
 
 
 def test_a_model_name_as_estimator_says_to_use_tiktoken() -> None:
-    with pytest.raises(TypeError, match=r"TiktokenTokenCountEstimator\('gpt-4o'\)"):
+    with pytest.raises(TypeError, match=r"OpenAITokenCountEstimator\(model='gpt-4o'\)"):
         TokenWindowChatMemory(max_tokens=100, token_count_estimator="gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="estimate_message"):
         TokenWindowChatMemory(max_tokens=100, token_count_estimator=len)  # type: ignore[arg-type]

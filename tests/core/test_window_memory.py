@@ -1,9 +1,10 @@
-"""Window memories (SEMANTICS.md §3) for both kinds, over real in-memory stores with counted calls."""
+"""Window memories (docs/semantics.md) of both kinds, over real in-memory stores with counted calls."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -600,3 +601,34 @@ def test_add_gives_up_after_max_attempts(kind: str) -> None:
 def test_max_attempts_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         MessageWindowChatMemory(max_messages=3, max_attempts=0)
+
+
+class _SlowSaves(InMemoryChatMemoryStore):
+    """Saves take a millisecond, so writers that do not take turns collide."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conflicts = 0
+
+    def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
+        time.sleep(0.001)
+        try:
+            return super().save(memory_id, messages, expected_version)
+        except ConcurrentUpdateError:
+            self.conflicts += 1
+            raise
+
+
+def test_threads_sharing_a_memory_object_take_turns() -> None:
+    store = _SlowSaves()
+    memory = MessageWindowChatMemory("shared", max_messages=1000, store=store)
+    threads = [
+        threading.Thread(target=lambda w=w: [memory.add(u(f"{w}-{i}")) for i in range(20)])  # type: ignore[misc]
+        for w in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(memory.messages()) == 120
+    assert store.conflicts == 0

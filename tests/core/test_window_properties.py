@@ -1,6 +1,6 @@
 """Property tests: window invariants over arbitrary conversations, against a reference model.
 
-The reference model is written here from the rules in SEMANTICS.md §3, independently of
+The reference model is written here from the *Window rules* of docs/semantics.md, independently of
 ``chatmemory.core.window``: it finds each tool result's request by looking backwards from the result,
 where the library looks forwards from the request.
 """
@@ -110,7 +110,7 @@ def conversations(draw: st.DrawFn) -> Conversation:
 
 
 class ReferenceWindow:
-    """The window as SEMANTICS.md §3 describes it, kept in a plain list."""
+    """The window as the *Window rules* of docs/semantics.md describe it, kept in a plain list."""
 
     def __init__(self, limit: int, weight: Callable[[ChatMessage], int], system_first: bool) -> None:
         self.limit = limit

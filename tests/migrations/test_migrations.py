@@ -17,7 +17,7 @@ from sqlalchemy import Connection, create_engine, inspect, text
 from chatmemory import ChatMessage, UserMessage, migrations
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.sql import SQLChatMemoryStore
-from chatmemory.stores.sql_schema import build_tables, version_table_name
+from chatmemory.stores.sql.schema import REQUIRED_SCHEMA_REVISION, build_tables, version_table_name
 from support.backends.sqlite import SQLBackend
 
 
@@ -118,8 +118,20 @@ def seed_0001_initial(connection: Connection, prefix: str) -> dict[str, list[Cha
     return expected
 
 
-SEEDERS: dict[str, Seeder] = {"0001_initial": seed_0001_initial}
+def seed_0002_recent_writes(connection: Connection, prefix: str) -> dict[str, list[ChatMessage]]:
+    """Rows in the shape of 0002_recent_writes: those of 0001 plus a remembered write per memory."""
+    expected = seed_0001_initial(connection, prefix)
+    connection.execute(text(f"UPDATE {prefix}memories SET recent_writes = :entry"), {"entry": "ab" * 8 + "0" * 16})
+    return expected
+
+
+SEEDERS: dict[str, Seeder] = {"0001_initial": seed_0001_initial, "0002_recent_writes": seed_0002_recent_writes}
 """For each revision: put data in its shape. Every revision but the newest needs one to test its upgrade."""
+
+
+def test_the_store_needs_the_newest_revision() -> None:
+    # The store learns its revision from the schema module, never from the migrations.
+    assert REQUIRED_SCHEMA_REVISION == migrations.head() == migrations.revisions()[-1]
 
 
 def test_every_revision_has_a_seeder() -> None:

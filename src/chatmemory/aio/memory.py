@@ -8,6 +8,7 @@ its old or its new window (the one write is atomic in every store) and propagate
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -102,9 +103,26 @@ async def run_steps_async(steps: Steps[T], store: ChatMemoryStore) -> T:
 
 
 class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
-    """The asyncio I/O of a window memory: each operation's steps run against an asyncio store."""
+    """The asyncio I/O of a window memory: each operation's steps run against an asyncio store.
+
+    Tasks sharing one memory object (as a provider hands it out) take turns for ``add``: one lock per
+    memory object and event loop, waited on without blocking the loop, so they never conflict with each
+    other and retry only against writers elsewhere. A lock is bound to the first loop that waits on it,
+    hence one per loop.
+    """
 
     _asyncio = True
+    _add_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+
+    def _init_io(self) -> None:
+        self._add_locks = weakref.WeakKeyDictionary()
+
+    def _add_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._add_locks.get(loop)
+        if lock is None:
+            lock = self._add_locks[loop] = asyncio.Lock()
+        return lock
 
     def _default_store(self) -> ChatMemoryStore:
         from chatmemory.aio.stores.memory import InMemoryChatMemoryStore
@@ -120,10 +138,11 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         """
         if not messages:
             return
-        steps = add_steps(
-            self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
-        )
-        await run_steps_async(steps, self._store)
+        async with self._add_lock():
+            steps = add_steps(
+                self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
+            )
+            await run_steps_async(steps, self._store)
 
     async def messages(self) -> list[ChatMessage]:
         """The current window, oldest first (one read, no write; a shrunk dynamic limit applies at once)."""

@@ -136,6 +136,7 @@ def demo(store_url: str | None, memory_id: str | None, max_messages: int | None)
     MessageWindowChatMemory, marking what was evicted. Against a persistent store a second run continues
     the first.
     """
+    from chatmemory.core.store import SupportsSchema
     from chatmemory.demo import DEFAULT_MAX_MESSAGES, DEFAULT_MEMORY_ID, DEFAULT_STORE_URL, run_demo
     from chatmemory.stores.url import open_store
 
@@ -144,9 +145,9 @@ def demo(store_url: str | None, memory_id: str | None, max_messages: int | None)
     try:
         chosen_id = validate_memory_id(DEFAULT_MEMORY_ID if memory_id is None else memory_id)
         store = open_store(url)
-        if url.startswith("sqlite:"):
-            # A SQLite file is a development database: give it the schema instead of asking for a migration.
-            store.create_schema()  # type: ignore[attr-defined]
+        if isinstance(store, SupportsSchema):
+            # The demo runs on development databases: give it the schema instead of asking for a migration.
+            store.create_schema()
     except (ChatMemoryError, ValueError, TypeError) as exc:
         # MissingDependencyError is a ChatMemoryError: its message names the extra to install.
         reporter.error(str(exc))

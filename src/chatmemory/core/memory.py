@@ -4,11 +4,13 @@ A memory holds no list of its own: every operation reads the store, so several p
 store see one memory. ``add`` is one read and at most one write; with a versioned store the write is
 conditional and a conflicting write by someone else is retried from a fresh read. What each operation
 decides is written once in :mod:`chatmemory.core.memory_steps`; this module runs it with plain calls.
-The asyncio twins are in :mod:`chatmemory.aio`.
+The asyncio twins are in :mod:`chatmemory.aio`; what both promise is *Window memories* in
+docs/semantics.md.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -47,7 +49,16 @@ class ChatMemory(Protocol):
 
 
 class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
-    """The sync I/O of a window memory: each operation's steps run against a sync store."""
+    """The sync I/O of a window memory: each operation's steps run against a sync store.
+
+    Threads sharing one memory object (as a provider hands it out) take turns for ``add``, so they never
+    conflict with each other and retry only against writers elsewhere.
+    """
+
+    _add_lock: threading.Lock
+
+    def _init_io(self) -> None:
+        self._add_lock = threading.Lock()
 
     def _default_store(self) -> ChatMemoryStore:
         from chatmemory.stores.memory import InMemoryChatMemoryStore
@@ -63,10 +74,11 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         """
         if not messages:
             return
-        steps = add_steps(
-            self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
-        )
-        run_steps(steps, self._store)
+        with self._add_lock:
+            steps = add_steps(
+                self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
+            )
+            run_steps(steps, self._store)
 
     def messages(self) -> list[ChatMessage]:
         """The current window, oldest first (one read, no write).

@@ -2,7 +2,7 @@
 
 No I/O happens here. Window memories, stores and tests all use the same functions.
 
-Rules (SEMANTICS.md §3):
+Rules (*Window rules* in docs/semantics.md):
 
 * At most one system message is held. Adding one equal to the held one changes nothing; a different one
   replaces it, appended at the end or put first when ``always_keep_system_message_first``.

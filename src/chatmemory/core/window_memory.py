@@ -107,12 +107,13 @@ def _check_estimator(estimator: object) -> TokenCountEstimator:
     if isinstance(estimator, str):
         raise TypeError(
             f"token_count_estimator takes an estimator object, not the string {estimator!r}; for an OpenAI "
-            f"model use TiktokenTokenCountEstimator({estimator!r}) (pip install 'chatmemory[tiktoken]')"
+            f"model use OpenAITokenCountEstimator(model={estimator!r}) (offline: pip install "
+            f"'llm-window-memory[openai-tokens]') or TiktokenTokenCountEstimator({estimator!r})"
         )
     if not isinstance(estimator, TokenCountEstimator):
         raise TypeError(
             "token_count_estimator needs an estimate_message(message) -> int method (e.g. "
-            f"SimpleTokenCountEstimator() or TiktokenTokenCountEstimator('gpt-4o')), not {type(estimator).__name__}"
+            f"SimpleTokenCountEstimator() or OpenAITokenCountEstimator()), not {type(estimator).__name__}"
         )
     return estimator
 
@@ -151,6 +152,10 @@ class WindowMemoryBase(Generic[StoreT]):
         if max_attempts is not None and max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1 or None (retry for the whole budget), got {max_attempts}")
         self.max_attempts = max_attempts
+        self._init_io()
+
+    def _init_io(self) -> None:
+        """Set up what the I/O style needs beside the options (the lock ``add`` takes turns on)."""
 
     def _default_store(self) -> StoreT:
         raise NotImplementedError

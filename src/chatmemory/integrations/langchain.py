@@ -1,6 +1,6 @@
 """LangChain messages (langchain-core ``BaseMessage`` types), to and from chat messages.
 
-Needs the ``langchain`` extra: ``pip install 'chatmemory[langchain]'``.
+Needs the ``langchain`` extra: ``pip install 'llm-window-memory[langchain]'``.
 
 ==============================  =====================================================================
 chatmemory                      langchain-core

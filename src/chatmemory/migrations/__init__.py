@@ -4,7 +4,7 @@ Each table prefix is migrated on its own, with its own version table ``<prefix>a
 
     from chatmemory.migrations import upgrade, current
     upgrade("postgresql+psycopg://app@db/app")          # or: chatmemory migrate URL
-    current("postgresql+psycopg://app@db/app")          # "0001_initial"
+    current("postgresql+psycopg://app@db/app")          # "0002_recent_writes"
 
 Revision ids are readable (``0001_initial``, ``0002_...``); :func:`head` is the one this chatmemory needs.
 """
@@ -25,16 +25,18 @@ from alembic import command  # noqa: E402 - after the dependency check
 from alembic.config import Config  # noqa: E402
 from alembic.runtime.migration import MigrationContext  # noqa: E402
 from alembic.script import ScriptDirectory  # noqa: E402
-from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, inspect  # noqa: E402
+from sqlalchemy import Connection, Engine, create_engine, inspect  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
-from chatmemory.core.errors import SchemaVersionError, StoreError  # noqa: E402
-from chatmemory.stores.sql_schema import (  # noqa: E402
+from chatmemory.core.errors import StoreError  # noqa: E402
+from chatmemory.stores.sql.engine import normalize_url as _normalize_url  # noqa: E402
+from chatmemory.stores.sql.schema import (  # noqa: E402
     DEFAULT_TABLE_PREFIX,
-    build_tables,
+    REQUIRED_SCHEMA_REVISION,
     validate_table_prefix,
     version_table_name,
 )
+from chatmemory.stores.sql.schema_admin import SchemaAdmin, migrate_command, schema_lock  # noqa: E402
 
 __all__ = [
     "check_schema",
@@ -67,7 +69,7 @@ def _scripts() -> ScriptDirectory:
 
 
 def head() -> str:
-    """The revision this chatmemory's store needs (the newest one shipped)."""
+    """The newest shipped revision: the one this chatmemory's store needs (``REQUIRED_SCHEMA_REVISION``)."""
     revision = _scripts().get_current_head()
     assert revision is not None
     return revision
@@ -78,31 +80,24 @@ def revisions() -> list[str]:
     return [script.revision for script in reversed(list(_scripts().walk_revisions()))]
 
 
-_DEFAULT_DRIVERS = {
-    "postgresql://": "postgresql+psycopg://",
-    "postgres://": "postgresql+psycopg://",
-    "mysql://": "mysql+pymysql://",
-    "mariadb://": "mariadb+pymysql://",
-}
-
-
 def normalize_url(url: str) -> str:
     """A URL without a driver gets the one chatmemory's extras install (psycopg 3, PyMySQL).
 
     SQLAlchemy's own defaults would be psycopg2 and mysqlclient, which ``chatmemory[postgres]`` and
     ``chatmemory[mysql]`` do not install.
+
+    Raises:
+        ValueError: not a SQL database URL; the message says what to use.
     """
-    for plain, with_driver in _DEFAULT_DRIVERS.items():
-        if url.startswith(plain):
-            return with_driver + url[len(plain) :]
-    return url
+    return _normalize_url(url).render_as_string(hide_password=False)
 
 
 @contextmanager
 def _connection(url_or_engine: str | Engine) -> Iterator[Connection]:
-    engine = create_engine(normalize_url(url_or_engine)) if isinstance(url_or_engine, str) else url_or_engine
+    """An autocommit connection: the schema lock opens the transaction itself (see ``schema_lock``)."""
+    engine = create_engine(_normalize_url(url_or_engine)) if isinstance(url_or_engine, str) else url_or_engine
     try:
-        with engine.begin() as connection:
+        with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
             yield connection
     finally:
         if isinstance(url_or_engine, str):
@@ -111,6 +106,10 @@ def _connection(url_or_engine: str | Engine) -> Iterator[Connection]:
 
 def upgrade(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX, revision: str = "head") -> None:
     """Migrate the tables of ``table_prefix`` to ``revision`` (default: the newest).
+
+    Migrations of one table prefix hold its schema lock (a PostgreSQL advisory lock, MariaDB/MySQL
+    ``GET_LOCK``, SQLite's write lock), so two deploys migrating at once both succeed: the second finds
+    the work done.
 
     Args:
         url_or_engine: a SQLAlchemy URL (an engine is made and disposed of) or an engine the caller owns.
@@ -122,7 +121,7 @@ def upgrade(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PR
     """
     config = _config(table_prefix)
     try:
-        with _connection(url_or_engine) as connection:
+        with _connection(url_or_engine) as connection, schema_lock(connection, table_prefix):
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
     except SQLAlchemyError as exc:
@@ -154,60 +153,30 @@ def current(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PR
         raise StoreError("reading the schema revision", detail=str(exc).splitlines()[0]) from exc
 
 
-def migrate_command(url: str, table_prefix: str = DEFAULT_TABLE_PREFIX) -> str:
-    """The shell command that migrates ``url`` (password hidden), as named in error messages."""
-    from sqlalchemy.engine import make_url
-
-    shown = make_url(url).render_as_string(hide_password=True)
-    suffix = "" if table_prefix == DEFAULT_TABLE_PREFIX else f" --table-prefix {table_prefix}"
-    return f"chatmemory migrate '{shown}'{suffix}"
+def _admin(engine: Engine, table_prefix: str) -> SchemaAdmin:
+    return SchemaAdmin(engine, engine.url, validate_table_prefix(table_prefix), engine.dialect.name)
 
 
 def create_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
-    """Create the tables of ``table_prefix`` from the metadata and stamp them with the newest revision.
+    """Create the tables of ``table_prefix`` at the newest revision, or migrate existing ones to it.
 
-    The quick path for development and tests. Tables that already exist are migrated instead, so this
-    never hides a pending migration.
+    The quick path for development and tests; it never hides a pending migration.
     """
-    try:
-        with engine.begin() as connection:
-            found = current_on(connection, table_prefix=table_prefix)
-            if found is None:
-                build_tables(table_prefix).metadata.create_all(connection)
-                stamp(connection, table_prefix=table_prefix)
-    except SQLAlchemyError as exc:
-        raise StoreError("creating the schema", detail=str(exc).splitlines()[0]) from exc
-    if found is not None and found != head():
+    found = current(engine, table_prefix=table_prefix)
+    if found is not None and found != REQUIRED_SCHEMA_REVISION:
         upgrade(engine, table_prefix=table_prefix)
+        return
+    _admin(engine, table_prefix).create()
 
 
 def drop_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
     """Drop the tables of ``table_prefix`` and its version table (the data is gone)."""
-    metadata = build_tables(table_prefix).metadata
-    version_table = Table(version_table_name(table_prefix), MetaData())
-    try:
-        with engine.begin() as connection:
-            metadata.drop_all(connection)
-            version_table.drop(connection, checkfirst=True)
-    except SQLAlchemyError as exc:
-        raise StoreError("dropping the schema", detail=str(exc).splitlines()[0]) from exc
+    _admin(engine, table_prefix).drop()
 
 
 def check_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
     """Raise :class:`~chatmemory.SchemaVersionError` naming the command to run unless the schema is at head."""
-    try:
-        with engine.connect() as connection:
-            found = current_on(connection, table_prefix=table_prefix)
-    except SQLAlchemyError as exc:
-        raise StoreError("checking the schema revision", detail=str(exc).splitlines()[0]) from exc
-    expected = head()
-    if found == expected:
-        return
-    if found is not None and found not in revisions():
-        command = "pip install -U chatmemory (the schema is newer than this chatmemory)"
-    else:
-        command = migrate_command(engine.url.render_as_string(hide_password=False), table_prefix)
-    raise SchemaVersionError(found, expected, command)
+    _admin(engine, table_prefix).check()
 
 
 def cli_migrate(url: str, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from chatmemory.stores.sql_schema import build_tables, version_table_name
+from chatmemory.stores.sql.schema import build_tables, version_table_name
 
 config = context.config
 connection = config.attributes.get("connection")

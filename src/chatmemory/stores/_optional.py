@@ -13,7 +13,7 @@ __all__ = ["require"]
 def require(module: str, *, feature: str, extra: str) -> ModuleType:
     """Import ``module`` or raise :class:`~chatmemory.MissingDependencyError` naming ``extra``.
 
-    Example message: ``RedisChatMemoryStore requires the 'redis' extra: pip install 'chatmemory[redis]'``.
+    Example message: ``RedisChatMemoryStore requires the 'redis' extra: pip install 'llm-window-memory[redis]'``.
     """
     try:
         return importlib.import_module(module)

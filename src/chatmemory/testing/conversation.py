@@ -64,7 +64,7 @@ ADVERSARIAL_IDS: tuple[str, ...] = (
     "a ",
     "tab\tnew\nline",
 )
-"""Memory ids that must be treated as plain names by every store (SEMANTICS.md §2)."""
+"""Memory ids that must be treated as plain names by every store (*Memory ids* in docs/semantics.md)."""
 
 
 def every_message_kind() -> list[ChatMessage]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from support.backends.sqlite import SQLBackend
+from support.backends.sqlite import AsyncSQLBackend, SQLBackend
 from support.servers import server_url
 
 
@@ -20,3 +20,11 @@ def open_backend() -> SQLBackend:
         "PostgreSQL", "CHATMEMORY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test", _container
     )
     return SQLBackend("postgres", url)
+
+
+def open_async_backend() -> AsyncSQLBackend:
+    """The asyncio store on the same server (the store maps the URL's driver to its async twin)."""
+    url = server_url(
+        "PostgreSQL", "CHATMEMORY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test", _container
+    )
+    return AsyncSQLBackend("postgres", url)

@@ -1,4 +1,4 @@
-"""The SQL store on SQLite (a file in a temporary directory), and the backend class all SQL dialects share."""
+"""The SQL store on SQLite (a file in a temporary directory), and the backend classes all SQL dialects share."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from chatmemory import ChatMemoryStore
+from chatmemory import ChatMemoryStore, aio
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
 from chatmemory.stores.sql import SQLChatMemoryStore
 
 
@@ -48,9 +49,44 @@ class SQLBackend:
             self._cleanup()
 
 
+class AsyncSQLBackend:
+    """The asyncio store on the same server (or file): the same URL, mapped to the async driver by the store."""
+
+    def __init__(self, name: str, url: str, cleanup: Any = None) -> None:
+        self.name = name
+        self.url = url
+        self._cleanup = cleanup
+
+    async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
+        options.setdefault("table_prefix", f"a{uuid.uuid4().hex[:12]}_")
+        store = AsyncSQLChatMemoryStore(self.url, **options)
+        await store.create_schema()
+        return store
+
+    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, AsyncSQLChatMemoryStore)
+        await store.write_raw(memory_id, records)
+
+    async def close_store(self, store: aio.ChatMemoryStore) -> None:
+        assert isinstance(store, AsyncSQLChatMemoryStore)
+        try:
+            await store.drop_schema()
+        finally:
+            await store.aclose()
+
+    def close(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup()
+
+
 def open_backend() -> SQLBackend:
     directory = tempfile.TemporaryDirectory(prefix="chatmemory-sqlite-")
     return SQLBackend("sqlite", f"sqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup)
+
+
+def open_async_backend() -> AsyncSQLBackend:
+    directory = tempfile.TemporaryDirectory(prefix="chatmemory-sqlite-")
+    return AsyncSQLBackend("sqlite", f"sqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup)
 
 
 SQL_DIALECTS = ("sqlite", "postgres", "mysql")

@@ -23,6 +23,7 @@ _TIMESTAMP = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mys
 
 
 def upgrade() -> None:
+    """Create the head table and the message table of the prefix."""
     prefix: str = context.config.attributes["table_prefix"]
     op.create_table(
         f"{prefix}memories",
@@ -45,6 +46,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop both tables."""
     prefix: str = context.config.attributes["table_prefix"]
     op.drop_table(f"{prefix}messages")
     op.drop_table(f"{prefix}memories")

@@ -1,6 +1,8 @@
 """The statements of the SQL store, built once per store so SQLAlchemy compiles each only once.
 
-Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses).
+Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses). Times
+come from the server's clock (:mod:`chatmemory.stores.sql.clock`); a store with a ``ttl`` passes it as
+``p_ttl``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from sqlalchemy import (
     Delete,
     Dialect,
     Insert,
+    Integer,
     LargeBinary,
     Select,
+    String,
+    TextClause,
     Update,
     and_,
     any_,
@@ -28,41 +33,96 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
     union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql
 
-from chatmemory.stores.sql_schema import MemoryIdType, SchemaTables
+from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
+from chatmemory.stores.sql.plan import SCALAR_DIFF_LIMIT
+from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 
-__all__ = ["SCALAR_DIFF_LIMIT", "Statements"]
+__all__ = ["Statements"]
 
-SCALAR_DIFF_LIMIT = 8
-"""The most rows a turn deletes or inserts that still get one parameter each (see ``diff_postgresql``)."""
+_ENTRY = 32
+"""Characters of one ``recent_writes`` entry."""
 
 
 class Statements:
-    """Every statement the store runs, for one table prefix and dialect."""
+    """Every statement the store runs, for one table prefix, dialect and expiry setting.
 
-    def __init__(self, tables: SchemaTables, dialect: Dialect) -> None:
+    Args:
+        tables: the store's tables.
+        dialect: the engine's dialect.
+        expires: whether memories expire (writes then set ``expires_at`` to the server's time + ``p_ttl``).
+    """
+
+    def __init__(self, tables: SchemaTables, dialect: Dialect, *, expires: bool) -> None:
         self._tables = tables
+        self._dialect = dialect
         memories, messages = tables.memories, tables.messages
+        stamp = memories.c.updated_at.type
         memory_id = memories.c.memory_id == bindparam("p_id")
-        self._live = or_(memories.c.expires_at.is_(None), memories.c.expires_at > bindparam("p_now"))
+        self._live = live(memories.c.expires_at, stamp)
+        self._now = ServerNow(stamp)
+        self._expiry: ColumnElement[Any] = ServerExpiry(stamp) if expires else null()
+        # Newest entry first; the oldest falls off the end.
+        self._recent_writes = bindparam("p_entry", type_=String()) + func.substr(
+            func.coalesce(memories.c.recent_writes, literal_column("''")),
+            literal_column("1"),
+            literal_column(str(RECENT_WRITES_LENGTH - _ENTRY)),
+        )
 
-        # Rows this store already decoded are sent without their payload: within one incarnation every
-        # row below the next sequence number the store saw was in that snapshot (see SQLChatMemoryStore.load).
+        # One statement answers every state of a memory: no head and no rows (one row of NULLs), a live
+        # head and its rows, an expired head (one row, live = 0, its rows not sent), and message rows
+        # without a head (damage: reported, never read as empty). Rows the store already decoded come
+        # without their payload: within one incarnation every row below the next sequence number the
+        # store saw was in that snapshot (see plan.decode_read).
+        key = select(bindparam("p_id", type_=MemoryIdType()).label("memory_id")).subquery("k")
+        head_live = case((self._live, literal_column("1")), else_=literal_column("0"))
         known = and_(
             memories.c.incarnation == bindparam("p_known_incarnation"), messages.c.seq < bindparam("p_known_next")
         )
-        payload = case((known, null()), else_=messages.c.payload).label("payload")
         self.read: Select[Any] = (
-            select(memories.c.version, memories.c.incarnation, memories.c.next_seq, messages.c.seq, payload)
-            .select_from(memories.outerjoin(messages, messages.c.memory_id == memories.c.memory_id))
-            .where(memory_id, self._live)
+            select(
+                memories.c.version,
+                memories.c.incarnation,
+                memories.c.next_seq,
+                head_live.label("live"),
+                messages.c.seq,
+                case((known, null()), else_=messages.c.payload).label("payload"),
+            )
+            .select_from(
+                key.outerjoin(memories, memories.c.memory_id == key.c.memory_id).outerjoin(
+                    messages,
+                    and_(
+                        messages.c.memory_id == key.c.memory_id,
+                        or_(memories.c.memory_id.is_(None), self._live),
+                    ),
+                )
+            )
             .order_by(messages.c.seq)
         )
-        """All of a memory in one query: head and messages (no row when absent or expired)."""
+        """All of a memory in one query (see above)."""
+
+        max_seq = select(func.max(messages.c.seq)).where(messages.c.memory_id == bindparam("p_id")).scalar_subquery()
+        self.lock_head: Select[Any] = (
+            select(
+                memories.c.version,
+                memories.c.incarnation,
+                memories.c.next_seq,
+                head_live.label("live"),
+                memories.c.recent_writes,
+                max_seq.label("max_seq"),
+                ServerClockMicros().label("clock"),
+            )
+            .where(memory_id)
+            .with_for_update()
+        )
+        """The head row, locked until the transaction ends, with the server's clock and the highest seq."""
+        self.clock: Select[Any] = select(ServerClockMicros().label("clock"), max_seq.label("max_seq"))
+        """What a write creating a memory needs: the clock, and whether message rows exist without a head."""
 
         self.bump_head: Update = (
             update(memories)
@@ -73,20 +133,24 @@ class Statements:
                 self._live,
             )
             .values(
-                version=memories.c.version + 1,
+                version=memories.c.version + literal_column("1"),
                 next_seq=bindparam("p_next_seq"),
-                updated_at=bindparam("p_now"),
-                expires_at=bindparam("p_expires"),
+                updated_at=self._now,
+                expires_at=self._expiry,
+                recent_writes=self._recent_writes,
             )
         )
         """The conditional write of a diff: matches one row only at the expected version and incarnation."""
-
-        self.lock_head: Select[Any] = (
-            select(memories.c.version, memories.c.incarnation, memories.c.next_seq, memories.c.expires_at)
-            .where(memory_id)
-            .with_for_update()
+        self.insert_head: Insert = insert(memories).values(
+            memory_id=bindparam("p_id"),
+            version=bindparam("p_version"),
+            incarnation=bindparam("p_incarnation"),
+            next_seq=bindparam("p_next_seq"),
+            created_at=self._now,
+            updated_at=self._now,
+            expires_at=self._expiry,
+            recent_writes=bindparam("p_recent"),
         )
-        self.insert_head: Insert = insert(memories)
         self.rewrite_head: Update = (
             update(memories)
             .where(memory_id)
@@ -94,11 +158,10 @@ class Statements:
                 version=bindparam("p_version"),
                 incarnation=bindparam("p_incarnation"),
                 next_seq=bindparam("p_next_seq"),
-                updated_at=bindparam("p_now"),
-                expires_at=bindparam("p_expires"),
-                created_at=func.coalesce(
-                    bindparam("p_created", type_=memories.c.created_at.type), memories.c.created_at
-                ),
+                updated_at=self._now,
+                expires_at=self._expiry,
+                created_at=case((bindparam("p_fresh", type_=Integer()) == 1, self._now), else_=memories.c.created_at),
+                recent_writes=bindparam("p_recent"),
             )
         )
         self.delete_head: Delete = delete(memories).where(memory_id)
@@ -111,7 +174,7 @@ class Statements:
         self.delete_messages_of: Delete = delete(messages).where(
             messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
         )
-        self._dialect = dialect
+        self.max_allowed_packet: TextClause = text("SELECT @@max_allowed_packet")
         self._diffs: dict[tuple[int, int], str] = {}
         self._diffs_lock = threading.Lock()
 
@@ -125,7 +188,7 @@ class Statements:
 
         Compiled once per shape: the hottest statement skips SQLAlchemy's per-execution compile-cache
         lookup and bind processing (the caller passes the id as UTF-8 bytes). Turns of up to
-        :data:`SCALAR_DIFF_LIMIT` rows each way take one scalar parameter per row; PostgreSQL runs them
+        ``SCALAR_DIFF_LIMIT`` rows each way take one scalar parameter per row; PostgreSQL runs them
         markedly faster than ``= ANY(array)`` and ``unnest(array, array)``, which larger turns use.
         """
         shape = (deleted, appended) if max(deleted, appended) <= SCALAR_DIFF_LIMIT else (-1, -1)
@@ -148,23 +211,7 @@ class Statements:
         ``p_s<i>``/``p_b<i>`` (sequence number and payload to insert).
         """
         memories, messages = self._tables.memories, self._tables.messages
-        head = (
-            update(memories)
-            .where(
-                memories.c.memory_id == bindparam("p_id"),
-                memories.c.version == bindparam("p_expected"),
-                memories.c.incarnation == bindparam("p_incarnation"),
-                self._live,
-            )
-            .values(
-                version=memories.c.version + literal_column("1"),
-                next_seq=bindparam("p_next_seq"),
-                updated_at=bindparam("p_now"),
-                expires_at=bindparam("p_expires"),
-            )
-            .returning(memories.c.version)
-            .cte("head")
-        )
+        head = self.bump_head.returning(memories.c.version).cte("head")
         matched = select(literal_column("1")).select_from(head).exists()
         ctes = []
         if deleted:
@@ -188,22 +235,15 @@ class Statements:
                 )
                 rows = select(memory_id, new_rows.c.seq, new_rows.c.payload).where(matched)
             else:
-                rows = (
-                    union_all(
-                        *(
-                            select(
-                                memory_id,
-                                bindparam(f"p_s{index}", type_=BigInteger),
-                                bindparam(f"p_b{index}", type_=LargeBinary),
-                            ).where(matched)
-                            for index in range(appended)
-                        )
-                    )
-                    if appended > 1
-                    else select(
-                        memory_id, bindparam("p_s0", type_=BigInteger), bindparam("p_b0", type_=LargeBinary)
+                selects = [
+                    select(
+                        memory_id,
+                        bindparam(f"p_s{index}", type_=BigInteger),
+                        bindparam(f"p_b{index}", type_=LargeBinary),
                     ).where(matched)
-                )
+                    for index in range(appended)
+                ]
+                rows = union_all(*selects) if appended > 1 else selects[0]
             ctes.append(insert(messages).from_select(["memory_id", "seq", "payload"], rows).cte("inserted"))
         return select(head.c.version).add_cte(*ctes)
 
@@ -233,7 +273,7 @@ class Statements:
         memories = self._tables.memories
         return (
             select(memories.c.memory_id)
-            .where(memories.c.expires_at <= bindparam("p_now"))
+            .where(memories.c.expires_at <= self._now)
             .limit(batch_size)
             .with_for_update(skip_locked=True)
         )

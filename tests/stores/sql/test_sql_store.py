@@ -234,7 +234,7 @@ def test_driver_errors_are_store_errors(sql_backend: SQLBackend) -> None:
 def test_a_missing_extra_names_the_pip_command() -> None:
     code = (
         "import sys; sys.modules['sqlalchemy'] = None\n"
-        "try:\n    import chatmemory.stores.sql\n"
+        "try:\n    from chatmemory.stores.sql import SQLChatMemoryStore\n"
         "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,16 +1,18 @@
-"""The tables of the SQL store, per table prefix, with column types chosen per dialect.
+r"""The tables of the SQL store, per table prefix, with column types chosen per dialect.
 
 Two tables per prefix:
 
 * ``<prefix>memories`` — the head row of a memory: its version, an incarnation token (new each time the
-  memory is created), the next message sequence number, and created/updated/expiry times.
+  memory is created), the next message sequence number, created/updated/expiry times (all from the
+  database's clock), and the ids of its last few writes (``recent_writes``: a write whose reply was lost
+  finds its own id there when it is sent again, instead of applying its turn twice).
 * ``<prefix>messages`` — one row per message, keyed by ``(memory_id, seq)``, holding the versioned
-  ``dumps_message`` payload as bytes (PostgreSQL rejects ``\\x00`` in ``text`` and ``jsonb``; bytes keep
+  ``dumps_message`` payload as bytes (PostgreSQL rejects ``\x00`` in ``text`` and ``jsonb``; bytes keep
   every message exact).
 
 Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
 equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
-MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\\x00``
+MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\x00``
 is allowed, and ordering by id is code point order everywhere.
 """
 
@@ -32,6 +34,7 @@ from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missin
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
+    String,
     Table,
     TypeDecorator,
 )
@@ -40,6 +43,8 @@ from sqlalchemy.types import TypeEngine  # noqa: E402
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",
+    "RECENT_WRITES_LENGTH",
+    "REQUIRED_SCHEMA_REVISION",
     "MemoryIdType",
     "SchemaTables",
     "build_tables",
@@ -47,7 +52,14 @@ __all__ = [
     "version_table_name",
 ]
 
+REQUIRED_SCHEMA_REVISION = "0002_recent_writes"
+"""The Alembic revision this store reads and writes (a test asserts it is the head of the shipped revisions).
+
+The store learns it from here, never from :mod:`chatmemory.migrations` (which imports this module)."""
+
 DEFAULT_TABLE_PREFIX = "chatmemory_"
+RECENT_WRITES_LENGTH = 256
+"""Characters of ``recent_writes``: eight entries of 32 hexadecimal digits (write id, then version)."""
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
 MEMORY_ID_BYTES = 1020
 """255 characters of at most 4 UTF-8 bytes each."""
@@ -75,18 +87,22 @@ class MemoryIdType(TypeDecorator[str]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """``VARBINARY(1020)`` on MySQL/MariaDB (a key column needs a length), bytes elsewhere."""
         if dialect.name in ("mysql", "mariadb"):
             return dialect.type_descriptor(mysql.VARBINARY(MEMORY_ID_BYTES))
         return dialect.type_descriptor(LargeBinary())
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        """The id as UTF-8 bytes."""
         return None if value is None else value.encode("utf-8", "surrogatepass")
 
     def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        """The id from its UTF-8 bytes."""
         return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
 
     @property
     def python_type(self) -> type[str]:
+        """``str``."""
         return str
 
 
@@ -124,6 +140,7 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
         Column("created_at", timestamp_type(), nullable=False),
         Column("updated_at", timestamp_type(), nullable=False),
         Column("expires_at", timestamp_type(), nullable=True),
+        Column("recent_writes", String(RECENT_WRITES_LENGTH), nullable=True),
         # No index on updated_at or expires_at: every write changes both, and an index on either would
         # make each turn write index entries too (on PostgreSQL it also rules out HOT updates of the head
         # row). Purging and newest-first listing scan the head table instead; see their docstrings.

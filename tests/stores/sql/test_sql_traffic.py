@@ -75,9 +75,15 @@ def _row_versions(store: SQLChatMemoryStore, memory_id: str) -> set[tuple[Any, .
         return {tuple(row) for row in rows}
 
 
-def _turn_cost(store: SQLChatMemoryStore, window: int, turns: int = 5) -> list[tuple[int, int, int]]:
-    """For each steady-state turn: (statements, rows the driver changed, message rows that changed)."""
-    memory_id = f"traffic-{window}"
+def _turn_cost(
+    store: SQLChatMemoryStore, window: int, turns: int = 5, *, whole_window: bool = False
+) -> list[tuple[int, int, int]]:
+    """For each steady-state turn: (statements, rows the driver changed, message rows that changed).
+
+    A turn is ``save`` at the previous version, or (``whole_window``) ``update_messages`` of the whole
+    window, as integrations using the plain store contract write.
+    """
+    memory_id = f"traffic-{window}-{whole_window}"
     messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(window)]
     version = store.save(memory_id, messages, 0)
     recorder = Recorder(store)
@@ -87,7 +93,10 @@ def _turn_cost(store: SQLChatMemoryStore, window: int, turns: int = 5) -> list[t
             messages = [*messages[1:], UserMessage(f"turn {turn}")]
             before = _row_versions(store, memory_id)
             traffic = recorder.record()
-            version = store.save(memory_id, messages, version)
+            if whole_window:
+                store.update_messages(memory_id, messages)
+            else:
+                version = store.save(memory_id, messages, version)
             recorder.current = None
             after = _row_versions(store, memory_id)
             if turn >= 2:  # the first turns may fill the snapshot cache
@@ -110,6 +119,33 @@ def test_steady_state_turn_cost_does_not_depend_on_the_window(store: SQLChatMemo
     else:
         assert changed == 3  # head UPDATE + DELETE + INSERT, each of one row
         assert statements <= 5  # BEGIN IMMEDIATE/COMMIT on SQLite count as statements
+
+
+def test_update_messages_of_the_whole_window_costs_a_diffed_turn(store: SQLChatMemoryStore) -> None:
+    # The store diffs the window against its cached snapshot and conditions the write on that version.
+    small = _turn_cost(store, 20, whole_window=True)
+    large = _turn_cost(store, 200, whole_window=True)
+    assert small == large, (small, large)
+    statements, changed, rows = small[0]
+    assert rows == 2
+    if store.engine.dialect.name == "postgresql":
+        assert statements == 1
+    else:
+        assert changed == 3 and statements == 5  # BEGIN, head UPDATE, DELETE, INSERT, COMMIT
+
+
+def test_update_messages_after_another_writer_falls_back_to_the_locked_write(
+    sql_backend: SQLBackend, store: SQLChatMemoryStore
+) -> None:
+    other = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+    try:
+        messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(5)]
+        store.update_messages("fallback", messages)
+        other.update_messages("fallback", [*messages, UserMessage("other")])
+        store.update_messages("fallback", [*messages[1:], UserMessage("mine")])  # stale snapshot: no lost write
+        assert other.get_messages("fallback") == [*messages[1:], UserMessage("mine")]
+    finally:
+        other.close()
 
 
 def test_a_new_system_message_first_rewrites_the_window(store: SQLChatMemoryStore) -> None:

@@ -1,0 +1,265 @@
+"""Engines for the SQL store: URL checks and normalisation, driver defaults, transactions, error kinds.
+
+Shared by the sync store and the asyncio store; the two differ only in the driver a URL maps to:
+
+=================  ===========================  ==============================
+URL scheme         sync store                   asyncio store
+=================  ===========================  ==============================
+``postgresql://``  psycopg 3                    psycopg 3 (its async mode)
+``mysql://``       PyMySQL                      asyncmy
+``mariadb://``     PyMySQL                      asyncmy
+``sqlite://``      the standard ``sqlite3``     aiosqlite
+=================  ===========================  ==============================
+
+Every engine a store uses runs its connections in autocommit: the store's transactions issue ``BEGIN``
+themselves (``BEGIN IMMEDIATE`` on SQLite), so they are real transactions whatever engine a caller
+passes in — including one built with ``isolation_level="AUTOCOMMIT"`` — and a single-statement turn
+costs no ``BEGIN``/``COMMIT`` round trips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from chatmemory.core.errors import MissingDependencyError
+
+__all__ = [
+    "AUTOCOMMIT",
+    "CONNECT_TIMEOUT_SECONDS",
+    "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "autocommit_options",
+    "begin_statement",
+    "dialect_family",
+    "engine_from_url",
+    "is_conflict",
+    "is_disconnect",
+    "is_packet_too_large",
+    "normalize_url",
+    "snapshot_statements",
+    "transactional_isolation_level",
+]
+
+AUTOCOMMIT = "AUTOCOMMIT"
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long a store-made engine waits to connect to PostgreSQL or MySQL/MariaDB (``engine_options``
+``connect_args={"connect_timeout": ...}`` overrides it)."""
+SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
+"""How long a SQLite write waits for another writer's lock (``BEGIN IMMEDIATE``)."""
+
+_CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "23505"})
+"""PostgreSQL: serialization failure, deadlock, unique violation (two writers creating one memory)."""
+_CONFLICT_MYSQL_CODES = frozenset({1062, 1213, 1205})
+"""MySQL/MariaDB: duplicate key, deadlock, lock wait timeout."""
+_PACKET_MYSQL_CODES = frozenset({1153, 1301, 2006, 2013})
+"""MySQL/MariaDB: packet too large, result larger than max_allowed_packet, server gone away, lost connection."""
+
+_SYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql", "sqlite": "pysqlite"}
+_ASYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "asyncmy", "mariadb": "asyncmy", "sqlite": "aiosqlite"}
+_DRIVER_MODULES = {"psycopg": "psycopg", "pymysql": "pymysql", "asyncmy": "asyncmy", "aiosqlite": "aiosqlite"}
+_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sql"}
+_OTHER_STORES = {
+    "redis": "chatmemory.stores.redis.RedisChatMemoryStore",
+    "rediss": "chatmemory.stores.redis.RedisChatMemoryStore",
+    "redis+cluster": "chatmemory.stores.redis.RedisChatMemoryStore",
+    "unix": "chatmemory.stores.redis.RedisChatMemoryStore",
+    "mongodb": "chatmemory.stores.mongodb.MongoChatMemoryStore",
+    "mongodb+srv": "chatmemory.stores.mongodb.MongoChatMemoryStore",
+    "memory": "chatmemory.InMemoryChatMemoryStore",
+}
+_EXAMPLES = "postgresql+psycopg://user@host/db, mysql+pymysql://user@host/db or sqlite:///path/to/chat.db"
+
+
+def dialect_family(name: str) -> str:
+    """``postgresql``, ``mysql`` (MySQL and MariaDB) or ``sqlite`` for a SQLAlchemy dialect name."""
+    return "mysql" if name == "mariadb" else name
+
+
+def normalize_url(url: str, *, asynchronous: bool = False) -> URL:
+    """Check a store URL and give it the driver chatmemory's extras install.
+
+    Without a driver, ``postgresql://`` (or ``postgres://``) means psycopg 3 and ``mysql://`` /
+    ``mariadb://`` mean PyMySQL (SQLAlchemy's own defaults, psycopg2 and mysqlclient, are not installed by
+    ``chatmemory[postgres]`` / ``chatmemory[mysql]``). For the asyncio store, sync drivers are swapped for
+    their async twins (``sqlite`` → ``aiosqlite``, ``pymysql`` → ``asyncmy``), so both stores take the same
+    URL.
+
+    Raises:
+        ValueError: the URL is not a SQL database URL, names another store's scheme, is an in-memory
+            SQLite database, or names a driver the store does not use; the message says what to use.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"a SQL store URL must be a str, not {type(url).__name__}")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if not scheme or not scheme.replace("+", "").replace("-", "").isalnum():
+        raise ValueError(f"{url!r} is not a database URL (it has no scheme); use a URL such as {_EXAMPLES}")
+    if scheme in _OTHER_STORES:
+        raise ValueError(
+            f"{url.split('://', 1)[0]}:// is not a SQL database URL; use {_OTHER_STORES[scheme]} "
+            "(or chatmemory.open_store(url), which picks the store by scheme)"
+        )
+    backend, _, driver = scheme.partition("+")
+    if backend == "postgres":
+        backend = "postgresql"
+    if backend not in _SYNC_DRIVERS:
+        raise ValueError(
+            f"the SQL store supports PostgreSQL, MySQL/MariaDB and SQLite, not {backend!r}; use {_EXAMPLES}"
+        )
+    try:
+        parsed = make_url(f"{backend}{'+' + driver if driver else ''}://{url.split('://', 1)[1]}")
+    except ArgumentError as exc:
+        raise ValueError(f"{url!r} is not a valid database URL ({exc}); use a URL such as {_EXAMPLES}") from exc
+    wanted = (_ASYNC_DRIVERS if asynchronous else _SYNC_DRIVERS)[backend]
+    if driver in ("", _SYNC_DRIVERS[backend], _ASYNC_DRIVERS[backend]):
+        driver = wanted
+    if driver != wanted:
+        raise ValueError(
+            f"the {'asyncio ' if asynchronous else ''}SQL store does not use the driver {driver!r} of "
+            f"{parsed.drivername!r} (it is tested with {wanted}); use {backend}+{wanted}:// or {backend}://"
+        )
+    if backend == "sqlite":
+        database = parsed.database
+        if database in (None, "", ":memory:") or (database.startswith("file:") and "mode=memory" in url):
+            # Each SQLite connection to an in-memory database gets its own empty database.
+            raise ValueError(
+                f"{url!r} is an in-memory SQLite database, which lives in one connection and is invisible to "
+                "other threads; use a file (sqlite:///path/to/chat.db) or chatmemory.InMemoryChatMemoryStore"
+            )
+    return parsed.set(drivername=f"{backend}+{driver}")
+
+
+def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
+    """``create_engine`` keyword arguments for a store-made engine: the caller's, plus defaults.
+
+    Connections are in autocommit (see the module docstring); connect timeouts are short. There is no
+    pool pre-ping: a call that finds its pooled connection dead is retried once on a new connection.
+    """
+    settings = dict(options)
+    settings.setdefault("isolation_level", AUTOCOMMIT)
+    connect_args = dict(settings.pop("connect_args", {}))
+    backend = dialect_family(url.get_backend_name())
+    if backend == "sqlite":
+        connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_SECONDS)
+    else:
+        connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+    settings["connect_args"] = connect_args
+    return settings
+
+
+def install_connect_hooks(engine: Engine) -> None:
+    """Per-connection settings: WAL on SQLite, ``READ COMMITTED`` on MySQL/MariaDB."""
+    backend = dialect_family(engine.dialect.name)
+
+    if backend == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _write_ahead_log(dbapi_connection: Any, _record: Any) -> None:
+            # In WAL mode readers never wait for the writer (the setting is kept in the file).
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+    elif backend == "mysql":
+
+        @event.listens_for(engine, "connect")
+        def _read_committed(dbapi_connection: Any, _record: Any) -> None:
+            # READ COMMITTED takes no gap locks, so writers of different memories do not deadlock on
+            # neighbouring index ranges; set once per connection, not per transaction.
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            cursor.close()
+
+
+def missing_driver(url: URL, exc: ImportError, feature: str) -> Exception:
+    """The error for an engine whose driver is not installed: the extra to install."""
+    backend = url.get_backend_name()
+    module = _DRIVER_MODULES.get(url.get_driver_name(), exc.name or "?")
+    return MissingDependencyError(feature, _EXTRAS.get(backend, "sql"), module)
+
+
+def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
+    """An engine for the sync store to own (see :func:`normalize_url` and :func:`driver_options`)."""
+    parsed = normalize_url(url)
+    try:
+        engine = create_engine(parsed, **driver_options(parsed, options))
+    except ImportError as exc:
+        raise missing_driver(parsed, exc, "SQLChatMemoryStore") from exc
+    install_connect_hooks(engine)
+    return engine
+
+
+def autocommit_options(isolation_level: object) -> dict[str, str]:
+    """Execution options that put a caller's engine in autocommit (none if it is already)."""
+    return {} if isolation_level == AUTOCOMMIT else {"isolation_level": AUTOCOMMIT}
+
+
+def engine_isolation_level(engine: Any) -> object:
+    """The isolation level ``engine``'s connections get (``create_engine`` or ``execution_options``)."""
+    level = engine.get_execution_options().get("isolation_level")
+    if level is None:
+        # SQLAlchemy keeps create_engine(isolation_level=...) here and applies it on connect.
+        level = getattr(engine.dialect, "_on_connect_isolation_level", None)
+    return level
+
+
+def transactional_isolation_level(dialect: str) -> str:
+    """The isolation level of the schema engine (Alembic runs its migrations in transactions)."""
+    return "SERIALIZABLE" if dialect == "sqlite" else "READ COMMITTED"
+
+
+def begin_statement(dialect: str) -> str:
+    """How a write transaction starts; on SQLite it takes the write lock at once.
+
+    SQLite transactions that read before they write fail with "database is locked" when two of them try
+    to upgrade their locks; ``BEGIN IMMEDIATE`` takes the write lock up front, waiting for it under the
+    busy timeout.
+    """
+    return "BEGIN IMMEDIATE" if dialect == "sqlite" else "BEGIN"
+
+
+def snapshot_statements(dialect: str) -> tuple[str, str | None]:
+    """How a read-only snapshot transaction starts: ``(begin, statement to send before it or None)``.
+
+    Every statement of the transaction sees the database as of its first read, so a listing that pages
+    through it neither misses nor repeats a memory written meanwhile.
+    """
+    if dialect == "postgresql":
+        return "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", None
+    if dialect == "mysql":
+        return (
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        )
+    return "BEGIN", None
+
+
+def _sqlstate(exc: DBAPIError) -> str | None:
+    state = getattr(exc.orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def _mysql_code(exc: DBAPIError) -> object:
+    args: tuple[Any, ...] = getattr(exc.orig, "args", ())
+    return args[0] if args else None
+
+
+def is_conflict(dialect: str, exc: DBAPIError) -> bool:
+    """Whether ``exc`` means another writer got there first (retry or report a concurrent update)."""
+    if dialect == "postgresql":
+        return _sqlstate(exc) in _CONFLICT_SQLSTATES
+    if dialect == "mysql":
+        return _mysql_code(exc) in _CONFLICT_MYSQL_CODES
+    return False
+
+
+def is_disconnect(exc: DBAPIError) -> bool:
+    """Whether the connection died under the call: its outcome is unknown, and a retry takes a new one."""
+    return bool(exc.connection_invalidated)
+
+
+def is_packet_too_large(dialect: str, exc: DBAPIError) -> bool:
+    """Whether a MySQL/MariaDB failure may be a statement over ``max_allowed_packet``."""
+    return dialect == "mysql" and _mysql_code(exc) in _PACKET_MYSQL_CODES

@@ -1,0 +1,90 @@
+"""The SQL store's read plan: parameters of the one read statement, and its rows decoded into a snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any, Protocol, cast
+
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import Snapshot
+from chatmemory.serialization.native import loads_message
+from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult, StaleCache, stray_detail
+
+__all__ = ["ReadRow", "decode_read", "raw_records", "read_parameters"]
+
+_seq_and_payload = attrgetter("seq", "payload")
+_MISSING = object()
+"""A cached message the rows name but the cache does not hold."""
+
+
+class ReadRow(Protocol):
+    """A row of the read statement (head columns repeat on every row; ``seq`` is ``None`` without messages)."""
+
+    version: int | None
+    incarnation: int | None
+    next_seq: int | None
+    live: int | None
+    seq: int | None
+    payload: bytes | None
+
+
+def read_parameters(memory_id: str, cached: CachedSnapshot | None) -> dict[str, Any]:
+    """Parameters of the read statement: rows the cached snapshot holds are sent without their payload."""
+    return {
+        "p_id": memory_id,
+        # -1 matches no incarnation (they are non-negative): every payload is sent.
+        "p_known_incarnation": -1 if cached is None else cached.incarnation,
+        "p_known_next": 0 if cached is None else cached.next_seq,
+    }
+
+
+def decode_read(
+    memory_id: str, rows: Sequence[ReadRow], cached: CachedSnapshot | None
+) -> ReadResult | StaleCache | Corrupted:
+    """Turn the read statement's rows into a snapshot, reusing the cached messages the rows left out.
+
+    Within one incarnation a sequence number is written once and never reused (rewrites take new ones),
+    so a row below the cached ``next_seq`` is a message of the cached snapshot and is not decoded again.
+
+    Raises:
+        CorruptedMemoryError: a payload does not decode.
+        UnsupportedFormatVersionError: a payload is from a newer format.
+    """
+    head = rows[0]
+    if head.version is None or head.incarnation is None or head.next_seq is None:
+        strays = sum(1 for row in rows if row.seq is not None)
+        if strays:
+            return Corrupted(stray_detail(strays))
+        return ReadResult(Snapshot([], 0), None)
+    if not head.live:
+        return ReadResult(Snapshot([], 0), None)
+    known = (
+        dict(zip(cached.seqs, cached.messages, strict=True))
+        if cached is not None and cached.incarnation == head.incarnation
+        else {}
+    )
+    pairs = list(map(_seq_and_payload, rows))
+    if pairs[0][0] is None:  # a live head without messages: one row, joined to nothing
+        pairs = []
+    lookup = known.get
+    messages: list[ChatMessage | object] = [
+        lookup(seq, _MISSING) if payload is None else loads_message(payload, memory_id=memory_id)
+        for seq, payload in pairs
+    ]
+    if any(message is _MISSING for message in messages):
+        return StaleCache()
+    seqs = [seq for seq, _ in pairs]
+    # A row appended by hand past the head's next_seq must not collide with the next insert.
+    next_seq = max(head.next_seq, seqs[-1] + 1) if seqs else head.next_seq
+    decoded = cast("list[ChatMessage]", messages)
+    state = CachedSnapshot(head.version, head.incarnation, next_seq, tuple(seqs), tuple(decoded))
+    return ReadResult(Snapshot(decoded, head.version), state)
+
+
+def raw_records(rows: Sequence[ReadRow]) -> list[bytes]:
+    """The payloads of a read made without a cached snapshot (live, or stray rows an operator inspects)."""
+    head = rows[0]
+    if head.version is not None and not head.live:
+        return []
+    return [bytes(row.payload) for row in rows if row.seq is not None and row.payload is not None]

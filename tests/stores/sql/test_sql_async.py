@@ -1,0 +1,225 @@
+"""The asyncio SQL store: the sync store's behaviour, shared layout, cancellation safety, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+
+from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, StoreError, UserMessage
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
+from chatmemory.core.messages import ChatMessage
+from chatmemory.stores.sql import SQLChatMemoryStore
+from support.backends.sqlite import SQLBackend
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def sync_store(sql_backend: SQLBackend) -> Iterator[SQLChatMemoryStore]:
+    made = sql_backend.make_store()
+    yield made
+    sql_backend.close_store(made)
+
+
+@pytest_asyncio.fixture
+async def store(sql_backend: SQLBackend, sync_store: SQLChatMemoryStore) -> AsyncIterator[AsyncSQLStore]:
+    async with AsyncSQLStore(sql_backend.url, table_prefix=sync_store.table_prefix) as made:
+        yield made
+
+
+def checked_out(store: AsyncSQLStore) -> int:
+    return int(store.engine.sync_engine.pool.checkedout())  # type: ignore[attr-defined]
+
+
+def texts(*words: str) -> list[ChatMessage]:
+    return [UserMessage(word) for word in words]
+
+
+async def test_the_url_of_the_sync_store_maps_to_async_drivers(store: AsyncSQLStore) -> None:
+    assert store.engine.driver in ("psycopg", "aiosqlite", "asyncmy")
+    assert store.required_schema_revision == await store.schema_revision()
+
+
+async def test_round_trip_versions_and_conflicts(store: AsyncSQLStore) -> None:
+    assert await store.get_messages("m") == []
+    assert (await store.load("m")).version == 0
+    version = await store.save("m", (message for message in texts("a", "b")), 0)
+    assert await store.get_messages("m") == texts("a", "b")
+    with pytest.raises(ConcurrentUpdateError):
+        await store.save("m", texts("x"), version - 1)
+    newer = await store.save("m", [*texts("b"), *texts("c")], version)
+    assert newer > version
+    await store.update_messages("m", texts("d"))
+    assert await store.load("m") == await store.load("m")
+    assert [memory_id async for memory_id in store.memory_ids()] == ["m"]
+    assert [memory_id async for memory_id in store.memory_ids(order="newest")] == ["m"]
+    await store.delete_messages("m")
+    assert await store.get_messages("m") == []
+
+
+async def test_raw_records_and_corruption(store: AsyncSQLStore) -> None:
+    await store.write_raw("bad", [b"\xff"])
+    assert await store.read_raw("bad") == [b"\xff"]
+    with pytest.raises(CorruptedMemoryError):
+        await store.get_messages("bad")
+    await store.update_messages("bad", texts("fixed"))
+    assert await store.get_messages("bad") == texts("fixed")
+
+
+async def test_sync_and_async_stores_share_the_layout_both_ways(
+    store: AsyncSQLStore, sync_store: SQLChatMemoryStore
+) -> None:
+    sync_store.update_messages("shared", texts("from sync"))
+    snapshot = await store.load("shared")
+    assert snapshot.messages == texts("from sync")
+    version = await store.save("shared", [*snapshot.messages, *texts("from async")], snapshot.version)
+    assert sync_store.load("shared").messages == texts("from sync", "from async")
+    assert sync_store.load("shared").version == version
+    sync_store.save("shared", texts("from async", "sync again"), version)
+    assert await store.get_messages("shared") == texts("from async", "sync again")
+
+
+async def _append(store: AsyncSQLStore, memory_id: str, message: ChatMessage) -> None:
+    while True:
+        snapshot = await store.load(memory_id)
+        try:
+            await store.save(memory_id, [*snapshot.messages, message], snapshot.version)
+            return
+        except ConcurrentUpdateError:
+            await asyncio.sleep(random.uniform(0, 0.003))
+
+
+def _append_sync(store: SQLChatMemoryStore, memory_id: str, message: ChatMessage) -> None:
+    import time
+
+    while True:
+        snapshot = store.load(memory_id)
+        try:
+            store.save(memory_id, [*snapshot.messages, message], snapshot.version)
+            return
+        except ConcurrentUpdateError:
+            time.sleep(random.uniform(0, 0.003))
+
+
+async def test_concurrent_sync_and_async_writers_lose_nothing(
+    store: AsyncSQLStore, sync_store: SQLChatMemoryStore
+) -> None:
+    sync_messages = [UserMessage(f"sync {index}") for index in range(15)]
+    async_messages = [UserMessage(f"async {task} {index}") for task in range(4) for index in range(8)]
+
+    def sync_writer() -> None:
+        for message in sync_messages:
+            _append_sync(sync_store, "both", message)
+
+    async def async_writer(task: int) -> None:
+        for index in range(8):
+            await _append(store, "both", async_messages[task * 8 + index])
+
+    thread = threading.Thread(target=sync_writer)
+    thread.start()
+    await asyncio.gather(*(async_writer(task) for task in range(4)))
+    await asyncio.to_thread(thread.join)
+    stored = await store.get_messages("both")
+    assert sorted(map(str, stored)) == sorted(map(str, sync_messages + async_messages))
+    assert sync_store.get_messages("both") == stored
+
+
+async def test_a_cancelled_write_leaves_the_old_or_the_new_list_and_frees_its_connection(
+    store: AsyncSQLStore,
+) -> None:
+    old = texts("old 0", "old 1")
+    await store.update_messages("c", old)
+    outcomes = set()
+    for step in range(40):
+        current = await store.load("c")
+        new = [*current.messages[1:], UserMessage(f"new {step}")]
+        # Cancel after a growing number of loop iterations (each await the write makes is one), and
+        # every third time after a real delay, so cancellation lands inside driver I/O too.
+        task = asyncio.create_task(store.save("c", new, current.version))
+        if step % 3 == 2:
+            await asyncio.sleep(random.uniform(0, 0.004))
+        else:
+            for _ in range(step):
+                await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+            outcomes.add("finished")
+        except asyncio.CancelledError:
+            outcomes.add("cancelled")
+        assert checked_out(store) == 0
+        after = await store.get_messages("c")
+        assert after in (current.messages, new), (step, after)
+    assert "cancelled" in outcomes
+
+
+async def test_asyncio_timeout_leaves_a_whole_list(store: AsyncSQLStore) -> None:
+    await store.update_messages("t", texts("kept"))
+    for budget in (0.0005, 0.001, 0.002, 0.005):
+        current = await store.load("t")
+        new = [*current.messages, UserMessage(str(budget))]
+        try:
+            async with asyncio.timeout(budget):
+                await store.save("t", new, current.version)
+        except TimeoutError:
+            pass
+        assert checked_out(store) == 0
+        assert await store.get_messages("t") in (current.messages, new)
+    await _append(store, "t", UserMessage("after"))
+    assert (await store.get_messages("t"))[-1] == UserMessage("after")
+
+
+async def test_many_tasks_on_one_memory_lose_nothing(store: AsyncSQLStore) -> None:
+    messages = [UserMessage(f"task {task} add {index}") for task in range(20) for index in range(5)]
+
+    async def writer(task: int) -> None:
+        for index in range(5):
+            await _append(store, "many", messages[task * 5 + index])
+
+    await asyncio.gather(*(writer(task) for task in range(20)))
+    assert sorted(map(str, await store.get_messages("many"))) == sorted(map(str, messages))
+
+
+async def test_a_closed_store_refuses_calls(sql_backend: SQLBackend, sync_store: SQLChatMemoryStore) -> None:
+    store = AsyncSQLStore(sql_backend.url, table_prefix=sync_store.table_prefix)
+    await store.update_messages("x", texts("a"))
+    await store.aclose()
+    await store.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.get_messages("x")
+
+
+async def test_bad_arguments_fail_at_construction() -> None:
+    with pytest.raises(ValueError, match="postgresql"):
+        AsyncSQLStore("postgres@localhost/db")
+    with pytest.raises(ValueError, match="RedisChatMemoryStore"):
+        AsyncSQLStore("redis://localhost:6379/0")
+    with pytest.raises(TypeError, match="sync Engine"):
+        AsyncSQLStore(object())  # type: ignore[arg-type]
+
+
+async def test_modify_queues_tasks_on_the_row_lock(store: AsyncSQLStore, sync_store: SQLChatMemoryStore) -> None:
+    assert await store.modify("queued", lambda messages: None) == 0
+    messages = [UserMessage(f"task {task} add {index}") for task in range(20) for index in range(5)]
+
+    async def writer(task: int) -> None:
+        for index in range(5):
+            message = messages[task * 5 + index]
+            await store.modify("queued", lambda current, message=message: [*current, message])
+
+    thread = threading.Thread(
+        target=lambda: [
+            sync_store.modify("queued", lambda current, i=i: [*current, UserMessage(f"sync {i}")]) for i in range(10)
+        ]
+    )
+    thread.start()
+    await asyncio.gather(*(writer(task) for task in range(20)))
+    await asyncio.to_thread(thread.join)
+    stored = sorted(map(str, await store.get_messages("queued")))
+    assert stored == sorted(map(str, [*messages, *(UserMessage(f"sync {i}") for i in range(10))]))
+    assert checked_out(store) == 0

@@ -1,0 +1,243 @@
+"""The SQL store's plans, without a database: reads, diffed writes, locked writes, write ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, UserMessage
+from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stores.sql import plan
+from chatmemory.stores.sql.plan import CachedSnapshot, LockedHead, WriteRequest
+
+
+@dataclass
+class Row:
+    """A row of the read statement."""
+
+    version: int | None = None
+    incarnation: int | None = None
+    next_seq: int | None = None
+    live: int | None = None
+    seq: int | None = None
+    payload: bytes | None = None
+
+
+def texts(*words: str) -> tuple[ChatMessage, ...]:
+    return tuple(UserMessage(word) for word in words)
+
+
+def snapshot_of(messages: tuple[ChatMessage, ...], version: int = 7, first_seq: int = 3) -> CachedSnapshot:
+    seqs = tuple(range(first_seq, first_seq + len(messages)))
+    return CachedSnapshot(version, 42, first_seq + len(messages), seqs, messages)
+
+
+def head(**fields: object) -> LockedHead:
+    values: dict[str, object] = {
+        "present": True,
+        "version": 7,
+        "incarnation": 42,
+        "next_seq": 6,
+        "live": True,
+        "recent_writes": None,
+        "max_seq": 5,
+        "clock": 1_000_000,
+    }
+    values.update(fields)
+    return LockedHead(**values)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ reads
+
+
+def test_an_absent_memory_reads_empty_at_version_0() -> None:
+    result = plan.decode_read("m", [Row()], None)
+    assert isinstance(result, plan.ReadResult)
+    assert result.snapshot.messages == [] and result.snapshot.version == 0 and result.state is None
+
+
+def test_message_rows_without_a_head_are_corrupted_not_empty() -> None:
+    result = plan.decode_read("m", [Row(seq=0, payload=b"{}"), Row(seq=1, payload=b"{}")], None)
+    assert isinstance(result, plan.Corrupted)
+    assert "2 message rows" in result.detail
+    assert isinstance(result.error("m"), CorruptedMemoryError)
+
+
+def test_an_expired_head_reads_empty() -> None:
+    result = plan.decode_read("m", [Row(version=5, incarnation=1, next_seq=2, live=0)], None)
+    assert isinstance(result, plan.ReadResult) and result.snapshot.version == 0
+
+
+def test_rows_the_cache_holds_are_reused_and_new_ones_decoded() -> None:
+    cached = snapshot_of(texts("a", "b", "c"))
+    new = UserMessage("d")
+    rows = [
+        Row(8, 42, 7, 1, 4, None),
+        Row(8, 42, 7, 1, 5, None),
+        Row(8, 42, 7, 1, 6, dumps_message(new)),
+    ]
+    result = plan.decode_read("m", rows, cached)
+    assert isinstance(result, plan.ReadResult)
+    assert result.snapshot.messages == [UserMessage("b"), UserMessage("c"), new]
+    assert result.snapshot.messages[0] is cached.messages[1]
+    assert result.state == CachedSnapshot(8, 42, 7, (4, 5, 6), (*cached.messages[1:], new))
+
+
+def test_a_row_the_cache_does_not_hold_asks_for_an_uncached_read() -> None:
+    # A row deleted and put back by hand under another sequence number: no KeyError, a fresh read.
+    cached = snapshot_of(texts("a", "b"))
+    rows = [Row(7, 42, 5, 1, 3, None), Row(7, 42, 5, 1, 2, None)]
+    assert isinstance(plan.decode_read("m", rows, cached), plan.StaleCache)
+
+
+def test_a_row_appended_by_hand_past_next_seq_moves_next_seq() -> None:
+    rows = [Row(7, 42, 5, 1, seq, dumps_message(UserMessage(str(seq)))) for seq in (3, 4, 5)]
+    result = plan.decode_read("m", rows, None)
+    assert isinstance(result, plan.ReadResult) and result.state is not None
+    assert result.state.next_seq == 6
+
+
+def test_read_parameters_send_every_payload_without_a_cache() -> None:
+    assert plan.read_parameters("m", None) == {"p_id": "m", "p_known_incarnation": -1, "p_known_next": 0}
+    cached = snapshot_of(texts("a"))
+    assert plan.read_parameters("m", cached)["p_known_next"] == cached.next_seq
+
+
+# ----------------------------------------------------------------------------------------- writes
+
+
+def test_requests_take_any_iterable_once_and_refuse_non_messages() -> None:
+    request = WriteRequest.of_messages("m", (message for message in texts("a", "b")), 0, None)
+    assert request.messages == texts("a", "b")
+    with pytest.raises(TypeError):
+        WriteRequest.of_messages("m", ["not a message"], 0, None)  # type: ignore[list-item]
+    assert WriteRequest.of_messages("m", [], None, None).write_id != request.write_id
+
+
+def test_a_steady_state_turn_is_a_diff_encoding_only_the_new_message() -> None:
+    cached = snapshot_of(texts("a", "b", "c"))
+    request = WriteRequest.of_messages("m", (*cached.messages[1:], UserMessage("d")), 7, 60.0)
+    diff = plan.plan_diff(request, cached)
+    assert diff is not None
+    assert diff.deleted_seqs == (3,) and diff.new_seqs == (6,)
+    assert [loads_message(payload) for payload in diff.payloads] == [UserMessage("d")]
+    assert diff.state == CachedSnapshot(8, 42, 7, (4, 5, 6), request.messages)
+    parameters = diff.head_parameters()
+    assert parameters["p_expected"] == 7 and parameters["p_ttl"] == 60.0
+    assert plan.find_write(parameters["p_entry"], request.write_id) == 8
+    assert plan.diff_outcome(diff, True) == plan.Written(8, diff.state)
+    assert plan.diff_outcome(diff, False) == plan.Conflict()
+
+
+def test_postgresql_parameters_are_scalars_for_small_turns_and_arrays_beyond() -> None:
+    cached = snapshot_of(texts(*"abcdefghijkl"))
+    small = plan.plan_diff(WriteRequest.of_messages("m", (*cached.messages[2:], UserMessage("x")), 7, None), cached)
+    assert small is not None
+    parameters = small.postgresql_parameters()
+    assert parameters["p_id"] == b"m" and {"p_d0", "p_d1", "p_s0", "p_b0"} <= set(parameters)
+    large = plan.plan_diff(WriteRequest.of_messages("m", cached.messages[10:], 7, None), cached)
+    assert large is not None and large.shape == (10, 0)
+    assert large.postgresql_parameters()["p_deleted"] == list(range(3, 13))
+
+
+def test_no_diff_without_a_matching_snapshot_or_for_a_rewrite() -> None:
+    cached = snapshot_of(texts("a", "b"))
+    assert plan.plan_diff(WriteRequest.of_messages("m", texts("a", "b", "c"), 6, None), cached) is None
+    assert plan.plan_diff(WriteRequest.of_messages("m", texts("x"), 7, None), cached) is None
+    assert plan.plan_diff(WriteRequest.of_records("m", [b"x"], None), cached) is None
+    assert plan.plan_diff(WriteRequest.of_messages("m", texts("a"), 7, None), None) is None
+    # An unconditional write diffs against whatever is cached (the statement checks that version).
+    unconditional = plan.plan_diff(WriteRequest.of_messages("m", texts("b", "c"), None, None), cached)
+    assert unconditional is not None and unconditional.cached.version == 7
+
+
+def test_a_locked_write_that_already_landed_reports_its_version() -> None:
+    request = WriteRequest.of_messages("m", texts("a"), 3, None)
+    recent = plan.write_entry("0" * 16, 6) + plan.write_entry(request.write_id, 5)
+    assert plan.plan_locked(request, None, head(recent_writes=recent)) == plan.Written(5, None)
+
+
+def test_a_conditional_locked_write_at_another_version_conflicts() -> None:
+    request = WriteRequest.of_messages("m", texts("a"), 3, None)
+    assert plan.plan_locked(request, None, head()) == plan.Conflict()
+    assert plan.plan_locked(request, None, head(present=False, version=0)) == plan.Conflict()
+    with pytest.raises(ConcurrentUpdateError):
+        raise plan.conflict_error(request)
+
+
+def test_a_locked_write_diffs_against_a_snapshot_of_the_locked_version() -> None:
+    cached = snapshot_of(texts("a", "b", "c"))
+    request = WriteRequest.of_messages("m", (*cached.messages[1:], UserMessage("d")), None, None)
+    decision = plan.plan_locked(request, cached, head(next_seq=6, max_seq=5))
+    assert isinstance(decision, plan.LockedWrite)
+    assert not decision.insert_head and not decision.delete_all and decision.deleted_seqs == (3,)
+    assert [row["seq"] for row in decision.rows] == [6]
+    assert decision.version == 8 and decision.head["p_fresh"] == 0
+    assert decision.state is not None and decision.state.seqs == (4, 5, 6)
+
+
+def test_a_locked_write_takes_seqs_past_rows_appended_by_hand() -> None:
+    request = WriteRequest.of_messages("m", texts("x"), None, None)
+    decision = plan.plan_locked(request, None, head(next_seq=6, max_seq=9))
+    assert isinstance(decision, plan.LockedWrite)
+    assert decision.delete_all and [row["seq"] for row in decision.rows] == [10]
+
+
+def test_creating_a_memory_starts_at_the_server_clock_with_a_new_incarnation() -> None:
+    request = WriteRequest.of_messages("m", texts("a", "b"), 0, 5.0)
+    decision = plan.plan_locked(request, None, plan.locked_head(None, 5_000_000))
+    assert isinstance(decision, plan.LockedWrite)
+    assert decision.insert_head and decision.version == 5_000_000
+    assert decision.head["p_ttl"] == 5.0 and decision.head["p_recent"].startswith(request.write_id)
+    assert plan.stray_rows(decision, 0) is None
+    assert isinstance(plan.stray_rows(decision, 2), plan.Corrupted)
+    unconditional = plan.plan_locked(WriteRequest.of_records("m", [b"r"], None), None, plan.locked_head(None, 1))
+    assert isinstance(unconditional, plan.LockedWrite) and plan.stray_rows(unconditional, 2) is None
+
+
+def test_an_expired_memory_is_written_as_a_new_incarnation_above_its_old_versions() -> None:
+    request = WriteRequest.of_messages("m", texts("a"), 0, None)
+    # The server clock is behind the old version: versions still grow.
+    decision = plan.plan_locked(request, None, head(live=False, version=9_000_000, clock=1_000_000))
+    assert isinstance(decision, plan.LockedWrite)
+    assert decision.version == 9_000_001 and decision.delete_all and decision.head["p_fresh"] == 1
+    assert decision.state is not None and decision.state.incarnation != 42
+
+
+@given(st.lists(st.text(alphabet="0123456789abcdef", min_size=16, max_size=16), min_size=1, max_size=20))
+def test_recent_writes_keep_the_last_eight(write_ids: list[str]) -> None:
+    recent: str | None = None
+    for version, write_id in enumerate(write_ids, start=1):
+        request = WriteRequest("m", texts("a"), None, None, None, write_id)
+        decision = plan.plan_locked(request, None, head(version=version - 1 or 1, recent_writes=recent))
+        if isinstance(decision, plan.Written):
+            continue  # the same id drawn twice: the second is a resend
+        assert isinstance(decision, plan.LockedWrite)
+        recent = decision.head["p_recent"]
+        assert recent is not None and len(recent) <= 32 * plan.RECENT_WRITES
+    assert recent is not None
+    assert plan.find_write(recent, write_ids[-1]) is not None
+    assert plan.find_write(recent, "x" * 16) is None
+
+
+@given(
+    st.lists(st.integers(0, 9), max_size=12),
+    st.integers(0, 12),
+    st.integers(0, 4),
+)
+def test_a_diff_plan_describes_the_new_list(words: list[int], evicted: int, appended: int) -> None:
+    old = tuple(UserMessage(f"old {index} {word}") for index, word in enumerate(words))
+    cached = snapshot_of(old)
+    new = (*old[evicted:], *(UserMessage(f"new {index}") for index in range(appended)))
+    diff = plan.plan_diff(WriteRequest.of_messages("m", new, cached.version, None), cached)
+    if diff is None:
+        assert old and not old[evicted:]  # only a whole rewrite takes the locked path
+        return
+    kept = [seq for seq in cached.seqs if seq not in diff.deleted_seqs]
+    assert diff.state.seqs == (*kept, *diff.new_seqs)
+    assert [loads_message(payload) for payload in diff.payloads] == list(new[len(kept) :])
+    assert diff.state.messages == new
