@@ -234,3 +234,13 @@ def test_rediss_urls_name_this_store_too() -> None:
     from chatmemory.stores.url import STORE_SCHEMES
 
     assert STORE_SCHEMES["rediss+langchain4j"] == STORE_SCHEMES["redis+langchain4j"]
+
+
+def test_a_server_that_does_not_know_the_script_runs_it_with_eval(
+    monkeypatch: pytest.MonkeyPatch, store: LangChain4jRedisChatMemoryStore
+) -> None:
+    import chatmemory.stores.langchain4j_redis.store as module
+
+    monkeypatch.setattr(module, "WRITE_SCRIPT_SHA", "0" * 40)  # a script no server has cached
+    version = store.save("m", [UserMessage("via EVAL")], 0)
+    assert store.load("m") == type(store.load("m"))([UserMessage("via EVAL")], version)

@@ -76,7 +76,8 @@ class AsyncLangChain4jRedisBackend:
 
     async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
         prefix = options.pop("key_prefix", None) or fresh_prefix()
-        client = AsyncRedisCluster.from_url(self._url) if self._cluster else AsyncRedis.from_url(self._url)
+        client_type = AsyncRedisCluster if self._cluster else AsyncRedis
+        client = client_type.from_url(self._url, socket_timeout=5.0, socket_connect_timeout=5.0)
         store = AsyncStore(client, key_prefix=prefix, **options)
         self._prefixes[id(store)] = prefix
         return store

@@ -39,6 +39,7 @@ from chatmemory.stores.langchain4j_redis.value import encode
 __all__ = [
     "URL_SCHEMES",
     "WRITE_SCRIPT",
+    "WRITE_SCRIPT_SHA",
     "VersionBook",
     "WritePlan",
     "check_client",
@@ -54,6 +55,8 @@ __all__ = [
 
 WRITE_SCRIPT = (resources.files("chatmemory.stores.langchain4j_redis") / "scripts" / "write.lua").read_text("utf-8")
 """The compare-and-set of one memory's value (see the script for its arguments)."""
+WRITE_SCRIPT_SHA = hashlib.sha1(WRITE_SCRIPT.encode("utf-8"), usedforsecurity=False).hexdigest()
+"""What ``EVALSHA`` names the script by; a server that does not know it yet gets ``EVAL`` once."""
 
 URL_SCHEMES = {"redis+langchain4j": "redis", "rediss+langchain4j": "rediss"}
 """``open_store`` schemes of this store and the Redis scheme each stands for."""

@@ -16,6 +16,7 @@ from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import ttl_seconds, validate_prefix
 from chatmemory.stores.langchain4j_redis.plan import (
     WRITE_SCRIPT,
+    WRITE_SCRIPT_SHA,
     VersionBook,
     check_client,
     client_url,
@@ -33,7 +34,7 @@ require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
 from redis import Redis  # noqa: E402 - only once the extra is known to be installed
 from redis.cluster import RedisCluster  # noqa: E402
-from redis.exceptions import RedisClusterException, RedisError, ResponseError  # noqa: E402
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
@@ -116,7 +117,6 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             raise
         self._client = client
         self._cluster = isinstance(client, RedisCluster)
-        self._write = client.register_script(WRITE_SCRIPT)
 
     @staticmethod
     def _client_from_url(url: str) -> Redis | RedisCluster:
@@ -189,7 +189,11 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             self._book, self._prefix, validate_memory_id(memory_id), listed, expected_version, self._ttl_ms
         )
         try:
-            reply = self._write(keys=[plan.key], args=plan.script_args())
+            try:
+                reply = self._client.evalsha(WRITE_SCRIPT_SHA, 1, plan.key, *plan.script_args())
+            except NoScriptError:
+                # A server that has not run the script yet (restarted, a new cluster node): EVAL caches it there.
+                reply = self._client.eval(WRITE_SCRIPT, 1, plan.key, *plan.script_args())
         except RedisError as exc:
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         return written_version(self._book, memory_id, plan, reply, expected_version)
