@@ -8,6 +8,8 @@ each loop, so that load on the machine weighs on every column alike:
 
 * store get: ``load()`` on the writing store (its snapshot cache makes this an "unchanged?" round trip);
 * store update: ``save()`` of the window with the oldest message evicted and one appended;
+* store update_messages: the same turn on another memory through the plain contract,
+  ``update_messages(id, whole_window)`` (how LangChain4j-style memories and most integrations call a store);
 * store get, cold: ``get_messages()`` on a second store with no cache (the whole list comes back and is
   decoded, as for a process that did not write last);
 * store update, no cache: the same turn on a store with ``snapshot_cache_size=0`` (a full rewrite every turn);
@@ -80,6 +82,7 @@ class WindowRun:
             for name in (
                 "store get",
                 "store update",
+                "store update_messages",
                 "store get, cold",
                 "store update, no cache",
                 "baseline get",
@@ -88,6 +91,8 @@ class WindowRun:
         }
         messages = [message(turn) for turn in range(window)]
         self.store.update_messages("cached", messages)
+        self.store.update_messages("plain", messages)
+        self.plain_window = messages
         self.uncached.update_messages("uncached", messages)
         client.rpush(self.baseline_key, *(dumps_message(m) for m in messages))
         client.expire(self.baseline_key, TTL_SECONDS)
@@ -110,6 +115,8 @@ class WindowRun:
             lambda: self.store.save("cached", [*snapshot.messages[1:], new], snapshot.version)
         )
         self.results["baseline update"].measure(lambda: self.baseline_update(new))
+        self.plain_window = [*self.plain_window[1:], new]
+        self.results["store update_messages"].measure(lambda: self.store.update_messages("plain", self.plain_window))
 
     def heavy_turn(self, turn: int) -> None:
         """Whole-list transfers: a reader with no cache, the baseline's read, a cache-less writer."""
@@ -121,6 +128,7 @@ class WindowRun:
 
     def check_and_drop(self) -> None:
         assert self.store.get_messages("cached") == self.baseline_get() == self.cold_reader.get_messages("cached")
+        assert self.cold_reader.get_messages("plain") == self.plain_window
         keys = list(self.client.scan_iter(match=RedisChatMemoryStore.key_pattern(self.prefix), count=1000))
         self.client.delete(*keys)
 
@@ -234,6 +242,7 @@ def main() -> None:
         parts = []
         pairs = (
             ("update", "store update", "baseline update"),
+            ("update_messages", "store update_messages", "baseline update"),
             ("get", "store get", "baseline get"),
             ("cold get", "store get, cold", "baseline get"),
         )

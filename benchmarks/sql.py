@@ -23,9 +23,9 @@ of the last 200 turns with that of the first 200 (the conversation is ten times 
 no assertions: this is not run in CI.
 
 ``--contention``: 16 writers (8 threads, 8 processes) add 100 messages each to one memory while two
-processes burn the CPU, through ``MessageWindowChatMemory.add`` (optimistic: load, save, retry) and
-through ``store.modify`` (under the head row's lock); it prints what was kept, lost, doubled, the errors
-and the p50/p99 add latency.
+processes burn the CPU, through ``MessageWindowChatMemory.add`` (an optimistic load and save, then one
+``modify`` under the lock after a conflict) and through ``store.modify`` alone (under the head row's
+lock); it prints what was kept, lost, doubled, the errors and the p50/p99 add latency.
 
 Async rows (``--async-turns``, 0 to skip) time the asyncio store (:mod:`chatmemory.aio.stores.sql`) the
 same way, beside a raw ``psycopg.AsyncConnection`` baseline running the same two statements.

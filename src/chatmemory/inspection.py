@@ -66,8 +66,10 @@ class MemorySummary:
 
 
 def summarize(store: ChatMemoryStore, memory_id: str) -> MemorySummary | None:
-    """Sum up ``memory_id``; ``None`` when it does not exist. A memory that does not decode is summed up too,
-    with ``error`` saying why (and its size and record count where the store shows its records).
+    """Sum up ``memory_id``; ``None`` when it does not exist.
+
+    A memory that does not decode is summed up too, with ``error`` saying why (and its size and record
+    count where the store shows its records).
 
     Raises:
         StoreError: the store failed.

@@ -273,7 +273,9 @@ class Operation:
 def operation(
     *, backend: str, name: str, memory_id: str | None = None, logger: logging.Logger | None = None
 ) -> Operation:
-    """Measure one operation: ``with operation(backend="redis", name="save", memory_id=...) as op: ...``.
+    """Measure one operation: a span, a latency sample, counters and a DEBUG line.
+
+    Use it as ``with operation(backend="redis", name="save", memory_id=...) as op: ...``.
 
     Args:
         backend: ``redis``, ``sql``, ``mongodb``, ``memory`` (or what a third-party store calls itself).

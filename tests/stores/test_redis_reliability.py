@@ -130,6 +130,42 @@ def test_a_resent_save_reports_the_version_it_wrote_so_the_next_save_conflicts(
         store.save("m", [UserMessage("c")], written)
 
 
+def test_a_turn_stores_a_short_history_entry_and_the_metadata_stays_bounded(redis_direct: Redis, prefix: str) -> None:
+    store = RedisChatMemoryStore(redis_direct, key_prefix=prefix)
+    meta, _ = store.keys_of("m")
+    window: list[ChatMessage] = [UserMessage(f"m{n}") for n in range(3)]
+    store.update_messages("m", window)
+    for turn in range(40):
+        window = [*window[1:], UserMessage(f"turn {turn}")]
+        store.update_messages("m", window)
+    fields = redis_direct.hgetall(meta)
+    # version, incarnation, length, written, seq and one slot per remembered write: no field grows per turn.
+    assert len(fields) == 5 + 16
+    assert fields[b"seq"] == b"41"
+    assert max(len(value) for value in fields.values()) < 64
+    assert store.get_messages("m") == window
+
+
+def test_a_write_id_in_the_history_of_a_memory_written_before_the_ring_is_still_found(
+    redis_direct: Redis, prefix: str
+) -> None:
+    store = RedisChatMemoryStore(redis_direct, key_prefix=prefix)
+    store.update_messages("m", [UserMessage("a")])
+    meta, messages = store.keys_of("m")
+    version = int(redis_direct.hget(meta, "version"))
+    # The metadata as the store wrote it before the ring: the history in one field, no seq, no slots.
+    redis_direct.hdel(meta, "seq", *[f"w{slot}" for slot in range(16)])
+    redis_direct.hset(meta, "writes", b"abc0=%d;abc1=5" % version)
+    plan = store._steps.planner.full("m", (UserMessage("a"), UserMessage("b")), 1)
+    args = (plan.call.args[0], b"abc0", *plan.call.args[2:])
+    assert redis_direct.evalsha(WRITE.sha, 2, meta, messages, *args) == [b"r", b"%d" % version]
+    args = (plan.call.args[0], b"abc1", *plan.call.args[2:])
+    assert redis_direct.evalsha(WRITE.sha, 2, meta, messages, *args) == [b"r", b"5"]
+    store.update_messages("m", [UserMessage("c")])  # and the ring starts from there
+    assert redis_direct.hget(meta, "seq") == b"1"
+    assert store.get_messages("m") == [UserMessage("c")]
+
+
 # ------------------------------------------------------------------ 5 and 8: damaged and half memories
 
 

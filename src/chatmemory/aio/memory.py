@@ -12,12 +12,13 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from chatmemory.aio.store import ChatMemoryStore, SupportsVersioning
+from chatmemory.aio.store import ChatMemoryStore, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.memory_steps import (
     DeleteMessages,
     GetMessages,
     Load,
+    Modify,
     Save,
     Step,
     Steps,
@@ -68,6 +69,9 @@ async def _execute(store: ChatMemoryStore, step: Step) -> Any:
     if isinstance(step, Save):
         assert isinstance(store, SupportsVersioning)
         return await store.save(step.memory_id, step.messages, step.expected_version)
+    if isinstance(step, Modify):
+        assert isinstance(store, SupportsLockedUpdate)
+        return await store.modify(step.memory_id, step.change)
     if isinstance(step, GetMessages):
         return await store.get_messages(step.memory_id)
     if isinstance(step, UpdateMessages):
@@ -134,13 +138,19 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
 
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
-                budget (or ``max_attempts``); nothing was written (versioned stores only).
+                budget (or ``max_attempts``); nothing was written (versioned stores only; with a locked
+                update only when ``max_attempts=1``, as the locked attempt cannot conflict).
         """
         if not messages:
             return
         async with self._add_lock():
             steps = add_steps(
-                self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
+                self._rules(),
+                messages,
+                versioned=self._versioned,
+                retry=self.retry,
+                max_attempts=self.max_attempts,
+                locked=self._locked,
             )
             await run_steps_async(steps, self._store)
 

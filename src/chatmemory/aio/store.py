@@ -15,12 +15,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot, SupportsTTL
+from chatmemory.core.store import Change, Snapshot, SupportsTTL
 
 __all__ = [
+    "Change",
     "ChatMemoryStore",
     "Snapshot",
     "SupportsListing",
+    "SupportsLockedUpdate",
     "SupportsRawRecords",
     "SupportsSchema",
     "SupportsTTL",
@@ -64,6 +66,19 @@ class SupportsVersioning(Protocol):
         Raises:
             ConcurrentUpdateError: the memory is at another version; nothing was written.
         """
+        ...
+
+
+@runtime_checkable
+class SupportsLockedUpdate(Protocol):
+    """A read-modify-write under the store's lock (the contract of :class:`chatmemory.SupportsLockedUpdate`), awaited.
+
+    ``change`` stays a plain function (pure CPU, called synchronously while the lock is held, possibly more
+    than once); returning ``None`` leaves the memory as it is.
+    """
+
+    async def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` under its lock; return the version the memory is at afterwards."""
         ...
 
 

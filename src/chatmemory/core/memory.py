@@ -2,8 +2,10 @@
 
 A memory holds no list of its own: every operation reads the store, so several processes sharing a
 store see one memory. ``add`` is one read and at most one write; with a versioned store the write is
-conditional and a conflicting write by someone else is retried from a fresh read. What each operation
-decides is written once in :mod:`chatmemory.core.memory_steps`; this module runs it with plain calls.
+conditional and a conflicting write by someone else is retried from a fresh read, or, when the store
+offers a locked update (:class:`~chatmemory.SupportsLockedUpdate`), done once more under its lock. What
+each operation decides is written once in :mod:`chatmemory.core.memory_steps`; this module runs it with
+plain calls.
 The asyncio twins are in :mod:`chatmemory.aio`; what both promise is *Window memories* in
 docs/semantics.md.
 """
@@ -70,13 +72,19 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
 
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
-                budget (or ``max_attempts``); nothing was written (versioned stores only).
+                budget (or ``max_attempts``); nothing was written (versioned stores only; with a locked
+                update only when ``max_attempts=1``, as the locked attempt cannot conflict).
         """
         if not messages:
             return
         with self._add_lock:
             steps = add_steps(
-                self._rules(), messages, versioned=self._versioned, retry=self.retry, max_attempts=self.max_attempts
+                self._rules(),
+                messages,
+                versioned=self._versioned,
+                retry=self.retry,
+                max_attempts=self.max_attempts,
+                locked=self._locked,
             )
             run_steps(steps, self._store)
 

@@ -4,7 +4,8 @@ Each operation of a window memory (``add``, ``messages``, ``set``, ``clear``) is
 the store calls it needs — :class:`Load`, :class:`Save`, :class:`GetMessages`, ... — receives their
 results, and has a conflicting :class:`Save` thrown back into it as a
 :class:`~chatmemory.ConcurrentUpdateError`. It decides everything: the new window, what was evicted,
-whether anything must be written, when to retry and how long to back off first. The sync memories run
+whether anything must be written, when to retry, how long to back off first, and when to stop retrying
+and queue on the store's lock instead (:class:`Modify`). The sync memories run
 the steps with plain calls (:func:`run_steps`); the async ones with ``await``
 (:func:`chatmemory.aio.memory.run_steps_async`). A decision made here is made the same way by both.
 """
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import ChatMemoryStore, Snapshot, SupportsVersioning
+from chatmemory.core.store import Change, ChatMemoryStore, Snapshot, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, add_messages, evict, fit_window
 from chatmemory.stores.base.retry import RetryPolicy
 
@@ -27,6 +28,7 @@ __all__ = [
     "DeleteMessages",
     "GetMessages",
     "Load",
+    "Modify",
     "Save",
     "Sleep",
     "Step",
@@ -87,13 +89,25 @@ class Save:
 
 
 @dataclass(frozen=True, slots=True)
+class Modify:
+    """Apply ``change`` to the memory under the store's lock (reply: the version it is at afterwards).
+
+    ``change`` is a pure function of the stored messages (see :class:`~chatmemory.SupportsLockedUpdate`);
+    the executors hand it to ``store.modify`` as it is, the async one too.
+    """
+
+    memory_id: str
+    change: Change
+
+
+@dataclass(frozen=True, slots=True)
 class Sleep:
     """Wait ``seconds`` before the next step (``time.sleep`` or ``asyncio.sleep``; reply: ``None``)."""
 
     seconds: float
 
 
-Step = GetMessages | UpdateMessages | DeleteMessages | Load | Save | Sleep
+Step = GetMessages | UpdateMessages | DeleteMessages | Load | Save | Modify | Sleep
 Steps = Generator[Step, Any, T]
 """A memory operation: yields steps, receives their replies, returns its result."""
 
@@ -156,11 +170,21 @@ def add_steps(
     versioned: bool,
     retry: RetryPolicy,
     max_attempts: int | None = None,
+    locked: bool = False,
 ) -> Steps[WindowUpdate]:
-    """Append ``added``: one read and at most one write, retried from a fresh read on a conflict.
+    """Append ``added``: one read and at most one write, retried on a conflict.
 
-    With a versioned store the write is conditional on the version read; a conflicting write is retried
-    under ``retry`` (time budget, jittered backoff), and after ``max_attempts`` attempts if that is set.
+    With a versioned store the write is conditional on the version read. A conflicting write is retried:
+
+    * with ``locked`` (the store supports :class:`~chatmemory.SupportsLockedUpdate`), once, as one
+      :class:`Modify` under the store's lock, which queues behind the other writers instead of racing them
+      again, so heavy contention on one memory cannot exhaust the budget. The first attempt stays
+      optimistic: uncontended adds keep their one read and one short write, and only an add that has
+      seen contention pays for the lock;
+    * otherwise from a fresh read, under ``retry`` (time budget, jittered backoff).
+
+    Either way ``max_attempts``, when set, bounds the attempts (the locked one counts), and the window is
+    decided by the same :meth:`WindowRules.add` on the messages read.
 
     Raises:
         ConcurrentUpdateError: the memory kept changing under other writers until the budget was spent.
@@ -182,14 +206,34 @@ def add_steps(
                 yield Save(memory_id, update.messages, snapshot.version)
             except ConcurrentUpdateError:
                 spent = max_attempts is not None and attempts.count >= max_attempts
+                if locked and not spent:
+                    update = yield from _add_locked(rules, added)
+                    break
                 delay = None if spent else attempts.backoff()
                 if delay is None:
                     raise ConcurrentUpdateError(memory_id, attempts=attempts.count) from None
                 yield Sleep(delay)
                 continue
-        # An unchanged window (an oversized message evicted at once) still deserves the warning.
-        rules.report(update)
-        return update
+        break
+    # An unchanged window (an oversized message evicted at once) still deserves the warning.
+    rules.report(update)
+    return update
+
+
+def _add_locked(rules: WindowRules, added: Sequence[ChatMessage]) -> Steps[WindowUpdate]:
+    """The locked attempt of ``add``: the same window decision, made on what the store read under its lock."""
+    decided: list[WindowUpdate] = []
+
+    def change(stored: list[ChatMessage]) -> list[ChatMessage] | None:
+        # The store may call this more than once; the last call is the one whose result it wrote.
+        update = rules.add(stored, added)
+        decided.append(update)
+        return update.messages if update.changed else None
+
+    yield Modify(rules.memory_id, change)
+    if not decided:  # pragma: no cover - a store that breaks its contract
+        raise AssertionError(f"{rules.memory_id!r}: the store's modify returned without calling the change")
+    return decided[-1]
 
 
 def messages_steps(rules: WindowRules) -> Steps[list[ChatMessage]]:
@@ -222,6 +266,9 @@ def _execute(store: ChatMemoryStore, step: Step) -> Any:
     if isinstance(step, Save):
         assert isinstance(store, SupportsVersioning)
         return store.save(step.memory_id, step.messages, step.expected_version)
+    if isinstance(step, Modify):
+        assert isinstance(store, SupportsLockedUpdate)
+        return store.modify(step.memory_id, step.change)
     if isinstance(step, GetMessages):
         return store.get_messages(step.memory_id)
     if isinstance(step, UpdateMessages):

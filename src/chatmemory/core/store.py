@@ -7,17 +7,19 @@ one memory. Optional behaviour is a separate protocol checked with ``isinstance`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from chatmemory.core.messages import ChatMessage
 
 __all__ = [
+    "Change",
     "ChatMemoryStore",
     "Snapshot",
     "SupportsExpiryPurge",
     "SupportsListing",
+    "SupportsLockedUpdate",
     "SupportsRawRecords",
     "SupportsSchema",
     "SupportsTTL",
@@ -84,6 +86,35 @@ class SupportsVersioning(Protocol):
 
     def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
+        ...
+
+
+Change = Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]
+"""What :meth:`SupportsLockedUpdate.modify` applies: the stored messages in, the new list or ``None`` out."""
+
+
+@runtime_checkable
+class SupportsLockedUpdate(Protocol):
+    """A read-modify-write of one memory under a lock the store holds: writers queue instead of conflicting.
+
+    * ``modify(id, change)`` reads the memory under a lock that every other writer of the same id waits
+      for, calls ``change`` with a fresh list of the stored messages (``[]`` for an unknown or
+      expired id), and writes what it returns, atomically, before the lock is released. ``change``
+      returning ``None`` means "no write": the memory, its version and its expiry stay as they are.
+    * It returns the version the memory is at afterwards: the new one after a write (greater than any
+      version the memory had), the one read after a ``None`` (``0`` when the memory does not exist).
+    * ``change`` must be a pure, short CPU function: it runs while the lock is held, and it may be called
+      more than once (the store may start over, e.g. when two writers create the memory at once); only
+      the list returned by the last call is written. An async store calls it synchronously too.
+    * A memory that does not decode raises :class:`~chatmemory.CorruptedMemoryError` without calling
+      ``change``; driver failures raise :class:`~chatmemory.StoreError`. It never raises
+      :class:`~chatmemory.ConcurrentUpdateError`.
+
+    Window memories take this path for an ``add`` after its optimistic write has conflicted once.
+    """
+
+    def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` under its lock; return the version the memory is at afterwards."""
         ...
 
 

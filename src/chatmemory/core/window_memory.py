@@ -16,7 +16,7 @@ from chatmemory.core.lru import LRU
 from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.memory_steps import WindowRules
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import SupportsVersioning
+from chatmemory.core.store import SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.window import MessageWeight, TotalWeight
 from chatmemory.stores.base.retry import RetryPolicy
@@ -140,6 +140,12 @@ class WindowMemoryBase(Generic[StoreT]):
             check_store(store, asyncio=self._asyncio, memory_class=type(self).__name__)
         self._store: StoreT = store
         self._versioned = isinstance(store, SupportsVersioning)
+        # A conflicting add queues on the store's lock when it has one of this memory's I/O style.
+        self._locked = (
+            self._versioned
+            and isinstance(store, SupportsLockedUpdate)
+            and inspect.iscoroutinefunction(store.modify) == self._asyncio
+        )
         if not callable(limit):
             resolve_limit(limit, self._limit_name)
         self._limit = limit

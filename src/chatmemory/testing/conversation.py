@@ -68,7 +68,7 @@ ADVERSARIAL_IDS: tuple[str, ...] = (
 
 
 def every_message_kind() -> list[ChatMessage]:
-    """One of each message and content kind, with unicode, ``\\x00`` and odd argument strings."""
+    r"""One of each message and content kind, with unicode, ``\x00`` and odd argument strings."""
     return [
         SystemMessage("You are terse. 你好。 \x00 end"),
         UserMessage("hello 👋 — 我叫小明。"),

@@ -1,5 +1,7 @@
-"""Moving memories between stores: the export file format, the sources memories are read from, and the
-rules for writing one memory (create, leave equal ones alone, replace only when asked).
+"""Moving memories between stores.
+
+The export file format, the sources memories are read from, and the rules for writing one memory (create,
+leave equal ones alone, replace only when asked).
 
 Pure enough to use and test without the command line: ``chatmemory export``, ``import`` and ``copy`` are
 thin loops over these.

@@ -105,8 +105,10 @@ def _glob_literal(text: bytes) -> bytes:
 
 
 class LangChain4jRedisSource:
-    """A LangChain4j ``RedisChatMemoryStore`` layout: one string key per memory, ``key_prefix + memory_id``,
-    holding ``ChatMessageSerializer.messagesToJson`` JSON, with the key's own expiry.
+    """A LangChain4j ``RedisChatMemoryStore`` layout: one string key per memory.
+
+    The key is ``key_prefix + memory_id``, holding ``ChatMessageSerializer.messagesToJson`` JSON, with
+    the key's own expiry.
 
     Args:
         url: ``redis://``, ``rediss://`` or ``redis+cluster://`` URL.

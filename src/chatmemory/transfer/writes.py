@@ -17,7 +17,7 @@ import datetime
 import enum
 
 from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError
-from chatmemory.core.store import ChatMemoryStore, SupportsVersioning
+from chatmemory.core.store import ChatMemoryStore, SupportsTTL, SupportsVersioning
 from chatmemory.memory_times import SupportsExpiryAt
 from chatmemory.transfer.export_format import ExportedMemory
 
@@ -64,8 +64,12 @@ def write_memory(
     if outcome is None:
         outcome = _write_unversioned(store, memory, replace)
     if outcome is not WriteOutcome.UNCHANGED and isinstance(store, SupportsExpiryAt):
-        if memory.expires_at is None or isinstance(memory.expires_at, datetime.datetime):
+        if isinstance(memory.expires_at, datetime.datetime):
             store.expire_at(memory.memory_id, memory.expires_at)
+        elif memory.expires_at is None and not (isinstance(store, SupportsTTL) and store.ttl is not None):
+            # A memory that never expired at its source: a destination opened with a ttl (``--ttl``) applies
+            # it, as it did to the write; only a destination without one is told "never".
+            store.expire_at(memory.memory_id, None)
     return outcome
 
 

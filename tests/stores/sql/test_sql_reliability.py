@@ -8,6 +8,7 @@ and URLs that are not SQL URLs.
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
 import sys
 import threading
@@ -386,51 +387,63 @@ def test_urls_that_are_not_sql_store_urls_fail_at_construction(url: str, advice:
 
 # ------------------------------------------------------------------------------- #6 writers contending
 
+# Each add gets two attempts: the optimistic one, then (after a conflict) the one under the head row's
+# lock, which cannot conflict. Without the locked path these writers run out of attempts at once.
 _PROCESS_WRITER = """
 import sys
-from chatmemory import UserMessage
+from chatmemory import MessageWindowChatMemory, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 url, prefix, name, adds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 with SQLChatMemoryStore(url, table_prefix=prefix) as store:
+    memory = MessageWindowChatMemory("contended", max_messages=100_000, store=store, max_attempts=2)
     for index in range(adds):
-        store.modify("contended", lambda messages: [*messages, UserMessage(f"{name}-{index}")])
+        memory.add(UserMessage(f"{name}-{index}"))
 """
 
-_BURNER = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+_BURNER = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass\n"
+
+
+def contention_size() -> tuple[int, int]:
+    """Writers of each kind (threads, processes) and adds per writer.
+
+    4 + 4 writers x 25 adds in CI; 8 + 8 x 100 (the figure of issue 10) with ``CHATMEMORY_CONTENTION_FULL=1``.
+    ``benchmarks/sql.py --contention`` times the full figure.
+    """
+    return (8, 100) if os.environ.get("CHATMEMORY_CONTENTION_FULL") == "1" else (4, 25)
 
 
 def test_contending_threads_and_processes_lose_and_double_nothing(
     sql_backend: SQLBackend, store: SQLChatMemoryStore
 ) -> None:
-    # 8 threads and 4 processes adding to one memory while two processes burn the CPU (bounded: the
-    # full 16 x 100 run with latencies is `python benchmarks/sql.py --contention`).
+    # Threads and processes adding to one memory through their own memory objects while two processes
+    # burn the CPU.
+    writers, adds = contention_size()
     burners = [subprocess.Popen([sys.executable, "-c", _BURNER]) for _ in range(2)]
-    threads_adds, processes_adds = 8, 6
     try:
         command = [sys.executable, "-c", _PROCESS_WRITER, sql_backend.url, store.table_prefix]
-        processes = [subprocess.Popen([*command, f"p{index}", str(processes_adds)]) for index in range(4)]
+        processes = [subprocess.Popen([*command, f"p{index}", str(adds)]) for index in range(writers)]
         errors: list[BaseException] = []
 
         def writer(name: str) -> None:
+            memory = MessageWindowChatMemory("contended", max_messages=100_000, store=store, max_attempts=2)
             try:
-                for index in range(threads_adds):
-                    store.modify("contended", lambda messages, i=index: [*messages, UserMessage(f"{name}-{i}")])
+                for index in range(adds):
+                    memory.add(UserMessage(f"{name}-{index}"))
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=writer, args=(f"t{index}",)) for index in range(8)]
+        threads = [threading.Thread(target=writer, args=(f"t{index}",)) for index in range(writers)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        assert [process.wait(timeout=120) for process in processes] == [0, 0, 0, 0]
+        assert [process.wait(timeout=300) for process in processes] == [0] * writers
         assert errors == []
     finally:
         for burner in burners:
             burner.kill()
             burner.wait()
-    expected = [f"t{t}-{i}" for t in range(8) for i in range(threads_adds)]
-    expected += [f"p{p}-{i}" for p in range(4) for i in range(processes_adds)]
+    expected = [f"{kind}{w}-{i}" for kind in "tp" for w in range(writers) for i in range(adds)]
     stored = [message.text for message in store.get_messages("contended")]  # type: ignore[attr-defined]
     assert sorted(stored) == sorted(expected)
     # Each writer's own adds stay in its order.

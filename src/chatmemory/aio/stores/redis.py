@@ -8,12 +8,15 @@ whose reply was abandoned and puts it back in the pool, so no connection is lost
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 from collections.abc import AsyncIterator, Generator, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
@@ -28,8 +31,9 @@ from chatmemory.stores.redis.driver import DECODING_CLIENT, DRIVER_ERRORS, NoScr
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.plan import CachedMemory, Planner, ScriptCall
 from chatmemory.stores.redis.steps import Steps
+from chatmemory.stores.redis.times import expire_at_call, expire_at_done, times_call, times_of
 
-from redis.asyncio import Redis  # isort: skip - after driver.py checked that the extra is installed
+from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
@@ -85,11 +89,17 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
         client: Redis | RedisCluster
         if isinstance(url_or_client, str):
             target = ClientTarget.parse(url_or_client)
-            client_type = RedisCluster if target.cluster else Redis
             try:
                 # Neither connects here: a standalone client on its first command, a cluster client when
                 # it first initializes (also on its first command).
-                client = client_type.from_url(target.url, **options.client_options())
+                if target.cluster:
+                    client = RedisCluster.from_url(target.url, **options.client_options())
+                else:
+                    # A blocking pool: when every connection is busy (hundreds of tasks on one store), a
+                    # command waits for a free one instead of failing with "Too many connections".
+                    # ``max_connections`` and ``timeout`` in the URL's query override the pool's defaults.
+                    pool = BlockingConnectionPool.from_url(target.url, **options.client_options())
+                    client = Redis.from_pool(pool)
             except DRIVER_ERRORS as exc:
                 raise store_error(exc, Operation.CONNECT) from exc
             self._owns_client = True
@@ -106,6 +116,8 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             # Nothing is connected yet, and closing is a coroutine: the unused client is just dropped.
             raise ValueError(DECODING_CLIENT)
         self._client = client
+        self._cluster_pending = isinstance(client, RedisCluster)
+        self._cluster_lock = asyncio.Lock()
         self._options = options
         self._key_space = KeySpace(options.key_prefix)
         self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
@@ -134,6 +146,23 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
     # ------------------------------------------------------------------------------------ driving
 
     async def _run(self, call: ScriptCall) -> object:
+        if self._cluster_pending:
+            await self._initialize_cluster()
+        return await self._run_now(call)
+
+    async def _initialize_cluster(self) -> None:
+        # redis.asyncio's cluster client initializes itself on its first command; several first commands in
+        # flight at once race in that initialization and fail with a connection whose stream is None. The
+        # store initializes the client once, alone, before its first command.
+        async with self._cluster_lock:
+            if self._cluster_pending:
+                try:
+                    await cast(RedisCluster, self._client).initialize()
+                except DRIVER_ERRORS as exc:
+                    raise store_error(exc, Operation.CONNECT) from exc
+                self._cluster_pending = False
+
+    async def _run_now(self, call: ScriptCall) -> object:
         try:
             try:
                 return await self._client.evalsha(call.script.sha, 2, call.keys.meta, call.keys.messages, *call.args)
@@ -217,6 +246,29 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
                     yield memory_id
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.LIST) from exc
+
+    async def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written and when it expires, by the server's clock; ``None`` if absent.
+
+        A damaged memory is answered too, from what is left of it. A memory last written by an earlier
+        version of this store has no known write time (``last_write`` is ``None``).
+        """
+        call = times_call(self._key_space, memory_id)
+        self._check_open(Operation.READ, call.memory_id)
+        return times_of(call, await self._run(call))
+
+    async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make ``memory_id`` expire at ``when`` (aware), or never with ``None``; both keys at once.
+
+        A time in the past removes the memory; an unknown id stays absent. The next write slides the expiry
+        by the store's ``ttl`` as usual.
+
+        Raises:
+            ValueError: ``when`` is a naive datetime.
+        """
+        call = expire_at_call(self._key_space, memory_id, when)
+        self._check_open(Operation.WRITE, call.memory_id)
+        expire_at_done(call, await self._run(call))
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the cached snapshot of ``memory_id`` (after repairing it by hand)."""

@@ -99,11 +99,12 @@ def under(condition: Any, **fields: Any) -> list[Document]:
 
 
 def expiry(ttl: float | None) -> Any:
+    """The expression of a memory's expiry time: ``ttl`` seconds after the server's now, or no field."""
     return "$$REMOVE" if ttl is None else {"$add": ["$$NOW", round(ttl * 1000)]}
 
 
 def writes(write_id: int, version: Any) -> Document:
-    # ``version`` is the expression of the version this write makes.
+    """The expression of the recent write ids after this write (``version``: the version it makes)."""
     entry = {"w": {"$literal": write_id}, "v": version}
     return {"$slice": [{"$concatArrays": [WRITES, [entry]]}, -WRITES_KEPT]}
 

@@ -1,4 +1,4 @@
-"""How a memory is laid out in its MongoDB document, and how a stored document is read back.
+r"""How a memory is laid out in its MongoDB document, and how a stored document is read back.
 
 Document layout (field order is never relied on)::
 

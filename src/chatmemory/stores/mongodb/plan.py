@@ -193,8 +193,10 @@ class Resend:
 
 @dataclass(frozen=True, slots=True)
 class Verify:
-    """The filter matched nothing after an earlier send lost its reply: read the write ids (see
-    :attr:`WritePlan.verify_filter`) and hand the document to :func:`verified_outcome`."""
+    """The filter matched nothing after an earlier send lost its reply: check the write ids.
+
+    Read the write ids (see :attr:`WritePlan.verify_filter`) and hand the document to :func:`verified_outcome`.
+    """
 
 
 WriteOutcome = Written | Conflict | Resend | Verify

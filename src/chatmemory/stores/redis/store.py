@@ -7,12 +7,14 @@ alike. What is stored, and how, is described in ``scripts/head.lua``; what is se
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
@@ -27,6 +29,7 @@ from chatmemory.stores.redis.driver import DECODING_CLIENT, DRIVER_ERRORS, NoScr
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.plan import CachedMemory, Planner, ScriptCall
 from chatmemory.stores.redis.steps import Steps
+from chatmemory.stores.redis.times import expire_at_call, expire_at_done, times_call, times_of
 
 from redis import Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
@@ -223,6 +226,29 @@ class RedisChatMemoryStore(StoreLifecycle):
                     yield memory_id
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.LIST) from exc
+
+    def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written and when it expires, by the server's clock; ``None`` if absent.
+
+        A damaged memory is answered too, from what is left of it. A memory last written by an earlier
+        version of this store has no known write time (``last_write`` is ``None``).
+        """
+        call = times_call(self._key_space, memory_id)
+        self._check_open(Operation.READ, call.memory_id)
+        return times_of(call, self._run(call))
+
+    def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
+        """Make ``memory_id`` expire at ``when`` (aware), or never with ``None``; both keys at once.
+
+        A time in the past removes the memory; an unknown id stays absent. The next write slides the expiry
+        by the store's ``ttl`` as usual.
+
+        Raises:
+            ValueError: ``when`` is a naive datetime.
+        """
+        call = expire_at_call(self._key_space, memory_id, when)
+        self._check_open(Operation.WRITE, call.memory_id)
+        expire_at_done(call, self._run(call))
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the cached snapshot of ``memory_id`` (after repairing it by hand)."""

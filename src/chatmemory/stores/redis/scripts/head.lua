@@ -6,9 +6,12 @@
 --   incarnation  the write id of the write that created the memory (or last replaced a damaged one), so a
 --                snapshot cached by a client can be told apart from a memory created again since;
 --   length       how many records the list holds, so a list lost on its own (an eviction) is noticed;
---   writes       the latest writes as 'write_id=version;…', newest first (at least WRITES_BYTES bytes of
---                them when there were so many: at least the last 8 writes), so a write the client sends
---                again after a lost reply finds itself done instead of applying twice.
+--   seq, w0..w15 the latest WRITE_SLOTS writes as 'write_id=version', in a ring (write n of an incarnation
+--                goes to field 'w' .. n % WRITE_SLOTS, seq counts them), so a write the client sends again
+--                after a lost reply finds itself done instead of applying twice. (Memories written before
+--                the ring have their history as 'write_id=version;…' in a field 'writes', still looked up.)
+--   written      the server clock (ms since the epoch) at the last write, for operators' tools (a version
+--                is only promised to grow, so no time is read from it).
 -- KEYS[2], the message list: one record per message, oldest first.
 --
 -- Needs Redis >= 5: scripts are replicated by their effects (the default since 5.0), so they may read
@@ -16,7 +19,7 @@
 -- than the rest of a read.)
 
 local MAX_TTL_MS = 3162240000000 -- 100 * 366 days: what chatmemory.stores.base.options allows
-local WRITES_BYTES = 400
+local WRITE_SLOTS = 16 -- the write ids a memory remembers (at least 8 are promised)
 
 -- The server clock in milliseconds and in microseconds: versions and expiries never use a client's clock.
 local function server_clock()
@@ -70,4 +73,28 @@ local function set_expiry(now_ms, ttl)
     redis.call('PERSIST', KEYS[1])
     redis.call('PERSIST', KEYS[2])
   end
+end
+
+-- The version the write `write_id` wrote, if it is among the latest of the memory in KEYS[1], else nil.
+local function written_before(write_id)
+  local fields = {'writes'}
+  for slot = 0, WRITE_SLOTS - 1 do
+    fields[#fields + 1] = 'w' .. slot
+  end
+  local entries = redis.call('HMGET', KEYS[1], unpack(fields))
+  local marker = write_id .. '='
+  for i = 2, #entries do
+    local entry = entries[i]
+    if entry and string.sub(entry, 1, #marker) == marker then
+      return string.sub(entry, #marker + 1)
+    end
+  end
+  if entries[1] then
+    -- The history kept before the ring: 'write_id=version;...'.
+    local found = string.find(';' .. entries[1], ';' .. marker, 1, true)
+    if found then
+      return string.match(entries[1], '^%d+', found + #marker)
+    end
+  end
+  return nil
 end

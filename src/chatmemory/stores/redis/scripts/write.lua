@@ -26,7 +26,7 @@ if not conditional then
     redis.call('DEL', KEYS[2])
   end
 end
-local head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'writes')
+local head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'seq')
 local size = redis.call('LLEN', KEYS[2])
 local state, reason = 'memory', nil
 if not (conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2] and head[2] ~= ''
@@ -42,13 +42,13 @@ local current = 0
 if state == 'memory' then
   current = tonumber(head[1])
 end
-if (not conditional or tonumber(ARGV[1]) ~= current) and head[4] then
+if (not conditional or tonumber(ARGV[1]) ~= current) and state ~= 'absent' then
   -- Sent again after a lost reply (the driver retries): the write is done already; say so rather than
-  -- apply it twice or call it a conflict.
-  local marker = ';' .. ARGV[2] .. '='
-  local found = string.find(';' .. head[4], marker, 1, true)
-  if found then
-    return {'r', string.match(head[4], '^%d+', found + #marker - 1)}
+  -- apply it twice or call it a conflict. Only here is the history read: a write that finds the memory
+  -- where it expected never needs it.
+  local done = written_before(ARGV[2])
+  if done then
+    return {'r', done}
   end
 end
 if conditional and tonumber(ARGV[1]) ~= current then
@@ -88,24 +88,26 @@ while first <= last do
   first = upto + 1
 end
 local version = string.format('%.0f', math.max(current + 1, now_micros))
-local incarnation = head[2]
-local writes = ARGV[2] .. '=' .. version
+local written = string.format('%.0f', now_ms)
+local incarnation, seq = head[2], 0
 if state == 'memory' then
-  if head[4] then
-    writes = writes .. ';' .. head[4]
-    if #writes > 2 * WRITES_BYTES then
-      -- The oldest entries go (and the one cut in two); trimmed seldom, to at most WRITES_BYTES.
-      writes = string.match(string.sub(writes, 1, WRITES_BYTES), '^(.*);') or (ARGV[2] .. '=' .. version)
-    end
-  end
+  seq = tonumber(head[4]) or 0
 else
-  -- A new memory, or a damaged one replaced: a new incarnation, so no cached snapshot of it survives.
+  -- A new memory, or a damaged one replaced: a new incarnation, so no cached snapshot of it survives, and
+  -- nothing of the damaged metadata (its history included) stays.
   incarnation = ARGV[2]
+  if state == 'damaged' then
+    redis.call('DEL', KEYS[1])
+  end
 end
+-- This write's id goes into the next slot of the ring: one short field per write, never the whole history.
+local entry = ARGV[2] .. '=' .. version
 if incarnation == head[2] then
-  redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'writes', writes)
+  redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'written', written, 'seq', seq + 1,
+    'w' .. (seq % WRITE_SLOTS), entry)
 else
-  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'writes', writes)
+  redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'written', written,
+    'seq', seq + 1, 'w' .. (seq % WRITE_SLOTS), entry)
 end
 set_expiry(now_ms, ttl)
 if ARGV[4] == 'd' then
