@@ -17,6 +17,8 @@ STORE_SCHEMES: dict[str, str] = {
     "redis+cluster": "chatmemory.stores.redis:RedisChatMemoryStore",
     "rediss+cluster": "chatmemory.stores.redis:RedisChatMemoryStore",
     "unix": "chatmemory.stores.redis:RedisChatMemoryStore",
+    "redis+langchain4j": "chatmemory.stores.langchain4j_redis:LangChain4jRedisChatMemoryStore",
+    "rediss+langchain4j": "chatmemory.stores.langchain4j_redis:LangChain4jRedisChatMemoryStore",
     "sqlite": "chatmemory.stores.sql:SQLChatMemoryStore",
     "postgresql": "chatmemory.stores.sql:SQLChatMemoryStore",
     "postgres": "chatmemory.stores.sql:SQLChatMemoryStore",

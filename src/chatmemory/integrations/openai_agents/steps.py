@@ -1,0 +1,117 @@
+"""The session's operations as store steps (see :mod:`chatmemory.core.memory_steps`), without I/O.
+
+Each operation reads the memory, decides the new list with :mod:`.items` and the window rules, and writes
+it back conditionally on the version it read (on a versioned store), retrying from a fresh read when
+another writer got there first. The session runs the steps with
+:func:`chatmemory.aio.memory.run_steps_async`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.memory_steps import (
+    DeleteMessages,
+    GetMessages,
+    Load,
+    Save,
+    Sleep,
+    Steps,
+    UpdateMessages,
+    WindowRules,
+)
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import Snapshot
+from chatmemory.integrations.openai_agents.items import Popped, append_items, last_items, pop_last_item
+from chatmemory.stores.base.retry import RetryPolicy
+
+__all__ = ["add_items_steps", "clear_steps", "get_items_steps", "pop_item_steps"]
+
+T = TypeVar("T")
+
+Change = Callable[[list[ChatMessage]], "tuple[list[ChatMessage] | None, T]"]
+"""Given the stored list: the list to write (``None``: nothing to write) and the operation's result."""
+
+
+def _read_modify_write(
+    memory_id: str, change: Change[T], *, versioned: bool, retry: RetryPolicy, max_attempts: int | None
+) -> Steps[T]:
+    if not versioned:
+        stored: list[ChatMessage] = yield GetMessages(memory_id)
+        new, result = change(stored)
+        if new is not None:
+            yield UpdateMessages(memory_id, new)
+        return result
+    attempts = retry.start()
+    while True:
+        snapshot: Snapshot = yield Load(memory_id)
+        new, result = change(snapshot.messages)
+        if new is None:
+            return result
+        try:
+            yield Save(memory_id, new, snapshot.version)
+        except ConcurrentUpdateError:
+            spent = max_attempts is not None and attempts.count >= max_attempts
+            delay = None if spent else attempts.backoff()
+            if delay is None:
+                raise ConcurrentUpdateError(memory_id, attempts=attempts.count) from None
+            yield Sleep(delay)
+            continue
+        return result
+
+
+def add_items_steps(
+    memory_id: str,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    rules: WindowRules | None,
+    system_role: str,
+    versioned: bool,
+    retry: RetryPolicy,
+    max_attempts: int | None,
+) -> Steps[None]:
+    """Append ``items``; with ``rules``, evict down to the window (calls leave with their outputs)."""
+
+    def change(stored: list[ChatMessage]) -> tuple[list[ChatMessage] | None, None]:
+        appended = append_items(stored, items, system_role)
+        if rules is None:
+            return [*appended.kept, *appended.added], None
+        update = rules.add(appended.kept, appended.added)
+        rules.report(update)
+        return (update.messages if update.changed else None), None
+
+    return (
+        yield from _read_modify_write(memory_id, change, versioned=versioned, retry=retry, max_attempts=max_attempts)
+    )
+
+
+def pop_item_steps(
+    memory_id: str, *, system_role: str, versioned: bool, retry: RetryPolicy, max_attempts: int | None
+) -> Steps[dict[str, Any] | None]:
+    """Remove and return the most recent item (``None`` for an empty session)."""
+
+    def change(stored: list[ChatMessage]) -> tuple[list[ChatMessage] | None, dict[str, Any] | None]:
+        if not stored:
+            return None, None
+        popped: Popped = pop_last_item(stored, system_role)
+        return popped.messages, popped.item
+
+    return (
+        yield from _read_modify_write(memory_id, change, versioned=versioned, retry=retry, max_attempts=max_attempts)
+    )
+
+
+def get_items_steps(
+    memory_id: str, limit: int | None, *, rules: WindowRules | None, system_role: str
+) -> Steps[list[dict[str, Any]]]:
+    """The latest ``limit`` items of the window, oldest first: one read."""
+    stored: list[ChatMessage] = yield GetMessages(memory_id)
+    window = rules.view(stored) if rules is not None else stored
+    return last_items(window, limit, system_role)
+
+
+def clear_steps(memory_id: str) -> Steps[None]:
+    """Delete the memory."""
+    yield DeleteMessages(memory_id)
