@@ -41,6 +41,8 @@ from redis.asyncio import Redis  # noqa: E402 - only once the extra is known to 
 from redis.asyncio.cluster import RedisCluster  # noqa: E402
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
 
+from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # noqa: E402 - imports redis
+
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -92,6 +94,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             )
         check_client(client, self._owns_client, type(self).__name__)
         self._client = client
+        self._gate = ClusterGate(client)
 
     @staticmethod
     def _client_from_url(url: str) -> Redis | RedisCluster:
@@ -137,6 +140,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
     async def _get(self, memory_id: str) -> bytes | None:
         self._check_open(Operation.READ, memory_id)
         try:
+            await self._gate.ready()
             value: Any = await self._client.get(self.key_of(memory_id))
         except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
             raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
@@ -164,6 +168,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms)
         try:
             try:
+                await self._gate.ready()
                 reply = await self._client.evalsha(WRITE_SCRIPT_SHA, 1, plan.key, *plan.script_args())
             except NoScriptError:
                 # A server that has not run the script yet (restarted, a new cluster node): EVAL caches it there.
@@ -177,6 +182,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         self._check_open(Operation.WRITE, memory_id)
         value = encode(message_list(messages))
         try:
+            await self._gate.ready()
             await self._client.set(self.key_of(memory_id), value, px=self._ttl_ms or None)
         except RedisError as exc:
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
@@ -187,6 +193,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         """Delete the key of ``memory_id``; idempotent."""
         self._check_open(Operation.DELETE, memory_id)
         try:
+            await self._gate.ready()
             await self._client.delete(self.key_of(memory_id))
         except RedisError as exc:
             raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
@@ -199,6 +206,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         pattern = glob_literal(self._prefix) + b"*"
         seen: set[str] = set()
         try:
+            await self._gate.ready()
             async for found in self._client.scan_iter(match=pattern, count=1000, _type="string"):
                 memory_id = memory_id_of(found, self._prefix)
                 if memory_id is not None and memory_id not in seen:  # SCAN may return a key twice

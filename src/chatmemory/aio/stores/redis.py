@@ -8,7 +8,6 @@ whose reply was abandoned and puts it back in the pool, so no connection is lost
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import AsyncIterator, Generator, Iterable, Sequence
 from typing import Any, TypeVar, cast
@@ -35,6 +34,8 @@ from chatmemory.stores.redis.times import expire_at_call, expire_at_done, times_
 
 from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
+
+from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # isort: skip - imports redis
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
 
@@ -116,8 +117,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             # Nothing is connected yet, and closing is a coroutine: the unused client is just dropped.
             raise ValueError(DECODING_CLIENT)
         self._client = client
-        self._cluster_pending = isinstance(client, RedisCluster)
-        self._cluster_lock = asyncio.Lock()
+        self._gate = ClusterGate(client)
         self._options = options
         self._key_space = KeySpace(options.key_prefix)
         self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
@@ -146,21 +146,8 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
     # ------------------------------------------------------------------------------------ driving
 
     async def _run(self, call: ScriptCall) -> object:
-        if self._cluster_pending:
-            await self._initialize_cluster()
+        await self._gate.ready()
         return await self._run_now(call)
-
-    async def _initialize_cluster(self) -> None:
-        # redis.asyncio's cluster client initializes itself on its first command; several first commands in
-        # flight at once race in that initialization and fail with a connection whose stream is None. The
-        # store initializes the client once, alone, before its first command.
-        async with self._cluster_lock:
-            if self._cluster_pending:
-                try:
-                    await cast(RedisCluster, self._client).initialize()
-                except DRIVER_ERRORS as exc:
-                    raise store_error(exc, Operation.CONNECT) from exc
-                self._cluster_pending = False
 
     async def _run_now(self, call: ScriptCall) -> object:
         try:
