@@ -11,12 +11,19 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 
-BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis_cluster", "redis", "mongodb")
+BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis_cluster", "redis", "mongodb", "langchain4j_redis")
 
 
 def _by_module(module: str) -> str:
     """Store-specific test modules without a backend param: name the store by the module."""
-    for word, backend in (("redis", "redis"), ("mongodb", "mongodb"), ("sql", "sql"), ("migrations", "sql")):
+    kinds = (
+        ("langchain4j_redis", "langchain4j_redis"),
+        ("redis", "redis"),
+        ("mongodb", "mongodb"),
+        ("sql", "sql"),
+        ("migrations", "sql"),
+    )
+    for word, backend in kinds:
         if f"test_{word}" in module or f".{word}." in module:
             return backend
     return "core"
