@@ -26,6 +26,17 @@ class RoundTripCases:
         assert got == messages
         assert [type(m) for m in got] == [type(m) for m in messages]
 
+    async def test_any_iterable_of_messages_is_taken_once(self, contract: ContractDriver, memory_id: str) -> None:
+        window = texts(3, "g")
+        await contract.store.update_messages(memory_id, (message for message in window))  # type: ignore[arg-type]
+        assert await contract.store.get_messages(memory_id) == window
+        versioned = contract.versioned_store()
+        if versioned is not None:
+            loaded = await versioned.load(memory_id)
+            longer = [*window, UserMessage("next")]
+            await versioned.save(memory_id, iter(longer), loaded.version)  # type: ignore[arg-type]
+            assert await contract.store.get_messages(memory_id) == longer
+
     async def test_tool_call_arguments_are_byte_identical(self, contract: ContractDriver, memory_id: str) -> None:
         await contract.store.update_messages(memory_id, every_message_kind())
         requests = [
