@@ -15,7 +15,6 @@ from chatmemory.core.errors import CorruptedMemoryError, MissingDependencyError,
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsVersioning
 from chatmemory.memory_times import SupportsMemoryTimes
-from chatmemory.stores.langchain4j_redis.value import decode as decode_langchain4j_value
 from chatmemory.transfer.export_format import UNKNOWN_EXPIRY, ExportedMemory
 
 if TYPE_CHECKING:
@@ -176,7 +175,9 @@ class LangChain4jRedisSource:
         if value is None:
             return None
         # As the LangChain4j Redis store reads it: parts LangChain4j would fill in come back as they were given.
-        messages = decode_langchain4j_value(value, memory_id)
+        from chatmemory.stores.langchain4j_redis.value import decode
+
+        messages = decode(value, memory_id)
         expires_at = None
         if isinstance(pttl, int) and pttl >= 0:
             expires_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(milliseconds=pttl)
