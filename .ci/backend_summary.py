@@ -48,7 +48,7 @@ def main(path: str) -> None:
     for backend in (*BACKENDS, "sql", "core"):
         if backend in counts:
             c = counts[backend]
-            print(f"  {backend:<14} passed={c['passed']:<5} failed={c['failed']:<4} skipped={c['skipped']}")
+            print(f"  {backend:<18} passed={c['passed']:<5} failed={c['failed']:<4} skipped={c['skipped']}")
 
 
 if __name__ == "__main__":

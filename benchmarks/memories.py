@@ -15,9 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import threading
 import time
 import uuid
+
+# This folder holds redis.py and mongodb.py, which would shadow the drivers of those names: look in it last.
+sys.path.append(sys.path.pop(0))
 from typing import Any
 
 from measure import message
