@@ -9,12 +9,15 @@ from chatmemory.core.errors import (
     ChatMemoryError,
     ConcurrentUpdateError,
     CorruptedMemoryError,
+    HistoryNotEnabledError,
+    MessageTooLargeError,
     MissingDependencyError,
     SchemaVersionError,
     SerializationError,
     StoreError,
     UnsupportedFormatVersionError,
 )
+from chatmemory.core.history import HistoryEntry, HistoryPage, SupportsHistory
 from chatmemory.core.memory import ChatMemory, MessageWindowChatMemory, TokenWindowChatMemory
 from chatmemory.core.memory_id import MAX_MEMORY_ID_LENGTH, MemoryId, validate_memory_id
 from chatmemory.core.messages import (
@@ -68,9 +71,13 @@ __all__ = [
     "Content",
     "CorruptedMemoryError",
     "CustomMessage",
+    "HistoryEntry",
+    "HistoryNotEnabledError",
+    "HistoryPage",
     "ImageContent",
     "InMemoryChatMemoryStore",
     "MemoryId",
+    "MessageTooLargeError",
     "MessageWindowChatMemory",
     "MissingDependencyError",
     "OpenAITokenCountEstimator",
@@ -81,6 +88,7 @@ __all__ = [
     "Snapshot",
     "StoreError",
     "SupportsExpiryPurge",
+    "SupportsHistory",
     "SupportsListing",
     "SupportsLockedUpdate",
     "SupportsRawRecords",

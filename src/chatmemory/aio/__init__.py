@@ -14,6 +14,7 @@ from chatmemory.aio.provider import ChatMemoryProvider
 from chatmemory.aio.store import (
     ChatMemoryStore,
     Snapshot,
+    SupportsHistory,
     SupportsListing,
     SupportsLockedUpdate,
     SupportsRawRecords,
@@ -31,6 +32,7 @@ __all__ = [
     "InMemoryChatMemoryStore",
     "MessageWindowChatMemory",
     "Snapshot",
+    "SupportsHistory",
     "SupportsListing",
     "SupportsLockedUpdate",
     "SupportsRawRecords",

@@ -11,9 +11,11 @@ async memories also check that the methods are coroutine functions.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot, SupportsTTL
 
@@ -21,6 +23,7 @@ __all__ = [
     "Change",
     "ChatMemoryStore",
     "Snapshot",
+    "SupportsHistory",
     "SupportsListing",
     "SupportsLockedUpdate",
     "SupportsRawRecords",
@@ -119,4 +122,26 @@ class SupportsRawRecords(Protocol):
 
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Replace the memory with ``records`` as they are; they are decoded only when read."""
+        ...
+
+
+@runtime_checkable
+class SupportsHistory(Protocol):
+    """The asyncio twin of :class:`chatmemory.SupportsHistory`: the same rules, awaited calls."""
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        ...
+
+    async def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`)."""
+        ...
+
+    async def trim_history(
+        self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
+    ) -> int:
+        """Remove history entries written before ``older_than``; return how many were removed."""
         ...

@@ -110,3 +110,27 @@ class MissingDependencyError(ChatMemoryError, ImportError):
             f"(module {module!r} is not installed)",
         )
         self.name = module
+
+
+class HistoryNotEnabledError(ChatMemoryError):
+    """A history read or trim on a store built without ``history=True``."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        super().__init__(
+            f"{store} keeps no history: build it with history=True (or history_ttl=...) to read or trim one"
+        )
+
+
+class MessageTooLargeError(ChatMemoryError):
+    """A message alone is larger than the whole window (raised by memories built with ``on_oversized="raise"``)."""
+
+    def __init__(self, memory_id: str, size: int, limit: int, unit: str = "tokens") -> None:
+        self.memory_id = memory_id
+        self.size = size
+        self.limit = limit
+        self.unit = unit
+        super().__init__(
+            f"a message of {size} {unit} does not fit memory {memory_id!r}, whose window holds at most {limit} "
+            f"{unit}; nothing was written. Shorten or split the message, or raise the limit"
+        )

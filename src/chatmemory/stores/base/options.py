@@ -5,7 +5,14 @@ from __future__ import annotations
 import datetime
 import math
 
-__all__ = ["MAX_TTL_SECONDS", "TTL", "ttl_seconds", "validate_prefix", "validate_snapshot_cache_size"]
+__all__ = [
+    "MAX_TTL_SECONDS",
+    "TTL",
+    "history_ttl_seconds",
+    "ttl_seconds",
+    "validate_prefix",
+    "validate_snapshot_cache_size",
+]
 
 TTL = float | datetime.timedelta | None
 """Seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever."""
@@ -67,3 +74,30 @@ def validate_prefix(name: str, prefix: str) -> str:
     except UnicodeEncodeError:
         raise ValueError(f"{name} must be valid Unicode text (it holds a lone surrogate), got {prefix!r}") from None
     return prefix
+
+
+def history_ttl_seconds(history: bool, history_ttl: TTL, ttl: float | None) -> float | None:
+    """Check the history options of a store; return ``history_ttl`` in seconds (``None``: as the window).
+
+    Args:
+        history: whether the store keeps history.
+        history_ttl: how long a history lives after the memory's last write, or ``None`` for as long as
+            the window (``ttl``).
+        ttl: the window's ttl, already checked, in seconds.
+
+    Raises:
+        TypeError: ``history`` is not a bool, or ``history_ttl`` is not a number, timedelta or ``None``.
+        ValueError: ``history_ttl`` is given without ``history=True``, is out of range, or is shorter
+            than ``ttl`` (the history of a live window would be gone).
+    """
+    if not isinstance(history, bool):
+        raise TypeError(f"history must be a bool, not {type(history).__name__}")
+    if history_ttl is None:
+        return None
+    if not history:
+        raise ValueError("history_ttl needs history=True: pass both to keep a history")
+    seconds = ttl_seconds(history_ttl)
+    assert seconds is not None
+    if ttl is not None and seconds < ttl:
+        raise ValueError(f"history_ttl must be at least ttl ({ttl:g} s), got {history_ttl!r}")
+    return seconds

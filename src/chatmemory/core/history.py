@@ -1,0 +1,195 @@
+"""History: every message ever added to a memory, beside the bounded window.
+
+A store built with ``history=True`` keeps, per memory id, an append-only log of the messages its writes
+added, evicted ones included. The window (what ``get_messages`` returns and prompts are made of) behaves
+exactly as without history. The rules every store holds (the contract suite's history cases check them):
+
+* **What is recorded.** Each write compares the new window with the stored one (the sequence diff of
+  :mod:`chatmemory.core.sequence_diff`): the messages it *appends* after the kept ones become new history
+  entries, in window order, with consecutive sequence numbers. Evicting a message records nothing (its
+  entry stays); a write that changes nothing records nothing. A write that *rewrites* the window
+  (``update_messages``/``set`` with a list that is not "some old messages kept, new ones appended") is
+  recorded as what it is: every message of the new window after the longest kept run is appended again,
+  so the history shows the window as it was rewritten. Nothing in the history is ever changed.
+* **Sequence numbers** are integers that strictly increase in the order messages were written, within one
+  history; gaps are allowed. Concurrent writers never produce a duplicate or a lost entry: a write that
+  loses a version conflict records nothing, and its retry records its messages once.
+* **``written_at``** is the time of the write, on the store's clock (the server's for database stores),
+  as an aware UTC datetime; entries of one write share it.
+* **Lifetime.** ``delete_messages`` removes the window and the history together. Without ``history_ttl``
+  the history expires with the window (``ttl``); with it, the history lives ``history_ttl`` seconds after
+  the memory's last write (at least ``ttl``). After a history is deleted or expires, a new one may start
+  its numbering anywhere. ``trim_history`` removes old entries on demand; it never touches the window.
+* **Reading** is paged by sequence: see :meth:`SupportsHistory.history`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.sequence_diff import diff_messages
+
+__all__ = [
+    "DEFAULT_HISTORY_PAGE",
+    "MAX_HISTORY_PAGE",
+    "HistoryEntry",
+    "HistoryPage",
+    "HistoryQuery",
+    "SupportsHistory",
+    "history_appends",
+    "history_query",
+    "trim_cutoff",
+]
+
+DEFAULT_HISTORY_PAGE = 100
+"""How many entries :meth:`SupportsHistory.history` returns when no ``limit`` is given."""
+MAX_HISTORY_PAGE = 10_000
+"""The largest ``limit`` a history read accepts (page through longer histories with ``after``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One message of a memory's history.
+
+    Attributes:
+        sequence: its position in the history; strictly increasing in the order messages were written.
+        message: the message, as it was written.
+        written_at: when the write that added it happened (aware, UTC, on the store's clock).
+    """
+
+    sequence: int
+    message: ChatMessage
+    written_at: datetime.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """One page of a history read.
+
+    Attributes:
+        entries: the entries, oldest first (newest first for ``reverse=True``).
+        next_after: the ``after`` to pass for the next page, or ``None`` when this page reached the end.
+    """
+
+    entries: list[HistoryEntry]
+    next_after: int | None
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """The messages of :attr:`entries`, in the same order."""
+        return [entry.message for entry in self.entries]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryQuery:
+    """A validated history read: see :func:`history_query`."""
+
+    after: int | None
+    limit: int
+    reverse: bool
+
+    def includes(self, sequence: int) -> bool:
+        """Whether ``sequence`` lies beyond :attr:`after` in the reading direction."""
+        if self.after is None:
+            return True
+        return sequence < self.after if self.reverse else sequence > self.after
+
+    def page(self, entries: Sequence[HistoryEntry]) -> HistoryPage:
+        """The page made of ``entries``: at most ``limit + 1`` entries read in the query's order.
+
+        Stores read one entry more than asked; its presence is what tells whether a next page exists.
+        """
+        if len(entries) > self.limit:
+            kept = list(entries[: self.limit])
+            return HistoryPage(kept, kept[-1].sequence)
+        return HistoryPage(list(entries), None)
+
+
+def history_query(after: int | None, limit: int, reverse: bool) -> HistoryQuery:
+    """Check the arguments of a history read.
+
+    Raises:
+        TypeError: ``after`` is not an int or ``None``, ``limit`` not an int, ``reverse`` not a bool.
+        ValueError: ``after`` is negative, or ``limit`` is not between 1 and :data:`MAX_HISTORY_PAGE`.
+    """
+    if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
+        raise TypeError(f"after must be a sequence number (an int) or None, not {type(after).__name__}")
+    if after is not None and after < 0:
+        raise ValueError(f"after must be >= 0, got {after!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_HISTORY_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_HISTORY_PAGE}, got {limit!r}; page with `after`")
+    if not isinstance(reverse, bool):
+        raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
+    return HistoryQuery(after, limit, reverse)
+
+
+def history_appends(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+    """The messages a write of ``new`` over the stored ``old`` adds to the history, in order."""
+    return diff_messages(old, new).appended
+
+
+def trim_cutoff(older_than: datetime.datetime | datetime.timedelta, now: datetime.datetime) -> datetime.datetime:
+    """The aware UTC instant before which ``trim_history(older_than=...)`` removes entries.
+
+    ``older_than`` is an aware datetime, or a ``timedelta`` counted back from ``now``.
+
+    Raises:
+        TypeError: ``older_than`` is neither.
+        ValueError: ``older_than`` is a naive datetime or a negative timedelta.
+    """
+    if isinstance(older_than, datetime.timedelta):
+        if older_than < datetime.timedelta(0):
+            raise ValueError(f"older_than must not be a negative timedelta, got {older_than!r}")
+        return now.astimezone(datetime.timezone.utc) - older_than
+    if isinstance(older_than, datetime.datetime):
+        if older_than.tzinfo is None or older_than.utcoffset() is None:
+            raise ValueError("older_than must be an aware datetime (e.g. datetime.now(UTC) - timedelta(days=30))")
+        return older_than.astimezone(datetime.timezone.utc)
+    raise TypeError(f"older_than must be an aware datetime or a timedelta, not {type(older_than).__name__}")
+
+
+@runtime_checkable
+class SupportsHistory(Protocol):
+    """A store that keeps every message ever added to a memory (built with ``history=True``).
+
+    See :mod:`chatmemory.core.history` for what is recorded. A store built without history raises
+    :class:`~chatmemory.HistoryNotEnabledError` from these methods. The asyncio twin is
+    :class:`chatmemory.aio.SupportsHistory`.
+    """
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        ...
+
+    def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id``.
+
+        Args:
+            memory_id: the memory.
+            after: an exclusive bound: only entries with a greater sequence (a smaller one with
+                ``reverse=True``); ``None`` starts at the oldest (newest) entry.
+            limit: the most entries to return (1 to :data:`MAX_HISTORY_PAGE`).
+            reverse: newest first.
+
+        Returns:
+            The page; an unknown memory, or one whose history expired, gives an empty page.
+        """
+        ...
+
+    def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
+        """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
+
+        The window is never changed. Entries of messages still in the window may be kept (a store may
+        share their storage with the window); every other entry written before the cutoff is removed.
+        Returns how many entries were removed.
+        """
+        ...
