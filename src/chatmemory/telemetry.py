@@ -41,12 +41,25 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
 from chatmemory.core.errors import ConcurrentUpdateError
 
-__all__ = ["Operation", "configure", "operation", "oversized_message_evicted", "records_memory_ids"]
+__all__ = [
+    "Operation",
+    "configure",
+    "conflicted",
+    "current",
+    "note",
+    "note_write",
+    "operation",
+    "oversized_message_evicted",
+    "records_memory_ids",
+    "retried",
+    "retries_exhausted",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -147,7 +160,10 @@ class Operation:
     """One store operation being measured; use it through :func:`operation`."""
 
     __slots__ = (
+        "_ambient",
         "_context_token",
+        "_current_token",
+        "_exhausted",
         "_instruments",
         "_span",
         "_started",
@@ -155,18 +171,26 @@ class Operation:
         "logger",
         "memory_id",
         "name",
+        "owner",
         "values",
     )
 
-    def __init__(self, backend: str, name: str, memory_id: str | None, logger: logging.Logger) -> None:
+    def __init__(
+        self, backend: str, name: str, memory_id: str | None, logger: logging.Logger, ambient: bool = True
+    ) -> None:
         self.backend = backend
         self.name = name
         self.memory_id = memory_id
         self.logger = logger
         self.values: dict[str, int] = {}
+        self.owner: object = None
+        """What runs the operation (a store), so that its nested calls join it rather than start another."""
+        self._ambient = ambient
         self._instruments: _Instruments | None = None
         self._span: Any = None
         self._context_token: Any = None
+        self._current_token: Any = None
+        self._exhausted = False
         self._started = 0.0
 
     def _attributes(self) -> dict[str, str]:
@@ -183,8 +207,10 @@ class Operation:
             )
             # Current while the operation runs, so that driver instrumentation nests under it (without an
             # SDK the span is invalid and there is nothing to nest).
-            if span.get_span_context().is_valid:
+            if self._ambient and span.get_span_context().is_valid:
                 self._context_token = instruments.context.attach(instruments.set_span_in_context(span))
+        if self._ambient:
+            self._current_token = _current.set(self)
         self._started = time.perf_counter()
         return self
 
@@ -218,14 +244,22 @@ class Operation:
         self.values["conflicts"] = self.values.get("conflicts", 0) + 1
 
     def retry(self) -> None:
-        """Count one more attempt of this operation."""
+        """Count one more attempt of this operation (``attempts`` grows by one)."""
         if self._instruments is not None:
             self._instruments.retries.add(1, self._attributes())
+        self.values["attempts"] = self.values.get("attempts", 1) + 1
+
+    def exhausted(self) -> None:
+        """Note that the retries ran out: an error leaving the operation then logs a WARNING."""
+        self._exhausted = True
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         elapsed = time.perf_counter() - self._started
+        if self._current_token is not None:
+            _current.reset(self._current_token)
+            self._current_token = None
         if exc is None:
             outcome = "ok"
         elif isinstance(exc, ConcurrentUpdateError):
@@ -244,6 +278,15 @@ class Operation:
                 self.name,
                 exc.memory_id,
                 exc.attempts,
+            )
+        elif self._exhausted and exc is not None:
+            self.logger.warning(
+                "%s %s of memory %r: retries exhausted after %d attempts: %s",
+                self.backend,
+                self.name,
+                self.memory_id,
+                self.values.get("attempts", 1),
+                exc,
             )
 
     def _finish_span(self, instruments: _Instruments, exc: BaseException | None, outcome: str) -> None:
@@ -271,7 +314,12 @@ class Operation:
 
 
 def operation(
-    *, backend: str, name: str, memory_id: str | None = None, logger: logging.Logger | None = None
+    *,
+    backend: str,
+    name: str,
+    memory_id: str | None = None,
+    logger: logging.Logger | None = None,
+    ambient: bool = True,
 ) -> Operation:
     """Measure one operation: a span, a latency sample, counters and a DEBUG line.
 
@@ -279,11 +327,80 @@ def operation(
 
     Args:
         backend: ``redis``, ``sql``, ``mongodb``, ``memory`` (or what a third-party store calls itself).
-        name: the operation (``load``, ``save``, ``update``, ``delete``, ``purge_expired``, ``cli.export``, ...).
+        name: the operation (``load``, ``update``, ``delete``, ``list``, ``purge_expired``, ``cli.export``, ...).
         memory_id: the memory, logged at DEBUG, on the span only when ids are recorded (:func:`configure`).
         logger: the calling module's logger (``logging.getLogger(__name__)``); this module's by default.
+        ambient: make the operation current while it runs (:func:`current`, and its span the current
+            span). ``False`` for an operation that spans a generator's life, which the caller's code
+            interleaves with.
     """
-    return Operation(backend, name, memory_id, logger or _log)
+    return Operation(backend, name, memory_id, logger or _log, ambient)
+
+
+# ------------------------------------------------------------------ what shared code reports
+
+_current: ContextVar[Operation | None] = ContextVar("chatmemory_operation", default=None)
+
+
+def current() -> Operation | None:
+    """The operation running in this thread or task (``None`` outside any).
+
+    The functions below report into it only if it is a store's (its ``owner`` is set): shared code such as
+    a codec or the retry policy also runs outside store operations (in a memory, in the CLI).
+    """
+    return _current.get()
+
+
+def note(
+    *,
+    attempts: int | None = None,
+    appended: int | None = None,
+    evicted: int | None = None,
+    bytes: int | None = None,
+    version: int | None = None,
+    items: int | None = None,
+) -> None:
+    """Set figures of the current operation, if one runs (see :meth:`Operation.record`)."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.record(attempts=attempts, appended=appended, evicted=evicted, bytes=bytes, version=version, items=items)
+
+
+def note_write(*, appended: int, evicted: int | None, bytes: int) -> None:
+    """Set what the current operation's write sends; ``evicted=None`` when it is not known (a whole rewrite).
+
+    Each plan of a write replaces what an earlier plan of it noted: the figures are the last plan's.
+    """
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        values = op.values
+        values["appended"] = appended
+        values["bytes"] = bytes
+        if evicted is None:
+            values.pop("evicted", None)
+        else:
+            values["evicted"] = evicted
+
+
+def retried() -> None:
+    """Count one more attempt of the current operation, if one runs."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.retry()
+
+
+def conflicted() -> None:
+    """Count a conflict in the current operation, if one runs."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.conflict()
+
+
+def retries_exhausted() -> None:
+    """Note that the current operation's retries ran out (its error is then logged as a WARNING)."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.exhausted()
 
 
 def oversized_message_evicted(

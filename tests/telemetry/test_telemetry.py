@@ -179,8 +179,12 @@ def test_the_cli_reports_its_long_operations(recorded: Recorded, tmp_path: Path,
         yield store
 
     assert main(["export", "memory://", "-o", str(tmp_path / "x.jsonl"), "-q"], open_store=opener) == 0
-    (span,) = recorded.finished()
+    *store_spans, span = recorded.finished()
     assert span.name == "chatmemory cli.export"
+    # The store's reads nest under the command's span.
+    loads = [child for child in store_spans if child.name == "chatmemory load"]
+    assert len(loads) == 3
+    assert {child.parent.span_id for child in loads} == {span.context.span_id}
     assert span.attributes["chatmemory.items"] == 3
     assert span.attributes["chatmemory.bytes"] == (tmp_path / "x.jsonl").stat().st_size
 
@@ -197,5 +201,5 @@ def test_without_opentelemetry_an_operation_is_a_log_line_only() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert completed.returncode == 0, completed.stderr
-    assert "chatmemory.telemetry memory save memory='m' bytes=3 conflicts=1 " in completed.stdout
+    assert "chatmemory.telemetry memory save memory='m' bytes=3 attempts=2 conflicts=1 " in completed.stdout
     assert "a message of 2 tokens was evicted" in completed.stdout

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, require_message
@@ -19,8 +20,11 @@ from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, ttl_seconds
+from chatmemory.stores.base.telemetry import StoreTelemetry
 
 __all__ = ["InMemoryChatMemoryStore"]
+
+_traced = StoreTelemetry("memory", __name__)
 
 
 @dataclass(slots=True)
@@ -81,13 +85,16 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         old = entry.messages if entry is not None and entry.messages is not None else ()
         # Encode what is new, as a persistent store would, so that a message no store can hold (an
         # unencodable string, an attribute changed after construction) fails here too, changing nothing.
-        for message in diff_messages(old, messages).appended:
-            dumps_message(message)
+        change = diff_messages(old, messages)
+        encoded = sum(len(dumps_message(message)) for message in change.appended)
+        telemetry.note_write(appended=len(change.appended), evicted=len(change.deleted), bytes=encoded)
         version = next(self._versions)
+        telemetry.note(version=version)
         expires_at = None if self._ttl is None else self._clock() + self._ttl
         self._entries[memory_id] = _Entry(version, messages, None, expires_at, _utc_now())
         return version
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
         memory_id = validate_memory_id(memory_id)
@@ -102,10 +109,12 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 entry.raw = None
             return Snapshot(list(entry.messages), entry.version)
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         memory_id = validate_memory_id(memory_id)
@@ -118,6 +127,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 raise ConcurrentUpdateError(memory_id, expected_version)
             return self._write(memory_id, messages)
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
@@ -126,6 +136,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         with self._lock:
             self._write(memory_id, messages)
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id``; idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -133,6 +144,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         with self._lock:
             self._entries.pop(memory_id, None)
 
+    @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the live memories, in insertion order."""
         self._check_open(Operation.LIST)
@@ -140,6 +152,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             ids = [memory_id for memory_id in list(self._entries) if self._live(memory_id) is not None]
         return iter(ids)
 
+    @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` (``dumps_message`` payloads), undecoded; ``[]`` if unknown."""
         memory_id = validate_memory_id(memory_id)
@@ -153,6 +166,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             messages = entry.messages or ()
         return [dumps_message(message) for message in messages]
 
+    @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
@@ -166,6 +180,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             expires_at = None if self._ttl is None else self._clock() + self._ttl
             self._entries[memory_id] = _Entry(next(self._versions), None, records, expires_at, _utc_now())
 
+    @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (UTC); ``None`` if absent or expired."""
         memory_id = validate_memory_id(memory_id)
@@ -179,6 +194,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             remaining = datetime.timedelta(seconds=entry.expires_at - self._clock())
             return MemoryTimes(entry.written_at, _utc_now() + remaining)
 
+    @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
 

@@ -19,6 +19,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import ttl_seconds, validate_prefix
+from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.langchain4j_redis.plan import (
     WRITE_SCRIPT,
     WRITE_SCRIPT_SHA,
@@ -44,6 +45,8 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError, R
 from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # noqa: E402 - imports redis
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
+
+_traced = StoreTelemetry("langchain4j-redis", __name__)
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -149,17 +152,20 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
         return value
 
+    @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
         value = await self._get(memory_id)
         messages = [] if value is None else decode(value, memory_id)
         return Snapshot(messages, self._book.read(memory_id, digest(value)))
 
+    @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         value = await self._get(memory_id)
         return [] if value is None else decode(value, memory_id)
 
+    @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -177,6 +183,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         return written_version(self._book, memory_id, plan, reply, expected_version)
 
+    @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -189,6 +196,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id``; idempotent."""
         self._check_open(Operation.DELETE, memory_id)
@@ -200,6 +208,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)

@@ -49,6 +49,7 @@ from chatmemory.stores.base import (  # noqa: E402
     SnapshotCache,
     ttl_seconds,
 )
+from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -69,6 +70,8 @@ from chatmemory.stores.sql.times import expiry_parameter, times_of  # noqa: E402
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
+
+_traced = StoreTelemetry("sql", __name__)
 
 
 class _Abort(Exception):
@@ -229,6 +232,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # ------------------------------------------------------------------------------------------- reads
 
+    @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
         memory_id = validate_memory_id(memory_id)
@@ -256,10 +260,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             return decoded.snapshot
         raise AssertionError("unreachable: the last read attempt raises")
 
+    @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return (await self.load(memory_id)).messages
 
+    @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded."""
         memory_id = validate_memory_id(memory_id)
@@ -268,6 +274,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             result = await connection.execute(self._statements.read, plan.read_parameters(memory_id, None))
             return plan.raw_records(result.all())
 
+    @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
@@ -278,16 +285,19 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # ------------------------------------------------------------------------------------------ writes
 
+    @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
         return await self._write(WriteRequest.of_messages(memory_id, messages, expected_version, self._ttl))
 
+    @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
         await self._write(WriteRequest.of_messages(memory_id, messages, None, self._ttl))
 
+    @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
         memory_id = validate_memory_id(memory_id)
@@ -375,6 +385,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         if decision.rows:
             await connection.execute(statements.insert_messages, decision.rows)
 
+    @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
         """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
         memory_id = validate_memory_id(memory_id)
@@ -443,6 +454,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         rows: Sequence[Any] = result.all()
         return rows
 
+    @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -461,6 +473,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
                 await asyncio.sleep(delay)
         self._cache.forget(memory_id)
 
+    @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
 
@@ -487,6 +500,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # --------------------------------------------------------------------------------- listing and TTL
 
+    @_traced.async_iterator("list")
     async def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> AsyncIterator[str]:
         """The ids of live memories, by id or most recently written first (see the sync store)."""
         if order not in ("id", "newest"):
@@ -517,6 +531,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
                 if begin is not None:
                     await connection.exec_driver_sql("ROLLBACK")
 
+    @_traced.coroutine("purge_expired")
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

@@ -14,6 +14,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import ttl_seconds, validate_prefix
+from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.langchain4j_redis.plan import (
     WRITE_SCRIPT,
     WRITE_SCRIPT_SHA,
@@ -37,6 +38,8 @@ from redis.cluster import RedisCluster  # noqa: E402
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
+
+_traced = StoreTelemetry("langchain4j-redis", __name__)
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -170,17 +173,20 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
         return value
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
         value = self._get(memory_id)
         messages = [] if value is None else decode(value, memory_id)
         return Snapshot(messages, self._book.read(memory_id, digest(value)))
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         value = self._get(memory_id)
         return [] if value is None else decode(value, memory_id)
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -198,6 +204,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         return written_version(self._book, memory_id, plan, reply, expected_version)
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -209,6 +216,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id``; idempotent."""
         self._check_open(Operation.DELETE, memory_id)
@@ -219,6 +227,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)

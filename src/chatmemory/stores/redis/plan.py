@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from chatmemory import telemetry
 from chatmemory.core.errors import StoreError
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
@@ -297,6 +298,8 @@ class Planner:
         span = change.deleted_span
         # Positions after the span all stay where they are; only those inside it are put back.
         kept_in_span = change.kept[: bisect.bisect_left(change.kept, span)]
+        records = [encode(message) for message in change.appended]
+        telemetry.note_write(appended=len(records), evicted=span - len(kept_in_span), bytes=sum(map(len, records)))
         args = (
             cached.version_arg,
             self.write_id(),
@@ -306,7 +309,7 @@ class Planner:
             b"%d" % span,
             b"%d" % len(kept_in_span),
             *[b"%d" % position for position in kept_in_span],
-            *[encode(message) for message in change.appended],
+            *records,
         )
         call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id)
         return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
@@ -326,6 +329,7 @@ class Planner:
         expected_version: int | None,
         messages: tuple[ChatMessage, ...] | None,
     ) -> WritePlan:
+        telemetry.note_write(appended=len(records), evicted=None, bytes=sum(map(len, records)))
         expected = b"" if expected_version is None else b"%d" % expected_version
         args = (expected, self.write_id(), self._ttl_arg, b"f", *records)
         call = ScriptCall(WRITE, self.key_space.keys_of(memory_id), args, Operation.WRITE, memory_id)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
@@ -234,6 +235,7 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
     deleted = tuple(cached.seqs[index] for index in diff.deleted)
     new_seqs = tuple(range(cached.next_seq, cached.next_seq + len(diff.appended)))
     payloads = tuple(dumps_message(message) for message in diff.appended)
+    telemetry.note_write(appended=len(payloads), evicted=len(deleted), bytes=sum(map(len, payloads)))
     kept = tuple(cached.seqs[index] for index in diff.kept)
     state = CachedSnapshot(
         cached.version + 1, cached.incarnation, cached.next_seq + len(payloads), kept + new_seqs, request.messages
@@ -348,6 +350,9 @@ def plan_locked(
         payloads = tuple(dumps_message(message) for message in appended)
     else:
         payloads = request.records or ()
+    telemetry.note_write(
+        appended=len(payloads), evicted=None if delete_all else len(deleted_seqs), bytes=sum(map(len, payloads))
+    )
     new_seqs = tuple(range(first_seq, first_seq + len(payloads)))
     recent = write_entry(request.write_id, version)
     if head.present and head.recent_writes:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any, Protocol, cast
 
+from chatmemory import telemetry
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import loads_message
@@ -67,6 +68,7 @@ def decode_read(
     pairs = list(map(_seq_and_payload, rows))
     if pairs[0][0] is None:  # a live head without messages: one row, joined to nothing
         pairs = []
+    telemetry.note(bytes=sum(len(payload) for _, payload in pairs if payload is not None))
     lookup = known.get
     messages: list[ChatMessage | object] = [
         lookup(seq, _MISSING) if payload is None else loads_message(payload, memory_id=memory_id)

@@ -34,6 +34,7 @@ from chatmemory.stores.base import (  # noqa: E402
     StoreLifecycle,
     ttl_seconds,
 )
+from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -51,6 +52,8 @@ from chatmemory.stores.sql.times import expiry_parameter, times_of  # noqa: E402
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
+
+_traced = StoreTelemetry("sql", __name__)
 
 
 class _Abort(Exception):
@@ -209,6 +212,7 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # ---------------------------------------------------------------------------------------------- reads
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
         memory_id = validate_memory_id(memory_id)
@@ -235,10 +239,12 @@ class SQLChatMemoryStore(StoreLifecycle):
             return result.snapshot
         raise AssertionError("unreachable: the last read attempt raises")
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
+    @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
         memory_id = validate_memory_id(memory_id)
@@ -247,6 +253,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             rows = connection.execute(self._statements.read, plan.read_parameters(memory_id, None)).all()
         return plan.raw_records(rows)
 
+    @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
@@ -257,17 +264,20 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # --------------------------------------------------------------------------------------------- writes
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
         request = WriteRequest.of_messages(memory_id, messages, expected_version, self._ttl)
         return self._write(request)
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
         self._write(WriteRequest.of_messages(memory_id, messages, None, self._ttl))
 
+    @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
@@ -356,6 +366,7 @@ class SQLChatMemoryStore(StoreLifecycle):
         if decision.rows:
             connection.execute(statements.insert_messages, decision.rows)
 
+    @_traced("modify")
     def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
         """Read, change and write ``memory_id`` under its head row's lock; return the version it is at.
 
@@ -433,6 +444,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             return []
         return connection.execute(self._statements.read, plan.read_parameters(memory_id, cached)).all()
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -451,6 +463,7 @@ class SQLChatMemoryStore(StoreLifecycle):
                 time.sleep(delay)
         self._cache.forget(memory_id)
 
+    @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
 
@@ -477,6 +490,7 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # ------------------------------------------------------------------------------------ listing and TTL
 
+    @_traced.iterator("list")
     def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> Iterator[str]:
         """The ids of live memories, by id (code point order) or most recently written first.
 
@@ -530,6 +544,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             finally:
                 connection.exec_driver_sql("ROLLBACK")
 
+    @_traced("purge_expired")
     def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
 
