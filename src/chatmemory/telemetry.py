@@ -24,13 +24,19 @@ How a store uses it::
             op.record(attempts=2, appended=3, evicted=1, bytes=812, version=new_version)
             return new_version
 
+Every store reports its public calls this way through the decorators of
+:mod:`chatmemory.stores.base.telemetry`; shared code reports into the store operation running in its
+thread or task with :func:`note`, :func:`note_write`, :func:`retried`, :func:`conflicted` and
+:func:`retries_exhausted` (no-ops outside one).
+
 An exception leaving the block marks the span as failed; a :class:`~chatmemory.ConcurrentUpdateError`
 carrying ``attempts`` also logs a WARNING (retries exhausted). Instruments:
 
 * span ``chatmemory <name>`` (kind CLIENT) with ``chatmemory.backend``, ``chatmemory.operation``,
   ``chatmemory.attempts``, ``chatmemory.messages.appended``, ``chatmemory.messages.evicted``,
   ``chatmemory.bytes``, ``chatmemory.version``, ``chatmemory.items``, ``chatmemory.failed``, and
-  ``chatmemory.memory_id`` on opt-in;
+  ``chatmemory.memory_id`` on opt-in (without it, the id is also blanked out of a failed operation's
+  exception event and status);
 * histogram ``chatmemory.operation.duration`` (seconds) by backend, operation and outcome
   (``ok``/``conflict``/``error``);
 * counters ``chatmemory.conflicts``, ``chatmemory.retries`` and ``chatmemory.evictions.oversized``.
@@ -295,8 +301,18 @@ class Operation:
             span.set_attribute(_SPAN_NAMES.get(key, f"chatmemory.{key}"), value)
         span.set_attribute("chatmemory.outcome", outcome)
         if exc is not None:
-            span.record_exception(exc)
-            span.set_status(instruments.status(instruments.error_code, f"{type(exc).__name__}: {exc}"))
+            hidden = self.memory_id if self.memory_id and not instruments.record_memory_ids else None
+            if hidden is None:
+                span.record_exception(exc)
+                description = f"{type(exc).__name__}: {exc}"
+            else:
+                # Error messages name the memory: without the opt-in, its id stays off the span.
+                description = _without(hidden, f"{type(exc).__name__}: {exc}")
+                span.add_event(
+                    "exception",
+                    {"exception.type": type(exc).__qualname__, "exception.message": _without(hidden, str(exc))},
+                )
+            span.set_status(instruments.status(instruments.error_code, description))
             span.set_attribute("error.type", type(exc).__qualname__)
         span.end()
         if self._context_token is not None:
@@ -311,6 +327,13 @@ class Operation:
         if exc is not None:
             parts.append(f"{outcome}: {type(exc).__name__}: {exc}")
         return " ".join(parts)
+
+
+def _without(memory_id: str, text: str) -> str:
+    """``text`` with ``memory_id`` (as written, or escaped as ``repr`` writes it) replaced by a placeholder."""
+    for form in {memory_id, repr(memory_id)[1:-1]}:
+        text = text.replace(form, "<memory id>")
+    return text
 
 
 def operation(

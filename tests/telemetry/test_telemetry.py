@@ -6,56 +6,15 @@ import contextlib
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from chatmemory import ConcurrentUpdateError, InMemoryChatMemoryStore, UserMessage, telemetry
 from chatmemory.cli import main
-
-
-class Recorded:
-    """Spans and metric points the SDK's in-memory exporters collected."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def finished(self) -> list[Any]:
-        return list(self.spans.get_finished_spans())
-
-    def points(self, name: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        found = []
-        for resource in data.resource_metrics if data else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        found.extend(metric.data.data_points)
-        return found
-
-
-@pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorded]:
-    monkeypatch.delenv("CHATMEMORY_OTEL_RECORD_MEMORY_IDS", raising=False)
-    made = Recorded()
-    telemetry.configure(tracer_provider=made.tracer_provider, meter_provider=made.meter_provider)
-    yield made
-    telemetry.configure()
-    made.meter_provider.shutdown()
-    made.tracer_provider.shutdown()
+from telemetry.recording import Recorded
 
 
 def test_a_span_per_operation_with_its_figures(recorded: Recorded) -> None:
