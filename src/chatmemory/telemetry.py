@@ -89,6 +89,17 @@ class _Instruments:
         self.error_code = trace.StatusCode.ERROR
         self.record_memory_ids = record_memory_ids
         self.tracer = tracer_source.get_tracer(_SCOPE)
+        # Until the application sets a global tracer provider, the global one is a proxy whose spans
+        # record nothing; starting one costs more than the rest of an operation, so it is skipped then.
+        # ``trace.get_tracer_provider()`` reads the environment on each call (microseconds): the API's
+        # module global is read instead, where this version of the API has it.
+        self.trace_module: Any = (
+            trace
+            if tracer_provider is None
+            and hasattr(trace, "_TRACER_PROVIDER")
+            and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+            else None
+        )
         meter = meter_source.get_meter(_SCOPE)
         self.duration = meter.create_histogram(
             "chatmemory.operation.duration", unit="s", description="Duration of chatmemory store operations"
@@ -204,7 +215,9 @@ class Operation:
 
     def __enter__(self) -> Operation:
         instruments = self._instruments = _instruments()
-        if instruments is not None:
+        if instruments is not None and (
+            instruments.trace_module is None or instruments.trace_module._TRACER_PROVIDER is not None
+        ):
             attributes: dict[str, Any] = self._attributes()
             if self.memory_id is not None and instruments.record_memory_ids:
                 attributes["chatmemory.memory_id"] = self.memory_id
@@ -273,7 +286,8 @@ class Operation:
         else:
             outcome = "error"
         if self._instruments is not None:
-            self._finish_span(self._instruments, exc, outcome)
+            if self._span is not None:
+                self._finish_span(self._instruments, exc, outcome)
             self._instruments.duration.record(elapsed, {**self._attributes(), "chatmemory.outcome": outcome})
         if self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", self._line(elapsed, outcome, exc))

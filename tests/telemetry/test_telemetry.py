@@ -162,3 +162,24 @@ def test_without_opentelemetry_an_operation_is_a_log_line_only() -> None:
     assert completed.returncode == 0, completed.stderr
     assert "chatmemory.telemetry memory save memory='m' bytes=3 attempts=2 conflicts=1 " in completed.stdout
     assert "a message of 2 tokens was evicted" in completed.stdout
+
+
+def test_spans_start_once_the_application_sets_a_global_tracer_provider() -> None:
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from chatmemory import InMemoryChatMemoryStore, UserMessage\n"
+        "store = InMemoryChatMemoryStore()\n"
+        "store.update_messages('m', [UserMessage('before')])  # no SDK yet: no span\n"
+        "exporter = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "store.load('m')\n"
+        "print([span.name for span in exporter.get_finished_spans()])\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "['chatmemory load']"
