@@ -282,3 +282,16 @@ def test_langchain4j_redis_operations_are_spans(langchain4j_store: ChatMemorySto
     with pytest.raises(ConcurrentUpdateError):
         langchain4j_store.save(MEMORY_ID, FIRST, version)
     assert recorded.value("chatmemory.conflicts", backend="langchain4j-redis", operation="save") == 1
+
+
+def test_sql_modify_and_purge_are_spans(backend: Backend, store: ChatMemoryStore, recorded: Recorded) -> None:
+    if not isinstance(store, SQLChatMemoryStore):
+        pytest.skip("modify and purge_expired are the SQL store's")
+    version = store.modify(MEMORY_ID, lambda messages: [*messages, *FIRST])
+    assert store.purge_expired() == 0
+    modify, purge = recorded.finished()
+    assert modify.name == "chatmemory modify"
+    assert modify.attributes["chatmemory.version"] == version
+    assert modify.attributes["chatmemory.messages.appended"] == 3
+    assert purge.name == "chatmemory purge_expired"
+    assert purge.attributes["chatmemory.items"] == 0

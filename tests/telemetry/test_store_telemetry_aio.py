@@ -216,3 +216,15 @@ async def test_langchain4j_redis_operations_are_spans(
     with pytest.raises(ConcurrentUpdateError):
         await langchain4j_store.save(MEMORY_ID, FIRST, version)
     assert recorded.value("chatmemory.conflicts", backend="langchain4j-redis", operation="save") == 1
+
+
+async def test_sql_modify_and_purge_are_spans(async_store: aio.ChatMemoryStore, recorded: Recorded) -> None:
+    if not isinstance(async_store, SQLChatMemoryStore):
+        pytest.skip("modify and purge_expired are the SQL store's")
+    version = await async_store.modify(MEMORY_ID, lambda messages: [*messages, *FIRST])
+    assert await async_store.purge_expired() == 0
+    modify, purge = recorded.finished()
+    assert modify.name == "chatmemory modify"
+    assert modify.attributes["chatmemory.version"] == version
+    assert modify.attributes["chatmemory.messages.appended"] == 3
+    assert purge.attributes["chatmemory.items"] == 0
