@@ -419,11 +419,20 @@ def note_write(*, appended: int, evicted: int | None, bytes: int) -> None:
             values["evicted"] = evicted
 
 
-def retried() -> None:
-    """Count one more attempt of the current operation, if one runs."""
+def retried(operation: str | None = None) -> None:
+    """Count one more attempt of the current store operation; outside one, a retry of ``operation``.
+
+    Args:
+        operation: what is retried when no store operation runs (``memory.add``: a memory reading and
+            writing again after a conflict); ``None`` counts nothing then.
+    """
     op = _current.get()
     if op is not None and op.owner is not None:
         op.retry()
+    elif operation is not None:
+        instruments = _instruments()
+        if instruments is not None:
+            instruments.retries.add(1, {"chatmemory.operation": operation})
 
 
 def conflicted() -> None:

@@ -15,7 +15,16 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 from pymongo import MongoClient, monitoring
 
-from chatmemory import AiMessage, ChatMemoryStore, ConcurrentUpdateError, StoreError, UserMessage
+from chatmemory import (
+    AiMessage,
+    ChatMemoryStore,
+    ConcurrentUpdateError,
+    InMemoryChatMemoryStore,
+    MessageWindowChatMemory,
+    Snapshot,
+    StoreError,
+    UserMessage,
+)
 from chatmemory.stores.base import RetryPolicy
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.mongodb import MongoChatMemoryStore
@@ -295,3 +304,28 @@ def test_sql_modify_and_purge_are_spans(backend: Backend, store: ChatMemoryStore
     assert modify.attributes["chatmemory.messages.appended"] == 3
     assert purge.name == "chatmemory purge_expired"
     assert purge.attributes["chatmemory.items"] == 0
+
+
+class _Contended(InMemoryChatMemoryStore):
+    """Another writer adds a message between every read of the memory and the write that follows it."""
+
+    def load(self, memory_id: str) -> Snapshot:
+        snapshot = super().load(memory_id)
+        super().update_messages(memory_id, [*snapshot.messages, UserMessage("other")])
+        return snapshot
+
+
+def test_a_memory_retrying_its_add_counts_its_retries_and_warns_when_it_gives_up(
+    recorded: Recorded, caplog: pytest.LogCaptureFixture
+) -> None:
+    retry = RetryPolicy(budget=0.05, base_delay=0.001, max_delay=0.001)
+    memory = MessageWindowChatMemory("m", max_messages=100, store=_Contended(), retry=retry)
+    with caplog.at_level(logging.WARNING, logger="chatmemory"), pytest.raises(ConcurrentUpdateError) as raised:
+        memory.add(UserMessage("mine"))
+    attempts = raised.value.attempts
+    assert attempts is not None and attempts > 1
+    assert recorded.value("chatmemory.retries", operation="memory.add") == attempts - 1
+    assert recorded.value("chatmemory.conflicts", backend="memory", operation="save") == attempts
+    assert [record.getMessage() for record in caplog.records] == [
+        f"memory 'm': add gave up after {attempts} attempts: other writers kept changing it"
+    ]

@@ -60,16 +60,21 @@ class RetryPolicy:
         if self.base_delay > self.max_delay:
             raise ValueError(f"RetryPolicy base_delay ({self.base_delay}) must not exceed max_delay ({self.max_delay})")
 
-    def start(self) -> Attempts:
-        """Begin retrying one operation (its first attempt starts now)."""
-        return Attempts(self)
+    def start(self, operation: str | None = None) -> Attempts:
+        """Begin retrying one operation (its first attempt starts now).
+
+        Args:
+            operation: what retries are counted as when no store operation runs (``memory.add``).
+        """
+        return Attempts(self, operation)
 
 
 class Attempts:
     """The retries of one operation under a :class:`RetryPolicy`."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
+    def __init__(self, policy: RetryPolicy, operation: str | None = None) -> None:
         self._policy = policy
+        self._operation = operation
         self._deadline = time.monotonic() + policy.budget
         self.count = 1
         """Attempts made so far (the first one included)."""
@@ -81,7 +86,7 @@ class Attempts:
             telemetry.retries_exhausted()
             return None
         self.count += 1
-        telemetry.retried()
+        telemetry.retried(self._operation)
         return delay
 
     @staticmethod
