@@ -38,6 +38,7 @@ __all__ = [
     "TokenWindowBase",
     "WindowMemoryBase",
     "check_callback",
+    "check_estimator",
     "check_store",
     "resolve_limit",
 ]
@@ -140,7 +141,12 @@ def _check_oversized(policy: object) -> OversizedPolicy:
     raise ValueError(f"on_oversized must be one of {', '.join(map(repr, OVERSIZED_POLICIES))}, got {policy!r}")
 
 
-def _check_estimator(estimator: object) -> TokenCountEstimator:
+def check_estimator(estimator: object) -> TokenCountEstimator:
+    """The ``token_count_estimator`` argument, if it is one.
+
+    Raises:
+        TypeError: a model name, or an object without ``estimate_message``, saying what to pass instead.
+    """
     if isinstance(estimator, str):
         raise TypeError(
             f"token_count_estimator takes an estimator object, not the string {estimator!r}; for an OpenAI "
@@ -314,7 +320,7 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
             id, store, max_tokens, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized
         )
         self.token_count_estimator: TokenCountEstimator = (
-            SimpleTokenCountEstimator() if token_count_estimator is None else _check_estimator(token_count_estimator)
+            SimpleTokenCountEstimator() if token_count_estimator is None else check_estimator(token_count_estimator)
         )
         # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)
