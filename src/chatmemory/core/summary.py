@@ -15,7 +15,8 @@ attribute is application data, which every store keeps and no converter sends. T
 the message on reload by that attribute alone, so the framing line can change between versions.
 
 **The budget.** The summary counts toward the limit like any message: the conversation after it is
-evicted down to ``limit - weight(summary)``. When the new summary weighs more than the old one, the
+evicted down to ``limit - weight(summary)`` (room for an empty summary is made when the first one is
+about to appear, so a message window summarizes once per write). When the new summary weighs more than the old one, the
 window is evicted again to make room, and what leaves is summarized too (each round evicts at least one
 message, so this ends). A summary that alone outweighs the whole limit is kept, with a warning, like an
 oversized system message. The window rules (:mod:`chatmemory.core.window`) apply to the conversation
@@ -208,6 +209,9 @@ class SummaryRules:
         """The window after appending ``added`` to ``stored``, with what left it summarized."""
         conversation, summary = split_summary(stored)
         update = self.room(summary).add(conversation, added)
+        if update.evicted and summary is None:
+            # A summary is about to appear: leave room for it at once, rather than in a second round.
+            update = self.room(summary_message("", self.prefix)).add(conversation, added)
         if not update.changed and not update.evicted:
             return WindowUpdate(list(stored), False, [], [])
         kept, summary, evicted = yield from self.fold(update.messages, summary, list(update.evicted), cache)
@@ -293,6 +297,8 @@ def summarizing_set_steps(rules: SummaryRules, messages: Iterable[ChatMessage]) 
     conversation, summary = split_summary(given)
     rules.window.refuse_oversized(conversation)
     fitted = rules.room(summary).fit(conversation)
+    if fitted.evicted and summary is None:
+        fitted = rules.room(summary_message("", rules.prefix)).fit(conversation)
     kept, summary, evicted = yield from rules.fold(fitted.messages, summary, list(fitted.evicted), {})
     update = WindowUpdate(_place(kept, summary), True, evicted, rules.oversized(conversation))
     rules.window.report(update)
