@@ -260,28 +260,28 @@ class HistoryCases:
             assert mine == [UserMessage(f"w{writer}-{turn}") for turn in range(turns)]
         assert len(await store.get_messages(memory_id)) == 5
 
-    async def test_history_expires_with_the_window(self, contract: ContractDriver, memory_id: str) -> None:
-        store = await contract.history_store(ttl=1.0)
-        await store.update_messages(memory_id, texts(3))
-        assert await _messages(store, memory_id) == texts(3)
-        await contract.sleep(1.6)
-        assert await store.get_messages(memory_id) == []
-        assert (await store.history(memory_id)).entries == []
-
-    async def test_history_ttl_outlives_the_window(self, contract: ContractDriver, memory_id: str) -> None:
-        store = await contract.history_store(ttl=1.0, history_ttl=2.5)
-        await store.update_messages(memory_id, texts(3))
+    async def test_history_expires_with_the_window_or_after_history_ttl(
+        self, contract: ContractDriver, memory_id: str
+    ) -> None:
+        # Both stores wait through the same sleeps: one expires its history with the window, the other keeps it.
+        with_window = await contract.history_store(ttl=1.0)
+        outliving = await contract.history_store(ttl=1.0, history_ttl=2.5)
+        await with_window.update_messages(memory_id, texts(3))
+        await outliving.update_messages(memory_id, texts(3))
+        assert await _messages(with_window, memory_id) == texts(3)
         await contract.sleep(1.5)
-        assert await store.get_messages(memory_id) == []
-        kept = await _all_entries(store, memory_id)
+        assert await with_window.get_messages(memory_id) == []
+        assert (await with_window.history(memory_id)).entries == []
+        assert await outliving.get_messages(memory_id) == []
+        kept = await _all_entries(outliving, memory_id)
         assert [entry.message for entry in kept] == texts(3)
-        await store.update_messages(memory_id, texts(1, "new"))  # a new window; the history goes on
-        entries = await _all_entries(store, memory_id)
+        await outliving.update_messages(memory_id, texts(1, "new"))  # a new window; the history goes on
+        entries = await _all_entries(outliving, memory_id)
         assert [entry.message for entry in entries] == [*texts(3), *texts(1, "new")]
         _assert_increasing(entries)
         await contract.sleep(2.8)
-        assert await store.get_messages(memory_id) == []
-        assert (await store.history(memory_id)).entries == []
+        assert await outliving.get_messages(memory_id) == []
+        assert (await outliving.history(memory_id)).entries == []
 
     async def test_trim_history_removes_old_entries_and_never_the_window(
         self, contract: ContractDriver, memory_id: str
@@ -292,16 +292,16 @@ class HistoryCases:
         await store.update_messages(memory_id, old)
         await store.update_messages(memory_id, old[-2:])
         await store.update_messages(other, texts(2, "other"))
-        await contract.sleep(1.5)
+        await contract.sleep(1.2)
         await store.update_messages(memory_id, [*old[-2:], *new])
-        removed = await store.trim_history(older_than=datetime.timedelta(seconds=0.75), memory_id=memory_id)
+        removed = await store.trim_history(older_than=datetime.timedelta(seconds=0.6), memory_id=memory_id)
         assert await store.get_messages(memory_id) == [*old[-2:], *new]
         remaining = await _messages(store, memory_id)
         assert remaining[-3:] == new
         assert set(remaining[:-3]) <= set(old[-2:]), "only entries still in the window may outlive a trim"
         assert removed == 9 - len(remaining)
         assert await _messages(store, other) == texts(2, "other"), "a trim of one memory leaves the others"
-        removed_everywhere = await store.trim_history(older_than=datetime.timedelta(seconds=0.75))
+        removed_everywhere = await store.trim_history(older_than=datetime.timedelta(seconds=0.6))
         assert removed_everywhere >= 2
         assert (await store.history(other)).entries == []
         assert await store.get_messages(other) == texts(2, "other")
