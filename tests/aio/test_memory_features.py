@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import sys
 from collections.abc import Sequence
 
@@ -14,9 +13,7 @@ from chatmemory import (
     AiMessage,
     ChatMessage,
     ConcurrentUpdateError,
-    HistoryEntry,
     HistoryNotEnabledError,
-    HistoryPage,
     MessageTooLargeError,
     Snapshot,
     SystemMessage,
@@ -155,39 +152,36 @@ async def test_a_pop_that_meets_another_writer_is_not_retried() -> None:
 # ---------------------------------------------------------------------------------------- history
 
 
-class HistoryStore(InMemoryChatMemoryStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[tuple[str, int | None, int, bool]] = []
-
-    @property
-    def keeps_history(self) -> bool:
-        return True
-
-    async def history(
-        self, memory_id: str, *, after: int | None = None, limit: int = 100, reverse: bool = False
-    ) -> HistoryPage:
-        self.reads.append((memory_id, after, limit, reverse))
-        return HistoryPage([HistoryEntry(1, u("a"), datetime.datetime.now(datetime.timezone.utc))], None)
-
-    async def trim_history(
-        self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
-    ) -> int:
-        return 0
-
-
 async def test_history_delegates_to_the_store_or_says_it_keeps_none() -> None:
-    store = HistoryStore()
+    store = InMemoryChatMemoryStore(history=True)
     assert isinstance(store, SupportsHistory)
     memory = MessageWindowChatMemory("m", max_messages=2, store=store)
-    assert (await memory.history(after=3, limit=5, reverse=True)).messages == [u("a")]
-    assert store.reads == [("m", 3, 5, True)]
-    plain = MessageWindowChatMemory("m", max_messages=2)
-    if not isinstance(plain.store, SupportsHistory):
-        with pytest.raises(HistoryNotEnabledError, match="memory 'm'"):
-            await plain.history()
+    added = [u(str(i)) for i in range(5)]
+    for message in added:  # one at a time: a message evicted before its write never reaches the store
+        await memory.add(message)
+    assert await memory.messages() == added[-2:]
+    assert (await memory.history()).messages == added
+    page = await memory.history(after=None, limit=2, reverse=True)
+    assert page.messages == [added[4], added[3]]
+    assert (await memory.history(after=page.next_after, limit=5, reverse=True)).messages == added[2::-1]
+    plain = MessageWindowChatMemory("m", max_messages=2, store=InMemoryChatMemoryStore())
+    with pytest.raises(HistoryNotEnabledError, match="history=True"):
+        await plain.history()
     with pytest.raises(TypeError, match="after"):
         await plain.history(after="x")  # type: ignore[arg-type]
+
+
+async def test_a_summarizing_memory_keeps_every_message_in_the_history() -> None:
+    store = InMemoryChatMemoryStore(history=True)
+    memory = SummarizingChatMemory(
+        "m", max_messages=3, summarizer=lambda previous, evicted: f"{len(evicted)}", store=store
+    )
+    added = [u(str(i)) for i in range(12)]
+    for message in added:
+        await memory.add(message)
+    history = (await memory.history(limit=1000)).messages
+    assert all(message in history for message in added)
+    assert len(await memory.messages()) == 3
 
 
 # ------------------------------------------------------------------------------------ summarizing

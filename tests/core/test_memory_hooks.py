@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import logging
 import sys
 
@@ -12,13 +11,10 @@ from chatmemory import (
     AiMessage,
     ChatMessage,
     ConcurrentUpdateError,
-    HistoryEntry,
     HistoryNotEnabledError,
-    HistoryPage,
     InMemoryChatMemoryStore,
     MessageTooLargeError,
     MessageWindowChatMemory,
-    SupportsHistory,
     SystemMessage,
     TokenWindowChatMemory,
     ToolExecutionRequest,
@@ -251,43 +247,35 @@ def test_a_pop_that_meets_another_writer_is_not_retried() -> None:
 # ---------------------------------------------------------------------------------------- history
 
 
-class HistoryStore(InMemoryChatMemoryStore):
-    """An in-memory store that answers history reads from a fixed list (to check the delegation)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[tuple[str, int | None, int, bool]] = []
-
-    @property
-    def keeps_history(self) -> bool:
-        return True
-
-    def history(
-        self, memory_id: str, *, after: int | None = None, limit: int = 100, reverse: bool = False
-    ) -> HistoryPage:
-        self.reads.append((memory_id, after, limit, reverse))
-        at = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-        return HistoryPage([HistoryEntry(1, u("a"), at)], None)
-
-    def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
-        return 0
+def test_history_reads_the_stores_history_page_by_page() -> None:
+    store = InMemoryChatMemoryStore(history=True)
+    memory = MessageWindowChatMemory("m", max_messages=3, store=store)
+    added = [u(str(i)) for i in range(250)]
+    for message in added:
+        memory.add(message)
+    assert memory.messages() == added[-3:]
+    page = memory.history()
+    assert page.messages == added[:100]
+    read = list(page.messages)
+    while page.next_after is not None:
+        page = memory.history(after=page.next_after, limit=70)
+        read.extend(page.messages)
+    assert read == added
+    newest = memory.history(limit=2, reverse=True)
+    assert newest.messages == [added[-1], added[-2]]
+    assert memory.pop() == [added[-1]]
+    assert memory.history(limit=1, reverse=True).messages == [added[-1]]  # pop changes only the window
 
 
-def test_history_delegates_to_the_store() -> None:
-    store = HistoryStore()
-    assert isinstance(store, SupportsHistory)
-    memory = MessageWindowChatMemory("m", max_messages=2, store=store)
-    assert memory.history().messages == [u("a")]
-    memory.history(after=7, limit=3, reverse=True)
-    assert store.reads == [("m", None, 100, False), ("m", 7, 3, True)]
-
-
-def test_history_without_a_history_store_says_how_to_get_one() -> None:
+def test_history_without_a_history_says_how_to_get_one() -> None:
     memory = MessageWindowChatMemory("m", max_messages=2, store=RecordingStore())
     with pytest.raises(HistoryNotEnabledError, match=r"RecordingStore \(the store of memory 'm'\).*history=True"):
         memory.history()
     with pytest.raises(ValueError, match="limit"):
         memory.history(limit=0)
+    without = MessageWindowChatMemory("m", max_messages=2, store=InMemoryChatMemoryStore())
+    with pytest.raises(HistoryNotEnabledError, match="history=True"):
+        without.history()
 
 
 def test_an_oversized_message_alone_is_not_written_but_reaches_on_evict() -> None:

@@ -21,7 +21,7 @@ def test_the_example_prints_what_it_says() -> None:
     block = section_block(README.read_text(encoding="utf-8"), "### Eviction hooks, summaries and undo")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+        exec(compile(block, "README.md", "exec"), {})
     lines = printed.getvalue().splitlines()
     assert lines[0] == "I fly to Lisbon on Friday; I like trams"
     assert "And for Porto?" in lines[1] and lines[1].startswith("[UserMessage(")
