@@ -87,10 +87,11 @@ def test_on_evict_sees_exactly_what_left_a_token_window(conversation: Conversati
 
 
 @PROPERTY_SETTINGS
-@given(conversations(), st.integers(2, 8), st.booleans())
+@given(conversations(), st.integers(2, 8), st.booleans(), st.data())
 def test_a_summarizer_sees_every_message_that_left_exactly_once(
-    conversation: Conversation, limit: int, first: bool
+    conversation: Conversation, limit: int, first: bool, data: st.DataObject
 ) -> None:
+    headroom = data.draw(st.integers(0, limit - 1), label="headroom")
     summarized: list[ChatMessage] = []
     hook = Hook()
 
@@ -99,7 +100,12 @@ def test_a_summarizer_sees_every_message_that_left_exactly_once(
         return f"{len(summarized)} messages"
 
     memory = SummarizingChatMemory(
-        "p", max_messages=limit, summarizer=summarizer, on_evict=hook, always_keep_system_message_first=first
+        "p",
+        max_messages=limit,
+        headroom=headroom,
+        summarizer=summarizer,
+        on_evict=hook,
+        always_keep_system_message_first=first,
     )
     added: Counter[ChatMessage] = Counter()
     for batch in conversation.batches:

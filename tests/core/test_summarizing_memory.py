@@ -280,3 +280,32 @@ def test_arguments_are_checked_at_construction() -> None:
 def test_split_summary_takes_the_first_of_several() -> None:
     conversation, summary = split_summary([summary_message("one"), u("a"), summary_message("two")])
     assert conversation == [u("a")] and summary is not None and summary_text(summary) == "one"
+
+
+def test_headroom_summarizes_in_batches_and_appends_in_between() -> None:
+    summarizer = Summarizer()
+    store = RecordingStore()
+    memory = SummarizingChatMemory("m", max_messages=6, headroom=3, summarizer=summarizer, store=store)
+    memory.add(SystemMessage("s"))
+    for i in range(14):
+        memory.add(u(str(i)))
+    # Each time the window overflows it is evicted down to 6 - 3 places (the summary's included), so the
+    # summarizer runs every fourth add, with four messages.
+    assert summarizer.calls == [
+        (None, ["0", "1", "2", "3", "4"]),
+        ("0,1,2,3,4", ["5", "6", "7", "8"]),
+        ("0,1,2,3,4,5,6,7,8", ["9", "10", "11", "12"]),
+    ]
+    assert texts(memory.messages()) == ["s", "[0,1,2,3,4,5,6,7,8,9,10,11,12]", "13"]
+    # The writes between summaries keep the stored window and append the new message.
+    before, after = store.writes[-3], store.writes[-2]
+    assert after[:-1] == before and after[-1] == u("12")
+
+
+def test_headroom_is_checked_at_construction() -> None:
+    with pytest.raises(ValueError, match="headroom must be >= 0 and below the limit"):
+        SummarizingChatMemory(max_messages=4, headroom=4, summarizer=Summarizer())
+    with pytest.raises(ValueError, match="headroom"):
+        SummarizingChatMemory(max_messages=4, headroom=-1, summarizer=Summarizer())
+    with pytest.raises(TypeError, match="headroom must be an int"):
+        SummarizingChatMemory(max_messages=4, headroom=1.5, summarizer=Summarizer())  # type: ignore[arg-type]

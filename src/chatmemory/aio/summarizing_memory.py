@@ -29,11 +29,12 @@ class SummarizingChatMemory(_AsyncWindowMemory, SummarizingBase[ChatMemoryStore]
         on_evict: ``on_evict(memory_id, evicted_messages)``, async or not.
         on_oversized: ``"evict"`` or ``"raise"``.
         summary_prefix: the framing line sent before the summary text.
+        headroom: when messages must leave, evict down to the limit less this much (summarize in batches).
 
     Raises:
         TypeError: not exactly one of ``max_tokens``/``max_messages``, a summarizer that is not callable, or
             any argument a window memory refuses.
-        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``, a bad ``headroom``.
     """
 
     async def summary(self) -> str | None:

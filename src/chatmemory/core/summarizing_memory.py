@@ -50,11 +50,15 @@ class SummarizingChatMemory(_SyncWindowMemory, SummarizingBase[ChatMemoryStore])
         on_oversized: ``"evict"`` (a message alone larger than the limit is summarized at once) or
             ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`, nothing written).
         summary_prefix: the framing line sent before the summary text (``""``: none).
+        headroom: when messages must leave, evict down to the limit less this much (in the limit's unit),
+            so the summarizer runs once per batch rather than on every write, and the writes in between
+            are plain appends (0: evict just enough). Below the limit.
 
     Raises:
         TypeError: not exactly one of ``max_tokens``/``max_messages``, a summarizer that is not callable (or
             a coroutine function), or any argument a window memory refuses.
-        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``, a ``headroom`` below 0
+            or not below the limit.
     """
 
     def summary(self) -> str | None:

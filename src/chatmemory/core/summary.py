@@ -16,12 +16,15 @@ the message on reload by that attribute alone, so the framing line can change be
 
 **The budget.** The summary counts toward the limit like any message: the conversation after it is
 evicted down to ``limit - weight(summary)`` (room for an empty summary is made when the first one is
-about to appear, so a message window summarizes once per write). When the new summary weighs more than the old one, the
-window is evicted again to make room, and what leaves is summarized too (each round evicts at least one
-message, so this ends). A summary that alone outweighs the whole limit is kept, with a warning, like an
-oversized system message. The window rules (:mod:`chatmemory.core.window`) apply to the conversation
-after the summary: a tool call leaves with its results, both into the summary, and the window never
-starts with a tool result, so no tool pair is ever split across the summary boundary.
+about to appear, so a message window summarizes once per write). When the new summary weighs more than
+the old one, the window is evicted again to make room, and what leaves is summarized too (each round
+evicts at least one message, so this ends). A summary that alone outweighs the whole limit is kept, with
+a warning, like an oversized system message. With ``headroom=n``, messages that must leave free ``n``
+more of the limit at once: the summarizer then runs about once per ``n`` messages' worth of writes
+instead of on every write, and the writes in between are plain appends. The window rules
+(:mod:`chatmemory.core.window`) apply to the conversation after the summary: a tool call leaves with its
+results, both into the summary, and the window never starts with a tool result, so no tool pair is ever
+split across the summary boundary.
 
 **Concurrent writers.** An ``add`` runs the summarizer between its read and its conditional write. A
 conflicting write is retried from a fresh read (with the memory's retry policy; the store's locked update
@@ -143,16 +146,37 @@ def _place(conversation: Sequence[ChatMessage], summary: UserMessage | None) -> 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SummaryRules:
-    """A summarizing memory at one moment: its window rules, summarizer and framing line."""
+    """A summarizing memory at one moment: its window rules, summarizer, framing line and headroom."""
 
     window: WindowRules
     summarizer: Summarizer
     prefix: str = DEFAULT_SUMMARY_PREFIX
+    headroom: int = 0
 
-    def room(self, summary: UserMessage | None) -> WindowRules:
-        """The window rules of the conversation after ``summary``: the limit less the summary's weight."""
+    def room(self, summary: UserMessage | None, *, headroom: bool = False) -> WindowRules:
+        """The window rules of the conversation after ``summary``: the limit less the summary's weight.
+
+        With ``headroom``, also less :attr:`headroom`: the target when messages must leave anyway.
+        """
         spent = self.window.weight(summary) if summary is not None else 0
-        return dataclasses.replace(self.window, limit=self.window.limit - spent)
+        slack = self.headroom if headroom else 0
+        return dataclasses.replace(self.window, limit=self.window.limit - spent - slack)
+
+    def fits(self, conversation: Sequence[ChatMessage], summary: UserMessage | None) -> bool:
+        """Whether ``conversation`` fits the limit beside ``summary``."""
+        rules = self.room(summary)
+        weight = rules.total(conversation) if rules.total is not None else sum(map(rules.weight, conversation))
+        return weight <= rules.limit
+
+    def target(self, summary: UserMessage | None) -> WindowRules | None:
+        """The rules to evict by once messages must leave, if they differ from the plain room of ``summary``.
+
+        A first summary is about to appear (make room for it at once, rather than in a second round), and
+        the headroom is freed.
+        """
+        if summary is None:
+            return self.room(summary_message("", self.prefix), headroom=True)
+        return self.room(summary, headroom=True) if self.headroom else None
 
     def fold(
         self,
@@ -185,9 +209,9 @@ class SummaryRules:
                     )
                 cache[(previous, tuple(pending))] = text
                 summary, pending = summary_message(text, self.prefix), []
-            if pending:
+            if pending or self.fits(conversation, summary):
                 continue
-            rules = self.room(summary)
+            rules = self.room(summary, headroom=True)
             pending, conversation = evict(list(conversation), rules.limit, rules.weight, rules.total)
             everything.extend(pending)
         if summary is not None:
@@ -209,9 +233,9 @@ class SummaryRules:
         """The window after appending ``added`` to ``stored``, with what left it summarized."""
         conversation, summary = split_summary(stored)
         update = self.room(summary).add(conversation, added)
-        if update.evicted and summary is None:
-            # A summary is about to appear: leave room for it at once, rather than in a second round.
-            update = self.room(summary_message("", self.prefix)).add(conversation, added)
+        target = self.target(summary) if update.evicted else None
+        if target is not None:
+            update = target.add(conversation, added)
         if not update.changed and not update.evicted:
             return WindowUpdate(list(stored), False, [], [])
         kept, summary, evicted = yield from self.fold(update.messages, summary, list(update.evicted), cache)
@@ -297,8 +321,9 @@ def summarizing_set_steps(rules: SummaryRules, messages: Iterable[ChatMessage]) 
     conversation, summary = split_summary(given)
     rules.window.refuse_oversized(conversation)
     fitted = rules.room(summary).fit(conversation)
-    if fitted.evicted and summary is None:
-        fitted = rules.room(summary_message("", rules.prefix)).fit(conversation)
+    target = rules.target(summary) if fitted.evicted else None
+    if target is not None:
+        fitted = target.fit(conversation)
     kept, summary, evicted = yield from rules.fold(fitted.messages, summary, list(fitted.evicted), {})
     update = WindowUpdate(_place(kept, summary), True, evicted, rules.oversized(conversation))
     rules.window.report(update)
@@ -340,6 +365,7 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         on_evict: EvictHook | None = None,
         on_oversized: OversizedPolicy = "evict",
         summary_prefix: str = DEFAULT_SUMMARY_PREFIX,
+        headroom: int = 0,
     ) -> None:
         name = type(self).__name__
         if (max_tokens is None) == (max_messages is None):
@@ -349,12 +375,20 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         check_callback(summarizer, "summarizer", asyncio=self._asyncio, memory_class=name)
         if not isinstance(summary_prefix, str):
             raise TypeError(f"summary_prefix must be a str, not {type(summary_prefix).__name__}")
+        if isinstance(headroom, bool) or not isinstance(headroom, int):
+            raise TypeError(f"headroom must be an int, not {type(headroom).__name__}")
         self._limit_name = "max_tokens" if max_tokens is not None else "max_messages"
         limit = max_tokens if max_tokens is not None else max_messages
         assert limit is not None
         self._setup(id, store, limit, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized)
+        if headroom < 0 or (isinstance(limit, int) and headroom >= limit):
+            raise ValueError(
+                f"headroom must be >= 0 and below the limit ({limit!r}), got {headroom}: it is how much of "
+                "the window is freed each time messages must leave"
+            )
         self.summarizer = summarizer
         self.summary_prefix = summary_prefix
+        self.headroom = headroom
         self.token_count_estimator: TokenCountEstimator | None = None
         if max_tokens is not None:
             self.token_count_estimator = (
@@ -378,7 +412,7 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         return estimator.estimate_messages if isinstance(estimator, SupportsEstimateMessages) else None
 
     def _summary_rules(self, rules: WindowRules) -> SummaryRules:
-        return SummaryRules(rules, self.summarizer, self.summary_prefix)
+        return SummaryRules(rules, self.summarizer, self.summary_prefix, self.headroom)
 
     def _add_steps(self, rules: WindowRules, messages: Sequence[ChatMessage]) -> Steps[WindowUpdate]:
         return summarizing_add_steps(
