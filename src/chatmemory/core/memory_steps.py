@@ -45,6 +45,7 @@ __all__ = [
     "WindowRules",
     "add_steps",
     "call_hook",
+    "hook_failed",
     "clear_steps",
     "messages_steps",
     "pop_range",
