@@ -8,9 +8,9 @@ it returns is kept in the window as one marked message, right after the system m
 (``summary_prefix``) and the summary itself — with the attribute ``{"chatmemory_summary": 1}``. Why a user
 message: a window holds at most one system message (a second one would replace the application's), a
 ``SystemMessage`` has no attributes to carry a marker, and an assistant message would put words in the
-model's mouth and cannot open an Anthropic conversation. A user message is valid in every converter of
-:mod:`chatmemory.serialization` (OpenAI Chat Completions and Responses send it as a user turn with two
-text parts; Anthropic sends a user turn, and merges it with a following user turn as its API does); the
+model's mouth (and open the conversation with an assistant turn). A user message is valid in every
+converter of :mod:`chatmemory.serialization` (OpenAI Chat Completions and Responses send it as a user turn
+with two text parts; Anthropic as a user turn, which its API joins with a following user turn); the
 attribute is application data, which every store keeps and no converter sends. The memory recognizes
 the message on reload by that attribute alone, so the framing line can change between versions.
 
