@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from chatmemory import (
     AiMessage,
     ChatMemoryStore,
     ChatMessage,
     MessageWindowChatMemory,
+    Snapshot,
     SummarizingChatMemory,
+    SupportsLockedUpdate,
+    SupportsSchema,
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
+    open_store,
 )
 from chatmemory.core.summary import is_summary
 
@@ -50,3 +60,59 @@ def test_on_evict_and_pop_on_every_store(store: ChatMemoryStore) -> None:
     assert evicted == [UserMessage(str(i)) for i in range(3)]
     assert memory.pop() == [UserMessage("5")]
     assert memory.messages() == [UserMessage("3"), UserMessage("4")]
+
+
+class _InterloperOnFirstLoad:
+    """A SQL store (versioned, with a locked update) where another writer slips in after the first load."""
+
+    def __init__(self, inner: Any, interloper: ChatMessage) -> None:
+        self.inner = inner
+        self.interloper = interloper
+        self.loads = 0
+        self.modifies = 0
+
+    def get_messages(self, memory_id: str) -> list[ChatMessage]:
+        return self.inner.get_messages(memory_id)  # type: ignore[no-any-return]
+
+    def update_messages(self, memory_id: str, messages: Sequence[ChatMessage]) -> None:
+        self.inner.update_messages(memory_id, messages)
+
+    def delete_messages(self, memory_id: str) -> None:
+        self.inner.delete_messages(memory_id)
+
+    def load(self, memory_id: str) -> Snapshot:
+        snapshot: Snapshot = self.inner.load(memory_id)
+        self.loads += 1
+        if self.loads == 1:
+            self.inner.update_messages(memory_id, [*snapshot.messages, self.interloper])
+        return snapshot
+
+    def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
+        return self.inner.save(memory_id, messages, expected_version)  # type: ignore[no-any-return]
+
+    def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Any]) -> int:
+        self.modifies += 1
+        return self.inner.modify(memory_id, change)  # type: ignore[no-any-return]
+
+
+@pytest.mark.sqlite
+def test_on_evict_after_the_locked_retry_sees_what_it_evicted(tmp_path: Path) -> None:
+    pytest.importorskip("sqlalchemy")
+    sql = open_store(f"sqlite:///{tmp_path / 'locked.db'}")
+    assert isinstance(sql, SupportsSchema)
+    sql.create_schema()
+    try:
+        store = _InterloperOnFirstLoad(sql, UserMessage("theirs"))
+        assert isinstance(store, SupportsLockedUpdate)
+        evicted: list[list[ChatMessage]] = []
+        memory = MessageWindowChatMemory(
+            "m", max_messages=2, store=store, on_evict=lambda memory_id, messages: evicted.append(messages)
+        )
+        sql.update_messages("m", [UserMessage("a"), UserMessage("b")])
+        memory.add(UserMessage("mine"))
+        assert store.modifies == 1  # the conflicting add queued on the lock
+        # The optimistic attempt would have evicted a; the locked write evicted a and b.
+        assert evicted == [[UserMessage("a"), UserMessage("b")]]
+        assert memory.messages() == [UserMessage("theirs"), UserMessage("mine")]
+    finally:
+        sql.close()
