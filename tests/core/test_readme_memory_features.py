@@ -25,3 +25,12 @@ def test_the_example_prints_what_it_says() -> None:
     lines = printed.getvalue().splitlines()
     assert lines[0] == "I fly to Lisbon on Friday; I like trams"
     assert "And for Porto?" in lines[1] and lines[1].startswith("[UserMessage(")
+
+
+def test_the_history_example_prints_what_it_says(tmp_path: Path, monkeypatch) -> None:
+    block = section_block(README.read_text(encoding="utf-8"), "### History beside the window")
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block, "README.md", "exec"), {})
+    assert printed.getvalue().splitlines() == ["3", "5 None"]
