@@ -173,6 +173,25 @@ _SPAN_NAMES = {
 }
 
 
+_METRIC_ATTRIBUTES: dict[tuple[str, str, str | None], dict[str, str]] = {}
+
+
+def _metric_attributes(backend: str, name: str, outcome: str | None) -> dict[str, str]:
+    """The attributes of an operation's metric points, made once per backend, operation and outcome.
+
+    Shared and never changed: instruments copy the attributes they are given.
+    """
+    key = (backend, name, outcome)
+    attributes = _METRIC_ATTRIBUTES.get(key)
+    if attributes is None:
+        attributes = {"chatmemory.backend": backend, "chatmemory.operation": name}
+        if outcome is not None:
+            attributes["chatmemory.outcome"] = outcome
+        if len(_METRIC_ATTRIBUTES) < 4096:  # bounded whatever names callers make up
+            _METRIC_ATTRIBUTES[key] = attributes
+    return attributes
+
+
 class Operation:
     """One store operation being measured; use it through :func:`operation`."""
 
@@ -210,15 +229,15 @@ class Operation:
         self._exhausted = False
         self._started = 0.0
 
-    def _attributes(self) -> dict[str, str]:
-        return {"chatmemory.backend": self.backend, "chatmemory.operation": self.name}
+    def _attributes(self, outcome: str | None = None) -> dict[str, str]:
+        return _metric_attributes(self.backend, self.name, outcome)
 
     def __enter__(self) -> Operation:
         instruments = self._instruments = _instruments()
         if instruments is not None and (
             instruments.trace_module is None or instruments.trace_module._TRACER_PROVIDER is not None
         ):
-            attributes: dict[str, Any] = self._attributes()
+            attributes: dict[str, Any] = dict(self._attributes())
             if self.memory_id is not None and instruments.record_memory_ids:
                 attributes["chatmemory.memory_id"] = self.memory_id
             span = self._span = instruments.tracer.start_span(
@@ -245,16 +264,22 @@ class Operation:
         failed: int | None = None,
     ) -> None:
         """Set figures of this operation (each replaces what an earlier call set)."""
-        given = {
-            "attempts": attempts,
-            "appended": appended,
-            "evicted": evicted,
-            "bytes": bytes,
-            "version": version,
-            "items": items,
-            "failed": failed,
-        }
-        self.values.update({key: value for key, value in given.items() if value is not None})
+        values = self.values
+        # One test per figure: this runs several times per store operation.
+        if attempts is not None:
+            values["attempts"] = attempts
+        if appended is not None:
+            values["appended"] = appended
+        if evicted is not None:
+            values["evicted"] = evicted
+        if bytes is not None:
+            values["bytes"] = bytes
+        if version is not None:
+            values["version"] = version
+        if items is not None:
+            values["items"] = items
+        if failed is not None:
+            values["failed"] = failed
 
     def conflict(self) -> None:
         """Count a write refused because the memory changed since it was read."""
@@ -288,7 +313,7 @@ class Operation:
         if self._instruments is not None:
             if self._span is not None:
                 self._finish_span(self._instruments, exc, outcome)
-            self._instruments.duration.record(elapsed, {**self._attributes(), "chatmemory.outcome": outcome})
+            self._instruments.duration.record(elapsed, self._attributes(outcome))
         if self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", self._line(elapsed, outcome, exc))
         if isinstance(exc, ConcurrentUpdateError) and exc.attempts is not None:
@@ -400,7 +425,19 @@ def note(
     """Set figures of the current operation, if one runs (see :meth:`Operation.record`)."""
     op = _current.get()
     if op is not None and op.owner is not None:
-        op.record(attempts=attempts, appended=appended, evicted=evicted, bytes=bytes, version=version, items=items)
+        values = op.values
+        if attempts is not None:
+            values["attempts"] = attempts
+        if appended is not None:
+            values["appended"] = appended
+        if evicted is not None:
+            values["evicted"] = evicted
+        if bytes is not None:
+            values["bytes"] = bytes
+        if version is not None:
+            values["version"] = version
+        if items is not None:
+            values["items"] = items
 
 
 def note_write(*, appended: int, evicted: int | None, bytes: int) -> None:
