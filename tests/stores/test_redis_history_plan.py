@@ -165,10 +165,11 @@ def _loaded(version: int, messages: list[ChatMessage]) -> list[object]:
 
 def _drive(step: Generator[ScriptCall, object, object], replies: list[object]) -> tuple[list[ScriptCall], object]:
     calls = [next(step)]
-    try:
-        calls.extend(step.send(reply) for reply in replies)
-    except StopIteration as done:
-        return calls, done.value
+    for reply in replies:
+        try:
+            calls.append(step.send(reply))
+        except StopIteration as done:  # noqa: PERF203 - the step's end is its result
+            return calls, done.value
     raise AssertionError(f"the step wants more replies after {calls!r}")
 
 
