@@ -19,11 +19,10 @@ are found from it, and the write is conditional on it, so a write that loses a c
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Generator, Iterable, Sequence
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
-from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
+from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
@@ -42,12 +41,10 @@ from chatmemory.stores.redis.plan import (
     Unchanged,
     WritePlan,
     Written,
+    history_page,
 )
 
 __all__ = ["Steps"]
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_MILLISECOND = datetime.timedelta(milliseconds=1)
 
 
 class _Known:
@@ -254,15 +251,7 @@ class Steps:
         memory_id = validate_memory_id(memory_id)
         call = self.planner.history_read(memory_id, query)
         records = self.planner.history_records(call, (yield call))
-        entries = [
-            HistoryEntry(
-                record.sequence,
-                loads_message(record.record, memory_id=memory_id),
-                _EPOCH + record.written_ms * _MILLISECOND,
-            )
-            for record in records
-        ]
-        return query.page(entries)
+        return history_page(memory_id, records, query)
 
     def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Generator[ScriptCall, object, int]:
         """Trim the history of ``memory_id`` (``args`` from :meth:`Planner.trim_args`); how many entries went."""
