@@ -71,16 +71,32 @@ def _slot(redis_key: bytes) -> int:
 
 
 @functools.cache
-def _crc_of_two_bytes() -> list[int]:
-    """The inverse of ``v -> crc16(v as two bytes)``.
+def _two_byte_basis() -> dict[int, tuple[int, int]]:
+    """Pivots to invert ``T(v) = crc16(v as two bytes)``, by the highest bit of ``T(v)``: ``{bit: (T(v), v)}``.
 
-    Appending two bytes ``x`` to a CRC state ``s`` gives ``crc16((s ^ x) as two bytes)``, a bijection, so
-    any CRC can be reached from any state.
+    CRC16/XMODEM has no initial value or final xor, so ``T`` is linear over GF(2), and appending two bytes
+    ``x`` to a CRC state ``s`` gives ``T(s ^ x)``: a bijection, so any CRC is reachable from any state.
     """
-    inverse = [0] * 65536
-    for value in range(65536):
-        inverse[binascii.crc_hqx(value.to_bytes(2, "big"), 0)] = value
-    return inverse
+    basis: dict[int, tuple[int, int]] = {}
+    for bit in range(16):
+        value, source = binascii.crc_hqx((1 << bit).to_bytes(2, "big"), 0), 1 << bit
+        while value:
+            high = value.bit_length() - 1
+            if high not in basis:
+                basis[high] = (value, source)
+                break
+            value, source = value ^ basis[high][0], source ^ basis[high][1]
+    return basis
+
+
+def _two_bytes_giving(crc: int) -> int:
+    """The ``v`` with ``crc16(v as two bytes) == crc``."""
+    basis = _two_byte_basis()
+    source = 0
+    while crc:
+        value, contribution = basis[crc.bit_length() - 1]
+        crc, source = crc ^ value, source ^ contribution
+    return source
 
 
 def history_key(memory_key: bytes) -> bytes:
@@ -94,12 +110,11 @@ def history_key(memory_key: bytes) -> bytes:
     if _slot(memory_key) == _slot(base):
         return base
     target = _slot(memory_key)
-    inverse = _crc_of_two_bytes()
     filler = b""
     while True:
         state = binascii.crc_hqx(base + filler, 0)
         for crc in range(target, 65536, _SLOTS):
-            tail = (state ^ inverse[crc]).to_bytes(2, "big")
+            tail = (state ^ _two_bytes_giving(crc)).to_bytes(2, "big")
             if _CLOSE not in tail:
                 return base + filler + tail
         filler += b":"
