@@ -66,7 +66,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
 
     Every ``save`` is a compare-and-set of the whole value, so a Python writer never overwrites a Java
     write it has not seen; a Java writer (a plain ``SET``) can overwrite a Python write it has not seen.
-    Versions are this store object's own. Supports versioning, TTL and listing.
+    Versions are this store object's own. Supports versioning, TTL, listing and history.
 
     Args:
         url_or_client: a Redis URL (the store owns and closes the client), or a ``redis.asyncio.Redis`` /

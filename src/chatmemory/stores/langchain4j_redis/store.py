@@ -68,7 +68,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
     gets :class:`~chatmemory.ConcurrentUpdateError` and the memory retries from a fresh read. The other way
     round cannot be helped: LangChain4j writes with a plain ``SET`` and no versioning, so **a Java writer
     can overwrite a Python write it has not seen**. Let one side write a given memory at a time if that
-    matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j.
+    matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j
+    (with ``history=True``, ``update_messages`` is a compare-and-set too, retried until it lands).
 
     **Versions** are this store object's own (see :mod:`chatmemory.stores.langchain4j_redis.plan`): the
     value holds none, so a version names a value this object read or wrote. Within one store object they
@@ -81,7 +82,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
 
     Supports versioning, TTL (every chatmemory write sets the expiry, as LangChain4j's ``ttl`` does) and
     listing (the string keys under ``key_prefix``: with an empty prefix, every string key of the database
-    is taken for a memory, so give the memories a prefix of their own).
+    is taken for a memory, so give the memories a prefix of their own), and history (``history=True``).
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL (the store
