@@ -16,14 +16,20 @@ from redis.crc import key_slot
 from chatmemory import ConcurrentUpdateError, HistoryNotEnabledError, UserMessage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.serialization import langchain4j
+from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.history import (
     HISTORY_SUFFIX,
+    WRITE_HISTORY_SCRIPT_SHA,
+    Get,
+    HistorySteps,
+    KnownValues,
+    Script,
     history_key,
     history_pattern,
     memory_id_of_history_key,
 )
-from chatmemory.stores.langchain4j_redis.plan import key
+from chatmemory.stores.langchain4j_redis.plan import VersionBook, digest, key
 from chatmemory.stores.langchain4j_redis.value import encode
 from chatmemory.stores.redis import Redis, RedisCluster
 from support.backends.langchain4j_redis import drop_prefix
@@ -141,3 +147,57 @@ def test_a_store_without_history_writes_no_history_key(client: Redis | RedisClus
         plain.history("m")
     with pytest.raises(ValueError, match="history=True"):
         LangChain4jRedisChatMemoryStore(client, key_prefix=prefix, history_ttl=60)
+
+
+# ------------------------------------------------------------------------- steps, without a server
+
+
+def _steps() -> HistorySteps:
+    book = VersionBook(8)
+    return HistorySteps(book, KnownValues(8), b"p:", 60_000, None)
+
+
+def _recorded(command: object) -> list[bytes]:
+    assert isinstance(command, Script) and command.sha == WRITE_HISTORY_SCRIPT_SHA
+    assert command.keys == (b"p:m", history_key(b"p:m"))
+    return list(command.args[5:])
+
+
+def test_a_save_after_a_load_needs_no_read_and_records_what_it_appends() -> None:
+    steps = _steps()
+    old = [UserMessage("a"), UserMessage("b")]
+    value = encode(old)
+    steps.loaded("m", value, old)
+    version = steps.book.read("m", digest(value))
+    step = steps.save("m", [UserMessage("b"), UserMessage("c")], version)
+    command = next(step)
+    assert _recorded(command) == [dumps_message(UserMessage("c"))] and command.args[0] == digest(value)
+    with pytest.raises(StopIteration) as done:
+        step.send(1)
+    assert done.value.value > version
+
+
+def test_a_save_of_a_value_not_known_reads_it_and_refuses_if_it_changed() -> None:
+    steps = _steps()
+    value = encode([UserMessage("a")])
+    version = steps.book.read("m", digest(value))  # read by another path: its messages are not known
+    step = steps.save("m", [UserMessage("a"), UserMessage("b")], version)
+    assert next(step) == Get(b"p:m")
+    with pytest.raises(ConcurrentUpdateError):
+        step.send(encode([UserMessage("java")]))
+    step = steps.save("m", [UserMessage("a"), UserMessage("b")], version)
+    next(step)
+    assert _recorded(step.send(value)) == [dumps_message(UserMessage("b"))]
+
+
+def test_an_update_retries_from_a_fresh_read_until_its_compare_and_set_lands() -> None:
+    steps = _steps()
+    step = steps.update("m", [UserMessage("a"), UserMessage("b")])
+    assert next(step) == Get(b"p:m")
+    assert _recorded(step.send(None)) == [dumps_message(UserMessage(t)) for t in "ab"]
+    assert step.send(0) == Get(b"p:m")  # Java wrote meanwhile
+    command = step.send(encode([UserMessage("a")]))
+    assert _recorded(command) == [dumps_message(UserMessage("b"))]
+    with pytest.raises(StopIteration):
+        step.send(1)
+    assert steps.known.get("m", digest(encode([UserMessage("a"), UserMessage("b")]))) is not None
