@@ -28,12 +28,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from chatmemory.core.errors import CorruptedMemoryError
 from chatmemory.core.messages import ChatMessage, SystemMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.serialization.native import dumps_message, loads_message
+
+if TYPE_CHECKING:
+    from chatmemory.stores.mongodb.history import HistoryState
 
 __all__ = [
     "HeadTrim",
@@ -138,12 +141,14 @@ class MemoryState:
             which is read but never diffed against.
         layout: the messages, laid out.
         records: the stored records of ``layout.array``, then the held message's (if any).
+        history: the history head at this version (a store with history; ``None``: not known).
     """
 
     version: int
     incarnation: Hashable | None
     layout: MongoLayout
     records: tuple[Record, ...]
+    history: HistoryState | None = None
 
     def decoded(self) -> dict[Record, ChatMessage]:
         """Record → message, so a later read decodes only the records it has not seen."""

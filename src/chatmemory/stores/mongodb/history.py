@@ -1,0 +1,412 @@
+r"""History on the MongoDB store: how it is laid out and what its reads, writes and trims send (pure).
+
+A store built with ``history=True`` keeps, beside the memories collection, a second collection
+(``<collection>_history``) with **one document per history entry**::
+
+    {"m": <memory id>, "h": <history id>, "s": <sequence>, "r": <record>, "t": <written_at>}
+
+One document per message (rather than per bucket of messages) because a page is then one indexed range
+read (``find`` on ``(m, h, s)``, sorted either way, ``limit + 1``), a trim is one ``delete_many`` whose
+count is the number of entries removed, and no conversation, however long, comes near the 16 MiB
+document limit (an entry is one message, which the window document already holds). A unique index on
+``(m, h, s)`` serves paging in both directions and makes every insert idempotent.
+
+**The window document is the history's head.** A write of a history store also sets, in the same
+single-document update that changes the window (so a write that loses its version conflict changes
+nothing, history included):
+
+* ``hid`` — the history id, random, new whenever a history starts (the memory is new, or its history
+  expired); entries of an older history of the same memory id are never read (their ``h`` differs);
+* ``hseq`` — the last sequence number committed: the write reserves ``hseq + 1 .. hseq + n`` for the
+  ``n`` messages it appends (``history_appends`` of the stored window and the new one);
+* ``hlast`` — ``{s, r, t}``: the entries of this write (first sequence, records, server time ``$$NOW``),
+  kept in the document until they are known to be in the history collection;
+* ``hpend`` — earlier such groups nobody has confirmed copying yet (normally absent).
+
+After the update lands, the writer copies ``hpend`` and ``hlast`` into the history collection (one
+``update`` command of idempotent upserts keyed by ``(m, h, s)``). The next write by a store that knows
+the copy succeeded drops them; a store that does not know (another process wrote last) keeps them in
+``hpend`` and copies them again after its own write. A reader reads the head (``hid``, ``hpend``,
+``hlast``), then the entries, and merges: a crash between the window update and the copy therefore
+loses nothing, and an entry is visible as soon as its window write is. Only committed sequences are
+ever copied (a loser never copies), so the history holds no entry of a write that did not happen.
+
+**Expiry.** Without ``history_ttl`` the history lives and expires with the window (``expires_at``; the
+head is the window document). With ``history_ttl`` the window's expiry moves to ``window_expires_at``,
+the history's is ``hexp``, and the document (the TTL index is on ``expires_at``) lives as long as the
+longer of the two. A history that expired is never read, and its entries are removed when the memory
+starts a new history, by ``delete_messages`` and by ``trim_history``; they carry no TTL of their own
+(a sliding expiry would rewrite every entry on every turn).
+
+No I/O here, and no driver import.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, TypeGuard
+
+from chatmemory.core.errors import CorruptedMemoryError
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
+from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.native import loads_message
+from chatmemory.stores.mongodb.expressions import not_expired
+from chatmemory.stores.mongodb.layout import MemoryState
+
+__all__ = [
+    "ENTRY_PROJECTION",
+    "HEAD_PROJECTION",
+    "UPDATE_ATTEMPTS",
+    "WINDOW_EXCLUDED",
+    "WRITE_PROJECTION",
+    "HISTORY_INDEX",
+    "HISTORY_KEY",
+    "HistoryConfig",
+    "HistoryGroup",
+    "HistoryHead",
+    "HistoryState",
+    "created_fields",
+    "entry_documents",
+    "head_filter",
+    "pinned_fields",
+    "pinned_operators",
+    "state_after",
+    "with_history",
+    "groups_of",
+    "head_of",
+    "history_collection_name",
+    "new_history_id",
+    "page_of",
+    "read_entries_filter",
+    "stale_filter",
+    "trim_filter",
+    "trim_head",
+]
+
+Document = dict[str, Any]
+
+HISTORY_INDEX: Final = "chatmemory_history"
+"""The unique index of the history collection: ``(m, h, s)``."""
+HISTORY_KEY: Final = [("m", 1), ("h", 1), ("s", 1)]
+HEAD_PROJECTION: Final = {"_id": 0, "hid": 1, "hpend": 1, "hlast": 1}
+"""What a history read needs of the window document."""
+WRITE_PROJECTION: Final = {
+    "_id": 0, "version": 1, "writes": 1, "written_at": 1, "hid": 1, "hseq": 1, "hpend": 1, "hlast": 1,
+}  # fmt: skip
+"""What a history store's write reply carries: enough to copy the groups it leaves in the document."""
+ENTRY_PROJECTION: Final = {"_id": 0, "s": 1, "r": 1, "t": 1}
+"""What a history read needs of an entry."""
+UPDATE_ATTEMPTS: Final = 100
+"""How many times a history store's ``update_messages`` reads and saves before giving up to other writers."""
+WINDOW_EXCLUDED: Final = {"hpend": 0, "hlast": 0}
+"""What a window read of a history store leaves out (the records of the last write, again)."""
+
+
+def history_collection_name(collection: str) -> str:
+    """The name of the history collection beside ``collection``."""
+    return f"{collection}_history"
+
+
+def new_history_id() -> int:
+    """A random 62-bit history id (a BSON int64)."""
+    return secrets.randbits(62)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryConfig:
+    """A history store's expiry fields.
+
+    Attributes:
+        ttl: the window's ttl in seconds (``None``: never).
+        history_ttl: the history's own ttl in seconds; ``None``: the history expires with the window.
+    """
+
+    ttl: float | None
+    history_ttl: float | None
+
+    @property
+    def window_field(self) -> str:
+        """The field holding the window's expiry."""
+        return "expires_at" if self.history_ttl is None else "window_expires_at"
+
+    @property
+    def history_field(self) -> str:
+        """The field holding the history's expiry."""
+        return "expires_at" if self.history_ttl is None else "hexp"
+
+    def expiry_fields(self) -> Document:
+        """Pipeline values of the expiry fields a write sets (``$$REMOVE``: no such field)."""
+        if self.history_ttl is None:
+            return {"expires_at": _later(self.ttl)}
+        return {
+            "window_expires_at": _later(self.ttl),
+            "hexp": _later(self.history_ttl),
+            "expires_at": _later(self.history_ttl) if self.ttl is not None else "$$REMOVE",
+        }
+
+    def expiry_operators(self, server_now: datetime.datetime) -> tuple[Document, Document]:
+        """The ``$set`` and ``$unset`` of the expiry fields, for a write sent as update operators."""
+        fields = self.expiry_fields()
+        assignments: Document = {}
+        removals: Document = {}
+        for name, value in fields.items():
+            if value == "$$REMOVE":
+                removals[name] = ""
+            else:
+                seconds = self.ttl if name == "window_expires_at" or self.history_ttl is None else self.history_ttl
+                assert seconds is not None
+                assignments[name] = server_now + datetime.timedelta(seconds=seconds)
+        return assignments, removals
+
+
+def _later(seconds: float | None) -> Any:
+    return "$$REMOVE" if seconds is None else {"$add": ["$$NOW", round(seconds * 1000)]}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryState:
+    """What a store knows of a memory's history head at a version (kept in its snapshot cache).
+
+    Attributes:
+        hid: the history id (``None``: the document holds no history yet).
+        hseq: the last sequence committed.
+        copied: whether every group the document holds is known to be in the history collection.
+    """
+
+    hid: int | None
+    hseq: int
+    copied: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryGroup:
+    """The entries of one write, as the window document holds them until they are copied.
+
+    Attributes:
+        first: the sequence of the first record.
+        records: the records, in order.
+        written_at: the write's server time.
+    """
+
+    first: int
+    records: tuple[str | bytes, ...]
+    written_at: datetime.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHead:
+    """The history head a read found: its id and the groups not known to be copied yet."""
+
+    hid: int
+    groups: tuple[HistoryGroup, ...]
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def with_history(state: MemoryState, document: Mapping[str, Any], previous: MemoryState | None) -> MemoryState:
+    """``state`` (decoded from ``document``) with its history head.
+
+    The groups the document holds are known to be copied only if ``previous`` (what the store cached)
+    is the same version and knew it; else the next write keeps them and copies them again.
+    """
+    hid, hseq = document.get("hid"), document.get("hseq")
+    if not _is_int(hid):
+        return replace(state, history=HistoryState(None, 0, True))
+    known = previous is not None and previous.version == state.version and previous.history is not None
+    copied = known and previous.history.hid == hid and previous.history.copied  # type: ignore[union-attr]
+    return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, copied))
+
+
+def _group(memory_id: str, value: object) -> HistoryGroup:
+    if not isinstance(value, Mapping):
+        raise CorruptedMemoryError(memory_id, f"a history group is a BSON {type(value).__name__}, not a document")
+    first, records, written = value.get("s"), value.get("r"), value.get("t")
+    if not _is_int(first) or not isinstance(records, list) or not isinstance(written, datetime.datetime):
+        raise CorruptedMemoryError(memory_id, "a history group lacks its sequence, records or time")
+    for record in records:
+        if not isinstance(record, (str, bytes)):
+            raise CorruptedMemoryError(memory_id, f"a history record is a BSON {type(record).__name__}")
+    assert isinstance(first, int)
+    return HistoryGroup(first, tuple(records), written)
+
+
+def groups_of(memory_id: str, document: Mapping[str, Any]) -> tuple[HistoryGroup, ...]:
+    """The groups a window document (or a write reply) holds: ``hpend``, then ``hlast``.
+
+    Raises:
+        CorruptedMemoryError: a group is not one this store wrote.
+    """
+    pending = document.get("hpend")
+    groups = [_group(memory_id, group) for group in pending] if isinstance(pending, list) else []
+    if document.get("hlast") is not None:
+        groups.append(_group(memory_id, document["hlast"]))
+    return tuple(groups)
+
+
+def head_filter(memory_id: str, config: HistoryConfig) -> Document:
+    """The query of a history read's head: the window document, if its history has not expired."""
+    return {"_id": memory_id, "$expr": not_expired(config.history_field)}
+
+
+def head_of(memory_id: str, document: Mapping[str, Any] | None) -> HistoryHead | None:
+    """The history head of a window document read with :func:`head_filter` (``None``: no history).
+
+    Raises:
+        CorruptedMemoryError: a group is not one this store wrote.
+    """
+    if document is None or not _is_int(document.get("hid")):
+        return None
+    return HistoryHead(document["hid"], groups_of(memory_id, document))
+
+
+def entry_documents(memory_id: str, hid: int, groups: Iterable[HistoryGroup]) -> list[tuple[Document, Document]]:
+    """The ``(filter, update)`` upserts that copy ``groups`` into the history collection (idempotent)."""
+    operations = []
+    for group in groups:
+        for offset, record in enumerate(group.records):
+            key = {"m": memory_id, "h": hid, "s": group.first + offset}
+            operations.append((key, {"$setOnInsert": {"r": record, "t": group.written_at}}))
+    return operations
+
+
+def read_entries_filter(memory_id: str, hid: int, query: HistoryQuery) -> tuple[Document, list[tuple[str, int]]]:
+    """The filter and sort of a page's entries read (read ``query.limit + 1`` of them)."""
+    filter: Document = {"m": memory_id, "h": hid}
+    if query.after is not None:
+        filter["s"] = {"$lt" if query.reverse else "$gt": query.after}
+    direction = -1 if query.reverse else 1
+    return filter, [("s", direction)]
+
+
+def _decode(memory_id: str, sequence: int, record: object) -> ChatMessage:
+    if not isinstance(record, (str, bytes)):
+        raise CorruptedMemoryError(memory_id, f"history entry {sequence} is a BSON {type(record).__name__}")
+    return loads_message(record, memory_id=memory_id)
+
+
+def page_of(
+    memory_id: str, query: HistoryQuery, documents: Iterable[Mapping[str, Any]], head: HistoryHead
+) -> HistoryPage:
+    """The page made of the entries read and the head's groups not copied yet (merged, deduplicated).
+
+    Raises:
+        CorruptedMemoryError: an entry is not one this store wrote.
+    """
+    found: dict[int, tuple[object, datetime.datetime]] = {}
+    for document in documents:
+        sequence, written = document.get("s"), document.get("t")
+        if not _is_int(sequence) or not isinstance(written, datetime.datetime):
+            raise CorruptedMemoryError(memory_id, "a history entry lacks its sequence or time")
+        assert isinstance(sequence, int)
+        found[sequence] = (document.get("r"), written)
+    for group in head.groups:
+        for offset, record in enumerate(group.records):
+            sequence = group.first + offset
+            if query.includes(sequence):
+                found.setdefault(sequence, (record, group.written_at))
+    order = sorted(found, reverse=query.reverse)[: query.limit + 1]
+    entries = [HistoryEntry(s, _decode(memory_id, s, found[s][0]), found[s][1]) for s in order]
+    return query.page(entries)
+
+
+def trim_filter(cutoff: datetime.datetime, memory_id: str | None) -> Document:
+    """The entries ``trim_history`` removes: written before ``cutoff`` (of ``memory_id``, or all)."""
+    filter: Document = {"t": {"$lt": cutoff}}
+    if memory_id is not None:
+        filter = {"m": memory_id, **filter}
+    return filter
+
+
+def trim_head(cutoff: datetime.datetime, memory_id: str | None) -> tuple[Document, list[Document]]:
+    """The filter and update that drop, from window documents, the groups written before ``cutoff``.
+
+    A trimmed entry must not come back through a reader's merge of the groups; the version is left
+    as it is (the window does not change).
+    """
+    cutoff_ms = {"$toLong": {"$literal": cutoff}}
+    older = {"$lt": [{"$toLong": "$$this.t"}, cutoff_ms]}
+    filter: Document = {"$or": [{"hlast.t": {"$lt": cutoff}}, {"hpend.t": {"$lt": cutoff}}]}
+    if memory_id is not None:
+        filter = {"_id": memory_id, **filter}
+    last = {"$let": {"vars": {"this": "$hlast"}, "in": {"$cond": [older, "$$REMOVE", "$hlast"]}}}
+    pending = {"$filter": {"input": {"$cond": [{"$isArray": "$hpend"}, "$hpend", []]}, "cond": {"$not": [older]}}}
+    return filter, [{"$set": {"hlast": {"$cond": [HAS_LAST, last, "$$REMOVE"]}, "hpend": pending}}]
+
+
+def stale_filter(memory_id: str, hid: int) -> Document:
+    """The entries of ``memory_id`` that belong to an earlier history (removed when a new one starts)."""
+    return {"m": memory_id, "h": {"$ne": hid}}
+
+
+# --------------------------------------------------------------------------------------- write fields
+
+
+HAS_HID: Final = {"$isNumber": "$hid"}
+HAS_LAST: Final = {"$eq": [{"$type": "$hlast"}, "object"]}
+PENDING: Final = {
+    "$concatArrays": [
+        {"$cond": [{"$isArray": "$hpend"}, "$hpend", []]},
+        {"$cond": [HAS_LAST, ["$hlast"], []]},
+    ]
+}
+"""Every group the document holds, as one array (what a write that does not know them keeps)."""
+
+
+def created_fields(config: HistoryConfig, records: Sequence[str | bytes], hid: int, is_new: Any) -> Document:
+    """The history fields of a write that creates the window (the document is new, or its window expired).
+
+    The history goes on if the document holds one that has not expired (``history_ttl`` longer than
+    ``ttl``); else a new one starts with ``hid``.
+    """
+    live = {"$and": [{"$not": [is_new]}, HAS_HID, not_expired(config.history_field)]}
+    base = {"$cond": [live, {"$toLong": {"$ifNull": ["$hseq", 0]}}, 0]}
+    return {
+        "hid": {"$cond": [live, "$hid", {"$literal": hid}]},
+        "hseq": {"$add": [base, len(records)]},
+        "hpend": {"$cond": [live, PENDING, "$$REMOVE"]},
+        "hlast": _last(records, {"$add": [base, 1]}),
+    }
+
+
+def _last(records: Sequence[str | bytes], first: Any) -> Any:
+    if not records:
+        return "$$REMOVE"
+    return {"s": first, "r": {"$literal": list(records)}, "t": "$$NOW"}
+
+
+def pinned_fields(state: HistoryState | None, records: Sequence[str | bytes], hid: int) -> Document:
+    """The history fields of a write pinned to a version whose head ``state`` the store knows."""
+    if state is None or state.hid is None:
+        return {"hid": {"$literal": hid}, "hseq": len(records), "hpend": "$$REMOVE", "hlast": _last(records, 1)}
+    return {
+        "hseq": state.hseq + len(records),
+        "hpend": "$$REMOVE" if state.copied else PENDING,
+        "hlast": _last(records, state.hseq + 1),
+    }
+
+
+def pinned_operators(state: HistoryState, records: Sequence[str | bytes]) -> tuple[Document, Document, Document]:
+    """The ``$set``, ``$unset`` and ``$currentDate`` of a pinned write sent as operators (every group copied)."""
+    assignments: Document = {"hseq": state.hseq + len(records)}
+    removals: Document = {"hpend": ""}
+    dates: Document = {}
+    if records:
+        assignments["hlast.s"] = state.hseq + 1
+        assignments["hlast.r"] = list(records)
+        dates["hlast.t"] = True
+    else:
+        removals["hlast"] = ""
+    return assignments, removals, dates
+
+
+def state_after(document: Mapping[str, Any], copied: bool) -> HistoryState | None:
+    """The head a write's reply ``document`` shows (``copied``: its groups are now in the history collection)."""
+    hid, hseq = document.get("hid"), document.get("hseq")
+    if not _is_int(hid) or not _is_int(hseq):
+        return None
+    return HistoryState(hid, hseq, copied)
