@@ -141,7 +141,7 @@ async def test_delete_and_trim(make: Any) -> None:
 
 async def test_a_store_without_history_refuses_history_calls(make: Any) -> None:
     store = make(history=False)
-    with pytest.raises(HistoryNotEnabledError, match="aio.MongoChatMemoryStore"):
+    with pytest.raises(HistoryNotEnabledError, match=r"aio\.MongoChatMemoryStore"):
         await store.history("m")
     with pytest.raises(HistoryNotEnabledError):
         await store.trim_history(older_than=datetime.timedelta(0))
