@@ -321,3 +321,27 @@ def test_a_raw_write_records_nothing_and_a_later_turn_goes_on(make: Any) -> None
     snapshot = store.load("m")
     store.save("m", [*snapshot.messages, UserMessage("b")], snapshot.version)
     assert _texts(store.history("m").entries) == ["a", "b"]
+
+
+def test_entries_expire_in_storage_after_their_history_in_steps_of_the_lifetime(make: Any) -> None:
+    store = make(history_ttl=1)  # the window never expires; the history 1 s after the last write
+    entries = store.history_collection
+    assert entries is not None
+    store.update_messages("m", [UserMessage("a")])
+    indexes = {index["name"]: index for index in entries.list_indexes()}
+    assert indexes["chatmemory_history_x"]["expireAfterSeconds"] == 0
+    first = entries.find_one({"s": 1})
+    assert first is not None and first["x"] - first["t"] == datetime.timedelta(seconds=2)
+    started = store.collection.find_one({"_id": "m"})["hrefresh"]  # type: ignore[index]
+    time.sleep(0.5)
+    snapshot = store.load("m")
+    store.save("m", [*snapshot.messages, UserMessage("b")], snapshot.version)  # within the lifetime: no refresh
+    assert entries.find_one({"s": 1})["x"] == first["x"]  # type: ignore[index]
+    time.sleep(0.7)
+    snapshot = store.load("m")
+    store.save("m", [*snapshot.messages, UserMessage("c")], snapshot.version)  # past it: every entry slides
+    refreshed = store.collection.find_one({"_id": "m"})["hrefresh"]  # type: ignore[index]
+    assert refreshed > started + datetime.timedelta(seconds=1)
+    for entry in entries.find({"m": "m"}):
+        assert entry["x"] >= refreshed + datetime.timedelta(seconds=2) - datetime.timedelta(milliseconds=1)
+    assert _texts(store.history("m").entries) == ["a", "b", "c"]

@@ -23,6 +23,8 @@ from chatmemory.stores.mongodb.history import (
     head_of,
     page_of,
     read_entries_filter,
+    refresh_due,
+    refresh_update,
     state_after,
     trim_filter,
     trim_head,
@@ -245,3 +247,23 @@ def test_a_trim_is_by_time_of_one_memory_or_all() -> None:
     assert trim_filter(NOW, "m") == {"m": "m", "t": {"$lt": NOW}}
     query, update = trim_head(NOW, "m")
     assert query["_id"] == "m" and isinstance(update, list)
+
+
+def test_entry_expiry_slides_once_per_lifetime() -> None:
+    config = HistoryConfig(ttl=10.0, history_ttl=None)
+    state = HistoryState(5, 3, True, refreshed=NOW)
+    assert refresh_due(state, config, NOW + datetime.timedelta(seconds=10)) is None
+    later = NOW + datetime.timedelta(seconds=11)
+    assert refresh_due(state, config, later) == later
+    assert refresh_due(HistoryState(5, 3, True), config, NOW) == NOW  # not known: set it
+    assert refresh_due(state, CONFIG, later) is None  # no lifetime: entries never expire
+    assert refresh_due(HistoryState(None, 0, True), config, later) is None
+    assert refresh_update(config, "m", 5, NOW) == (
+        {"m": "m", "h": 5},
+        {"$set": {"x": NOW + datetime.timedelta(seconds=20)}},
+    )
+    group = HistoryGroup(1, ("a",), NOW)
+    assert entry_documents("m", 5, [group], 10.0)[0][1]["$setOnInsert"]["x"] == NOW + datetime.timedelta(seconds=20)
+    cached = _state(_users(1), 4, state)
+    plan = plan_save("m", _users(1, 2), 4, cached, 10.0, server_now=later, history=config, refreshed=later)
+    assert isinstance(plan.update, dict) and plan.update["$set"]["hrefresh"] == later

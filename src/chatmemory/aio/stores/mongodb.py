@@ -47,6 +47,7 @@ from chatmemory.stores.mongodb.driver import client_options as client_options_fo
 from chatmemory.stores.mongodb.history import (  # noqa: E402
     ENTRY_PROJECTION,
     HEAD_PROJECTION,
+    HISTORY_EXPIRY_INDEX,
     HISTORY_INDEX,
     HISTORY_KEY,
     UPDATE_ATTEMPTS,
@@ -59,6 +60,8 @@ from chatmemory.stores.mongodb.history import (  # noqa: E402
     history_collection_name,
     page_of,
     read_entries_filter,
+    refresh_due,
+    refresh_update,
     stale_filter,
     state_after,
     trim_filter,
@@ -231,6 +234,10 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             return
         try:
             await self._history_collection.create_index(HISTORY_KEY, name=HISTORY_INDEX, unique=True)
+            if self._history is not None and self._history.lifetime is not None:
+                await self._history_collection.create_index(
+                    [("x", ASCENDING)], name=HISTORY_EXPIRY_INDEX, expireAfterSeconds=0
+                )
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.SCHEMA, detail=f"creating the history index: {describe(exc)}") from exc
         self._history_indexed = True
@@ -277,7 +284,9 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
     async def _copy(self, memory_id: str, document: Mapping[str, Any]) -> bool:
         """Copy the history groups a write reply shows into the history collection; whether all landed."""
         assert self._history_collection is not None
-        operations = entry_documents(memory_id, document["hid"], groups_of(memory_id, document))
+        assert self._history is not None
+        lifetime = self._history.lifetime
+        operations = entry_documents(memory_id, document["hid"], groups_of(memory_id, document), lifetime)
         if not operations:
             return True
         try:
@@ -288,6 +297,25 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             # The groups stay in the window document, which readers merge; the next write copies them.
             return copy_landed(exc)
         return True
+
+    async def _refresh(self, memory_id: str, hid: int | None, now: datetime.datetime) -> None:
+        """Set the expiry of every entry of history ``hid`` to ``now`` plus twice the history's lifetime."""
+        assert self._history is not None and self._history_collection is not None and hid is not None
+        query, update = refresh_update(self._history, memory_id, hid, now)
+        try:
+            await self._history_collection.update_many(query, update)
+        except DRIVER_ERRORS as exc:
+            raise write_error(memory_id, exc) from exc
+
+    async def _refresh_before(self, memory_id: str, state: MemoryState | None) -> datetime.datetime | None:
+        """Before a write pinned to ``state``: set the entries' expiry if it is due; the time it was set from."""
+        assert self._history is not None
+        if state is None or state.history is None:
+            return None
+        due = refresh_due(state.history, self._history, self._clock.now() or self._clock.local())
+        if due is not None:
+            await self._refresh(memory_id, state.history.hid, due)
+        return due
 
     async def _record(
         self, plan: WritePlan, outcome: Written, document: Mapping[str, Any] | None
@@ -303,6 +331,13 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             except DRIVER_ERRORS:
                 pass  # never read (their history id differs); trim_history removes them too
         head = state_after(document, copied)
+        assert self._history is not None
+        if head is not None and outcome.server_time is not None:
+            # A write that went on a history without setting its entries' expiry first (it created
+            # the window again) sets it now; the next write that knows the head records when.
+            due = refresh_due(head, self._history, outcome.server_time)
+            if due is not None:
+                await self._refresh(plan.memory_id, head.hid, due)
         if outcome.state is None or head is None:
             return None
         return replace(outcome.state, history=head)
@@ -408,9 +443,13 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             cached = await self._load_state(memory_id)
             if cached is None or cached.version != expected_version:
                 raise ConcurrentUpdateError(memory_id, expected_version)
+        refreshed = None
+        if self._history is not None and expected_version:
+            refreshed = await self._refresh_before(memory_id, cached)
         plan = plan_save(
-            memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now(), history=self._history
-        )
+            memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now(),
+            history=self._history, refreshed=refreshed,
+        )  # fmt: skip
         outcome = await self._execute(plan)
         if isinstance(outcome, Conflict):
             raise ConcurrentUpdateError(memory_id, expected_version)
@@ -431,9 +470,11 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         for _ in range(UPDATE_ATTEMPTS):
             state = await self._load_state(memory_id)
             version = 0 if state is None else state.version
+            refreshed = await self._refresh_before(memory_id, state)
             plan = plan_save(
-                memory_id, taken, version, state, self._ttl, server_now=self._clock.now(), history=self._history
-            )
+                memory_id, taken, version, state, self._ttl, server_now=self._clock.now(),
+                history=self._history, refreshed=refreshed,
+            )  # fmt: skip
             if isinstance(await self._execute(plan), Written):
                 return
         raise StoreError(

@@ -34,9 +34,17 @@ ever copied (a loser never copies), so the history holds no entry of a write tha
 **Expiry.** Without ``history_ttl`` the history lives and expires with the window (``expires_at``; the
 head is the window document). With ``history_ttl`` the window's expiry moves to ``window_expires_at``,
 the history's is ``hexp``, and the document (the TTL index is on ``expires_at``) lives as long as the
-longer of the two. A history that expired is never read, and its entries are removed when the memory
-starts a new history, by ``delete_messages`` and by ``trim_history``; they carry no TTL of their own
-(a sliding expiry would rewrite every entry on every turn).
+longer of the two. A history that expired is never read (the head decides, by the server's clock).
+
+Entries are removed from storage by a TTL index on their ``x``. A sliding expiry would rewrite every
+entry on every turn, so it slides in steps instead: with a lifetime ``L`` (``history_ttl``, else
+``ttl``), an entry is written with ``x = t + 2L``, and the head remembers ``hrefresh`` (``R``), the last
+time every entry's ``x`` was set to ``R + 2L``. A write more than ``L`` after ``R`` first sets every
+entry's ``x`` to ``now + 2L`` (one ``update_many``, once per ``L`` of activity), then records ``R = now``
+with the window. Since writes of a live history come less than ``L`` apart, no entry of a live history
+ever reaches its ``x``; the entries of an expired one are removed within about ``3L`` (plus the TTL
+monitor's minute). ``delete_messages``, ``trim_history`` and the start of a new history for the same id
+remove entries at once.
 
 No I/O here, and no driver import.
 """
@@ -62,6 +70,7 @@ __all__ = [
     "UPDATE_ATTEMPTS",
     "WINDOW_EXCLUDED",
     "WRITE_PROJECTION",
+    "HISTORY_EXPIRY_INDEX",
     "HISTORY_INDEX",
     "HISTORY_KEY",
     "HistoryConfig",
@@ -81,6 +90,8 @@ __all__ = [
     "new_history_id",
     "page_of",
     "read_entries_filter",
+    "refresh_due",
+    "refresh_update",
     "stale_filter",
     "trim_filter",
     "trim_head",
@@ -91,10 +102,13 @@ Document = dict[str, Any]
 HISTORY_INDEX: Final = "chatmemory_history"
 """The unique index of the history collection: ``(m, h, s)``."""
 HISTORY_KEY: Final = [("m", 1), ("h", 1), ("s", 1)]
+HISTORY_EXPIRY_INDEX: Final = "chatmemory_history_x"
+"""The TTL index of the history collection, on ``x``."""
 HEAD_PROJECTION: Final = {"_id": 0, "hid": 1, "hpend": 1, "hlast": 1}
 """What a history read needs of the window document."""
 WRITE_PROJECTION: Final = {
     "_id": 0, "version": 1, "writes": 1, "written_at": 1, "hid": 1, "hseq": 1, "hpend": 1, "hlast": 1,
+    "hrefresh": 1,
 }  # fmt: skip
 """What a history store's write reply carries: enough to copy the groups it leaves in the document."""
 ENTRY_PROJECTION: Final = {"_id": 0, "s": 1, "r": 1, "t": 1}
@@ -126,6 +140,11 @@ class HistoryConfig:
 
     ttl: float | None
     history_ttl: float | None
+
+    @property
+    def lifetime(self) -> float | None:
+        """Seconds a history lives after the memory's last write (``None``: for good)."""
+        return self.history_ttl if self.history_ttl is not None else self.ttl
 
     @property
     def window_field(self) -> str:
@@ -174,11 +193,13 @@ class HistoryState:
         hid: the history id (``None``: the document holds no history yet).
         hseq: the last sequence committed.
         copied: whether every group the document holds is known to be in the history collection.
+        refreshed: when every entry's expiry was last set (``hrefresh``); ``None``: not known.
     """
 
     hid: int | None
     hseq: int
     copied: bool
+    refreshed: datetime.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +240,32 @@ def with_history(state: MemoryState, document: Mapping[str, Any], previous: Memo
         return replace(state, history=HistoryState(None, 0, True))
     known = previous is not None and previous.version == state.version and previous.history is not None
     copied = known and previous.history.hid == hid and previous.history.copied  # type: ignore[union-attr]
-    return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, copied))
+    return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, copied, _date(document)))
+
+
+def _date(document: Mapping[str, Any]) -> datetime.datetime | None:
+    value = document.get("hrefresh")
+    return value if isinstance(value, datetime.datetime) else None
+
+
+def refresh_due(
+    state: HistoryState | None, config: HistoryConfig, server_now: datetime.datetime
+) -> datetime.datetime | None:
+    """The time to set every entry's expiry from before a write (``None``: no need), and ``hrefresh`` with it."""
+    lifetime = config.lifetime
+    if lifetime is None or state is None or state.hid is None:
+        return None
+    if state.refreshed is not None and server_now <= state.refreshed + datetime.timedelta(seconds=lifetime):
+        return None
+    return server_now
+
+
+def refresh_update(
+    config: HistoryConfig, memory_id: str, hid: int, now: datetime.datetime
+) -> tuple[Document, Document]:
+    """The ``update_many`` that sets the expiry of every entry of a history to ``now + 2L``."""
+    assert config.lifetime is not None
+    return {"m": memory_id, "h": hid}, {"$set": {"x": now + datetime.timedelta(seconds=2 * config.lifetime)}}
 
 
 def _group(memory_id: str, value: object) -> HistoryGroup:
@@ -264,13 +310,21 @@ def head_of(memory_id: str, document: Mapping[str, Any] | None) -> HistoryHead |
     return HistoryHead(document["hid"], groups_of(memory_id, document))
 
 
-def entry_documents(memory_id: str, hid: int, groups: Iterable[HistoryGroup]) -> list[tuple[Document, Document]]:
-    """The ``(filter, update)`` upserts that copy ``groups`` into the history collection (idempotent)."""
+def entry_documents(
+    memory_id: str, hid: int, groups: Iterable[HistoryGroup], lifetime: float | None = None
+) -> list[tuple[Document, Document]]:
+    """The ``(filter, update)`` upserts that copy ``groups`` into the history collection (idempotent).
+
+    With a ``lifetime`` each entry expires ``2 * lifetime`` after its write (see the module's notes).
+    """
     operations = []
     for group in groups:
+        fields: Document = {"t": group.written_at}
+        if lifetime is not None:
+            fields["x"] = group.written_at + datetime.timedelta(seconds=2 * lifetime)
         for offset, record in enumerate(group.records):
             key = {"m": memory_id, "h": hid, "s": group.first + offset}
-            operations.append((key, {"$setOnInsert": {"r": record, "t": group.written_at}}))
+            operations.append((key, {"$setOnInsert": {"r": record, **fields}}))
     return operations
 
 
@@ -367,6 +421,7 @@ def created_fields(config: HistoryConfig, records: Sequence[str | bytes], hid: i
     base = {"$cond": [live, {"$toLong": {"$ifNull": ["$hseq", 0]}}, 0]}
     return {
         "hid": {"$cond": [live, "$hid", {"$literal": hid}]},
+        "hrefresh": {"$cond": [live, "$hrefresh", "$$NOW"]},
         "hseq": {"$add": [base, len(records)]},
         "hpend": {"$cond": [live, PENDING, "$$REMOVE"]},
         "hlast": _last(records, {"$add": [base, 1]}),
@@ -379,20 +434,35 @@ def _last(records: Sequence[str | bytes], first: Any) -> Any:
     return {"s": first, "r": {"$literal": list(records)}, "t": "$$NOW"}
 
 
-def pinned_fields(state: HistoryState | None, records: Sequence[str | bytes], hid: int) -> Document:
-    """The history fields of a write pinned to a version whose head ``state`` the store knows."""
+def pinned_fields(
+    state: HistoryState | None, records: Sequence[str | bytes], hid: int, refreshed: datetime.datetime | None = None
+) -> Document:
+    """The history fields of a write pinned to a version whose head ``state`` the store knows.
+
+    ``refreshed``: the store set every entry's expiry from that time before this write.
+    """
     if state is None or state.hid is None:
-        return {"hid": {"$literal": hid}, "hseq": len(records), "hpend": "$$REMOVE", "hlast": _last(records, 1)}
-    return {
+        return {
+            "hid": {"$literal": hid}, "hrefresh": "$$NOW", "hseq": len(records), "hpend": "$$REMOVE",
+            "hlast": _last(records, 1),
+        }  # fmt: skip
+    fields: Document = {
         "hseq": state.hseq + len(records),
         "hpend": "$$REMOVE" if state.copied else PENDING,
         "hlast": _last(records, state.hseq + 1),
     }
+    if refreshed is not None:
+        fields["hrefresh"] = {"$literal": refreshed}
+    return fields
 
 
-def pinned_operators(state: HistoryState, records: Sequence[str | bytes]) -> tuple[Document, Document, Document]:
+def pinned_operators(
+    state: HistoryState, records: Sequence[str | bytes], refreshed: datetime.datetime | None = None
+) -> tuple[Document, Document, Document]:
     """The ``$set``, ``$unset`` and ``$currentDate`` of a pinned write sent as operators (every group copied)."""
     assignments: Document = {"hseq": state.hseq + len(records)}
+    if refreshed is not None:
+        assignments["hrefresh"] = refreshed
     removals: Document = {"hpend": ""}
     dates: Document = {}
     if records:
@@ -409,4 +479,4 @@ def state_after(document: Mapping[str, Any], copied: bool) -> HistoryState | Non
     hid, hseq = document.get("hid"), document.get("hseq")
     if not _is_int(hid) or not _is_int(hseq):
         return None
-    return HistoryState(hid, hseq, copied)
+    return HistoryState(hid, hseq, copied, _date(document))

@@ -392,6 +392,7 @@ def _operators_plan(
     history: HistoryConfig | None = None,
     history_state: HistoryState | None = None,
     history_records: Sequence[Record] = (),
+    refreshed: datetime.datetime | None = None,
 ) -> WritePlan:
     """A diff turn as update operators, guarded by the filter like :func:`_guarded_plan`.
 
@@ -424,7 +425,7 @@ def _operators_plan(
     else:
         assert history_state is not None
         expiry_set, expiry_unset = history.expiry_operators(server_now)
-        history_set, history_unset, history_dates = pinned_operators(history_state, history_records)
+        history_set, history_unset, history_dates = pinned_operators(history_state, history_records, refreshed)
         assignments.update(expiry_set, **history_set)
         removals.update(expiry_unset, **history_unset)
         dates.update(history_dates)
@@ -466,6 +467,7 @@ def plan_save(
     *,
     server_now: datetime.datetime | None = None,
     history: HistoryConfig | None = None,
+    refreshed: datetime.datetime | None = None,
 ) -> WritePlan:
     """The write of ``messages`` if the memory is still at ``expected_version`` (``0``: absent or expired).
 
@@ -480,7 +482,8 @@ def plan_save(
 
     A store with ``history`` must pass ``cached`` at ``expected_version`` (read it first if it has none):
     the messages the write appends to the history are the sequence diff of that window and ``messages``
-    (see :mod:`chatmemory.stores.mongodb.history`).
+    (see :mod:`chatmemory.stores.mongodb.history`). ``refreshed``: the store set the expiry of every
+    entry from that time before this write (:func:`~chatmemory.stores.mongodb.history.refresh_due`).
 
     Raises:
         ValueError: ``history`` is given without a ``cached`` state at ``expected_version``.
@@ -521,7 +524,7 @@ def plan_save(
         incarnation = new_incarnation()
         fields = _whole_fields(layout, records, incarnation, ttl, history)
         if history is not None:
-            fields.update(pinned_fields(history_state, history_records, hid or 0))
+            fields.update(pinned_fields(history_state, history_records, hid or 0, refreshed))
         return _guarded_plan(
             memory_id, expected_version, {}, fields, write_id=write_id,
             incarnation=incarnation, layout=layout, records=records, history=history, history_id=hid,
@@ -541,7 +544,7 @@ def plan_save(
         return _operators_plan(
             memory_id, expected_version, pinned, trim, appended, layout, records, ttl, server_now,
             write_id=write_id, incarnation=incarnation, history=history, history_state=history_state,
-            history_records=history_records,
+            history_records=history_records, refreshed=refreshed,
         )  # fmt: skip
     fields = {}
     if trim.head_trim or appended:
@@ -558,7 +561,7 @@ def plan_save(
         fields["expires_at"] = expiry(ttl)
     else:
         fields.update(history.expiry_fields())
-        fields.update(pinned_fields(history_state, history_records, hid or 0))
+        fields.update(pinned_fields(history_state, history_records, hid or 0, refreshed))
     fields["written_at"] = "$$NOW"
     return _guarded_plan(
         memory_id, expected_version, pinned, fields, write_id=write_id,
