@@ -345,3 +345,14 @@ def test_entries_expire_in_storage_after_their_history_in_steps_of_the_lifetime(
     for entry in entries.find({"m": "m"}):
         assert entry["x"] >= refreshed + datetime.timedelta(seconds=2) - datetime.timedelta(milliseconds=1)
     assert _texts(store.history("m").entries) == ["a", "b", "c"]
+
+
+def test_update_messages_repairs_a_window_it_cannot_read_and_records_the_new_one(make: Any) -> None:
+    store = make()
+    store.update_messages("m", [UserMessage("a")])
+    store.write_raw("m", [b"not json"])
+    store.update_messages("m", [SystemMessage("s"), UserMessage("b")])
+    assert store.get_messages("m") == [SystemMessage("s"), UserMessage("b")]
+    assert _texts(_all(store, "m")) == ["a", "s", "b"]
+    sequences = [entry.sequence for entry in _all(store, "m")]
+    assert sequences == [1, 2, 3]

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError, StoreError
+from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError, SerializationError, StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query, trim_cutoff
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
@@ -468,7 +468,12 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             await self._execute(plan_replace(memory_id, taken, self._ttl))
             return
         for _ in range(UPDATE_ATTEMPTS):
-            state = await self._load_state(memory_id)
+            try:
+                state = await self._load_state(memory_id)
+            except SerializationError:
+                # A window it cannot read is replaced whole; the history records the new one whole.
+                await self._execute(plan_replace(memory_id, taken, self._ttl, self._history))
+                return
             version = 0 if state is None else state.version
             refreshed = await self._refresh_before(memory_id, state)
             plan = plan_save(

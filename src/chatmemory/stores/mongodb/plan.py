@@ -569,11 +569,31 @@ def plan_save(
     )  # fmt: skip
 
 
-def plan_replace(memory_id: str, messages: Sequence[ChatMessage], ttl: float | None) -> WritePlan:
-    """The write of ``messages`` whatever version the memory is at (``update_messages``)."""
+def plan_replace(
+    memory_id: str, messages: Sequence[ChatMessage], ttl: float | None, history: HistoryConfig | None = None
+) -> WritePlan:
+    """The write of ``messages`` whatever version the memory is at (``update_messages``).
+
+    A store with ``history`` sends it only over a window it cannot read (to repair it): every message
+    is recorded, as for a rewrite; the history goes on if it is live. Over a window it can read, it
+    saves against what it read instead, so the history records only what was appended.
+    """
     layout = plan_layout(messages)
     records = _records(layout)
-    return _unconditional(memory_id, layout, records, new_incarnation(), ttl)
+    if history is None:
+        return _unconditional(memory_id, layout, records, new_incarnation(), ttl)
+    started = new_history_id()
+    extra = created_fields(history, records_in_order(layout, records), started, IS_NEW)
+    return _unconditional(memory_id, layout, records, new_incarnation(), ttl, history, extra, started)
+
+
+def records_in_order(layout: MongoLayout, records: Sequence[Record]) -> tuple[Record, ...]:
+    """``records`` (the array's, then the held message's) in window order."""
+    if layout.system is None:
+        return tuple(records)
+    ordered = list(records[:-1])
+    ordered.insert(layout.system_at, records[-1])
+    return tuple(ordered)
 
 
 def plan_raw_write(
@@ -602,14 +622,18 @@ def _unconditional(
     incarnation: int | None,
     ttl: float | None,
     history: HistoryConfig | None = None,
+    history_fields: Document | None = None,
+    history_id: int | None = None,
 ) -> WritePlan:
     write_id = new_write_id()
     fields = _whole_fields(layout, records, incarnation, ttl, history)
+    fields.update(history_fields or {})
     # Applies once: a resend after a lost reply finds its write id and changes nothing.
     condition = {"$not": [{"$in": [{"$literal": write_id}, WRITE_IDS]}]}
     return _plan(
         memory_id, condition, fields, upsert=True, write_id=write_id, conditional=False,
         incarnation=incarnation, layout=layout if incarnation is not None else None, records=records,
+        history_id=history_id, keeps_history=history_fields is not None,
     )  # fmt: skip
 
 
