@@ -24,6 +24,7 @@ from chatmemory import (
 )
 from chatmemory.core.history import HistoryEntry
 from chatmemory.stores.mongodb import MongoChatMemoryStore
+from chatmemory.stores.mongodb.history import COPY_AT_GROUPS
 from chatmemory.stores.mongodb.plan import plan_save
 from support.backends.mongodb import DATABASE, mongodb_url
 from support.mongo7_guard import Mongo7Guard
@@ -94,6 +95,14 @@ def _all(store: MongoChatMemoryStore, memory_id: str, page: int = 100) -> list[H
         if got.next_after is None:
             return entries
         after = got.next_after
+
+
+LONG_AGO = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _flush(store: MongoChatMemoryStore) -> None:
+    """Copy every staged group into the history collection (a trim copies them first; this one removes nothing)."""
+    assert store.trim_history(older_than=LONG_AGO) == 0
 
 
 def _texts(entries: list[HistoryEntry]) -> list[str]:
@@ -174,34 +183,47 @@ def test_concurrent_writers_record_each_message_once_in_order(make: Any) -> None
 def test_a_writer_that_stops_between_the_window_write_and_the_copy_loses_nothing(make: Any) -> None:
     store, other = make(), make()
     store.update_messages("m", [UserMessage("a")])
+    _flush(store)
     state = store._load_state("m")  # what a writer that is about to crash planned against
     assert state is not None
     plan = plan_save("m", [UserMessage("a"), UserMessage("b")], state.version, state, None, history=store._history)
-    # The window write lands; the process dies before it copies the entry.
+    # The window write lands; the process dies before it copies anything.
     assert store.collection.find_one_and_update(plan.filter, plan.update) is not None
-    assert store.history_collection is not None
-    assert store.history_collection.count_documents({"m": "m"}) == 1
+    entries = store.history_collection
+    assert entries is not None
+    assert entries.count_documents({"m": "m"}) == 1
     assert _texts(other.history("m").entries) == ["a", "b"]  # readers merge the staged group
-    snapshot = other.load("m")
-    other.save("m", [*snapshot.messages, UserMessage("c")], snapshot.version)  # keeps, then copies it
-    assert store.history_collection.count_documents({"m": "m"}) == 3
-    assert _texts(_all(store, "m")) == ["a", "b", "c"]
-    snapshot = other.load("m")
-    other.save("m", [*snapshot.messages, UserMessage("d")], snapshot.version)  # knows they are copied
-    document = store.collection.find_one({"_id": "m"})
-    assert document is not None and "hpend" not in document and document["hlast"]["s"] == 4
+    texts = ["a", "b"]
+    for turn in range(COPY_AT_GROUPS):  # another store keeps the group it does not know, then copies it
+        snapshot = other.load("m")
+        other.save("m", [*snapshot.messages, UserMessage(f"c{turn}")], snapshot.version)
+        texts.append(f"c{turn}")
+        assert _texts(_all(store, "m")) == texts
+    # The staged groups, the crashed writer's among them, were copied once COPY_AT_GROUPS were staged.
+    assert entries.count_documents({"m": "m", "s": {"$lte": COPY_AT_GROUPS}}) == COPY_AT_GROUPS
+    _flush(store)
+    assert sorted(entry["s"] for entry in entries.find({"m": "m"})) == list(range(1, len(texts) + 1))
 
 
-def test_a_turn_costs_one_more_command_with_history_and_none_without(make: Any, commands: Commands) -> None:
-    for history, expected in ((False, ["update"]), (True, ["findAndModify", "update"])):
+def test_a_turn_costs_one_command_and_one_more_every_few_turns_with_history(make: Any, commands: Commands) -> None:
+    turns = 4 * COPY_AT_GROUPS
+    for history in (False, True):
         store = make(history=history)
         store.update_messages("m", [UserMessage("a")])
         snapshot = store.load("m")
         store.save("m", [*snapshot.messages, UserMessage("b")], snapshot.version)  # warm: clock known
-        snapshot = store.load("m")
-        commands.names.clear()
-        store.save("m", [*snapshot.messages[1:], UserMessage("c")], snapshot.version)
-        assert commands.names == expected
+        sent: list[str] = []
+        for turn in range(turns):
+            snapshot = store.load("m")
+            commands.names.clear()
+            store.save("m", [*snapshot.messages[1:], UserMessage(f"c{turn}")], snapshot.version)
+            sent += commands.names
+        if not history:  # exactly as without history support: one update_one a turn
+            assert sent == ["update"] * turns
+        else:  # one findAndModify (its reply tells the server time), a copy every COPY_AT_GROUPS turns
+            assert sent.count("findAndModify") == turns
+            assert sent.count("update") in (turns // COPY_AT_GROUPS, turns // COPY_AT_GROUPS + 1)
+            assert len(sent) == sent.count("findAndModify") + sent.count("update")
         commands.names.clear()
         store.load("m")
         assert commands.names == ["find"]
@@ -224,6 +246,7 @@ def test_delete_removes_the_window_and_the_history_and_a_new_history_starts(make
 def test_entries_of_an_earlier_history_are_never_read_and_go_when_a_new_one_starts(make: Any) -> None:
     store = make()
     store.update_messages("m", [UserMessage("old")])
+    _flush(store)
     assert store.history_collection is not None
     stale = store.history_collection.find_one({"m": "m"}, {"_id": 0})
     store.delete_messages("m")
@@ -231,7 +254,9 @@ def test_entries_of_an_earlier_history_are_never_read_and_go_when_a_new_one_star
     assert store.history("m").entries == []
     store.update_messages("m", [UserMessage("new")])
     assert _texts(store.history("m").entries) == ["new"]
-    assert store.history_collection.count_documents({"m": "m"}) == 1
+    assert store.history_collection.count_documents({"m": "m"}) == 0  # the stale entry went; "new" is staged
+    _flush(store)
+    assert [entry["h"] != stale["h"] for entry in store.history_collection.find({"m": "m"})] == [True]
 
 
 def test_without_history_ttl_the_history_expires_with_the_window(make: Any) -> None:
@@ -328,6 +353,7 @@ def test_entries_expire_in_storage_after_their_history_in_steps_of_the_lifetime(
     entries = store.history_collection
     assert entries is not None
     store.update_messages("m", [UserMessage("a")])
+    _flush(store)
     indexes = {index["name"]: index for index in entries.list_indexes()}
     assert indexes["chatmemory_history_x"]["expireAfterSeconds"] == 0
     first = entries.find_one({"s": 1})
@@ -340,6 +366,7 @@ def test_entries_expire_in_storage_after_their_history_in_steps_of_the_lifetime(
     time.sleep(0.7)
     snapshot = store.load("m")
     store.save("m", [*snapshot.messages, UserMessage("c")], snapshot.version)  # past it: every entry slides
+    _flush(store)
     refreshed = store.collection.find_one({"_id": "m"})["hrefresh"]  # type: ignore[index]
     assert refreshed > started + datetime.timedelta(seconds=1)
     for entry in entries.find({"m": "m"}):

@@ -16,6 +16,7 @@ from chatmemory import ConcurrentUpdateError, HistoryNotEnabledError, SystemMess
 from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncStore
 from chatmemory.core.history import HistoryEntry
 from chatmemory.stores.mongodb import MongoChatMemoryStore as SyncStore
+from chatmemory.stores.mongodb.history import COPY_AT_GROUPS
 from chatmemory.stores.mongodb.plan import plan_save
 from support.backends.mongodb import DATABASE, mongodb_url
 
@@ -113,10 +114,13 @@ async def test_a_crashed_copy_is_merged_by_readers_and_copied_by_the_next_write(
     plan = plan_save("m", [UserMessage("a"), UserMessage("b")], state.version, state, None, history=store._history)
     assert await store.collection.find_one_and_update(plan.filter, plan.update) is not None
     assert _texts((await other.history("m")).entries) == ["a", "b"]
-    snapshot = await other.load("m")
-    await other.save("m", [*snapshot.messages, UserMessage("c")], snapshot.version)
+    for turn in range(COPY_AT_GROUPS):
+        snapshot = await other.load("m")
+        await other.save("m", [*snapshot.messages, UserMessage(f"c{turn}")], snapshot.version)
+    assert _texts(await _all(store, "m")) == ["a", "b", *(f"c{turn}" for turn in range(COPY_AT_GROUPS))]
     assert store.history_collection is not None
-    assert await store.history_collection.count_documents({"m": "m"}) == 3
+    # a, the crashed b and the first six turns: copied once eight groups were staged
+    assert await store.history_collection.count_documents({"m": "m"}) == COPY_AT_GROUPS
 
 
 async def test_sync_and_async_stores_share_one_history(make: Any, sync_client: Any, collection_name: str) -> None:

@@ -13,6 +13,8 @@ from chatmemory.core.history import history_query
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.mongodb.driver import copy_landed
 from chatmemory.stores.mongodb.history import (
+    COPY_AT_BYTES,
+    COPY_AT_GROUPS,
     WRITE_PROJECTION,
     HistoryConfig,
     HistoryGroup,
@@ -25,6 +27,9 @@ from chatmemory.stores.mongodb.history import (
     read_entries_filter,
     refresh_due,
     refresh_update,
+    should_copy,
+    staged_filter,
+    staged_operations,
     state_after,
     trim_filter,
     trim_head,
@@ -267,3 +272,16 @@ def test_entry_expiry_slides_once_per_lifetime() -> None:
     cached = _state(_users(1), 4, state)
     plan = plan_save("m", _users(1, 2), 4, cached, 10.0, server_now=later, history=config, refreshed=later)
     assert isinstance(plan.update, dict) and plan.update["$set"]["hrefresh"] == later
+
+
+def test_staged_groups_are_copied_in_batches_with_the_expiry_they_slid_to() -> None:
+    small = HistoryGroup(1, ("a",), NOW)
+    assert not should_copy([small] * (COPY_AT_GROUPS - 1))
+    assert should_copy([small] * COPY_AT_GROUPS)
+    assert should_copy([HistoryGroup(1, ("a" * COPY_AT_BYTES,), NOW)])
+    later = NOW + datetime.timedelta(seconds=30)
+    upsert = entry_documents("m", 5, [small], 10.0, refreshed=later)[0][1]["$setOnInsert"]
+    assert upsert["x"] == later + datetime.timedelta(seconds=20) and upsert["t"] == NOW
+    documents = [{"_id": "m", "hid": 5, "hlast": {"s": 1, "r": ["a"], "t": NOW}}, {"_id": "n"}]
+    assert [query for query, _ in staged_operations(documents, None)] == [{"m": "m", "h": 5, "s": 1}]
+    assert staged_filter("m")["_id"] == "m"

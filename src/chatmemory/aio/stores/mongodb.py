@@ -50,6 +50,7 @@ from chatmemory.stores.mongodb.history import (  # noqa: E402
     HISTORY_EXPIRY_INDEX,
     HISTORY_INDEX,
     HISTORY_KEY,
+    STAGED_PROJECTION,
     UPDATE_ATTEMPTS,
     WINDOW_EXCLUDED,
     HistoryConfig,
@@ -62,6 +63,10 @@ from chatmemory.stores.mongodb.history import (  # noqa: E402
     read_entries_filter,
     refresh_due,
     refresh_update,
+    refreshed_of,
+    should_copy,
+    staged_filter,
+    staged_operations,
     stale_filter,
     state_after,
     trim_filter,
@@ -286,7 +291,8 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         assert self._history_collection is not None
         assert self._history is not None
         lifetime = self._history.lifetime
-        operations = entry_documents(memory_id, document["hid"], groups_of(memory_id, document), lifetime)
+        groups = groups_of(memory_id, document)
+        operations = entry_documents(memory_id, document["hid"], groups, lifetime, refreshed_of(document))
         if not operations:
             return True
         try:
@@ -323,7 +329,10 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         """Copy what a history store's write left in the document; the state to cache."""
         if document is None or not isinstance(document.get("hid"), int):
             return None
-        copied = await self._copy(plan.memory_id, document)
+        groups = groups_of(plan.memory_id, document)
+        copied = not groups
+        if should_copy(groups):
+            copied = await self._copy(plan.memory_id, document)
         if plan.history_id is not None and document["hid"] == plan.history_id:
             assert self._history_collection is not None
             try:  # a new history: entries of an expired or deleted one go
@@ -591,7 +600,20 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         self._check_open(Operation.DELETE, memory_id)
         cutoff = trim_cutoff(older_than, await self._server_now())
         head_query, head_update = trim_head(cutoff, memory_id)
+        assert self._history is not None
         try:
+            # Staged groups are copied first, so that the count covers them.
+            cursor = self._collection.find(staged_filter(memory_id), STAGED_PROJECTION)
+            documents = [document async for document in cursor]
+            operations = staged_operations(documents, self._history.lifetime)
+            if operations:
+                try:
+                    await entries.bulk_write(
+                        [UpdateOne(query, update, upsert=True) for query, update in operations], ordered=False
+                    )
+                except DRIVER_ERRORS as exc:
+                    if not copy_landed(exc):
+                        raise
             removed = (await entries.delete_many(trim_filter(cutoff, memory_id))).deleted_count
             await self._collection.update_many(head_query, head_update)
         except DRIVER_ERRORS as exc:

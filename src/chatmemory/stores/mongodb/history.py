@@ -23,13 +23,16 @@ nothing, history included):
   kept in the document until they are known to be in the history collection;
 * ``hpend`` — earlier such groups nobody has confirmed copying yet (normally absent).
 
-After the update lands, the writer copies ``hpend`` and ``hlast`` into the history collection (one
-``update`` command of idempotent upserts keyed by ``(m, h, s)``). The next write by a store that knows
-the copy succeeded drops them; a store that does not know (another process wrote last) keeps them in
-``hpend`` and copies them again after its own write. A reader reads the head (``hid``, ``hpend``,
-``hlast``), then the entries, and merges: a crash between the window update and the copy therefore
-loses nothing, and an entry is visible as soon as its window write is. Only committed sequences are
-ever copied (a loser never copies), so the history holds no entry of a write that did not happen.
+Groups are copied into the history collection in batches: once a write's reply shows
+:data:`COPY_AT_GROUPS` groups (or :data:`COPY_AT_BYTES` of records) staged, the writer copies them all
+(one ``update`` command of idempotent upserts keyed by ``(m, h, s)``); until then each write keeps the
+staged groups (``hpend`` gains the previous ``hlast``). So a turn costs one command, and one more every
+few turns. The next write by a store that knows the copy succeeded drops the groups; a store that does
+not know (another process wrote last) keeps them and copies them again when it copies. A reader reads
+the head (``hid``, ``hpend``, ``hlast``), then the entries, and merges: a crash between the window update
+and the copy loses nothing, and an entry is visible as soon as its window write is. Only committed
+sequences are ever copied (a loser never copies), so the history holds no entry of a write that did not
+happen. ``trim_history`` copies the staged groups first, so that its count is exact.
 
 **Expiry.** Without ``history_ttl`` the history lives and expires with the window (``expires_at``; the
 head is the window document). With ``history_ttl`` the window's expiry moves to ``window_expires_at``,
@@ -66,7 +69,10 @@ from chatmemory.stores.mongodb.layout import MemoryState
 
 __all__ = [
     "ENTRY_PROJECTION",
+    "COPY_AT_BYTES",
+    "COPY_AT_GROUPS",
     "HEAD_PROJECTION",
+    "STAGED_PROJECTION",
     "UPDATE_ATTEMPTS",
     "WINDOW_EXCLUDED",
     "WRITE_PROJECTION",
@@ -91,8 +97,12 @@ __all__ = [
     "page_of",
     "read_entries_filter",
     "refresh_due",
+    "refreshed_of",
     "refresh_update",
+    "should_copy",
     "stale_filter",
+    "staged_filter",
+    "staged_operations",
     "trim_filter",
     "trim_head",
 ]
@@ -113,6 +123,10 @@ WRITE_PROJECTION: Final = {
 """What a history store's write reply carries: enough to copy the groups it leaves in the document."""
 ENTRY_PROJECTION: Final = {"_id": 0, "s": 1, "r": 1, "t": 1}
 """What a history read needs of an entry."""
+COPY_AT_GROUPS: Final = 8
+"""A write copies the staged groups once its reply shows this many."""
+COPY_AT_BYTES: Final = 64 * 1024
+"""... or this many bytes of staged records."""
 UPDATE_ATTEMPTS: Final = 100
 """How many times a history store's ``update_messages`` reads and saves before giving up to other writers."""
 WINDOW_EXCLUDED: Final = {"hpend": 0, "hlast": 0}
@@ -243,6 +257,11 @@ def with_history(state: MemoryState, document: Mapping[str, Any], previous: Memo
     return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, copied, _date(document)))
 
 
+def refreshed_of(document: Mapping[str, Any]) -> datetime.datetime | None:
+    """The head's ``hrefresh`` (``None``: none)."""
+    return _date(document)
+
+
 def _date(document: Mapping[str, Any]) -> datetime.datetime | None:
     value = document.get("hrefresh")
     return value if isinstance(value, datetime.datetime) else None
@@ -310,18 +329,56 @@ def head_of(memory_id: str, document: Mapping[str, Any] | None) -> HistoryHead |
     return HistoryHead(document["hid"], groups_of(memory_id, document))
 
 
+def should_copy(groups: Sequence[HistoryGroup]) -> bool:
+    """Whether a write whose reply shows ``groups`` staged copies them now (see the module's notes)."""
+    staged = sum(len(record) for group in groups for record in group.records)
+    return len(groups) >= COPY_AT_GROUPS or staged >= COPY_AT_BYTES
+
+
+def staged_filter(memory_id: str | None) -> Document:
+    """The window documents that may hold staged groups (of ``memory_id``, or all)."""
+    filter: Document = {"$or": [{"hlast": {"$type": "object"}}, {"hpend": {"$type": "array"}}]}
+    return filter if memory_id is None else {"_id": memory_id, **filter}
+
+
+STAGED_PROJECTION: Final = {"_id": 1, "hid": 1, "hpend": 1, "hlast": 1, "hrefresh": 1}
+
+
+def staged_operations(
+    documents: Iterable[Mapping[str, Any]], lifetime: float | None
+) -> list[tuple[Document, Document]]:
+    """The upserts that copy the groups staged in ``documents`` (read with :data:`STAGED_PROJECTION`).
+
+    Raises:
+        CorruptedMemoryError: a group is not one this store wrote.
+    """
+    operations = []
+    for document in documents:
+        memory_id, hid = document.get("_id"), document.get("hid")
+        if isinstance(memory_id, str) and _is_int(hid):
+            groups = groups_of(memory_id, document)
+            operations += entry_documents(memory_id, hid, groups, lifetime, refreshed_of(document))
+    return operations
+
+
 def entry_documents(
-    memory_id: str, hid: int, groups: Iterable[HistoryGroup], lifetime: float | None = None
+    memory_id: str,
+    hid: int,
+    groups: Iterable[HistoryGroup],
+    lifetime: float | None = None,
+    refreshed: datetime.datetime | None = None,
 ) -> list[tuple[Document, Document]]:
     """The ``(filter, update)`` upserts that copy ``groups`` into the history collection (idempotent).
 
-    With a ``lifetime`` each entry expires ``2 * lifetime`` after its write (see the module's notes).
+    With a ``lifetime`` each entry expires ``2 * lifetime`` after its write, or after ``refreshed`` (the
+    head's ``hrefresh``) if that is later: a group staged while the entries' expiry slid gets the slid one.
     """
     operations = []
     for group in groups:
         fields: Document = {"t": group.written_at}
         if lifetime is not None:
-            fields["x"] = group.written_at + datetime.timedelta(seconds=2 * lifetime)
+            start = group.written_at if refreshed is None else max(group.written_at, refreshed)
+            fields["x"] = start + datetime.timedelta(seconds=2 * lifetime)
         for offset, record in enumerate(group.records):
             key = {"m": memory_id, "h": hid, "s": group.first + offset}
             operations.append((key, {"$setOnInsert": {"r": record, **fields}}))
