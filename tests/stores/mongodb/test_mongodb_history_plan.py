@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pymongo.errors import BulkWriteError
 
-from chatmemory import CorruptedMemoryError, SystemMessage, UserMessage
+from chatmemory import CorruptedMemoryError, StoreError, SystemMessage, UserMessage
 from chatmemory.core.history import history_query
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.mongodb.driver import copy_landed
@@ -285,3 +285,10 @@ def test_staged_groups_are_copied_in_batches_with_the_expiry_they_slid_to() -> N
     documents = [{"_id": "m", "hid": 5, "hlast": {"s": 1, "r": ["a"], "t": NOW}}, {"_id": "n"}]
     assert [query for query, _ in staged_operations(documents, None)] == [{"m": "m", "h": 5, "s": 1}]
     assert staged_filter("m")["_id"] == "m"
+
+
+def test_a_history_write_counts_its_group_against_the_document_limit() -> None:
+    big = [UserMessage("x" * (5 * 1024 * 1024)), UserMessage("y" * (5 * 1024 * 1024))]
+    plan_save("m", big, 0, None, None)  # the window alone fits
+    with pytest.raises(StoreError, match="16 MiB"):
+        plan_save("m", big, 0, None, None, history=CONFIG)  # with its group staged beside it, not

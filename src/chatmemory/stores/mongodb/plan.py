@@ -51,6 +51,7 @@ from chatmemory.stores.mongodb.expressions import (
     writes,
 )
 from chatmemory.stores.mongodb.history import (
+    COPY_AT_BYTES,
     WRITE_PROJECTION,
     HistoryConfig,
     HistoryState,
@@ -104,6 +105,8 @@ RESEND_CODES: Final = frozenset({DUPLICATE_KEY, WRITE_CONFLICT, NO_SUCH_TRANSACT
 
 
 _PROJECTION: Final = {"_id": 0, "version": 1, "writes": 1, "written_at": 1}
+STAGED_ROOM: Final = bytes(COPY_AT_BYTES)
+"""Stands for the records a history store's document may hold staged, in a size check."""
 _VERSION_ONLY: Final = {"_id": 0, "version": 1, "written_at": 1}
 
 
@@ -496,6 +499,8 @@ def plan_save(
     if history is not None:
         old = cached.layout.messages() if cached is not None and expected_version != 0 else []
         history_records = tuple(encode_record(message) for message in history_appends(old, messages))
+        # The document holds the window, this write's group and what may be staged before it.
+        check_size(memory_id, (*_records(layout), *history_records, STAGED_ROOM))
     if expected_version == 0:
         records = _records(layout)
         incarnation = new_incarnation()
