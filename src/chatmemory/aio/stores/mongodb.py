@@ -52,7 +52,6 @@ from chatmemory.stores.mongodb.history import (  # noqa: E402
     HISTORY_KEY,
     STAGED_PROJECTION,
     UPDATE_ATTEMPTS,
-    WINDOW_EXCLUDED,
     HistoryConfig,
     entry_documents,
     groups_of,
@@ -250,11 +249,9 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
     async def _find(self, memory_id: str) -> Document | None:
         try:
             server_now = self._clock.now()
+            # No projection leaves the staged history groups out: one costs a server more than their bytes.
             query = read_filter(memory_id, server_now is not None, self._window_field)
-            if self._history is None:
-                document = await self._collection.find_one(query)
-            else:
-                document = await self._collection.find_one(query, WINDOW_EXCLUDED)
+            document = await self._collection.find_one(query)
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
         if document is not None and server_now is not None and expired(document, server_now, self._window_field):

@@ -74,7 +74,6 @@ __all__ = [
     "HEAD_PROJECTION",
     "STAGED_PROJECTION",
     "UPDATE_ATTEMPTS",
-    "WINDOW_EXCLUDED",
     "WRITE_PROJECTION",
     "HISTORY_EXPIRY_INDEX",
     "HISTORY_INDEX",
@@ -125,12 +124,10 @@ ENTRY_PROJECTION: Final = {"_id": 0, "s": 1, "r": 1, "t": 1}
 """What a history read needs of an entry."""
 COPY_AT_GROUPS: Final = 8
 """A write copies the staged groups once its reply shows this many."""
-COPY_AT_BYTES: Final = 64 * 1024
-"""... or this many bytes of staged records."""
+COPY_AT_BYTES: Final = 8 * 1024
+"""... or this many bytes of staged records (they make every window read of the memory bigger)."""
 UPDATE_ATTEMPTS: Final = 100
 """How many times a history store's ``update_messages`` reads and saves before giving up to other writers."""
-WINDOW_EXCLUDED: Final = {"hpend": 0, "hlast": 0}
-"""What a window read of a history store leaves out (the records of the last write, again)."""
 
 
 def history_collection_name(collection: str) -> str:
