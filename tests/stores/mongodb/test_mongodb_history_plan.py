@@ -190,8 +190,8 @@ def test_the_groups_of_a_reply_become_idempotent_upserts_keyed_by_history_and_se
     operations = entry_documents("m", 5, groups_of("m", reply))
     assert [query for query, _ in operations] == [{"m": "m", "h": 5, "s": s} for s in (1, 2, 3, 4)]
     assert operations[2][1] == {"$setOnInsert": {"r": "c", "t": NOW}}
-    assert state_after(reply, True) == HistoryState(5, 4, True)
-    assert state_after({"version": 3}, True) is None
+    assert state_after("m", reply, True) == HistoryState(5, 4, True, None, True, HistoryGroup(3, ("c", "d"), NOW))
+    assert state_after("m", {"version": 3}, True) is None
 
 
 @pytest.mark.parametrize(
@@ -292,3 +292,14 @@ def test_a_history_write_counts_its_group_against_the_document_limit() -> None:
     plan_save("m", big, 0, None, None)  # the window alone fits
     with pytest.raises(StoreError, match="16 MiB"):
         plan_save("m", big, 0, None, None, history=CONFIG)  # with its group staged beside it, not
+
+
+def test_a_turn_over_groups_it_staged_itself_pushes_its_last_one_as_operators() -> None:
+    old = _users(1, 2, 3)
+    last = HistoryGroup(41, (_record(UserMessage("3")),), NOW)
+    cached = _state(old, 10, HistoryState(hid=99, hseq=41, copied=False, last_known=True, last=last))
+    plan = plan_save("m", [*old[1:], UserMessage("4")], 10, cached, None, server_now=NOW, history=CONFIG)
+    assert isinstance(plan.update, dict)
+    assert plan.update["$push"]["hpend"] == {"s": 41, "r": [_record(UserMessage("3"))], "t": NOW}
+    assert "hpend" not in plan.update.get("$unset", {})  # the groups staged before stay
+    assert plan.update["$set"]["hlast.s"] == 42

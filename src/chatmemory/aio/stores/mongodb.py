@@ -336,7 +336,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
                 await self._history_collection.delete_many(stale_filter(plan.memory_id, plan.history_id))
             except DRIVER_ERRORS:
                 pass  # never read (their history id differs); trim_history removes them too
-        head = state_after(document, copied)
+        head = state_after(plan.memory_id, document, copied)
         assert self._history is not None
         if head is not None and outcome.server_time is not None:
             # A write that went on a history without setting its entries' expiry first (it created

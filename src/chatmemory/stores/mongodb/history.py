@@ -86,6 +86,7 @@ __all__ = [
     "entry_documents",
     "head_filter",
     "pinned_fields",
+    "operators_allowed",
     "pinned_operators",
     "state_after",
     "with_history",
@@ -197,23 +198,6 @@ def _later(seconds: float | None) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryState:
-    """What a store knows of a memory's history head at a version (kept in its snapshot cache).
-
-    Attributes:
-        hid: the history id (``None``: the document holds no history yet).
-        hseq: the last sequence committed.
-        copied: whether every group the document holds is known to be in the history collection.
-        refreshed: when every entry's expiry was last set (``hrefresh``); ``None``: not known.
-    """
-
-    hid: int | None
-    hseq: int
-    copied: bool
-    refreshed: datetime.datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class HistoryGroup:
     """The entries of one write, as the window document holds them until they are copied.
 
@@ -226,6 +210,28 @@ class HistoryGroup:
     first: int
     records: tuple[str | bytes, ...]
     written_at: datetime.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryState:
+    """What a store knows of a memory's history head at a version (kept in its snapshot cache).
+
+    Attributes:
+        hid: the history id (``None``: the document holds no history yet).
+        hseq: the last sequence committed.
+        copied: whether every group the document holds is known to be in the history collection.
+        refreshed: when every entry's expiry was last set (``hrefresh``); ``None``: not known.
+        last_known: whether the store knows the document's ``hlast`` exactly (it wrote it): then a
+            write that keeps the staged groups can push it onto ``hpend`` as update operators.
+        last: that group (``None``: the document has none).
+    """
+
+    hid: int | None
+    hseq: int
+    copied: bool
+    refreshed: datetime.datetime | None = None
+    last_known: bool = False
+    last: HistoryGroup | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,9 +255,10 @@ def with_history(state: MemoryState, document: Mapping[str, Any], previous: Memo
     hid, hseq = document.get("hid"), document.get("hseq")
     if not _is_int(hid):
         return replace(state, history=HistoryState(None, 0, True))
-    known = previous is not None and previous.version == state.version and previous.history is not None
-    copied = known and previous.history.hid == hid and previous.history.copied  # type: ignore[union-attr]
-    return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, copied, _date(document)))
+    before = previous.history if previous is not None and previous.version == state.version else None
+    if before is None or before.hid != hid:
+        return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, False, _date(document)))
+    return replace(state, history=replace(before, refreshed=_date(document)))
 
 
 def refreshed_of(document: Mapping[str, Any]) -> datetime.datetime | None:
@@ -512,12 +519,22 @@ def pinned_fields(
 
 def pinned_operators(
     state: HistoryState, records: Sequence[str | bytes], refreshed: datetime.datetime | None = None
-) -> tuple[Document, Document, Document]:
-    """The ``$set``, ``$unset`` and ``$currentDate`` of a pinned write sent as operators (every group copied)."""
+) -> tuple[Document, Document, Document, Document]:
+    """The ``$set``, ``$unset``, ``$currentDate`` and ``$push`` of a pinned write sent as operators.
+
+    Every group copied: they all go. Else (the store knows ``hlast``: it wrote it) the previous
+    ``hlast`` is pushed onto ``hpend``, whose other groups stay.
+    """
     assignments: Document = {"hseq": state.hseq + len(records)}
     if refreshed is not None:
         assignments["hrefresh"] = refreshed
-    removals: Document = {"hpend": ""}
+    removals: Document = {}
+    pushes: Document = {}
+    if state.copied:
+        removals["hpend"] = ""
+    elif state.last is not None:
+        last = state.last
+        pushes["hpend"] = {"s": last.first, "r": list(last.records), "t": last.written_at}
     dates: Document = {}
     if records:
         assignments["hlast.s"] = state.hseq + 1
@@ -525,12 +542,18 @@ def pinned_operators(
         dates["hlast.t"] = True
     else:
         removals["hlast"] = ""
-    return assignments, removals, dates
+    return assignments, removals, dates, pushes
 
 
-def state_after(document: Mapping[str, Any], copied: bool) -> HistoryState | None:
+def operators_allowed(state: HistoryState | None) -> bool:
+    """Whether a pinned write over ``state`` may go as update operators (it knows what to do with the groups)."""
+    return state is not None and state.hid is not None and (state.copied or state.last_known)
+
+
+def state_after(memory_id: str, document: Mapping[str, Any], copied: bool) -> HistoryState | None:
     """The head a write's reply ``document`` shows (``copied``: its groups are now in the history collection)."""
     hid, hseq = document.get("hid"), document.get("hseq")
     if not _is_int(hid) or not _is_int(hseq):
         return None
-    return HistoryState(hid, hseq, copied, _date(document))
+    last = _group(memory_id, document["hlast"]) if isinstance(document.get("hlast"), Mapping) else None
+    return HistoryState(hid, hseq, copied, _date(document), True, last)

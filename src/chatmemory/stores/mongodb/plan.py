@@ -57,6 +57,7 @@ from chatmemory.stores.mongodb.history import (
     HistoryState,
     created_fields,
     new_history_id,
+    operators_allowed,
     pinned_fields,
     pinned_operators,
 )
@@ -428,10 +429,13 @@ def _operators_plan(
     else:
         assert history_state is not None
         expiry_set, expiry_unset = history.expiry_operators(server_now)
-        history_set, history_unset, history_dates = pinned_operators(history_state, history_records, refreshed)
+        history_set, history_unset, history_dates, history_pushes = pinned_operators(
+            history_state, history_records, refreshed
+        )
         assignments.update(expiry_set, **history_set)
         removals.update(expiry_unset, **history_unset)
         dates.update(history_dates)
+        pushes.update(history_pushes)
     update: Document = {"$inc": {"version": 1}, "$currentDate": dates, "$push": pushes}
     if assignments:
         update["$set"] = assignments
@@ -541,9 +545,7 @@ def plan_save(
     # The incarnation pins the exact document the cached layout came from, so a memory deleted and
     # created again can never receive a diff computed against its predecessor.
     pinned = {"incarnation": {"$eq": incarnation}, "messages": {"$type": "array"}}
-    operators = server_now is not None and (
-        history is None or (history_state is not None and history_state.hid is not None and history_state.copied)
-    )
+    operators = server_now is not None and (history is None or operators_allowed(history_state))
     if operators:
         assert server_now is not None
         return _operators_plan(
