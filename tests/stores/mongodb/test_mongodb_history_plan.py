@@ -180,7 +180,7 @@ def test_a_read_knows_groups_are_copied_only_at_the_version_it_cached() -> None:
     assert with_history(_state(_users(1), 3, None), {}, None).history == HistoryState(None, 0, True)
 
 
-def test_the_groups_of_a_reply_become_idempotent_upserts_keyed_by_history_and_sequence() -> None:
+def test_the_groups_of_a_reply_become_entries_keyed_by_history_and_sequence() -> None:
     reply = {
         "hid": 5,
         "hseq": 4,
@@ -188,8 +188,8 @@ def test_the_groups_of_a_reply_become_idempotent_upserts_keyed_by_history_and_se
         "hlast": {"s": 3, "r": ["c", "d"], "t": NOW},
     }
     operations = entry_documents("m", 5, groups_of("m", reply))
-    assert [query for query, _ in operations] == [{"m": "m", "h": 5, "s": s} for s in (1, 2, 3, 4)]
-    assert operations[2][1] == {"$setOnInsert": {"r": "c", "t": NOW}}
+    assert [(entry["m"], entry["h"], entry["s"]) for entry in operations] == [("m", 5, s) for s in (1, 2, 3, 4)]
+    assert operations[2] == {"m": "m", "h": 5, "s": 3, "r": "c", "t": NOW}
     assert state_after("m", reply, True) == HistoryState(5, 4, True, None, True, HistoryGroup(3, ("c", "d"), NOW))
     assert state_after("m", {"version": 3}, True) is None
 
@@ -268,7 +268,7 @@ def test_entry_expiry_slides_once_per_lifetime() -> None:
         {"$set": {"x": NOW + datetime.timedelta(seconds=20)}},
     )
     group = HistoryGroup(1, ("a",), NOW)
-    assert entry_documents("m", 5, [group], 10.0)[0][1]["$setOnInsert"]["x"] == NOW + datetime.timedelta(seconds=20)
+    assert entry_documents("m", 5, [group], 10.0)[0]["x"] == NOW + datetime.timedelta(seconds=20)
     cached = _state(_users(1), 4, state)
     plan = plan_save("m", _users(1, 2), 4, cached, 10.0, server_now=later, history=config, refreshed=later)
     assert isinstance(plan.update, dict) and plan.update["$set"]["hrefresh"] == later
@@ -280,10 +280,10 @@ def test_staged_groups_are_copied_in_batches_with_the_expiry_they_slid_to() -> N
     assert should_copy([small] * COPY_AT_GROUPS)
     assert should_copy([HistoryGroup(1, ("a" * COPY_AT_BYTES,), NOW)])
     later = NOW + datetime.timedelta(seconds=30)
-    upsert = entry_documents("m", 5, [small], 10.0, refreshed=later)[0][1]["$setOnInsert"]
+    upsert = entry_documents("m", 5, [small], 10.0, refreshed=later)[0]
     assert upsert["x"] == later + datetime.timedelta(seconds=20) and upsert["t"] == NOW
     documents = [{"_id": "m", "hid": 5, "hlast": {"s": 1, "r": ["a"], "t": NOW}}, {"_id": "n"}]
-    assert [query for query, _ in staged_operations(documents, None)] == [{"m": "m", "h": 5, "s": 1}]
+    assert staged_operations(documents, None) == [{"m": "m", "h": 5, "s": 1, "r": "a", "t": NOW}]
     assert staged_filter("m")["_id"] == "m"
 
 

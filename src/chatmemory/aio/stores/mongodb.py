@@ -26,7 +26,7 @@ from chatmemory.stores.base.options import TTL, history_ttl_seconds
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
-from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument, UpdateOne  # noqa: E402 - the driver is known
+from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument  # noqa: E402 - the driver is known
 
 from chatmemory.stores.mongodb.clock import ServerClock, expired  # noqa: E402
 from chatmemory.stores.mongodb.driver import (  # noqa: E402
@@ -293,9 +293,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         if not operations:
             return True
         try:
-            await self._history_collection.bulk_write(
-                [UpdateOne(query, update, upsert=True) for query, update in operations], ordered=False
-            )
+            await self._history_collection.insert_many(operations, ordered=False)
         except DRIVER_ERRORS as exc:
             # The groups stay in the window document, which readers merge; the next write copies them.
             return copy_landed(exc)
@@ -605,9 +603,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             operations = staged_operations(documents, self._history.lifetime)
             if operations:
                 try:
-                    await entries.bulk_write(
-                        [UpdateOne(query, update, upsert=True) for query, update in operations], ordered=False
-                    )
+                    await entries.insert_many(operations, ordered=False)
                 except DRIVER_ERRORS as exc:
                     if not copy_landed(exc):
                         raise

@@ -142,8 +142,8 @@ def reply_to_error(exc: BaseException) -> WriteReply | None:
 def copy_landed(exc: BaseException) -> bool:
     """Whether a history copy that raised ``exc`` still left every entry in place.
 
-    Two stores copying the same group at once make one upsert of each pair fail with a duplicate key:
-    the entry is there, written by the other (the same entry: its key is its history and sequence).
+    A group copied twice (by two stores, or again after a lost reply) fails with duplicate keys: the
+    entry is there already (the same entry: its key is its history and sequence).
     """
     if not isinstance(exc, BulkWriteError):
         return False

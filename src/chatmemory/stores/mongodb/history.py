@@ -9,7 +9,7 @@ One document per message (rather than per bucket of messages) because a page is 
 read (``find`` on ``(m, h, s)``, sorted either way, ``limit + 1``), a trim is one ``delete_many`` whose
 count is the number of entries removed, and no conversation, however long, comes near the 16 MiB
 document limit (an entry is one message, which the window document already holds). A unique index on
-``(m, h, s)`` serves paging in both directions and makes every insert idempotent.
+``(m, h, s)`` serves paging in both directions and makes every copy idempotent.
 
 **The window document is the history's head.** A write of a history store also sets, in the same
 single-document update that changes the window (so a write that loses its version conflict changes
@@ -25,7 +25,7 @@ nothing, history included):
 
 Groups are copied into the history collection in batches: once a write's reply shows
 :data:`COPY_AT_GROUPS` groups (or :data:`COPY_AT_BYTES` of records) staged, the writer copies them all
-(one ``update`` command of idempotent upserts keyed by ``(m, h, s)``); until then each write keeps the
+(one unordered ``insert``; the unique key ``(m, h, s)`` makes a second copy a no-op); until then each write keeps the
 staged groups (``hpend`` gains the previous ``hlast``). So a turn costs one command, and one more every
 few turns. The next write by a store that knows the copy succeeded drops the groups; a store that does
 not know (another process wrote last) keeps them and copies them again when it copies. A reader reads
@@ -348,10 +348,8 @@ def staged_filter(memory_id: str | None) -> Document:
 STAGED_PROJECTION: Final = {"_id": 1, "hid": 1, "hpend": 1, "hlast": 1, "hrefresh": 1}
 
 
-def staged_operations(
-    documents: Iterable[Mapping[str, Any]], lifetime: float | None
-) -> list[tuple[Document, Document]]:
-    """The upserts that copy the groups staged in ``documents`` (read with :data:`STAGED_PROJECTION`).
+def staged_operations(documents: Iterable[Mapping[str, Any]], lifetime: float | None) -> list[Document]:
+    """The entries that copy the groups staged in ``documents`` (read with :data:`STAGED_PROJECTION`).
 
     Raises:
         CorruptedMemoryError: a group is not one this store wrote.
@@ -371,8 +369,11 @@ def entry_documents(
     groups: Iterable[HistoryGroup],
     lifetime: float | None = None,
     refreshed: datetime.datetime | None = None,
-) -> list[tuple[Document, Document]]:
-    """The ``(filter, update)`` upserts that copy ``groups`` into the history collection (idempotent).
+) -> list[Document]:
+    """The entry documents that copy ``groups`` into the history collection.
+
+    They are inserted unordered; a duplicate key means the entry is there already (its key is its
+    history and sequence, and an entry never changes), so a copy is idempotent.
 
     With a ``lifetime`` each entry expires ``2 * lifetime`` after its write, or after ``refreshed`` (the
     head's ``hrefresh``) if that is later: a group staged while the entries' expiry slid gets the slid one.
@@ -384,8 +385,7 @@ def entry_documents(
             start = group.written_at if refreshed is None else max(group.written_at, refreshed)
             fields["x"] = start + datetime.timedelta(seconds=2 * lifetime)
         for offset, record in enumerate(group.records):
-            key = {"m": memory_id, "h": hid, "s": group.first + offset}
-            operations.append((key, {"$setOnInsert": {"r": record, **fields}}))
+            operations.append({"m": memory_id, "h": hid, "s": group.first + offset, "r": record, **fields})
     return operations
 
 

@@ -26,7 +26,7 @@ from chatmemory.stores.base.options import TTL, history_ttl_seconds
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
-from pymongo import ASCENDING, MongoClient, ReturnDocument, UpdateOne  # noqa: E402 - imported once the driver is known
+from pymongo import ASCENDING, MongoClient, ReturnDocument  # noqa: E402 - imported once the driver is known
 
 from chatmemory.stores.mongodb.clock import ServerClock, expired  # noqa: E402
 from chatmemory.stores.mongodb.driver import (  # noqa: E402
@@ -302,9 +302,7 @@ class MongoChatMemoryStore(StoreLifecycle):
         if not operations:
             return True
         try:
-            self._history_collection.bulk_write(
-                [UpdateOne(query, update, upsert=True) for query, update in operations], ordered=False
-            )
+            self._history_collection.insert_many(operations, ordered=False)
         except DRIVER_ERRORS as exc:
             # The groups stay in the window document, which readers merge; the next write copies them.
             return copy_landed(exc)
@@ -607,9 +605,7 @@ class MongoChatMemoryStore(StoreLifecycle):
             operations = staged_operations(documents, self._history.lifetime)
             if operations:
                 try:
-                    entries.bulk_write(
-                        [UpdateOne(query, update, upsert=True) for query, update in operations], ordered=False
-                    )
+                    entries.insert_many(operations, ordered=False)
                 except DRIVER_ERRORS as exc:
                     if not copy_landed(exc):
                         raise
