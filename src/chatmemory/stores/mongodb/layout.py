@@ -12,6 +12,8 @@ Document layout (field order is never relied on)::
         "expires_at": <date>,            # with a ttl: a TTL index (expireAfterSeconds=0) removes the document
         "writes": [{"w": <int64>, "v": <int64>}, ...],   # the last few write ids and the versions they made
         "written_at": <date>,            # the last write, by the server's clock
+        # a store with history also keeps the history head here: hid, hseq, hlast, hpend, hrefresh
+        # (and window_expires_at / hexp with a history_ttl): see chatmemory.stores.mongodb.history
     }
 
 Each message is kept as its native record (JSON text), not as a BSON sub-document: message attributes

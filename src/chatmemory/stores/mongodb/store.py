@@ -2,7 +2,8 @@
 
 The store sends what :mod:`chatmemory.stores.mongodb.plan` decides and hands the replies back to it;
 the document layout is described in :mod:`chatmemory.stores.mongodb.layout`. Everything runs on
-MongoDB 7 and newer: no multi-document transactions, no 8.0-only commands or options, errors recognised
+MongoDB 7 and newer: no multi-document transactions (history included: see
+:mod:`chatmemory.stores.mongodb.history`), no 8.0-only commands or options, errors recognised
 by code.
 """
 
