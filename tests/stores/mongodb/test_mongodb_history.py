@@ -383,3 +383,22 @@ def test_update_messages_repairs_a_window_it_cannot_read_and_records_the_new_one
     assert _texts(_all(store, "m")) == ["a", "s", "b"]
     sequences = [entry.sequence for entry in _all(store, "m")]
     assert sequences == [1, 2, 3]
+
+
+def test_expire_at_moves_the_window_expiry_and_keeps_the_document_for_the_history(make: Any) -> None:
+    store = make(ttl=60, history_ttl=600)
+    store.update_messages("m", [UserMessage("a")])
+    soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+    store.expire_at("m", soon)
+    times = store.memory_times("m")
+    assert times is not None and abs(times.expires_at - soon) < datetime.timedelta(milliseconds=2)  # type: ignore[operator]
+    document = store.collection.find_one({"_id": "m"})
+    assert document is not None and document["expires_at"] > soon + datetime.timedelta(seconds=500)
+    time.sleep(1.2)
+    assert store.get_messages("m") == [] and store.memory_times("m") is None
+    assert _texts(store.history("m").entries) == ["a"]
+    store.update_messages("m", [UserMessage("b")])
+    store.expire_at("m", None)
+    assert store.memory_times("m").expires_at is None  # type: ignore[union-attr]
+    assert "expires_at" not in store.collection.find_one({"_id": "m"})  # type: ignore[operator]
+    assert _texts(store.history("m").entries) == ["a", "b"]
