@@ -125,7 +125,31 @@ def seed_0002_recent_writes(connection: Connection, prefix: str) -> dict[str, li
     return expected
 
 
-SEEDERS: dict[str, Seeder] = {"0001_initial": seed_0001_initial, "0002_recent_writes": seed_0002_recent_writes}
+def seed_0003_history(connection: Connection, prefix: str) -> dict[str, list[ChatMessage]]:
+    """Rows in the shape of 0003_history: those of 0002, and a history beside one window.
+
+    "plain" gets a history row before its window (below ``window_start``) and one marked evicted inside
+    it: neither is read as part of the window.
+    """
+    expected = seed_0002_recent_writes(connection, prefix)
+    insert = text(
+        f"INSERT INTO {prefix}messages (memory_id, seq, payload, written_at, evicted) "
+        "VALUES (:id, :seq, :payload, :now, :evicted)"
+    )
+    for seq, evicted in ((4, None), (7, 1)):
+        row = {"id": b"plain", "seq": seq, "payload": dumps_message(UserMessage("gone")), "evicted": evicted}
+        connection.execute(insert, {**row, "now": "2026-01-01 00:00:00"})
+    connection.execute(
+        text(f"UPDATE {prefix}memories SET window_start = 5, next_seq = 8 WHERE memory_id = :id"), {"id": b"plain"}
+    )
+    return expected
+
+
+SEEDERS: dict[str, Seeder] = {
+    "0001_initial": seed_0001_initial,
+    "0002_recent_writes": seed_0002_recent_writes,
+    "0003_history": seed_0003_history,
+}
 """For each revision: put data in its shape. Every revision but the newest needs one to test its upgrade."""
 
 
