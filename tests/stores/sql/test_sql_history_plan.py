@@ -63,7 +63,7 @@ class Table:
     """One memory's rows and head row, changed as the store's statements would."""
 
     rows: dict[int, tuple[bytes, bool, bool]] = field(default_factory=dict)  # seq -> (payload, evicted, recorded)
-    cover: WindowCover = WindowCover(0)
+    cover: WindowCover = field(default_factory=lambda: WindowCover(0))
     version: int = 0
     incarnation: int = 0
     next_seq: int = 0

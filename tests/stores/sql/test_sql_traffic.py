@@ -193,3 +193,79 @@ def test_a_diffed_turn_of_any_shape_writes_exactly_its_rows(
         assert len(before - after) == evicted and len(after - before) == appended
         assert store.get_messages(memory_id) == messages
         assert store.load(memory_id).version == version
+
+
+# ------------------------------------------------------------------------------------------ with history
+
+
+@pytest.fixture
+def history_store(sql_backend: SQLBackend) -> Iterator[SQLChatMemoryStore]:
+    made = sql_backend.make_store(history=True)
+    yield made
+    sql_backend.close_store(made)
+
+
+def test_a_steady_state_turn_with_history_deletes_nothing(history_store: SQLChatMemoryStore) -> None:
+    small = _turn_cost(history_store, 20)
+    large = _turn_cost(history_store, 200)
+    assert small == large, (small, large)
+    statements, changed, rows = small[0]
+    # The evicted row stays (it is history), outside the window's ranges: one row inserted, none deleted.
+    assert rows == 1
+    if history_store.engine.dialect.name == "postgresql":
+        assert statements == 1
+    else:
+        assert changed == 2 and statements == 4  # BEGIN, head UPDATE, INSERT, COMMIT
+
+
+def test_a_turn_after_a_kept_system_message_with_history_deletes_and_marks_nothing(
+    history_store: SQLChatMemoryStore,
+) -> None:
+    system = SystemMessage("be brief")
+    messages: list[ChatMessage] = [system, *(UserMessage(f"m{i}") for i in range(20))]
+    version = history_store.save("pinned", messages, 0)
+    for turn in range(5):
+        messages = [system, *messages[2:], UserMessage(f"turn {turn}")]
+        before = _row_versions(history_store, "pinned")
+        version = history_store.save("pinned", messages, version)
+        after = _row_versions(history_store, "pinned")
+        assert len(after - before) == 1 and before <= after  # one row added, none changed
+    fresh = SQLChatMemoryStore(history_store.engine, table_prefix=history_store.table_prefix)
+    assert fresh.get_messages("pinned") == history_store.get_messages("pinned") == messages
+
+
+@pytest.mark.parametrize(("evicted", "appended"), [(0, 1), (2, 3), (9, 1), (12, 12)])
+def test_a_diffed_turn_with_history_only_adds_rows(
+    history_store: SQLChatMemoryStore, evicted: int, appended: int
+) -> None:
+    memory_id = f"shape-{evicted}-{appended}"
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(20)]
+    version = history_store.save(memory_id, messages, 0)
+    for turn in range(2):
+        messages = [*messages[evicted:], *(UserMessage(f"turn {turn} new {i}") for i in range(appended))]
+        before = _row_versions(history_store, memory_id)
+        version = history_store.save(memory_id, messages, version)
+        after = _row_versions(history_store, memory_id)
+        assert before <= after and len(after - before) == appended
+        assert history_store.get_messages(memory_id) == messages
+
+
+def test_an_eviction_from_the_middle_with_history_marks_rows_in_one_statement(
+    history_store: SQLChatMemoryStore,
+) -> None:
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(10)]
+    version = history_store.save("middle", messages, 0)
+    recorder = Recorder(history_store)
+    try:
+        traffic = recorder.record()
+        messages = [messages[0], messages[2], *messages[4:8], messages[9], UserMessage("new")]
+        history_store.save("middle", messages, version)
+    finally:
+        recorder.stop()
+    marks = [statement for statement in traffic.statements if "evicted" in statement and "UPDATE" in statement]
+    if history_store.engine.dialect.name == "postgresql":
+        assert len(traffic.statements) == 1 and "evicted" in traffic.statements[0]
+    else:
+        assert len(marks) == 1
+    fresh = SQLChatMemoryStore(history_store.engine, table_prefix=history_store.table_prefix)
+    assert fresh.get_messages("middle") == messages
