@@ -132,7 +132,12 @@ class Statements:
                     messages,
                     and_(
                         messages.c.memory_id == key.c.memory_id,
-                        or_(memories.c.memory_id.is_(None), and_(self._live, self._in_window)),
+                        # The ranges bound the index scan (every row when there is no head: strays).
+                        or_(
+                            messages.c.seq >= func.coalesce(memories.c.window_start, literal_column("-1")),
+                            messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+                        ),
+                        or_(memories.c.memory_id.is_(None), and_(self._live, messages.c.evicted.is_(None))),
                     ),
                 )
             )
