@@ -128,10 +128,12 @@ class Statements:
                 case((known, null()), else_=messages.c.payload).label("payload"),
             )
             .select_from(
-                key.outerjoin(memories, memories.c.memory_id == key.c.memory_id).outerjoin(
+                # The id is compared as a constant (not through k): MySQL/MariaDB then read the head row
+                # first, as a constant, and bound the message index scan by its ranges.
+                key.outerjoin(memories, memory_id).outerjoin(
                     messages,
                     and_(
-                        messages.c.memory_id == key.c.memory_id,
+                        messages.c.memory_id == bindparam("p_id"),
                         # The ranges bound the index scan (every row when there is no head: strays).
                         or_(
                             messages.c.seq >= func.coalesce(memories.c.window_start, literal_column("-1")),
