@@ -47,6 +47,7 @@ from chatmemory.core.store import (
     SupportsTTL,
     SupportsVersioning,
 )
+from chatmemory.core.summarizing_memory import SummarizingChatMemory
 from chatmemory.core.token_estimators import (
     OpenAITokenCountEstimator,
     SimpleTokenCountEstimator,
@@ -94,6 +95,7 @@ __all__ = [
     "SupportsRawRecords",
     "SupportsSchema",
     "SupportsTTL",
+    "SummarizingChatMemory",
     "SupportsVersioning",
     "SystemMessage",
     "TextContent",

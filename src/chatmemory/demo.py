@@ -2,15 +2,17 @@
 
 Nothing here calls a model or the network. The assistant's answers and its two tools (weather and
 currency) are canned, so every run prints the same windows: old turns leave, the system message stays,
-and a tool call leaves together with its result.
+and a tool call leaves together with its result. With ``summarize=True`` the memory is a
+:class:`~chatmemory.SummarizingChatMemory` whose summarizer is a toy (:func:`toy_summarizer`: notes taken
+from the evicted messages, no model), so what leaves the window is kept as a summary after the system
+message.
 """
 
 from __future__ import annotations
 
 import json
 import textwrap
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -25,9 +27,18 @@ from chatmemory.core.messages import (
     UserMessage,
 )
 from chatmemory.core.store import ChatMemoryStore
+from chatmemory.core.summarizing_memory import SummarizingChatMemory
+from chatmemory.core.summary import is_summary, summary_text
 from chatmemory.stores.memory import InMemoryChatMemoryStore
 
-__all__ = ["DEFAULT_MAX_MESSAGES", "DEFAULT_MEMORY_ID", "DEFAULT_STORE_URL", "describe_message", "run_demo"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGES",
+    "DEFAULT_MEMORY_ID",
+    "DEFAULT_STORE_URL",
+    "describe_message",
+    "run_demo",
+    "toy_summarizer",
+]
 
 
 def _default_store_url() -> str:
@@ -103,9 +114,34 @@ _SCRIPT = (
 )
 
 
+_NOTES_KEPT = 6
+
+
+def toy_summarizer(previous: str | None, evicted: list[ChatMessage]) -> str:
+    """A summarizer without a model: one note per question and per tool result, the first note and the last few.
+
+    Good enough to show where a summary lives and how it grows; a real one would ask a model.
+    """
+    notes = previous.split(" | ") if previous else []
+    for message in evicted:
+        if isinstance(message, UserMessage) and message.has_single_text():
+            notes.append("asked: " + textwrap.shorten(message.text, width=60, placeholder="..."))
+        elif isinstance(message, ToolExecutionResultMessage):
+            notes.append(f"{message.tool_name}: {message.text}")
+    if len(notes) > _NOTES_KEPT:
+        notes = notes[:1] + notes[-(_NOTES_KEPT - 1) :]
+    return " | ".join(notes)
+
+
+_SUMMARY_ANSWER = "Your first question is in my summary of our earlier chat: the weather in Lisbon on Friday."
+
+
 def describe_message(message: ChatMessage, width: int) -> tuple[str, str]:
     """(role, one-line summary shortened to ``width`` characters) of a message, as the demo and ``show`` print it."""
-    if isinstance(message, SystemMessage):
+    if is_summary(message):
+        assert isinstance(message, UserMessage)
+        role, text = "summary", summary_text(message)
+    elif isinstance(message, SystemMessage):
         role, text = "system", message.text
     elif isinstance(message, UserMessage):
         role = "user"
@@ -135,19 +171,9 @@ def _compact(arguments: str) -> str:
     return arguments
 
 
-def _gone(before: Iterable[ChatMessage], after: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """Messages of ``before`` missing from ``after`` (as a multiset, keeping ``before``'s order)."""
-    remaining = Counter(after)
-    gone: list[ChatMessage] = []
-    for message in before:
-        if remaining[message]:
-            remaining[message] -= 1
-        else:
-            gone.append(message)
-    return gone
-
-
-def _print_window(out: TextIO, window: Sequence[ChatMessage], evicted: Sequence[ChatMessage], limit: int) -> None:
+def _print_window(
+    out: TextIO, window: Sequence[ChatMessage], evicted: Sequence[ChatMessage], limit: int, gone: str = "evicted"
+) -> None:
     width = 100
     out.write(f"  {'#':>3}  {'role':<12} content   ({len(window)}/{limit} messages)\n")
     for index, message in enumerate(window):
@@ -155,7 +181,7 @@ def _print_window(out: TextIO, window: Sequence[ChatMessage], evicted: Sequence[
         out.write(f"  {index:>3}  {role:<12} {text}\n")
     for message in evicted:
         role, text = describe_message(message, width - 10)
-        out.write(f"  {'x':>3}  {role:<12} {text}  <- evicted\n")
+        out.write(f"  {'x':>3}  {role:<12} {text}  <- {gone}\n")
     together = [
         request.id
         for message in evicted
@@ -168,18 +194,47 @@ def _print_window(out: TextIO, window: Sequence[ChatMessage], evicted: Sequence[
 
 
 def run_demo(
-    store: ChatMemoryStore, *, memory_id: str = DEFAULT_MEMORY_ID, max_messages: int = DEFAULT_MAX_MESSAGES, out: TextIO
+    store: ChatMemoryStore,
+    *,
+    memory_id: str = DEFAULT_MEMORY_ID,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
+    summarize: bool = False,
+    out: TextIO,
 ) -> int:
     """Play the scripted conversation into ``store`` and print the window after every turn.
+
+    Args:
+        store: where the memory lives.
+        memory_id: the memory.
+        max_messages: the window size (the summary, with ``summarize``, takes one place).
+        summarize: keep what leaves the window in a summary (:func:`toy_summarizer`, no model).
+        out: where to print.
 
     Returns:
         The exit status (0).
     """
-    memory = MessageWindowChatMemory(
-        memory_id, max_messages=max_messages, store=store, always_keep_system_message_first=True
-    )
+    evicted: list[ChatMessage] = []
+
+    def on_evict(memory_id: str, messages: list[ChatMessage]) -> None:
+        evicted.extend(messages)
+
+    memory: MessageWindowChatMemory | SummarizingChatMemory
+    if summarize:
+        memory = SummarizingChatMemory(
+            memory_id,
+            max_messages=max_messages,
+            summarizer=toy_summarizer,
+            store=store,
+            always_keep_system_message_first=True,
+            on_evict=on_evict,
+        )
+    else:
+        memory = MessageWindowChatMemory(
+            memory_id, max_messages=max_messages, store=store, always_keep_system_message_first=True, on_evict=on_evict
+        )
     existing = memory.messages()
-    out.write(f"chatmemory demo: memory {memory.id!r}, window of {max_messages} messages, store {store!r}\n")
+    kind = ", summarizing what leaves it" if summarize else ""
+    out.write(f"chatmemory demo: memory {memory.id!r}, window of {max_messages} messages{kind}, store {store!r}\n")
     # Runs go on from what is stored, so a second run against a persistent store continues the first.
     calls_so_far = sum(len(m.tool_execution_requests) for m in existing if isinstance(m, AiMessage))
     if existing:
@@ -190,12 +245,11 @@ def run_demo(
     call_number = calls_so_far
     total_evicted = 0
     for turn_number, turn in enumerate(_SCRIPT, start=1):
-        before = memory.messages()
-        added: list[ChatMessage] = []
+        # on_evict collects what each write evicted, once the write is done.
+        evicted.clear()
 
-        def add(message: ChatMessage, added: list[ChatMessage] = added) -> None:
+        def add(message: ChatMessage) -> None:
             memory.add(message)
-            added.append(message)
 
         add(UserMessage(turn.user))
         if turn.calls:
@@ -206,20 +260,26 @@ def run_demo(
             add(AiMessage(None, requests))
             for request, (name, arguments) in zip(requests, turn.calls, strict=True):
                 add(ToolExecutionResultMessage(request.id, name, _TOOLS[name](arguments)))
-        add(AiMessage(turn.answer))
+        last = turn_number == len(_SCRIPT)
+        add(AiMessage(_SUMMARY_ANSWER if summarize and last else turn.answer))
         after = memory.messages()
-        evicted = _gone([*before, *added], after)
         total_evicted += len(evicted)
         out.write(f"Turn {turn_number}: {turn.user}\n")
-        _print_window(out, after, evicted, max_messages)
+        _print_window(out, after, evicted, max_messages, "summarized" if summarize else "evicted")
         out.write("\n")
     follow_up = (
         "Run again to continue this conversation."
         if not isinstance(store, InMemoryChatMemoryStore)
         else "Run again with a persistent --store (e.g. sqlite:///chat.db) to continue this conversation."
     )
-    out.write(
-        f"Done: {total_evicted} messages evicted; the system message stayed, and no tool result outlived "
-        f"its call. {follow_up}\n"
-    )
+    if summarize:
+        out.write(
+            f"Done: {total_evicted} messages left the window into the summary; the system message stayed, and a "
+            f"tool call was summarized together with its results. {follow_up}\n"
+        )
+    else:
+        out.write(
+            f"Done: {total_evicted} messages evicted; the system message stayed, and no tool result outlived "
+            f"its call. {follow_up}\n"
+        )
     return 0

@@ -9,9 +9,11 @@ import pytest
 from chatmemory import ChatMemoryStore, aio
 from chatmemory.testing import (
     AsyncChatMemoryStoreContract,
+    AsyncHistoryStoreFactory,
     AsyncRawWriter,
     AsyncTtlStoreFactory,
     ChatMemoryStoreContract,
+    HistoryStoreFactory,
     RawWriter,
     TtlStoreFactory,
 )
@@ -44,6 +46,18 @@ class TestStoreContract(ChatMemoryStoreContract):
         for each in made:
             backend.close_store(each)
 
+    @pytest.fixture
+    def make_history_store(self, backend: Backend) -> Iterator[HistoryStoreFactory]:
+        made: list[ChatMemoryStore] = []
+
+        def make(ttl: float | None = None, history_ttl: float | None = None) -> ChatMemoryStore:
+            made.append(backend.make_store(history=True, ttl=ttl, history_ttl=history_ttl))
+            return made[-1]
+
+        yield make
+        for each in made:
+            backend.close_store(each)
+
 
 class TestAsyncStoreContract(AsyncChatMemoryStoreContract):
     @pytest.fixture
@@ -65,6 +79,18 @@ class TestAsyncStoreContract(AsyncChatMemoryStoreContract):
 
         async def make(seconds: float) -> aio.ChatMemoryStore:
             made.append(await async_backend.make_store(ttl=seconds))
+            return made[-1]
+
+        yield make
+        for each in made:
+            await async_backend.close_store(each)
+
+    @pytest.fixture
+    async def make_history_store(self, async_backend: AsyncBackend) -> AsyncIterator[AsyncHistoryStoreFactory]:
+        made: list[aio.ChatMemoryStore] = []
+
+        async def make(ttl: float | None = None, history_ttl: float | None = None) -> aio.ChatMemoryStore:
+            made.append(await async_backend.make_store(history=True, ttl=ttl, history_ttl=history_ttl))
             return made[-1]
 
         yield make

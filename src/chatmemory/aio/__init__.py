@@ -23,6 +23,7 @@ from chatmemory.aio.store import (
     SupportsVersioning,
 )
 from chatmemory.aio.stores.memory import InMemoryChatMemoryStore
+from chatmemory.aio.summarizing_memory import SummarizingChatMemory
 from chatmemory.aio.url import open_store
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "InMemoryChatMemoryStore",
     "MessageWindowChatMemory",
     "Snapshot",
+    "SummarizingChatMemory",
     "SupportsHistory",
     "SupportsListing",
     "SupportsLockedUpdate",

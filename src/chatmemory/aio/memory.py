@@ -8,25 +8,28 @@ its old or its new window (the one write is atomic in every store) and propagate
 from __future__ import annotations
 
 import asyncio
+import inspect
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from chatmemory.aio.store import ChatMemoryStore, SupportsLockedUpdate, SupportsVersioning
-from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.aio.store import ChatMemoryStore, SupportsHistory, SupportsLockedUpdate, SupportsVersioning
+from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
 from chatmemory.core.memory_steps import (
     DeleteMessages,
     GetMessages,
     Load,
     Modify,
+    Notify,
     Save,
     Step,
     Steps,
+    Summarize,
     UpdateMessages,
-    add_steps,
+    call_hook,
     clear_steps,
-    messages_steps,
-    set_steps,
+    hook_failed,
 )
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.window_memory import MessageWindowBase, TokenWindowBase, WindowMemoryBase
@@ -62,7 +65,21 @@ class ChatMemory(Protocol):
         ...
 
 
+async def _call(step: Notify | Summarize) -> Any:
+    """Call the application function of ``step``, awaiting what it returns when that is awaitable."""
+    result = call_hook(step)
+    if inspect.isawaitable(result):
+        try:
+            result = await result
+        except Exception as exc:
+            hook_failed(exc, step)
+            raise
+    return result
+
+
 async def _execute(store: ChatMemoryStore, step: Step) -> Any:
+    if isinstance(step, (Notify, Summarize)):
+        return await _call(step)
     if isinstance(step, Load):
         assert isinstance(store, SupportsVersioning)
         return await store.load(step.memory_id)
@@ -136,39 +153,71 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
     async def add(self, *messages: ChatMessage) -> None:
         """Append ``messages`` (in order), then evict down to the limit: one read, at most one write.
 
+        ``on_evict``, if set, is then called (and awaited, if it returns an awaitable) once with what this
+        add evicted, after the write succeeded and outside this object's turn.
+
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
                 budget (or ``max_attempts``); nothing was written (versioned stores only; with a locked
                 update only when ``max_attempts=1``, as the locked attempt cannot conflict).
+            MessageTooLargeError: ``on_oversized="raise"`` and one message alone outweighs the limit;
+                nothing was written.
         """
         if not messages:
             return
+        rules = self._rules()
         async with self._add_lock():
-            steps = add_steps(
-                self._rules(),
-                messages,
-                versioned=self._versioned,
-                retry=self.retry,
-                max_attempts=self.max_attempts,
-                locked=self._locked,
-            )
-            await run_steps_async(steps, self._store)
+            steps = self._add_steps(rules, messages)
+            update = await run_steps_async(steps, self._store)
+        await run_steps_async(rules.notify(update), self._store)
 
     async def messages(self) -> list[ChatMessage]:
         """The current window, oldest first (one read, no write; a shrunk dynamic limit applies at once)."""
-        return await run_steps_async(messages_steps(self._rules()), self._store)
+        return await run_steps_async(self._messages_steps(self._rules()), self._store)
 
     async def set(self, messages: Iterable[ChatMessage]) -> None:
         """Replace the whole window with ``messages``, evicted down to the limit (one write, no read).
 
+        ``on_evict`` receives the messages given that did not fit, after the write.
+
         Raises:
             ValueError: ``messages`` holds more than one system message.
+            MessageTooLargeError: ``on_oversized="raise"`` and one message alone outweighs the limit;
+                nothing was written.
         """
-        await run_steps_async(set_steps(self._rules(), messages), self._store)
+        await run_steps_async(self._set_steps(self._rules(), messages), self._store)
 
     async def clear(self) -> None:
         """Delete the memory from the store."""
         await run_steps_async(clear_steps(self._id), self._store)
+
+    async def pop(self) -> list[ChatMessage]:
+        """Remove and return the newest message, or tool exchange (see :meth:`chatmemory.MessageWindowChatMemory.pop`).
+
+        Returns:
+            The removed messages, oldest first; ``[]`` when only the system message (or nothing) is held.
+
+        Raises:
+            ConcurrentUpdateError: another writer changed the memory between the read and the write; nothing
+                was removed.
+        """
+        async with self._add_lock():
+            return await run_steps_async(self._pop_steps(self._rules()), self._store)
+
+    async def history(
+        self, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of everything ever added to this memory (the store's ``history``; see the sync twin).
+
+        Raises:
+            HistoryNotEnabledError: the store keeps no history (build it with ``history=True``).
+            TypeError, ValueError: an argument of the wrong kind or out of range.
+        """
+        history_query(after, limit, reverse)
+        store = self._store
+        if not isinstance(store, SupportsHistory):
+            raise HistoryNotEnabledError(f"{type(store).__name__} (the store of memory {self._id!r})")
+        return await store.history(self._id, after=after, limit=limit, reverse=reverse)
 
 
 class MessageWindowChatMemory(_AsyncWindowMemory, MessageWindowBase[ChatMemoryStore]):
@@ -183,10 +232,13 @@ class MessageWindowChatMemory(_AsyncWindowMemory, MessageWindowBase[ChatMemorySt
         always_keep_system_message_first: put a new system message at index 0 instead of the end.
         retry: how long to retry an ``add`` that conflicts with other writers (``asyncio.sleep`` between).
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
+        on_evict: ``on_evict(memory_id, evicted_messages)``, a coroutine function or a plain one (what it
+            returns is awaited when awaitable); called once per write that evicted something, after it.
+        on_oversized: ``"evict"`` or ``"raise"`` (see the token window; a message window never meets one).
 
     Raises:
         TypeError: an argument of the wrong kind (a URL or a sync store as ``store``, ...).
-        ValueError: a limit or ``max_attempts`` below 1.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``.
     """
 
 
@@ -206,8 +258,12 @@ class TokenWindowChatMemory(_AsyncWindowMemory, TokenWindowBase[ChatMemoryStore]
         retry: how long to retry an ``add`` that conflicts with other writers.
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
         cache_size: how many distinct messages' counts to keep.
+        on_evict: ``on_evict(memory_id, evicted_messages)``, a coroutine function or a plain one; called
+            once per write that evicted something, after it (oversized messages included).
+        on_oversized: ``"evict"`` (the default) or ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`).
 
     Raises:
         TypeError: an argument of the wrong kind (a model name as ``token_count_estimator``, ...).
-        ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``.
+        ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``, an unknown
+            ``on_oversized``.
     """

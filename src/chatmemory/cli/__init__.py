@@ -41,7 +41,12 @@ def main(argv: Sequence[str] | None = None, *, open_store: StoreOpener | None = 
     import click
 
     # Importing the command modules registers their commands on the group.
-    from chatmemory.cli import inspect_commands, maintenance_commands, transfer_commands  # noqa: F401
+    from chatmemory.cli import (  # noqa: F401
+        history_commands,
+        inspect_commands,
+        maintenance_commands,
+        transfer_commands,
+    )
     from chatmemory.cli.app import cli
     from chatmemory.cli.stores import CommandContext
 

@@ -129,12 +129,18 @@ def migrate(url: str, table_prefix: str | None) -> int:
     metavar="N",
     help="Window size in messages (default: 6).",
 )
-def demo(store_url: str | None, memory_id: str | None, max_messages: int | None) -> int:
+@click.option(
+    "--summarize",
+    is_flag=True,
+    help="Use a SummarizingChatMemory: what leaves the window is kept in a summary (a toy summarizer, no model).",
+)
+def demo(store_url: str | None, memory_id: str | None, max_messages: int | None, summarize: bool) -> int:
     """Play a scripted conversation with tool calls and print the memory window after each turn.
 
     A travel assistant with a weather tool and a currency tool (no model, no network) through a
-    MessageWindowChatMemory, marking what was evicted. Against a persistent store a second run continues
-    the first.
+    MessageWindowChatMemory, marking what was evicted. With --summarize, a SummarizingChatMemory keeps
+    what leaves the window in a summary right after the system message. Against a persistent store a
+    second run continues the first.
     """
     from chatmemory.core.store import SupportsSchema
     from chatmemory.demo import DEFAULT_MAX_MESSAGES, DEFAULT_MEMORY_ID, DEFAULT_STORE_URL, run_demo
@@ -153,7 +159,13 @@ def demo(store_url: str | None, memory_id: str | None, max_messages: int | None)
         reporter.error(str(exc))
         return EXIT_USAGE
     try:
-        return run_demo(store, memory_id=chosen_id, max_messages=max_messages or DEFAULT_MAX_MESSAGES, out=sys.stdout)
+        return run_demo(
+            store,
+            memory_id=chosen_id,
+            max_messages=max_messages or DEFAULT_MAX_MESSAGES,
+            summarize=summarize,
+            out=sys.stdout,
+        )
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away; that is not an error of the demo. Point stdout at devnull
         # so that the interpreter's final flush does not raise again (as the Python docs advise).

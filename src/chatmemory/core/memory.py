@@ -16,7 +16,12 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
-from chatmemory.core.memory_steps import add_steps, clear_steps, messages_steps, run_steps, set_steps
+from chatmemory.core.errors import HistoryNotEnabledError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, SupportsHistory, history_query
+from chatmemory.core.memory_steps import (
+    clear_steps,
+    run_steps,
+)
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.core.window_memory import Limit, MessageWindowBase, TokenWindowBase, WindowMemoryBase
@@ -70,23 +75,23 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
     def add(self, *messages: ChatMessage) -> None:
         """Append ``messages`` (in order), then evict down to the limit: one read, at most one write.
 
+        ``on_evict``, if set, is then called once with what this add evicted (after the write succeeded,
+        outside the memory object's turn, so it may add to this memory itself).
+
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
                 budget (or ``max_attempts``); nothing was written (versioned stores only; with a locked
                 update only when ``max_attempts=1``, as the locked attempt cannot conflict).
+            MessageTooLargeError: ``on_oversized="raise"`` and one message alone outweighs the limit;
+                nothing was written.
         """
         if not messages:
             return
+        rules = self._rules()
         with self._add_lock:
-            steps = add_steps(
-                self._rules(),
-                messages,
-                versioned=self._versioned,
-                retry=self.retry,
-                max_attempts=self.max_attempts,
-                locked=self._locked,
-            )
-            run_steps(steps, self._store)
+            steps = self._add_steps(rules, messages)
+            update = run_steps(steps, self._store)
+        run_steps(rules.notify(update), self._store)
 
     def messages(self) -> list[ChatMessage]:
         """The current window, oldest first (one read, no write).
@@ -94,19 +99,58 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         The limit is read again, so a dynamic limit that shrank applies at once, like LangChain4j's; the
         store catches up on the next write.
         """
-        return run_steps(messages_steps(self._rules()), self._store)
+        return run_steps(self._messages_steps(self._rules()), self._store)
 
     def set(self, messages: Iterable[ChatMessage]) -> None:
         """Replace the whole window with ``messages``, evicted down to the limit (one write, no read).
 
+        ``on_evict`` receives the messages given that did not fit, after the write.
+
         Raises:
             ValueError: ``messages`` holds more than one system message.
+            MessageTooLargeError: ``on_oversized="raise"`` and one message alone outweighs the limit;
+                nothing was written.
         """
-        run_steps(set_steps(self._rules(), messages), self._store)
+        run_steps(self._set_steps(self._rules(), messages), self._store)
 
     def clear(self) -> None:
         """Delete the memory from the store."""
         run_steps(clear_steps(self._id), self._store)
+
+    def pop(self) -> list[ChatMessage]:
+        """Remove and return the newest message (undo): one read, one versioned write.
+
+        The newest message that is not the system message is removed, wherever the system message sits
+        (it is never popped). If it is a tool result, the whole tool exchange goes with it: the AI message
+        that asked for it and everything after that message, so the window stays a valid prompt.
+
+        Returns:
+            The removed messages, oldest first: one message, or a tool exchange; ``[]`` (and nothing
+            written) when the window holds nothing but the system message.
+
+        Raises:
+            ConcurrentUpdateError: another writer changed the memory between the read and the write; nothing
+                was removed (not retried: the newest message might now be theirs).
+        """
+        with self._add_lock:
+            return run_steps(self._pop_steps(self._rules()), self._store)
+
+    def history(
+        self, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of everything ever added to this memory, evicted messages included.
+
+        Delegates to the store's :meth:`~chatmemory.SupportsHistory.history`; see there for the arguments.
+
+        Raises:
+            HistoryNotEnabledError: the store keeps no history (build it with ``history=True``).
+            TypeError, ValueError: an argument of the wrong kind or out of range.
+        """
+        history_query(after, limit, reverse)
+        store = self._store
+        if not isinstance(store, SupportsHistory):
+            raise HistoryNotEnabledError(f"{type(store).__name__} (the store of memory {self._id!r})")
+        return store.history(self._id, after=after, limit=limit, reverse=reverse)
 
 
 class MessageWindowChatMemory(_SyncWindowMemory, MessageWindowBase[ChatMemoryStore]):
@@ -121,10 +165,15 @@ class MessageWindowChatMemory(_SyncWindowMemory, MessageWindowBase[ChatMemorySto
         retry: how long to retry an ``add`` that conflicts with other writers (versioned stores); by
             default ``RetryPolicy()``: 30 seconds of jittered backoff.
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
+        on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
+            after that write succeeded (never for an attempt that lost a conflict and was retried). An
+            exception it raises propagates from ``add``, whose write is done.
+        on_oversized: for a token window (a message window never meets one); accepted for symmetry.
 
     Raises:
-        TypeError: an argument of the wrong kind (a URL as ``store``, an asyncio store, ...).
-        ValueError: a limit or ``max_attempts`` below 1.
+        TypeError: an argument of the wrong kind (a URL as ``store``, an asyncio store, a coroutine
+            function as ``on_evict``, ...).
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``.
     """
 
 
@@ -143,8 +192,16 @@ class TokenWindowChatMemory(_SyncWindowMemory, TokenWindowBase[ChatMemoryStore])
         retry: how long to retry an ``add`` that conflicts with other writers (versioned stores).
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
         cache_size: how many distinct messages' counts to keep.
+        on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
+            after that write succeeded (never for an attempt that lost a conflict). A message that alone
+            outweighs ``max_tokens`` reaches it too. An exception it raises propagates from ``add``, whose
+            write is done.
+        on_oversized: what ``add`` does with a message that alone outweighs ``max_tokens``: ``"evict"``
+            (the default: a WARNING, the message is evicted at once and handed to ``on_evict``) or
+            ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`, nothing written).
 
     Raises:
         TypeError: an argument of the wrong kind (a model name as ``token_count_estimator``, ...).
-        ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``.
+        ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``, an unknown
+            ``on_oversized``.
     """

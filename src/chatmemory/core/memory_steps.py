@@ -4,40 +4,52 @@ Each operation of a window memory (``add``, ``messages``, ``set``, ``clear``) is
 the store calls it needs — :class:`Load`, :class:`Save`, :class:`GetMessages`, ... — receives their
 results, and has a conflicting :class:`Save` thrown back into it as a
 :class:`~chatmemory.ConcurrentUpdateError`. It decides everything: the new window, what was evicted,
-whether anything must be written, when to retry, how long to back off first, and when to stop retrying
-and queue on the store's lock instead (:class:`Modify`). The sync memories run
+whether anything must be written, when to retry, how long to back off first, when to stop retrying
+and queue on the store's lock instead (:class:`Modify`), and when the application's functions run
+(:class:`Notify` for ``on_evict``, :class:`Summarize` for a summarizer). The sync memories run
 the steps with plain calls (:func:`run_steps`); the async ones with ``await``
 (:func:`chatmemory.aio.memory.run_steps_async`). A decision made here is made the same way by both.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from chatmemory.core.errors import ConcurrentUpdateError
-from chatmemory.core.messages import ChatMessage
+from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
+from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
 from chatmemory.core.store import Change, ChatMemoryStore, Snapshot, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, add_messages, evict, fit_window
 from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
+    "OVERSIZED_POLICIES",
     "DeleteMessages",
+    "EvictHook",
     "GetMessages",
     "Load",
     "Modify",
+    "Notify",
+    "OversizedPolicy",
     "Save",
     "Sleep",
     "Step",
     "Steps",
+    "Summarize",
+    "Summarizer",
     "UpdateMessages",
     "WindowRules",
     "add_steps",
+    "call_hook",
+    "hook_failed",
     "clear_steps",
     "messages_steps",
+    "pop_range",
+    "pop_steps",
     "run_steps",
     "set_steps",
 ]
@@ -107,7 +119,38 @@ class Sleep:
     seconds: float
 
 
-Step = GetMessages | UpdateMessages | DeleteMessages | Load | Save | Modify | Sleep
+EvictHook = Callable[[str, list[ChatMessage]], Any]
+"""``on_evict(memory_id, evicted_messages)``: a plain function, or (asyncio memories) a coroutine function."""
+Summarizer = Callable[[str | None, list[ChatMessage]], Any]
+"""``summarizer(previous_summary, evicted_messages) -> str``: plain, or (asyncio memories) a coroutine function."""
+OversizedPolicy = Literal["evict", "raise"]
+OVERSIZED_POLICIES: tuple[str, ...] = ("evict", "raise")
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Call ``on_evict(memory_id, evicted)`` after a write succeeded (reply: ``None``).
+
+    An exception from the hook propagates unchanged from the operation, whose write is already done
+    (see :func:`call_hook`).
+    """
+
+    hook: EvictHook
+    memory_id: str
+    evicted: list[ChatMessage]
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Call ``summarizer(previous, evicted)`` (reply: the new summary text)."""
+
+    summarizer: Summarizer
+    memory_id: str
+    previous: str | None
+    evicted: list[ChatMessage]
+
+
+Step = GetMessages | UpdateMessages | DeleteMessages | Load | Save | Modify | Sleep | Notify | Summarize
 Steps = Generator[Step, Any, T]
 """A memory operation: yields steps, receives their replies, returns its result."""
 
@@ -122,6 +165,37 @@ class WindowRules:
     weight: MessageWeight
     total: TotalWeight | None
     always_keep_system_message_first: bool
+    on_evict: EvictHook | None = None
+    on_oversized: OversizedPolicy = "evict"
+
+    @property
+    def unit(self) -> str:
+        """What the limit counts (``"tokens"``, ``"messages"``), for messages and errors."""
+        return self.limit_name.removeprefix("max_")
+
+    def refuse_oversized(self, added: Sequence[ChatMessage]) -> None:
+        """With ``on_oversized="raise"``, refuse ``added`` if one of them alone outweighs the whole limit.
+
+        Checked before any I/O: whether a message fits the limit does not depend on what is stored.
+
+        Raises:
+            MessageTooLargeError: the first such message, naming its size and the limit.
+        """
+        if self.on_oversized != "raise":
+            return
+        for message in added:
+            size = self.weight(message)
+            if size > self.limit:
+                raise MessageTooLargeError(self.memory_id, size, self.limit, self.unit)
+
+    def notify(self, update: WindowUpdate) -> Steps[None]:
+        """Hand what ``update`` evicted to ``on_evict``, once, if anything was evicted and a hook is set.
+
+        Run after the operation whose result ``update`` is: after its write succeeded, or when nothing
+        needed writing (an oversized message evicted at once still reaches the hook).
+        """
+        if self.on_evict is not None and update.evicted:
+            yield Notify(self.on_evict, self.memory_id, list(update.evicted))
 
     def add(self, stored: Sequence[ChatMessage], added: Sequence[ChatMessage]) -> WindowUpdate:
         """The window after appending ``added`` to ``stored`` and evicting down to the limit."""
@@ -186,10 +260,17 @@ def add_steps(
     Either way ``max_attempts``, when set, bounds the attempts (the locked one counts), and the window is
     decided by the same :meth:`WindowRules.add` on the messages read.
 
+    The result's ``evicted`` is what the write that succeeded evicted (never what an attempt that lost a
+    conflict would have): the memory hands it to ``on_evict`` with :meth:`WindowRules.notify` once it has
+    released its turn, so a hook may add to the same memory.
+
     Raises:
         ConcurrentUpdateError: the memory kept changing under other writers until the budget was spent.
+        MessageTooLargeError: ``on_oversized="raise"`` and a message alone outweighs the limit; nothing
+            was read or written.
     """
     memory_id = rules.memory_id
+    rules.refuse_oversized(added)
     if not versioned:
         stored: list[ChatMessage] = yield GetMessages(memory_id)
         update = rules.add(stored, added)
@@ -245,13 +326,90 @@ def messages_steps(rules: WindowRules) -> Steps[list[ChatMessage]]:
 def set_steps(rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[WindowUpdate]:
     """Replace the window with ``messages`` evicted to the limit: one write, no read.
 
+    ``on_evict`` receives the messages of ``messages`` that did not fit, after the write.
+
     Raises:
         ValueError: ``messages`` holds more than one system message.
+        MessageTooLargeError: ``on_oversized="raise"`` and a message alone outweighs the limit; nothing
+            was written.
     """
-    update = rules.fit(list(messages))
+    messages = list(messages)
+    rules.refuse_oversized(messages)
+    update = rules.fit(messages)
     rules.report(update)
     yield UpdateMessages(rules.memory_id, update.messages)
+    yield from rules.notify(update)
     return update
+
+
+def pop_range(window: Sequence[ChatMessage], keep: Callable[[ChatMessage], bool] | None = None) -> list[int]:
+    """The indices ``pop`` removes from ``window``: the newest message, or the newest tool exchange.
+
+    * The newest message that is not kept (never a system message, nor one ``keep`` protects) goes.
+    * If it is a tool result, the AI message that asked for it goes too, with everything after that AI
+      message (its other results, and anything between), so the window stays a valid prompt: the AI
+      message is the nearest earlier one whose requests carry the result's id (or, for a result without
+      an id, the nearest earlier one that asked for tools).
+    * Nothing to pop (an empty window, or only protected messages): ``[]``.
+    """
+
+    def protected(message: ChatMessage) -> bool:
+        return isinstance(message, SystemMessage) or (keep is not None and keep(message))
+
+    newest = next((i for i in range(len(window) - 1, -1, -1) if not protected(window[i])), None)
+    if newest is None:
+        return []
+    result = window[newest]
+    if not isinstance(result, ToolExecutionResultMessage):
+        return [newest]
+    start = newest
+    for index in range(newest - 1, -1, -1):
+        message = window[index]
+        if isinstance(message, AiMessage) and message.tool_execution_requests:
+            ids = {request.id for request in message.tool_execution_requests}
+            if result.id is None or result.id in ids:
+                start = index
+                break
+    return [i for i in range(start, len(window)) if not protected(window[i])]
+
+
+def pop_steps(
+    rules: WindowRules,
+    *,
+    versioned: bool,
+    keep: Callable[[ChatMessage], bool] | None = None,
+) -> Steps[list[ChatMessage]]:
+    """Remove and return the newest message (or tool exchange, see :func:`pop_range`): one read, one write.
+
+    With a versioned store the write is conditional on the version read, and a conflict is *not* retried:
+    the newest message may now be someone else's, so popping again could undo a message the caller never
+    saw. Nothing is written when there is nothing to pop.
+
+    Raises:
+        ConcurrentUpdateError: another writer changed the memory between the read and the write; nothing
+            was removed.
+    """
+    memory_id = rules.memory_id
+    if versioned:
+        snapshot: Snapshot = yield Load(memory_id)
+        stored, version = snapshot.messages, snapshot.version
+    else:
+        stored = yield GetMessages(memory_id)
+        version = None
+    doomed = pop_range(stored, keep)
+    if not doomed:
+        return []
+    gone = set(doomed)
+    popped = [stored[i] for i in doomed]
+    remaining = [message for i, message in enumerate(stored) if i not in gone]
+    if version is None:
+        yield UpdateMessages(memory_id, remaining)
+    else:
+        try:
+            yield Save(memory_id, remaining, version)
+        except ConcurrentUpdateError:
+            raise ConcurrentUpdateError(memory_id, expected_version=version) from None
+    return popped
 
 
 def clear_steps(memory_id: str) -> Steps[None]:
@@ -259,7 +417,53 @@ def clear_steps(memory_id: str) -> Steps[None]:
     yield DeleteMessages(memory_id)
 
 
+def call_hook(step: Notify | Summarize) -> Any:
+    """Call the application function of ``step``; return what it returns (maybe an awaitable).
+
+    An exception from ``on_evict`` propagates unchanged (so the application's own ``except`` clauses keep
+    working), after a note (Python 3.11+) saying that the memory's write is done: the hook runs only
+    after it succeeded, so the caller must not add the messages again. An exception from a summarizer
+    propagates before anything is written.
+    """
+    try:
+        if isinstance(step, Notify):
+            return step.hook(step.memory_id, list(step.evicted))
+        return step.summarizer(step.previous, list(step.evicted))
+    except Exception as exc:
+        hook_failed(exc, step)
+        raise
+
+
+def hook_failed(exc: BaseException, step: Notify | Summarize) -> None:
+    """Add to ``exc`` a note saying which function of which memory raised it, and whether anything was written."""
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is None:
+        return
+    if isinstance(step, Notify):
+        add_note(
+            f"raised by on_evict of memory {step.memory_id!r}, after the write succeeded: the messages are "
+            "stored; do not add them again"
+        )
+    else:
+        add_note(f"raised by the summarizer of memory {step.memory_id!r}; nothing was written")
+
+
+def _call_sync(step: Notify | Summarize) -> Any:
+    result = call_hook(step)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        what = "on_evict" if isinstance(step, Notify) else "the summarizer"
+        raise TypeError(
+            f"{what} of memory {step.memory_id!r} returned an awaitable: a sync memory calls it without "
+            "awaiting; pass a plain function, or use the memory of chatmemory.aio"
+        )
+    return result
+
+
 def _execute(store: ChatMemoryStore, step: Step) -> Any:
+    if isinstance(step, (Notify, Summarize)):
+        return _call_sync(step)
     if isinstance(step, Load):
         assert isinstance(store, SupportsVersioning)
         return store.load(step.memory_id)

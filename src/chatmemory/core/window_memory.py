@@ -9,16 +9,26 @@ only add the I/O. Bad arguments fail here, at construction, with what to pass in
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from chatmemory.core.lru import LRU
 from chatmemory.core.memory_id import MemoryId, validate_memory_id
-from chatmemory.core.memory_steps import WindowRules
+from chatmemory.core.memory_steps import (
+    OVERSIZED_POLICIES,
+    EvictHook,
+    OversizedPolicy,
+    Steps,
+    WindowRules,
+    add_steps,
+    messages_steps,
+    pop_steps,
+    set_steps,
+)
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
-from chatmemory.core.window import MessageWeight, TotalWeight
+from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate
 from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
@@ -27,6 +37,8 @@ __all__ = [
     "SupportsEstimateMessages",
     "TokenWindowBase",
     "WindowMemoryBase",
+    "check_callback",
+    "check_estimator",
     "check_store",
     "resolve_limit",
 ]
@@ -103,7 +115,38 @@ def check_store(store: object, *, asyncio: bool, memory_class: str) -> None:
         )
 
 
-def _check_estimator(estimator: object) -> TokenCountEstimator:
+def check_callback(function: object, name: str, *, asyncio: bool, memory_class: str) -> None:
+    """Refuse a ``function`` argument (``on_evict``, ``summarizer``) that the memory could not call.
+
+    A sync memory calls it without awaiting, so a coroutine function is refused there; an asyncio memory
+    takes a coroutine function or a plain one.
+
+    Raises:
+        TypeError: ``function`` is not callable, or is a coroutine function given to a sync memory.
+    """
+    if not callable(function):
+        raise TypeError(f"{memory_class}({name}=...) takes a function, not {type(function).__name__}")
+    if not asyncio and inspect.iscoroutinefunction(function):
+        raise TypeError(
+            f"{memory_class}({name}=...) got a coroutine function, which a sync memory cannot await: pass a "
+            f"plain function, or use chatmemory.aio.{memory_class}"
+        )
+
+
+def _check_oversized(policy: object) -> OversizedPolicy:
+    if policy == "evict":
+        return "evict"
+    if policy == "raise":
+        return "raise"
+    raise ValueError(f"on_oversized must be one of {', '.join(map(repr, OVERSIZED_POLICIES))}, got {policy!r}")
+
+
+def check_estimator(estimator: object) -> TokenCountEstimator:
+    """The ``token_count_estimator`` argument, if it is one.
+
+    Raises:
+        TypeError: a model name, or an object without ``estimate_message``, saying what to pass instead.
+    """
     if isinstance(estimator, str):
         raise TypeError(
             f"token_count_estimator takes an estimator object, not the string {estimator!r}; for an OpenAI "
@@ -132,6 +175,8 @@ class WindowMemoryBase(Generic[StoreT]):
         always_keep_system_message_first: bool,
         retry: RetryPolicy | None,
         max_attempts: int | None,
+        on_evict: EvictHook | None = None,
+        on_oversized: OversizedPolicy = "evict",
     ) -> None:
         self._id = validate_memory_id(id)
         if store is None:
@@ -158,6 +203,10 @@ class WindowMemoryBase(Generic[StoreT]):
         if max_attempts is not None and max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1 or None (retry for the whole budget), got {max_attempts}")
         self.max_attempts = max_attempts
+        if on_evict is not None:
+            check_callback(on_evict, "on_evict", asyncio=self._asyncio, memory_class=type(self).__name__)
+        self.on_evict = on_evict
+        self.on_oversized: OversizedPolicy = _check_oversized(on_oversized)
         self._init_io()
 
     def _init_io(self) -> None:
@@ -190,7 +239,30 @@ class WindowMemoryBase(Generic[StoreT]):
             weight=self._weight(),
             total=self._total(),
             always_keep_system_message_first=self.always_keep_system_message_first,
+            on_evict=self.on_evict,
+            on_oversized=self.on_oversized,
         )
+
+    # The steps of each operation; the sync and async I/O classes run them, a memory kind may replace them.
+
+    def _add_steps(self, rules: WindowRules, messages: Sequence[ChatMessage]) -> Steps[WindowUpdate]:
+        return add_steps(
+            rules,
+            messages,
+            versioned=self._versioned,
+            retry=self.retry,
+            max_attempts=self.max_attempts,
+            locked=self._locked,
+        )
+
+    def _messages_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:
+        return messages_steps(rules)
+
+    def _set_steps(self, rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[WindowUpdate]:
+        return set_steps(rules, messages)
+
+    def _pop_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:
+        return pop_steps(rules, versioned=self._versioned)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self._id!r}, {self._limit_name}={self._limit!r}, store={self._store!r})"
@@ -214,8 +286,12 @@ class MessageWindowBase(WindowMemoryBase[StoreT]):
         always_keep_system_message_first: bool = False,
         retry: RetryPolicy | None = None,
         max_attempts: int | None = None,
+        on_evict: EvictHook | None = None,
+        on_oversized: OversizedPolicy = "evict",
     ) -> None:
-        self._setup(id, store, max_messages, always_keep_system_message_first, retry, max_attempts)
+        self._setup(
+            id, store, max_messages, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized
+        )
 
     def _weight(self) -> MessageWeight:
         return _count_one
@@ -237,10 +313,14 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         retry: RetryPolicy | None = None,
         max_attempts: int | None = None,
         cache_size: int = 4096,
+        on_evict: EvictHook | None = None,
+        on_oversized: OversizedPolicy = "evict",
     ) -> None:
-        self._setup(id, store, max_tokens, always_keep_system_message_first, retry, max_attempts)
+        self._setup(
+            id, store, max_tokens, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized
+        )
         self.token_count_estimator: TokenCountEstimator = (
-            SimpleTokenCountEstimator() if token_count_estimator is None else _check_estimator(token_count_estimator)
+            SimpleTokenCountEstimator() if token_count_estimator is None else check_estimator(token_count_estimator)
         )
         # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)

@@ -9,7 +9,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
+from chatmemory.core.history import (
+    DEFAULT_HISTORY_PAGE,
+    HistoryEntry,
+    HistoryPage,
+    history_query,
+    trim_cutoff,
+)
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
@@ -18,7 +25,7 @@ from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import TTL, ttl_seconds
+from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds
 
 __all__ = ["InMemoryChatMemoryStore"]
 
@@ -34,6 +41,13 @@ class _Entry:
     """On the wall clock (UTC), for :meth:`InMemoryChatMemoryStore.memory_times`."""
 
 
+@dataclass(slots=True)
+class _History:
+    entries: list[HistoryEntry]
+    expires_at: float | None
+    """On the store's (monotonic) clock."""
+
+
 class InMemoryChatMemoryStore(StoreLifecycle):
     """A thread-safe store in a dict; supports versioning, listing, TTL, raw records and per-memory times.
 
@@ -42,17 +56,32 @@ class InMemoryChatMemoryStore(StoreLifecycle):
     every memory; a closed store raises :class:`~chatmemory.StoreError`, like the others. Expiries are kept
     on the monotonic ``clock`` (a wall clock stepping does not expire memories); ``memory_times`` and
     ``expire_at`` translate them to and from UTC datetimes at the moment of the call.
+    With ``history=True`` it keeps every message written beside the window (see
+    :mod:`chatmemory.core.history`); sequence numbers come from one counter per store.
     :class:`chatmemory.aio.InMemoryChatMemoryStore` is its asyncio twin.
 
     Args:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
         clock: the time source for ``ttl`` (monotonic seconds).
+        history: keep the history of every memory.
+        history_ttl: how long a history lives after the memory's last write (``None``: as the window).
     """
 
-    def __init__(self, *, ttl: TTL = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        ttl: TTL = None,
+        clock: Callable[[], float] = time.monotonic,
+        history: bool = False,
+        history_ttl: TTL = None,
+    ) -> None:
         self._ttl = ttl_seconds(ttl)
+        self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._keeps_history = history
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
+        self._histories: dict[str, _History] = {}
+        self._sequences = itertools.count(1)
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
         self._owns_client = True
@@ -81,12 +110,34 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         old = entry.messages if entry is not None and entry.messages is not None else ()
         # Encode what is new, as a persistent store would, so that a message no store can hold (an
         # unencodable string, an attribute changed after construction) fails here too, changing nothing.
-        for message in diff_messages(old, messages).appended:
+        appended = diff_messages(old, messages).appended
+        for message in appended:
             dumps_message(message)
         version = next(self._versions)
-        expires_at = None if self._ttl is None else self._clock() + self._ttl
-        self._entries[memory_id] = _Entry(version, messages, None, expires_at, _utc_now())
+        now = self._clock()
+        written_at = _utc_now()
+        expires_at = None if self._ttl is None else now + self._ttl
+        self._entries[memory_id] = _Entry(version, messages, None, expires_at, written_at)
+        if self._keeps_history:
+            self._record(memory_id, appended, now, written_at)
         return version
+
+    def _record(
+        self, memory_id: str, appended: tuple[ChatMessage, ...], now: float, written_at: datetime.datetime
+    ) -> None:
+        history = self._live_history(memory_id)
+        if history is None:
+            history = self._histories[memory_id] = _History([], None)
+        history.entries.extend(HistoryEntry(next(self._sequences), message, written_at) for message in appended)
+        lifetime = self._history_ttl if self._history_ttl is not None else self._ttl
+        history.expires_at = None if lifetime is None else now + lifetime
+
+    def _live_history(self, memory_id: str) -> _History | None:
+        history = self._histories.get(memory_id)
+        if history is not None and history.expires_at is not None and history.expires_at <= self._clock():
+            del self._histories[memory_id]
+            return None
+        return history
 
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
@@ -132,6 +183,55 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         self._check_open(Operation.DELETE, memory_id)
         with self._lock:
             self._entries.pop(memory_id, None)
+            self._histories.pop(memory_id, None)
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store keeps the history of its memories (``history=True``)."""
+        return self._keeps_history
+
+    def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        memory_id = validate_memory_id(memory_id)
+        query = history_query(after, limit, reverse)
+        if not self._keeps_history:
+            raise HistoryNotEnabledError(repr(self))
+        self._check_open(Operation.READ, memory_id)
+        with self._lock:
+            history = self._live_history(memory_id)
+            entries = [] if history is None else history.entries
+            ordered = reversed(entries) if reverse else iter(entries)
+            page = list(itertools.islice((entry for entry in ordered if query.includes(entry.sequence)), limit + 1))
+        return query.page(page)
+
+    def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
+        """Remove history entries written before ``older_than``; the windows stay as they are.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        cutoff = trim_cutoff(older_than, _utc_now())
+        if memory_id is not None:
+            memory_id = validate_memory_id(memory_id)
+        if not self._keeps_history:
+            raise HistoryNotEnabledError(repr(self))
+        self._check_open(Operation.WRITE, memory_id)
+        removed = 0
+        with self._lock:
+            for each in [memory_id] if memory_id is not None else list(self._histories):
+                history = self._live_history(each)
+                if history is None:
+                    continue
+                kept = [entry for entry in history.entries if entry.written_at >= cutoff]
+                removed += len(history.entries) - len(kept)
+                history.entries = kept
+        return removed
 
     def memory_ids(self) -> Iterator[str]:
         """The ids of the live memories, in insertion order."""
@@ -206,8 +306,11 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         # What the other stores do with their connections: the memories go with the store.
         with self._lock:
             self._entries.clear()
+            self._histories.clear()
 
     def __repr__(self) -> str:
+        if self._keeps_history:
+            return f"InMemoryChatMemoryStore(ttl={self._ttl!r}, history=True, history_ttl={self._history_ttl!r})"
         return f"InMemoryChatMemoryStore(ttl={self._ttl!r})"
 
 

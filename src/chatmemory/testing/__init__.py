@@ -15,9 +15,11 @@ pytest.register_assert_rewrite("chatmemory.testing.cases", "chatmemory.testing.d
 
 from chatmemory.testing.contract import (
     AsyncChatMemoryStoreContract,
+    AsyncHistoryStoreFactory,
     AsyncRawWriter,
     AsyncTtlStoreFactory,
     ChatMemoryStoreContract,
+    HistoryStoreFactory,
     RawWriter,
     TtlStoreFactory,
 )
@@ -29,10 +31,12 @@ __all__ = [
     "ODD_ARGUMENTS",
     "AsyncChatMemoryStoreContract",
     "AsyncDriver",
+    "AsyncHistoryStoreFactory",
     "AsyncRawWriter",
     "AsyncTtlStoreFactory",
     "ChatMemoryStoreContract",
     "ContractDriver",
+    "HistoryStoreFactory",
     "SyncDriver",
     "RawWriter",
     "TtlStoreFactory",

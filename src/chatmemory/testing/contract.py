@@ -28,7 +28,8 @@ mark, so they run in its default strict mode too; there an async ``store`` fixtu
 Both suites run the same cases, written once as coroutines against a
 :class:`~chatmemory.testing.driver.ContractDriver`: the sync suite drives them without an event loop
 (threads for the concurrent parts), the async one awaits them (tasks). Cases for optional capabilities
-(versioning, TTL, listing) run only when the store has them; the corruption cases only with ``write_raw``.
+(versioning, TTL, listing) run only when the store has them; the corruption cases only with ``write_raw``,
+the history cases only with ``make_history_store``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,15 @@ from chatmemory.core.errors import MissingDependencyError
 from chatmemory.testing.cases.atomicity import AtomicityCases
 from chatmemory.testing.cases.corruption import CorruptionCases
 from chatmemory.testing.cases.expiry import ExpiryCases
-from chatmemory.testing.cases.hooks import AsyncRawWriter, AsyncTtlStoreFactory, RawWriter, TtlStoreFactory
+from chatmemory.testing.cases.history import HistoryCases
+from chatmemory.testing.cases.hooks import (
+    AsyncHistoryStoreFactory,
+    AsyncRawWriter,
+    AsyncTtlStoreFactory,
+    HistoryStoreFactory,
+    RawWriter,
+    TtlStoreFactory,
+)
 from chatmemory.testing.cases.round_trip import RoundTripCases
 from chatmemory.testing.cases.versioning import VersioningCases
 from chatmemory.testing.cases.windows import WindowCases
@@ -54,15 +63,17 @@ from chatmemory.testing.driver import AsyncDriver, ContractDriver, SyncDriver, d
 
 __all__ = [
     "AsyncChatMemoryStoreContract",
+    "AsyncHistoryStoreFactory",
     "AsyncRawWriter",
     "AsyncTtlStoreFactory",
     "ChatMemoryStoreContract",
+    "HistoryStoreFactory",
     "RawWriter",
     "TtlStoreFactory",
 ]
 
 
-class _Cases(RoundTripCases, WindowCases, AtomicityCases, VersioningCases, CorruptionCases, ExpiryCases):
+class _Cases(RoundTripCases, WindowCases, AtomicityCases, VersioningCases, CorruptionCases, ExpiryCases, HistoryCases):
     """Every case, as a coroutine method, and the fixtures both suites share."""
 
     @pytest.fixture
@@ -99,11 +110,20 @@ class ChatMemoryStoreContract(_Cases):
         return None
 
     @pytest.fixture
+    def make_history_store(self) -> HistoryStoreFactory | None:
+        """A factory ``(ttl=None, history_ttl=None)`` of stores built with ``history=True``; ``None`` skips."""
+        return None
+
+    @pytest.fixture
     def contract(
-        self, store: Any, write_raw: RawWriter | None, make_ttl_store: TtlStoreFactory | None
+        self,
+        store: Any,
+        write_raw: RawWriter | None,
+        make_ttl_store: TtlStoreFactory | None,
+        make_history_store: HistoryStoreFactory | None,
     ) -> ContractDriver:
         """The cases' access to the store: plain calls, threads for concurrency."""
-        return SyncDriver(store, write_raw, make_ttl_store)
+        return SyncDriver(store, write_raw, make_ttl_store, make_history_store)
 
 
 # The sync suite runs each case to its end without an event loop: its driver never suspends.
@@ -139,8 +159,17 @@ class AsyncChatMemoryStoreContract(_Cases):
         return None
 
     @pytest.fixture
+    def make_history_store(self) -> AsyncHistoryStoreFactory | None:
+        """A factory ``(ttl=None, history_ttl=None)`` of asyncio stores with history (may return an awaitable)."""
+        return None
+
+    @pytest.fixture
     def contract(
-        self, store: Any, write_raw: AsyncRawWriter | None, make_ttl_store: AsyncTtlStoreFactory | None
+        self,
+        store: Any,
+        write_raw: AsyncRawWriter | None,
+        make_ttl_store: AsyncTtlStoreFactory | None,
+        make_history_store: AsyncHistoryStoreFactory | None,
     ) -> ContractDriver:
         """The cases' access to the store: awaited calls, tasks for concurrency."""
-        return AsyncDriver(store, write_raw, make_ttl_store)
+        return AsyncDriver(store, write_raw, make_ttl_store, make_history_store)

@@ -10,6 +10,7 @@ with tasks for the concurrent parts.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 import threading
 import time
@@ -20,11 +21,21 @@ import pytest
 
 from chatmemory import aio
 from chatmemory.core import store as sync_store_protocols
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, SupportsHistory
 from chatmemory.core.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import ChatMemoryStore, Snapshot
 
-__all__ = ["AsyncDriver", "ContractDriver", "MemoryView", "StoreView", "SyncDriver", "VersionedView", "drive"]
+__all__ = [
+    "AsyncDriver",
+    "ContractDriver",
+    "HistoryView",
+    "MemoryView",
+    "StoreView",
+    "SyncDriver",
+    "VersionedView",
+    "drive",
+]
 
 T = TypeVar("T")
 
@@ -34,6 +45,8 @@ StoreView = aio.ChatMemoryStore
 """What the cases call a store: ``await store.get_messages(...)``."""
 VersionedView = aio.SupportsVersioning
 """A store view with ``await load`` / ``await save``."""
+HistoryView = Any
+"""A store view with ``await history`` / ``await trim_history`` (and the plain contract's methods)."""
 
 
 def drive(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -69,6 +82,22 @@ class _SyncStoreView:
 
     async def delete_messages(self, memory_id: str) -> None:
         self.wrapped.delete_messages(memory_id)
+
+    @property
+    def keeps_history(self) -> bool:
+        return bool(getattr(self.wrapped, "keeps_history", False))
+
+    async def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        assert isinstance(self.wrapped, SupportsHistory)
+        return self.wrapped.history(memory_id, after=after, limit=limit, reverse=reverse)
+
+    async def trim_history(
+        self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
+    ) -> int:
+        assert isinstance(self.wrapped, SupportsHistory)
+        return self.wrapped.trim_history(older_than=older_than, memory_id=memory_id)
 
 
 class _SyncVersionedView(_SyncStoreView):
@@ -113,12 +142,20 @@ class ContractDriver:
         store: the store under test (sync for :class:`SyncDriver`, asyncio for :class:`AsyncDriver`).
         write_raw: the ``write_raw`` hook (may return an awaitable), or ``None``.
         make_ttl_store: the ``make_ttl_store`` hook (may return an awaitable), or ``None``.
+        make_history_store: the ``make_history_store`` hook (may return an awaitable), or ``None``.
     """
 
-    def __init__(self, store: Any, write_raw: Callable[..., Any] | None, make_ttl_store: Callable[..., Any] | None):
+    def __init__(
+        self,
+        store: Any,
+        write_raw: Callable[..., Any] | None,
+        make_ttl_store: Callable[..., Any] | None,
+        make_history_store: Callable[..., Any] | None = None,
+    ):
         self._store = store
         self._write_raw = write_raw
         self._make_ttl_store = make_ttl_store
+        self._make_history_store = make_history_store
         self.store: StoreView = self._view(store)
         """The store under test, awaited by the cases."""
 
@@ -151,6 +188,14 @@ class ContractDriver:
         if self._make_ttl_store is None:
             pytest.skip("no make_ttl_store fixture: TTL cases need one")
         return self._view(await _maybe_await(self._make_ttl_store(seconds)))
+
+    async def history_store(self, *, ttl: float | None = None, history_ttl: float | None = None) -> HistoryView:
+        """A store of the same backend built with ``history=True``; skips without a ``make_history_store`` hook."""
+        if self._make_history_store is None:
+            pytest.skip("no make_history_store fixture: history cases need one")
+        made = self._view(await _maybe_await(self._make_history_store(ttl=ttl, history_ttl=history_ttl)))
+        assert isinstance(made, aio.SupportsHistory), "make_history_store must return a store with history"
+        return made
 
     def memory(self, memory_id: str, *, store: StoreView | None = None, **options: Any) -> MemoryView:
         """A ``MessageWindowChatMemory`` of the suite's I/O style over ``store`` (the store under test)."""

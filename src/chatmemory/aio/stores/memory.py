@@ -11,6 +11,7 @@ import datetime
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
@@ -28,10 +29,19 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
     Args:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
         clock: the time source for ``ttl`` (monotonic seconds).
+        history: keep the history of every memory (see :mod:`chatmemory.core.history`).
+        history_ttl: how long a history lives after the memory's last write (``None``: as the window).
     """
 
-    def __init__(self, *, ttl: TTL = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self._sync = SyncInMemoryChatMemoryStore(ttl=ttl, clock=clock)
+    def __init__(
+        self,
+        *,
+        ttl: TTL = None,
+        clock: Callable[[], float] = time.monotonic,
+        history: bool = False,
+        history_ttl: TTL = None,
+    ) -> None:
+        self._sync = SyncInMemoryChatMemoryStore(ttl=ttl, clock=clock, history=history, history_ttl=history_ttl)
         self._owns_client = True
 
     @classmethod
@@ -71,6 +81,25 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         self._check_open(Operation.DELETE, memory_id)
         self._sync.delete_messages(memory_id)
 
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store keeps the history of its memories (``history=True``)."""
+        return self._sync.keeps_history
+
+    async def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`)."""
+        self._check_open(Operation.READ, memory_id)
+        return self._sync.history(memory_id, after=after, limit=limit, reverse=reverse)
+
+    async def trim_history(
+        self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
+    ) -> int:
+        """Remove history entries written before ``older_than``; the windows stay as they are."""
+        self._check_open(Operation.WRITE, memory_id)
+        return self._sync.trim_history(older_than=older_than, memory_id=memory_id)
+
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the live memories, in insertion order."""
         self._check_open(Operation.LIST)
@@ -101,4 +130,4 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         self._sync.close()
 
     def __repr__(self) -> str:
-        return f"chatmemory.aio.InMemoryChatMemoryStore(ttl={self.ttl!r})"
+        return f"chatmemory.aio.{self._sync!r}"

@@ -8,7 +8,15 @@ from chatmemory import aio
 from chatmemory.core.messages import ChatMessage, UserMessage
 from chatmemory.core.store import ChatMemoryStore
 
-__all__ = ["AsyncRawWriter", "AsyncTtlStoreFactory", "RawWriter", "TtlStoreFactory", "texts"]
+__all__ = [
+    "AsyncHistoryStoreFactory",
+    "AsyncRawWriter",
+    "AsyncTtlStoreFactory",
+    "HistoryStoreFactory",
+    "RawWriter",
+    "TtlStoreFactory",
+    "texts",
+]
 
 RawWriter = Callable[[str, Sequence[bytes]], None]
 """``write_raw(memory_id, records)``: store message records (``dumps_message`` bytes) as they are."""
@@ -18,6 +26,10 @@ AsyncRawWriter = Callable[[str, Sequence[bytes]], Awaitable[None]]
 """``await write_raw(memory_id, records)``: the async suite's raw-record hook."""
 AsyncTtlStoreFactory = Callable[[float], "aio.ChatMemoryStore | Awaitable[aio.ChatMemoryStore]"]
 """``make_ttl_store(seconds)``: an asyncio store whose memories expire (the result may be awaitable)."""
+HistoryStoreFactory = Callable[..., ChatMemoryStore]
+"""``make_history_store(ttl=None, history_ttl=None)``: a store on the same backend built with ``history=True``."""
+AsyncHistoryStoreFactory = Callable[..., "aio.ChatMemoryStore | Awaitable[aio.ChatMemoryStore]"]
+"""``make_history_store(ttl=None, history_ttl=None)``: an asyncio store with history (the result may be awaitable)."""
 
 
 def texts(count: int, prefix: str = "m") -> list[ChatMessage]:

@@ -1,0 +1,357 @@
+"""Any store driven through the plain contract, beside a raw driver on the same server, turn by turn.
+
+    python benchmarks/plain_contract.py URL [--turns 2000] [--windows 20 200] [--runs 3] [--history]
+
+This is how LangChain4j-style memories, custom memories and most integrations call a store: every turn
+``update_messages(id, whole_window)`` and then ``get_messages(id)``. The conversation is the realistic one
+of ``workload.py`` (mixed English/Chinese texts of 40-800 characters, a tool call every 5th turn). Beside
+each store operation, interleaved so that drift hits both alike, the raw driver does the least that keeps
+the same window on the same server:
+
+* PostgreSQL (psycopg, autocommit): one ``WITH ... INSERT ... DELETE`` statement; one ``SELECT``.
+* SQLite (sqlite3) and MySQL/MariaDB (PyMySQL): one transaction of an ``INSERT`` of the new rows and a
+  ``DELETE`` of the evicted ones; one ``SELECT``.
+* Redis (redis-py): a pipeline of ``RPUSH``, ``LTRIM`` and ``EXPIRE``; one ``LRANGE``.
+* MongoDB (pymongo): one ``$push`` with ``$each`` and ``$slice``; one ``find_one``.
+
+Both sides encode with ``dumps_message`` and decode with ``loads_message``; the raw side encodes only the
+new messages (it knows the diff), has no versions, no expiry bookkeeping and no conflict detection: it is
+the floor, not an alternative. Printed per window: median wall time and client CPU (thread time) per
+update and per get, for the store and the floor, their ratios, and "flat": the store's median update over
+the last 200 turns against the first 200. Medians over ``--runs`` runs. ``--history`` adds the store built
+with ``history=True`` beside the plain one. Figures only, no assertions: not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# Run as a script, this directory comes first on sys.path: its redis.py / sql.py would shadow the drivers.
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+sys.path.append(_HERE)
+
+from workload import sliding_windows  # noqa: E402
+
+from chatmemory import ChatMessage, open_store  # noqa: E402
+from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
+
+FLAT_SPAN = 200
+TTL_SECONDS = 3600
+
+
+class Floor:
+    """The raw driver: ``update(id, window, appended, evicted)`` and ``get(id)``."""
+
+    def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
+        raise NotImplementedError
+
+    def get(self, memory_id: str) -> list[ChatMessage]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _RowFloor(Floor):
+    """A table of (memory_id, seq, payload) rows; the floor keeps each memory's next and first seq."""
+
+    def __init__(self) -> None:
+        self.next_seq: dict[str, int] = {}
+        self.first_seq: dict[str, int] = {}
+
+    def _rows(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> tuple[list, int]:
+        start = self.next_seq.get(memory_id, 0)
+        new = window[len(window) - appended :] if appended else []
+        rows = [(memory_id, start + index, dumps_message(message)) for index, message in enumerate(new)]
+        self.next_seq[memory_id] = start + len(rows)
+        first = self.first_seq.get(memory_id, 0) + evicted
+        self.first_seq[memory_id] = first
+        return rows, first
+
+
+class PostgresFloor(_RowFloor):
+    def __init__(self, url: str) -> None:
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        super().__init__()
+        parsed = make_url(url)
+        self.connection = psycopg.connect(
+            host=parsed.host,
+            port=parsed.port or 5432,
+            user=parsed.username,
+            password=parsed.password,
+            dbname=parsed.database,
+            autocommit=True,
+        )
+        self.table = f"floor_{uuid.uuid4().hex[:10]}"
+        self.connection.execute(
+            f"CREATE TABLE {self.table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
+            "PRIMARY KEY (memory_id, seq))"
+        )
+        self.update_sql = (
+            f"WITH new AS (INSERT INTO {self.table} (memory_id, seq, payload) "
+            "SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])) "
+            f"DELETE FROM {self.table} WHERE memory_id = %s AND seq < %s"
+        )
+        self.read_sql = f"SELECT payload FROM {self.table} WHERE memory_id = %s ORDER BY seq"
+
+    def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
+        rows, first = self._rows(memory_id, window, appended, evicted)
+        self.connection.execute(
+            self.update_sql, (memory_id, [row[1] for row in rows], [row[2] for row in rows], memory_id, first)
+        )
+
+    def get(self, memory_id: str) -> list[ChatMessage]:
+        rows = self.connection.execute(self.read_sql, (memory_id,)).fetchall()
+        return [loads_message(row[0], memory_id=memory_id) for row in rows]
+
+    def close(self) -> None:
+        self.connection.execute(f"DROP TABLE IF EXISTS {self.table}")
+        self.connection.close()
+
+
+class _DbApiFloor(_RowFloor):
+    """SQLite and MySQL: one transaction with an INSERT of the new rows and a DELETE of the evicted ones."""
+
+    connection: Any
+    table: str
+    marker: str
+
+    def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
+        rows, first = self._rows(memory_id, window, appended, evicted)
+        cursor = self.connection.cursor()
+        m = self.marker
+        if rows:
+            cursor.executemany(f"INSERT INTO {self.table} (memory_id, seq, payload) VALUES ({m}, {m}, {m})", rows)
+        if evicted:
+            cursor.execute(f"DELETE FROM {self.table} WHERE memory_id = {m} AND seq < {m}", (memory_id, first))
+        self.connection.commit()
+
+    def get(self, memory_id: str) -> list[ChatMessage]:
+        cursor = self.connection.cursor()
+        cursor.execute(f"SELECT payload FROM {self.table} WHERE memory_id = {self.marker} ORDER BY seq", (memory_id,))
+        rows = cursor.fetchall()
+        self.connection.commit()
+        return [loads_message(bytes(row[0]), memory_id=memory_id) for row in rows]
+
+    def close(self) -> None:
+        cursor = self.connection.cursor()
+        cursor.execute(f"DROP TABLE IF EXISTS {self.table}")
+        self.connection.commit()
+        self.connection.close()
+
+
+class SQLiteFloor(_DbApiFloor):
+    def __init__(self, url: str) -> None:
+        import sqlite3
+
+        super().__init__()
+        path = urlsplit(url).path[1:] or ":memory:"
+        self.connection = sqlite3.connect(path)
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        self.table = f"floor_{uuid.uuid4().hex[:10]}"
+        self.marker = "?"
+        self.connection.execute(
+            f"CREATE TABLE {self.table} (memory_id TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, "
+            "PRIMARY KEY (memory_id, seq))"
+        )
+        self.connection.commit()
+
+
+class MySQLFloor(_DbApiFloor):
+    def __init__(self, url: str) -> None:
+        import pymysql
+        from sqlalchemy.engine import make_url
+
+        super().__init__()
+        parsed = make_url(url)
+        self.connection = pymysql.connect(
+            host=parsed.host,
+            port=parsed.port or 3306,
+            user=parsed.username,
+            password=parsed.password or "",
+            database=parsed.database,
+            autocommit=False,
+        )
+        self.table = f"floor_{uuid.uuid4().hex[:10]}"
+        self.marker = "%s"
+        cursor = self.connection.cursor()
+        cursor.execute(
+            f"CREATE TABLE {self.table} (memory_id VARCHAR(255) NOT NULL, seq BIGINT NOT NULL, "
+            "payload LONGBLOB NOT NULL, PRIMARY KEY (memory_id, seq))"
+        )
+        self.connection.commit()
+
+
+class RedisFloor(Floor):
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(url)
+        self.prefix = f"floor:{uuid.uuid4().hex[:10]}:"
+
+    def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
+        key = self.prefix + memory_id
+        pipeline = self.client.pipeline(transaction=False)
+        if appended:
+            pipeline.rpush(key, *(dumps_message(message) for message in window[len(window) - appended :]))
+        pipeline.ltrim(key, -len(window), -1)
+        pipeline.expire(key, TTL_SECONDS)
+        pipeline.execute()
+
+    def get(self, memory_id: str) -> list[ChatMessage]:
+        return [
+            loads_message(record, memory_id=memory_id) for record in self.client.lrange(self.prefix + memory_id, 0, -1)
+        ]
+
+    def close(self) -> None:
+        for key in self.client.scan_iter(match=self.prefix + "*"):
+            self.client.delete(key)
+        self.client.close()
+
+
+class MongoFloor(Floor):
+    def __init__(self, url: str) -> None:
+        from pymongo import MongoClient
+
+        self.client: Any = MongoClient(url)
+        self.collection = self.client["chatmemory_bench"][f"floor_{uuid.uuid4().hex[:10]}"]
+
+    def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
+        new = [dumps_message(message) for message in window[len(window) - appended :]] if appended else []
+        self.collection.update_one(
+            {"_id": memory_id}, {"$push": {"messages": {"$each": new, "$slice": -len(window)}}}, upsert=True
+        )
+
+    def get(self, memory_id: str) -> list[ChatMessage]:
+        document = self.collection.find_one({"_id": memory_id}) or {"messages": []}
+        return [loads_message(bytes(record), memory_id=memory_id) for record in document["messages"]]
+
+    def close(self) -> None:
+        self.collection.drop()
+        self.client.close()
+
+
+def floor_for(url: str) -> Floor:
+    scheme = urlsplit(url).scheme.lower()
+    base = scheme.split("+", 1)[0]
+    if base in ("postgresql", "postgres"):
+        return PostgresFloor(url)
+    if base == "sqlite":
+        return SQLiteFloor(url)
+    if base in ("mysql", "mariadb"):
+        return MySQLFloor(url)
+    if base in ("redis", "rediss"):
+        return RedisFloor(url)
+    if base == "mongodb":
+        return MongoFloor(url)
+    raise SystemExit(f"no raw floor for {url}")
+
+
+def store_for(url: str, **options: Any) -> Any:
+    base = urlsplit(url).scheme.lower().split("+", 1)[0]
+    if base in ("postgresql", "postgres", "sqlite", "mysql", "mariadb"):
+        store = open_store(url, table_prefix=f"b{uuid.uuid4().hex[:8]}_", **options)
+        store.create_schema()
+        return store
+    if base in ("redis", "rediss"):
+        return open_store(url, key_prefix=f"bench:{uuid.uuid4().hex[:8]}:", **options)
+    if base == "mongodb":
+        return open_store(url, collection=f"bench_{uuid.uuid4().hex[:8]}", **options)
+    return open_store(url, **options)
+
+
+def drop(store: Any, memory_id: str) -> None:
+    """Remove what the run wrote: the memory, then the namespace where the store has one to drop."""
+    store.delete_messages(memory_id)
+    if callable(getattr(store, "drop_schema", None)):
+        store.drop_schema()
+    elif getattr(store, "collection", None) is not None:
+        store.collection.drop()
+    store.close()
+
+
+class Clock:
+    """Wall and thread-CPU microseconds of the operations of one kind."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def run(self, action: Callable[[], Any]) -> Any:
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        result = action()
+        self.cpu.append((time.thread_time_ns() - cpu) / 1000)
+        self.wall.append((time.perf_counter_ns() - wall) / 1000)
+        return result
+
+
+def one_run(url: str, window: int, turns: int, history: bool) -> dict[str, Clock]:
+    sides: dict[str, Any] = {"store": store_for(url)}
+    if history:
+        sides["history"] = store_for(url, history=True)
+    floor = floor_for(url)
+    clocks = {f"{side} {op}": Clock() for side in [*sides, "floor"] for op in ("update", "get")}
+    memory_id = f"user-{uuid.uuid4().hex[:8]}"
+    try:
+        for turn, (current, appended, evicted) in enumerate(sliding_windows(turns, window)):
+            for name, store in sides.items():
+                clocks[f"{name} update"].run(lambda store=store, now=current: store.update_messages(memory_id, now))
+                got = clocks[f"{name} get"].run(lambda store=store: store.get_messages(memory_id))
+                if turn % 500 == 0:
+                    assert got == current, f"{name} read back another window at turn {turn}"
+            clocks["floor update"].run(
+                lambda now=current, a=appended, e=evicted: floor.update(memory_id, now, a, e)  # type: ignore[misc]
+            )
+            got = clocks["floor get"].run(lambda: floor.get(memory_id))
+            if turn % 500 == 0:
+                assert got == current, f"the floor read back another window at turn {turn}"
+    finally:
+        floor.close()
+        for store in sides.values():
+            drop(store, memory_id)
+    return clocks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("url")
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--history", action="store_true", help="also the store built with history=True")
+    args = parser.parse_args()
+    shown = urlsplit(args.url)._replace(netloc=urlsplit(args.url).hostname or "").geturl()
+    print(f"{shown}: {args.turns} turns, medians of {args.runs} runs, µs (wall / client CPU)")
+    for window in args.windows:
+        runs = [one_run(args.url, window, args.turns, args.history) for _ in range(args.runs)]
+
+        def median(key: str, field: str, part: slice = slice(None), runs: list[dict[str, Clock]] = runs) -> float:
+            return statistics.median(statistics.median(getattr(run[key], field)[part]) for run in runs)
+
+        print(f"\nwindow {window}")
+        print(f"{'':22}{'wall':>10}{'x floor':>9}{'cpu':>10}{'x floor':>9}")
+        sides = ["store", *(["history"] if args.history else []), "floor"]
+        for op in ("update", "get"):
+            floor_wall, floor_cpu = median(f"floor {op}", "wall"), median(f"floor {op}", "cpu")
+            for side in sides:
+                wall, cpu = median(f"{side} {op}", "wall"), median(f"{side} {op}", "cpu")
+                print(f"{side + ' ' + op:22}{wall:10.0f}{wall / floor_wall:9.2f}{cpu:10.0f}{cpu / floor_cpu:9.2f}")
+        for side in sides:
+            first = median(f"{side} update", "wall", slice(0, FLAT_SPAN))
+            last = median(f"{side} update", "wall", slice(-FLAT_SPAN, None))
+            print(f"flat ({side} update, last {FLAT_SPAN} / first {FLAT_SPAN} turns): {last / first:.2f}")
+
+
+if __name__ == "__main__":
+    main()
