@@ -64,7 +64,7 @@ def test_a_thousand_turns_keep_every_message_while_the_window_stays_bounded(stor
     entries = everything(store, "long", page=137)
     assert [entry.message for entry in entries] == [SystemMessage("be brief"), *said]
     sequences = [entry.sequence for entry in entries]
-    assert sequences == sorted(set(sequences))
+    assert sequences == sorted(set(sequences)) and sequences[0] >= 1
     assert rows(store, "long") == 1001  # nothing deleted, nothing doubled
     newest = store.history("long", limit=3, reverse=True)
     assert newest.messages == said[:-4:-1] and newest.next_after == sequences[-3]
@@ -152,18 +152,23 @@ def test_an_unknown_memory_has_an_empty_history(store: SQLChatMemoryStore) -> No
     assert page.entries == [] and page.next_after is None
 
 
-def test_trim_removes_old_entries_outside_the_window(store: SQLChatMemoryStore) -> None:
+def test_trim_deletes_old_rows_outside_the_window_and_unrecords_the_window(store: SQLChatMemoryStore) -> None:
     version = store.save("m", texts("a", "b", "c"), 0)
     store.save("m", texts("c", "d"), version)
     store.update_messages("other", texts("x", "y"))
     store.update_messages("other", texts("y"))
     assert store.trim_history(older_than=datetime.timedelta(hours=1)) == 0
-    assert store.trim_history(older_than=datetime.timedelta(0), memory_id="m") == 2  # a and b
-    assert store.history("m").messages == texts("c", "d") and store.get_messages("m") == texts("c", "d")
+    assert rows(store, "m") == 4
+    assert store.trim_history(older_than=datetime.timedelta(0), memory_id="m") == 4
+    assert rows(store, "m") == 2  # a and b went; c and d are the window, no longer history entries
+    assert store.history("m").entries == [] and store.get_messages("m") == texts("c", "d")
     assert store.history("other").messages == texts("x", "y")
+    store.update_messages("m", texts("c", "d", "e"))
+    assert store.history("m").messages == texts("e")
     future = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
-    assert store.trim_history(older_than=future) == 1  # x
-    assert store.get_messages("other") == texts("y") and store.get_messages("m") == texts("c", "d")
+    assert store.trim_history(older_than=future) == 3  # e, x, y
+    assert store.get_messages("other") == texts("y") and store.get_messages("m") == texts("c", "d", "e")
+    assert rows(store, "other") == 1
 
 
 def test_without_a_history_ttl_the_history_expires_with_the_window(sql_backend: SQLBackend) -> None:
@@ -284,8 +289,9 @@ async def test_the_asyncio_store_keeps_the_same_history(async_store: AsyncSQLSto
         *(UserMessage(f"t{turn}") for turn in range(30)),
         UserMessage("sync"),
     ]
-    assert await async_store.trim_history(older_than=datetime.timedelta(0), memory_id="m") == 25
-    assert (await async_store.history("m")).messages == [*window, UserMessage("sync")]
+    assert await async_store.trim_history(older_than=datetime.timedelta(0), memory_id="m") == 32
+    assert (await async_store.history("m")).entries == []
+    assert await async_store.get_messages("m") == [*window, UserMessage("sync")]
     await async_store.delete_messages("m")
     assert (await async_store.history("m", reverse=True)).entries == []
 

@@ -521,7 +521,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
-        """Delete history entries written before ``older_than`` that are not in the window (see the sync store).
+        """Remove history entries written before ``older_than``; never the window (see the sync store).
 
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
@@ -531,13 +531,16 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             memory_id = validate_memory_id(memory_id)
         self._require_history()
         await self._ready(Operation.WRITE, memory_id)
+        delete, unrecord = self._statements.trim(memory_id is not None)
         async with self._connect(Operation.WRITE, memory_id) as connection:
             now = clock_time((await connection.execute(self._statements.server_clock)).scalar_one())
             parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
             if memory_id is not None:
                 parameters["p_id"] = memory_id
-            result = await connection.execute(self._statements.trim(memory_id is not None), parameters)
-        return int(result.rowcount)
+            async with self._transaction(connection):
+                removed = (await connection.execute(delete, parameters)).rowcount
+                removed += (await connection.execute(unrecord, parameters)).rowcount
+        return int(removed)
 
     def _require_history(self) -> None:
         if not self._history:

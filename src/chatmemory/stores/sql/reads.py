@@ -15,6 +15,7 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult
 from chatmemory.stores.sql.times import aware
 
 __all__ = [
+    "HISTORY_OFFSET",
     "HistoryRow",
     "ReadRow",
     "decode_history",
@@ -112,11 +113,15 @@ class HistoryRow(Protocol):
     written_at: Any
 
 
+HISTORY_OFFSET = 1
+"""A history entry's sequence is its row's ``seq`` plus this (rows number from 0, entries from 1)."""
+
+
 def history_parameters(memory_id: str, query: HistoryQuery) -> dict[str, Any]:
     """Parameters of the history page statement of ``query`` (one row more than the page: see ``page``)."""
     parameters: dict[str, Any] = {"p_id": memory_id, "p_limit": query.limit + 1}
     if query.after is not None:
-        parameters["p_after"] = query.after
+        parameters["p_after"] = query.after - HISTORY_OFFSET
     return parameters
 
 
@@ -132,7 +137,7 @@ def decode_history(memory_id: str, rows: Sequence[HistoryRow], query: HistoryQue
         if written_at is None:  # pragma: no cover - the statement reads rows with a write time only
             raise AssertionError("a history row without its write time")
         message = loads_message(bytes(row.payload), memory_id=memory_id)
-        entries.append(HistoryEntry(int(row.seq), message, written_at))
+        entries.append(HistoryEntry(int(row.seq) + HISTORY_OFFSET, message, written_at))
     return query.page(entries)
 
 

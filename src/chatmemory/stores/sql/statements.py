@@ -265,8 +265,12 @@ class Statements:
         order = messages.c.seq.desc() if reverse else messages.c.seq
         return statement.order_by(order).limit(bindparam("p_limit", type_=Integer()))
 
-    def trim(self, one_memory: bool) -> Delete:
-        """Delete history rows written before ``p_cutoff`` that are not in their window (of ``p_id`` or all)."""
+    def trim(self, one_memory: bool) -> tuple[Delete, Update]:
+        """Trim history entries written before ``p_cutoff`` (of ``p_id``, or of all memories).
+
+        Two statements, run in this order in one transaction: delete the rows outside their window, then
+        take the write time off the (window) rows left, which are then no longer history entries.
+        """
         memories, messages = self._tables.memories, self._tables.messages
         in_window = (
             select(literal_column("1"))
@@ -277,9 +281,15 @@ class Statements:
         statement = delete(messages).where(
             messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type), ~in_window
         )
+        unrecord = (
+            update(messages)
+            .where(messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type))
+            .values(written_at=null())
+        )
         if one_memory:
             statement = statement.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
-        return statement
+            unrecord = unrecord.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
+        return statement, unrecord
 
     @property
     def has_diff_statement(self) -> bool:

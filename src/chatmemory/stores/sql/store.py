@@ -518,10 +518,11 @@ class SQLChatMemoryStore(StoreLifecycle):
         return decode_history(memory_id, rows, query)
 
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
-        """Delete history entries written before ``older_than`` (of ``memory_id``, or of every memory).
+        """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 
-        Entries of messages still in the window are kept (they are the window's rows); a ``timedelta`` is
-        counted back from the database's clock. One statement; returns how many entries went.
+        Rows outside the window are deleted; rows still in the window stay (the window never changes) but
+        are no longer history entries. A ``timedelta`` is counted back from the database's clock. One
+        transaction of two statements; returns how many entries went.
 
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
@@ -531,12 +532,16 @@ class SQLChatMemoryStore(StoreLifecycle):
             memory_id = validate_memory_id(memory_id)
         self._require_history()
         self._ready(Operation.WRITE, memory_id)
-        with self._driver_errors(Operation.WRITE, memory_id), self._autocommit.connect() as connection:
-            now = clock_time(connection.execute(self._statements.server_clock).scalar_one())
+        delete, unrecord = self._statements.trim(memory_id is not None)
+        with self._driver_errors(Operation.WRITE, memory_id):
+            with self._autocommit.connect() as connection:
+                now = clock_time(connection.execute(self._statements.server_clock).scalar_one())
             parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
             if memory_id is not None:
                 parameters["p_id"] = memory_id
-            removed = connection.execute(self._statements.trim(memory_id is not None), parameters).rowcount
+            with self._transaction() as connection:
+                removed = connection.execute(delete, parameters).rowcount
+                removed += connection.execute(unrecord, parameters).rowcount
         return int(removed)
 
     def _require_history(self) -> None:
