@@ -338,6 +338,12 @@ def run_history_window(url: str, window: int, turns: int, system: bool, backgrou
             gc.enable()
         history = stores["on"][0].history(memory_id, limit=1, reverse=True)
         assert history.messages == [messages[-1]], "the history misses the last message"
+        for name, (store, _) in stores.items():
+            with store.engine.connect() as connection:
+                table = store._tables.messages.name
+                samples[f"rows {name}"] = [
+                    float(connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar_one())
+                ]
         return samples
     finally:
         for store, cold in stores.values():
@@ -366,12 +372,8 @@ def history_table(url: str, windows: list[int], turns: int, system: bool, backgr
                 f"{window:>6}  {operation:<12}{statistics.median(off):>9.0f} / {percentile(off, 0.99):>6.0f}"
                 f"{statistics.median(on):>9.0f} / {percentile(on, 0.99):>6.0f}{ratio:>16.2f}x"
             )
-        late_get = statistics.median(samples["get, cold on"][-FLAT_SPAN:])
-        early_get = statistics.median(samples["get, cold on"][:FLAT_SPAN])
-        print(
-            f"{window:>6}  {'cold get flat':<12}{f'history on, last/first {FLAT_SPAN} turns':>36}"
-            f"{late_get / early_get:>16.2f}x"
-        )
+        rows_off, rows_on = int(samples["rows off"][0]), int(samples["rows on"][0])
+        print(f"{window:>6}  {'table rows':<12}{rows_off:>18}{rows_on:>18}")
 
 
 _CONTENTION_WRITER = """
