@@ -1,6 +1,6 @@
 """Redis store against a raw pipelined RPUSH+LTRIM+EXPIRE / LRANGE baseline, on the same server, same run.
 
-    python benchmarks/redis.py [--url redis://127.0.0.1:6379/0] [--turns 2000] [--windows 20 200]
+    python benchmarks/redis.py [--url redis://127.0.0.1:6379/0] [--turns 2000] [--windows 20 200] [--history]
 
 For each window size the memory is filled, then every steady-state turn does the operations below; the
 light ones run in one loop and the whole-list ones in a second, and the window sizes take turns within
@@ -18,6 +18,11 @@ each loop, so that load on the machine weighs on every column alike:
 
 The asyncio rows run the same light turns on one event loop: ``chatmemory.aio.stores.redis`` against the
 same pipeline sent with ``redis.asyncio`` (the issue-11 goal: async update at most 1.2x that baseline).
+
+With ``--history`` it measures history on against off instead: two stores on the same server, one built
+with ``history=True``, take turns (same window, same messages, alternating which goes first) doing a
+window memory's turn, ``load()`` then ``save()``; the table gives both medians and their ratio (the goal:
+get with history at most 1.1x get without).
 
 Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline is not atomic
 across processes, has no version check and cannot keep a system message first: it is the floor, not an
@@ -210,17 +215,101 @@ async def run_async(url: str, windows: list[int], turns: int) -> dict[int, dict[
         await client.aclose()
 
 
+class HistoryRun:
+    """One window size, history off and on: two stores, one memory each, the same turns."""
+
+    OPERATIONS = ("get", "update")
+
+    def __init__(self, client: Redis, window: int) -> None:
+        self.client, self.window = client, window
+        self.prefix = f"chatmemory-bench:{uuid.uuid4().hex[:8]}:"
+        self.stores = {
+            history: RedisChatMemoryStore(client, key_prefix=self.prefix, ttl=TTL_SECONDS, history=history)
+            for history in (False, True)
+        }
+        self.results = {
+            (history, name): Timings(lambda: CountingConnection.sent)
+            for history in (False, True)
+            for name in self.OPERATIONS
+        }
+        self.turns = 0
+        messages = [message(turn) for turn in range(window)]
+        for history, store in self.stores.items():
+            store.update_messages(f"m{history}", messages)
+
+    def turn(self, turn: int) -> None:
+        new = message(self.window + turn)
+        for history in (False, True) if turn % 2 == 0 else (True, False):
+            store, memory_id = self.stores[history], f"m{history}"
+            snapshot = self.results[history, "get"].measure(lambda: store.load(memory_id))  # noqa: B023
+            self.results[history, "update"].measure(
+                lambda: store.save(memory_id, [*snapshot.messages[1:], new], snapshot.version)  # noqa: B023
+            )
+        self.turns += 1
+
+    def check_and_drop(self) -> None:
+        assert self.stores[False].get_messages("mFalse") == self.stores[True].get_messages("mTrue")
+        newest = self.stores[True].history("mTrue", reverse=True, limit=1).entries[0]
+        assert newest.sequence == self.window + self.turns
+        keys = list(self.client.scan_iter(match=RedisChatMemoryStore.key_pattern(self.prefix), count=1000))
+        self.client.delete(*keys)
+
+
+def run_history(client: Redis, windows: list[int], turns: int) -> dict[int, HistoryRun]:
+    """History off and on, every window's turns interleaved."""
+    runs = [HistoryRun(client, window) for window in windows]
+    try:
+        for turn in range(turns):
+            for each in runs if turn % 2 == 0 else reversed(runs):
+                each.turn(turn)
+        for each in runs:
+            each.check_and_drop()
+    except BaseException:
+        for each in runs:
+            each.client.delete(*each.client.scan_iter(match=RedisChatMemoryStore.key_pattern(each.prefix)))
+        raise
+    return {each.window: each for each in runs}
+
+
+def main_history(client: Redis, windows: list[int], turns: int) -> None:
+    """Print history on against off."""
+    gc.collect()
+    gc.disable()
+    try:
+        run_history(client, windows, min(200, turns))  # warm-up
+        by_window = run_history(client, windows, turns)
+    finally:
+        gc.enable()
+    print("history on vs off, same run (load() then save() of one turn; median and p99 in µs):")
+    print(
+        f"{'window':>6}  {'operation':<10}{'off median':>11}{'on median':>11}{'on/off':>8}"
+        f"{'off p99':>9}{'on p99':>9}{'off bytes':>11}{'on bytes':>10}"
+    )
+    for window, each in by_window.items():
+        for name in HistoryRun.OPERATIONS:
+            off, on = each.results[False, name], each.results[True, name]
+            print(
+                f"{window:>6}  {name:<10}{off.median():>11.1f}{on.median():>11.1f}{on.median() / off.median():>7.2f}x"
+                f"{off.p99():>9.1f}{on.p99():>9.1f}{off.bytes():>11.0f}{on.bytes():>10.0f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("CHATMEMORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
+    parser.add_argument("--history", action="store_true", help="measure history=True against history off")
     options = parser.parse_args()
     client = Redis.from_url(options.url, connection_class=CountingConnection)
     print(
         f"Redis {client.info('server')['redis_version']} at {options.url}; {options.turns} turns per window; "
         f"message ~{len(dumps_message(message(0)))} bytes encoded; ttl {TTL_SECONDS}s\n"
     )
+    if options.history:
+        main_history(client, options.windows, options.turns)
+        client.close()
+        return
     # Reference counting frees everything these turns allocate; the cyclic collector would only add
     # pauses, proportional to the live heap, to whichever operation happened to trigger it.
     gc.collect()

@@ -57,6 +57,18 @@ class TestLangChain4jRedisContract(ChatMemoryStoreContract):
         for store in made:
             backend.close_store(store)
 
+    @pytest.fixture
+    def make_history_store(self, backend: langchain4j_redis.LangChain4jRedisBackend) -> Iterator[Any]:
+        made: list[Any] = []
+
+        def make(ttl: float | None = None, history_ttl: float | None = None) -> Any:
+            made.append(backend.make_store(history=True, ttl=ttl, history_ttl=history_ttl))
+            return made[-1]
+
+        yield make
+        for store in made:
+            backend.close_store(store)
+
 
 class TestAsyncLangChain4jRedisContract(AsyncChatMemoryStoreContract):
     @pytest.fixture
@@ -71,6 +83,20 @@ class TestAsyncLangChain4jRedisContract(AsyncChatMemoryStoreContract):
 
         async def make(seconds: float) -> Any:
             made.append(await async_backend.make_store(ttl=seconds))
+            return made[-1]
+
+        yield make
+        for store in made:
+            await async_backend.close_store(store)
+
+    @pytest.fixture
+    async def make_history_store(
+        self, async_backend: langchain4j_redis.AsyncLangChain4jRedisBackend
+    ) -> AsyncIterator[Any]:
+        made: list[Any] = []
+
+        async def make(ttl: float | None = None, history_ttl: float | None = None) -> Any:
+            made.append(await async_backend.make_store(history=True, ttl=ttl, history_ttl=history_ttl))
             return made[-1]
 
         yield make

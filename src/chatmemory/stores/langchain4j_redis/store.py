@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any, TypeVar
 
-from chatmemory.core.errors import CorruptedMemoryError, StoreError
+from chatmemory.core.errors import CorruptedMemoryError, HistoryNotEnabledError, StoreError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import ttl_seconds, validate_prefix
+from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
+from chatmemory.stores.langchain4j_redis.history import (
+    Command,
+    Get,
+    HistorySteps,
+    KnownValues,
+    history_key,
+    history_pattern,
+    memory_id_of_history_key,
+)
 from chatmemory.stores.langchain4j_redis.plan import (
     WRITE_SCRIPT,
     WRITE_SCRIPT_SHA,
@@ -29,6 +39,7 @@ from chatmemory.stores.langchain4j_redis.plan import (
     written_version,
 )
 from chatmemory.stores.langchain4j_redis.value import decode, encode
+from chatmemory.stores.redis.plan import trim_args
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -37,6 +48,8 @@ from redis.cluster import RedisCluster  # noqa: E402
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
+
+T = TypeVar("T")
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -55,7 +68,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
     gets :class:`~chatmemory.ConcurrentUpdateError` and the memory retries from a fresh read. The other way
     round cannot be helped: LangChain4j writes with a plain ``SET`` and no versioning, so **a Java writer
     can overwrite a Python write it has not seen**. Let one side write a given memory at a time if that
-    matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j.
+    matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j
+    (with ``history=True``, ``update_messages`` is a compare-and-set too, retried until it lands).
 
     **Versions** are this store object's own (see :mod:`chatmemory.stores.langchain4j_redis.plan`): the
     value holds none, so a version names a value this object read or wrote. Within one store object they
@@ -68,7 +82,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
 
     Supports versioning, TTL (every chatmemory write sets the expiry, as LangChain4j's ``ttl`` does) and
     listing (the string keys under ``key_prefix``: with an empty prefix, every string key of the database
-    is taken for a memory, so give the memories a prefix of their own).
+    is taken for a memory, so give the memories a prefix of their own), and history (``history=True``).
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL (the store
@@ -77,6 +91,13 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         key_prefix: what the LangChain4j service puts before memory ids (``""``: nothing).
         ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
         version_book_size: how many memories' versions to remember (at least 1).
+        history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
+            beside its key, in the same hash slot, that LangChain4j never reads
+            (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
+            (``update_messages`` too), appending to the history in the same script run; a memory written
+            by Java meanwhile records what the next chatmemory write appends to Java's value.
+        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
+            at least ``ttl``; ``None``: as the value.
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a redis-py client; ``key_prefix`` is not a str.
@@ -91,12 +112,21 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         key_prefix: str = "",
         ttl: float | datetime.timedelta | None = None,
         version_book_size: int = 1024,
+        history: bool = False,
+        history_ttl: TTL = None,
     ) -> None:
         self._key_prefix = validate_prefix("key_prefix", key_prefix)
         self._prefix = key_prefix.encode("utf-8")
         self._ttl = ttl_seconds(ttl)
         self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
         self._book = VersionBook(version_book_size)
+        history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._history_ttl = history_seconds
+        self._known = KnownValues(version_book_size)
+        self._history: HistorySteps | None = None
+        if history:
+            history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
+            self._history = HistorySteps(self._book, self._known, self._prefix, self._ttl_ms, history_ms)
         client: Redis | RedisCluster
         if isinstance(url_or_client, str):
             client = self._client_from_url(url_or_client)
@@ -174,6 +204,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
         value = self._get(memory_id)
         messages = [] if value is None else decode(value, memory_id)
+        if self._history is not None:
+            self._history.loaded(memory_id, value, messages)
         return Snapshot(messages, self._book.read(memory_id, digest(value)))
 
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -185,6 +217,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         self._check_open(Operation.WRITE, memory_id)
         listed = message_list(messages)
+        if self._history is not None:
+            return self._drive(Operation.WRITE, memory_id, self._history.save(memory_id, listed, expected_version))
         plan = plan_write(
             self._book, self._prefix, validate_memory_id(memory_id), listed, expected_version, self._ttl_ms
         )
@@ -201,6 +235,10 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
         self._check_open(Operation.WRITE, memory_id)
+        if self._history is not None:
+            listed = message_list(messages)
+            self._drive(Operation.WRITE, memory_id, self._history.update(memory_id, listed))
+            return
         value = encode(message_list(messages))
         try:
             self._client.set(self.key_of(memory_id), value, px=self._ttl_ms or None)
@@ -210,10 +248,11 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             self._book.forget(memory_id)
 
     def delete_messages(self, memory_id: str) -> None:
-        """Delete the key of ``memory_id``; idempotent."""
+        """Delete the key of ``memory_id`` and its history; idempotent."""
         self._check_open(Operation.DELETE, memory_id)
         try:
-            self._client.delete(self.key_of(memory_id))
+            memory_key = self.key_of(memory_id)
+            self._client.delete(memory_key, history_key(memory_key))
         except RedisError as exc:
             raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
         finally:
@@ -239,6 +278,85 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         except RedisError as exc:
             raise StoreError(Operation.LIST, detail=str(exc)) from exc
 
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._history is not None
+
+    def _execute(self, command: Command, operation: str, memory_id: str) -> object:
+        try:
+            if isinstance(command, Get):
+                return self._client.get(command.key)
+            try:
+                return self._client.evalsha(command.sha, len(command.keys), *command.keys, *command.args)
+            except NoScriptError:
+                return self._client.eval(command.source, len(command.keys), *command.keys, *command.args)
+        except ResponseError as exc:
+            if str(exc).startswith("WRONGTYPE"):
+                raise CorruptedMemoryError(memory_id, f"a key of the memory is of another type ({exc})") from None
+            raise StoreError(operation, memory_id, str(exc)) from exc
+        except RedisError as exc:
+            raise StoreError(operation, memory_id, str(exc)) from exc
+
+    def _drive(self, operation: str, memory_id: str, step: Generator[Command, object, T]) -> T:
+        self._check_open(operation, memory_id)
+        command = next(step)
+        while True:
+            reply = self._execute(command, operation, memory_id)
+            try:
+                command = step.send(reply)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+
+    def _require_history(self) -> HistorySteps:
+        if self._history is None:
+            raise HistoryNotEnabledError(repr(self))
+        return self._history
+
+    def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        query = history_query(after, limit, reverse)
+        steps = self._require_history()
+        return self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
+
+    def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
+        """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
+
+        A ``timedelta`` is counted back from the server's clock. The values are not touched.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        args = trim_args(older_than)
+        steps = self._require_history()
+        if memory_id is not None:
+            return self._drive(Operation.WRITE, memory_id, steps.trim(memory_id, args))
+        self._check_open(Operation.WRITE)
+        pattern = history_pattern(self._prefix)
+        try:
+            if isinstance(self._client, RedisCluster):
+                found = self._client.scan_iter(
+                    match=pattern, count=1000, _type="list", target_nodes=RedisCluster.PRIMARIES
+                )
+            else:
+                found = self._client.scan_iter(match=pattern, count=1000, _type="list")
+            keys = set(found)
+        except RedisError as exc:
+            raise StoreError(Operation.LIST, detail=str(exc)) from exc
+        removed = 0
+        for each in keys:
+            owner = memory_id_of_history_key(each, self._prefix)
+            if owner is not None:
+                removed += self._drive(Operation.WRITE, owner, steps.trim(owner, args))
+        return removed
+
     def invalidate(self, memory_id: str) -> None:
         """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
         self._book.forget(memory_id)
@@ -246,9 +364,11 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
     def invalidate_all(self) -> None:
         """Forget every version handed out."""
         self._book.clear()
+        self._known.clear()
 
     def _release(self) -> None:
         self._client.close()
 
     def __repr__(self) -> str:
-        return f"LangChain4jRedisChatMemoryStore(key_prefix={self._key_prefix!r}, ttl={self._ttl!r})"
+        history = "" if self._history is None else f", history=True, history_ttl={self._history_ttl!r}"
+        return f"LangChain4jRedisChatMemoryStore(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}{history})"

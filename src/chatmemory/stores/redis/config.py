@@ -6,7 +6,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from chatmemory.stores.base.options import TTL, ttl_seconds, validate_prefix, validate_snapshot_cache_size
+from chatmemory.stores.base.options import (
+    TTL,
+    history_ttl_seconds,
+    ttl_seconds,
+    validate_prefix,
+    validate_snapshot_cache_size,
+)
 
 __all__ = ["DEFAULT_SOCKET_CONNECT_TIMEOUT", "DEFAULT_SOCKET_TIMEOUT", "ClientTarget", "StoreOptions"]
 
@@ -66,6 +72,8 @@ class StoreOptions:
     snapshot_cache_size: int
     socket_timeout: float
     socket_connect_timeout: float
+    history: bool = False
+    history_ttl: float | None = None
 
     @classmethod
     def validate(
@@ -77,6 +85,8 @@ class StoreOptions:
         snapshot_cache_size: int,
         socket_timeout: float,
         socket_connect_timeout: float,
+        history: bool = False,
+        history_ttl: TTL = None,
     ) -> StoreOptions:
         """The options, or the error that says which one is wrong and what to pass.
 
@@ -84,13 +94,16 @@ class StoreOptions:
             TypeError: an option has the wrong type (e.g. ``key_prefix=None``).
             ValueError: an option is out of range.
         """
+        seconds = ttl_seconds(ttl)
         return cls(
             validate_prefix("key_prefix", key_prefix),
-            ttl_seconds(ttl),
+            seconds,
             bool(refresh_ttl_on_read),
             validate_snapshot_cache_size(snapshot_cache_size),
             _timeout("socket_timeout", socket_timeout),
             _timeout("socket_connect_timeout", socket_connect_timeout),
+            history,
+            history_ttl_seconds(history, history_ttl, seconds),
         )
 
     def client_options(self) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Where a memory lives in Redis: its two keys in one hash slot, and the patterns that list them.
+"""Where a memory lives in Redis: its keys in one hash slot, and the patterns that list them.
 
-A memory's keys are ``<prefix>{<escaped id>}:meta`` and ``<prefix>{<escaped id>}:messages``. The braces
-make the escaped id the hash tag, so both keys sit in one slot of a Redis Cluster and one script can
-touch both. ``{``, ``}`` and ``%`` are percent-escaped in the id so that no id can end the tag early and
-every key maps back to exactly one id.
+A memory's keys are ``<prefix>{<escaped id>}:meta``, ``<prefix>{<escaped id>}:messages`` and, for a store
+built with history, ``<prefix>{<escaped id>}:history``. The braces make the escaped id the hash tag, so
+all of them sit in one slot of a Redis Cluster and one script can touch them together. ``{``, ``}`` and
+``%`` are percent-escaped in the id so that no id can end the tag early and every key maps back to exactly
+one id.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ __all__ = ["KeySpace", "MemoryKeys"]
 _ESCAPED_ID = re.compile(rb"(?:[^%{}]|%25|%7B|%7D)+")
 _GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
 _UNESCAPES = {b"%25": b"%", b"%7B": b"{", b"%7D": b"}"}
-_META, _MESSAGES = b":meta", b":messages"
+_META, _MESSAGES, _HISTORY = b":meta", b":messages", b":history"
 
 
 def _escape_id(memory_id: str) -> bytes:
@@ -43,15 +44,21 @@ def glob_literal(text: bytes) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class MemoryKeys:
-    """The two keys of one memory.
+    """The keys of one memory.
 
     Attributes:
         meta: the metadata hash (version, incarnation, length, recent write ids).
         messages: the list of message records.
+        history: the list of history entries (written only by stores built with history).
+        window: ``(meta, messages)``: the keys a script of a store without history is sent.
+        with_history: ``(meta, messages, history)``: the keys a script of a store with history is sent.
     """
 
     meta: bytes
     messages: bytes
+    history: bytes
+    window: tuple[bytes, bytes]
+    with_history: tuple[bytes, bytes, bytes]
 
 
 class KeySpace:
@@ -67,18 +74,31 @@ class KeySpace:
     def keys_of(self, memory_id: str) -> MemoryKeys:
         """The keys of ``memory_id`` (validated here)."""
         tagged = self._prefix + b"{" + _escape_id(validate_memory_id(memory_id)) + b"}"
-        return MemoryKeys(tagged + _META, tagged + _MESSAGES)
+        meta, messages, history = tagged + _META, tagged + _MESSAGES, tagged + _HISTORY
+        return MemoryKeys(meta, messages, history, (meta, messages), (meta, messages, history))
 
     @property
     def meta_pattern(self) -> bytes:
         """A SCAN MATCH pattern for the metadata key of every memory under the prefix."""
         return glob_literal(self._prefix) + b"{*}" + _META
 
+    @property
+    def history_pattern(self) -> bytes:
+        """A SCAN MATCH pattern for the history key of every memory under the prefix."""
+        return glob_literal(self._prefix) + b"{*}" + _HISTORY
+
     def id_of_meta_key(self, key: bytes) -> str | None:
         """The memory id whose metadata key is ``key``, or ``None`` for a key this store did not write."""
-        if not (key.startswith(self._prefix + b"{") and key.endswith(b"}" + _META)):
+        return self._id_of(key, _META)
+
+    def id_of_history_key(self, key: bytes) -> str | None:
+        """The memory id whose history key is ``key``, or ``None`` for a key this store did not write."""
+        return self._id_of(key, _HISTORY)
+
+    def _id_of(self, key: bytes, suffix: bytes) -> str | None:
+        if not (key.startswith(self._prefix + b"{") and key.endswith(b"}" + suffix)):
             return None
-        return _unescape_id(key[len(self._prefix) + 1 : -len(b"}" + _META)])
+        return _unescape_id(key[len(self._prefix) + 1 : -len(b"}" + suffix)])
 
     @staticmethod
     def pattern_of_prefix(key_prefix: str) -> bytes:

@@ -14,11 +14,19 @@ A write is a *diff* when it starts from the cached list: only the new messages g
 many leading elements to drop (and which of them stay, for a system message kept first). The script
 applies it only if the memory is still at the cached version *and* incarnation, so a cached list can
 never be patched into a list it did not come from. Every other write sends the whole list.
+
+A planner built with history sends the history key as a third key and, with every write, how many of the
+records sent the history gets (the messages :func:`~chatmemory.core.history.history_appends` finds the
+write appends to the window it starts from); the script appends them in the same atomic run. Such a
+write is always conditional on the window it was diffed against (:meth:`Planner.recorded`), so a write
+that loses a conflict records nothing. A planner without history sends exactly what it sent before
+history existed.
 """
 
 from __future__ import annotations
 
 import bisect
+import datetime
 import itertools
 import secrets
 from collections.abc import Sequence
@@ -27,18 +35,20 @@ from enum import Enum
 from typing import NamedTuple
 
 from chatmemory.core.errors import StoreError
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, trim_cutoff
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
-from chatmemory.serialization.native import dumps_message
+from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.keys import KeySpace, MemoryKeys
-from chatmemory.stores.redis.scripts import READ, WRITE, LuaScript
+from chatmemory.stores.redis.scripts import HISTORY, READ, TRIM, WRITE, LuaScript
 
 __all__ = [
     "Absent",
     "CachedMemory",
     "Conflict",
     "Corrupted",
+    "HistoryRecord",
     "Loaded",
     "Planner",
     "ReadOutcome",
@@ -51,6 +61,10 @@ __all__ = [
     "WritePlan",
     "Written",
     "encode",
+    "history_page",
+    "history_read_args",
+    "history_records",
+    "trim_args",
 ]
 
 
@@ -83,14 +97,16 @@ class CachedMemory(NamedTuple):
 
 
 class ScriptCall(NamedTuple):
-    """One script run: ``EVALSHA script.sha 2 keys.meta keys.messages *args``.
+    """One script run: ``EVALSHA script.sha len(names) *names *args``.
 
     Attributes:
         script: the script to run.
-        keys: the two keys it touches.
+        keys: the keys of the memory it is for.
         args: its arguments (bytes: the driver sends them as they are).
         operation: what a driver failure is reported as (an :class:`~chatmemory.stores.base.Operation`).
         memory_id: the memory it is for.
+        names: the keys sent (``KEYS`` in the script): ``keys.window``, ``keys.with_history`` or
+            ``(keys.history,)``.
     """
 
     script: LuaScript
@@ -98,6 +114,7 @@ class ScriptCall(NamedTuple):
     args: tuple[bytes, ...]
     operation: str
     memory_id: str
+    names: tuple[bytes, ...]
 
 
 class ReadPlan(NamedTuple):
@@ -187,8 +204,28 @@ class Corrupted:
     reason: str
 
 
+class HistoryRecord(NamedTuple):
+    """One history entry as stored, its message not decoded yet.
+
+    Attributes:
+        sequence: its sequence number.
+        written_ms: the server clock in ms at the write that added it.
+        record: the message's record.
+    """
+
+    sequence: int
+    written_ms: int
+    record: bytes
+
+
 ReadOutcome = Unchanged | Loaded | Absent | Corrupted
 WriteOutcome = Written | Conflict | StaleIncarnation | Corrupted
+
+_MICROSECOND = datetime.timedelta(microseconds=1)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MAX_SEQUENCE = 2**53
+"""Sequences stay below this (exact in the scripts' doubles); a larger ``after`` reads as this."""
 
 
 def _unexpected(call: ScriptCall, reply: object) -> StoreError:
@@ -212,13 +249,28 @@ class Planner:
         key_space: where memories live.
         ttl: seconds a memory lives after its last write (``None``: forever), already validated.
         refresh_ttl_on_read: reads slide the expiry too.
+        history: keep a history of every message written (the history key is sent with each write).
+        history_ttl: seconds a history lives after the memory's last write, already validated
+            (``None``: it expires with the window).
     """
 
-    def __init__(self, key_space: KeySpace, ttl: float | None, refresh_ttl_on_read: bool) -> None:
+    def __init__(
+        self,
+        key_space: KeySpace,
+        ttl: float | None,
+        refresh_ttl_on_read: bool,
+        history: bool = False,
+        history_ttl: float | None = None,
+    ) -> None:
         self.key_space = key_space
         ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
         self._ttl_arg = b"%d" % ttl_ms
         self._read_ttl_arg = self._ttl_arg if refresh_ttl_on_read else b"0"
+        self.keeps_history = history
+        self._history_ttl_arg = b"" if history_ttl is None else b"%d" % max(1, round(history_ttl * 1000))
+        # Reads and expire_at move the history with the window when it has no ttl of its own.
+        self.history_follows_window = history and history_ttl is None
+        self._read_history = self.history_follows_window and refresh_ttl_on_read
         # Write ids only need to be unique: a random per-store nonce and a counter, no syscall per write.
         self._nonce = secrets.token_hex(8).encode("ascii")
         self._counter = itertools.count()
@@ -235,7 +287,8 @@ class Planner:
             keys, args = self.key_space.keys_of(memory_id), (self._read_ttl_arg, b"", b"")
         else:
             keys, args = cached.keys, (self._read_ttl_arg, cached.version_arg, cached.incarnation)
-        return ReadPlan(ScriptCall(READ, keys, args, Operation.READ, memory_id), cached)
+        names = keys.with_history if self._read_history else keys.window
+        return ReadPlan(ScriptCall(READ, keys, args, Operation.READ, memory_id, names), cached)
 
     @staticmethod
     def read_outcome(plan: ReadPlan, reply: object) -> ReadOutcome:
@@ -297,6 +350,23 @@ class Planner:
         span = change.deleted_span
         # Positions after the span all stay where they are; only those inside it are put back.
         kept_in_span = change.kept[: bisect.bisect_left(change.kept, span)]
+        if self.keeps_history:
+            # The appended messages are the last records sent: the history gets all of them.
+            args = (
+                cached.version_arg,
+                self.write_id(),
+                self._ttl_arg,
+                b"d",
+                self._history_ttl_arg,
+                b"%d" % len(change.appended),
+                cached.incarnation,
+                b"%d" % span,
+                b"%d" % len(kept_in_span),
+                *[b"%d" % position for position in kept_in_span],
+                *[encode(message) for message in change.appended],
+            )
+            call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id, cached.keys.with_history)
+            return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
         args = (
             cached.version_arg,
             self.write_id(),
@@ -308,16 +378,42 @@ class Planner:
             *[b"%d" % position for position in kept_in_span],
             *[encode(message) for message in change.appended],
         )
-        call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id)
+        call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id, cached.keys.window)
         return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
 
+    def recorded(
+        self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int, known: CachedMemory | None
+    ) -> WritePlan:
+        """A write of a store with history: conditional on the window the history appends are found from.
+
+        Args:
+            memory_id: the memory.
+            messages: the new window.
+            expected_version: the version the memory must be at (``0``: it must not exist).
+            known: the window stored at ``expected_version``, or ``None`` when it is not known (no memory,
+                or records that do not decode): then every message of the new window is recorded.
+        """
+        if known is not None:
+            diff = self.diff(memory_id, known, messages)
+            if diff is not None:
+                return diff
+        return self.full(memory_id, messages, expected_version)
+
     def full(self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int | None) -> WritePlan:
-        """Write ``messages`` whole, if the memory is at ``expected_version`` (``None``: whatever it holds)."""
-        return self._full(memory_id, [encode(message) for message in messages], expected_version, messages)
+        """Write ``messages`` whole, if the memory is at ``expected_version`` (``None``: whatever it holds).
+
+        With history, every message of the list is recorded (what it replaces is not known here, or is
+        rewritten whole).
+        """
+        records = [encode(message) for message in messages]
+        return self._full(memory_id, records, expected_version, messages, len(records))
 
     def raw(self, memory_id: str, records: Sequence[bytes]) -> WritePlan:
-        """Replace the memory with ``records`` as they are (not cached: they are decoded only when read)."""
-        return self._full(memory_id, [bytes(record) for record in records], None, None)
+        """Replace the memory with ``records`` as they are (not cached: they are decoded only when read).
+
+        Raw records are never recorded in a history (they may not decode); its expiry still slides.
+        """
+        return self._full(memory_id, [bytes(record) for record in records], None, None, 0)
 
     def _full(
         self,
@@ -325,10 +421,16 @@ class Planner:
         records: list[bytes],
         expected_version: int | None,
         messages: tuple[ChatMessage, ...] | None,
+        recorded: int,
     ) -> WritePlan:
         expected = b"" if expected_version is None else b"%d" % expected_version
-        args = (expected, self.write_id(), self._ttl_arg, b"f", *records)
-        call = ScriptCall(WRITE, self.key_space.keys_of(memory_id), args, Operation.WRITE, memory_id)
+        keys = self.key_space.keys_of(memory_id)
+        if self.keeps_history:
+            args = (expected, self.write_id(), self._ttl_arg, b"f", self._history_ttl_arg, b"%d" % recorded, *records)
+            call = ScriptCall(WRITE, keys, args, Operation.WRITE, memory_id, keys.with_history)
+        else:
+            args = (expected, self.write_id(), self._ttl_arg, b"f", *records)
+            call = ScriptCall(WRITE, keys, args, Operation.WRITE, memory_id, keys.window)
         return WritePlan(call, WriteKind.FULL, expected_version, messages)
 
     @staticmethod
@@ -362,3 +464,100 @@ class Planner:
         return CachedMemory(
             outcome.version, outcome.incarnation, plan.messages, plan.call.keys, b"%d" % outcome.version
         )
+
+    # ---------------------------------------------------------------------------------- history
+
+    def history_read(self, memory_id: str, query: HistoryQuery) -> ScriptCall:
+        """Read one page of the history of ``memory_id``: ``query.limit + 1`` entries, in the query's order."""
+        keys = self.key_space.keys_of(memory_id)
+        return ScriptCall(HISTORY, keys, history_read_args(query), Operation.READ, memory_id, (keys.history,))
+
+    @staticmethod
+    def history_records(call: ScriptCall, reply: object) -> list[HistoryRecord]:
+        """The entries of the history script's ``reply``, in the order it gave them.
+
+        Raises:
+            StoreError: the reply is not a list of entries this store writes.
+        """
+        return history_records(call.operation, call.memory_id, reply)
+
+    @staticmethod
+    def trim_args(older_than: datetime.datetime | datetime.timedelta) -> tuple[bytes, ...]:
+        """The trim script's arguments for ``older_than``: see :func:`trim_args`."""
+        return trim_args(older_than)
+
+    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> ScriptCall:
+        """Trim the history of ``memory_id`` with ``args`` from :meth:`trim_args`."""
+        keys = self.key_space.keys_of(memory_id)
+        return ScriptCall(TRIM, keys, args, Operation.WRITE, memory_id, (keys.history,))
+
+    @staticmethod
+    def trimmed(call: ScriptCall, reply: object) -> int:
+        """How many entries the trim script's ``reply`` says it removed.
+
+        Raises:
+            StoreError: the reply is not a count.
+        """
+        if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
+            return reply
+        raise _unexpected(call, reply)
+
+
+# -------------------------------------------------------------------- history, for any Redis layout
+# The history list, its scripts (``history.lua``, ``trim.lua``) and these helpers are shared with the
+# LangChain4j-layout store, which keeps the same kind of list beside its string key.
+
+
+def history_read_args(query: HistoryQuery) -> tuple[bytes, ...]:
+    """The history script's arguments for ``query``: ``limit + 1`` entries, in the query's order."""
+    after = b"" if query.after is None else b"%d" % min(query.after, _MAX_SEQUENCE)
+    return (after, b"%d" % (query.limit + 1), b"1" if query.reverse else b"0")
+
+
+def history_records(operation: str, memory_id: str, reply: object) -> list[HistoryRecord]:
+    """The entries of the history script's ``reply``, in the order it gave them.
+
+    Raises:
+        StoreError: the reply is not a list of entries as the write scripts store them.
+    """
+    if not isinstance(reply, list):
+        raise StoreError(operation, memory_id, f"the history script replied {reply!r}")
+    records = []
+    for entry in reply:
+        parts = entry.split(b":", 2) if isinstance(entry, bytes) else ()
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+            raise StoreError(operation, memory_id, f"the history holds an entry this store did not write: {entry!r}")
+        records.append(HistoryRecord(int(parts[0]), int(parts[1]), parts[2]))
+    return records
+
+
+def history_page(memory_id: str, records: Sequence[HistoryRecord], query: HistoryQuery) -> HistoryPage:
+    """The page ``records`` (read for ``query``) make, their messages decoded.
+
+    Raises:
+        CorruptedMemoryError: an entry's message does not decode.
+    """
+    entries = [
+        HistoryEntry(
+            record.sequence,
+            loads_message(record.record, memory_id=memory_id),
+            _EPOCH + record.written_ms * _MILLISECOND,
+        )
+        for record in records
+    ]
+    return query.page(entries)
+
+
+def trim_args(older_than: datetime.datetime | datetime.timedelta) -> tuple[bytes, ...]:
+    """The trim script's arguments for ``older_than`` (a ``timedelta`` is counted on the server's clock).
+
+    Raises:
+        TypeError: ``older_than`` is neither an aware datetime nor a timedelta.
+        ValueError: a naive datetime or a negative timedelta.
+    """
+    if isinstance(older_than, datetime.timedelta):
+        if older_than < datetime.timedelta(0):
+            trim_cutoff(older_than, _EPOCH)  # raises the shared error
+        return (b"r", b"%d" % (older_than // _MICROSECOND))
+    cutoff = trim_cutoff(older_than, _EPOCH)
+    return (b"a", b"%d" % max(0, (cutoff - _EPOCH) // _MICROSECOND))

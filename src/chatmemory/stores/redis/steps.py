@@ -12,6 +12,9 @@ calls, the asyncio store with awaited ones; neither decides anything::
             call = step.send(run(call))
         except StopIteration as done:
             return done.value
+
+A store with history writes only over a window it knows (cached, or read first): the history appends
+are found from it, and the write is conditional on it, so a write that loses a conflict records nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Sequence
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
@@ -29,6 +33,7 @@ from chatmemory.stores.redis.plan import (
     Absent,
     CachedMemory,
     Conflict,
+    Corrupted,
     Loaded,
     Planner,
     ScriptCall,
@@ -36,9 +41,21 @@ from chatmemory.stores.redis.plan import (
     Unchanged,
     WritePlan,
     Written,
+    history_page,
 )
 
 __all__ = ["Steps"]
+
+
+class _Known:
+    """What a read found of a memory, for a write with history: its version and its window if it decodes."""
+
+    __slots__ = ("cached", "damaged", "version")
+
+    def __init__(self, version: int, cached: CachedMemory | None, damaged: bool = False) -> None:
+        self.version = version
+        self.cached = cached
+        self.damaged = damaged
 
 
 def _refused(memory_id: str, outcome: object) -> StoreError:
@@ -101,6 +118,8 @@ class Steps:
         cached = self.cache.get(memory_id)
         if self.planner.known_stale(cached, expected_version):
             raise ConcurrentUpdateError(memory_id, expected_version)
+        if self.planner.keeps_history:
+            return (yield from self._save_recorded(memory_id, new, expected_version, cached))
         plan = self.planner.save(memory_id, new, expected_version, cached)
         while True:
             outcome = self.planner.write_outcome(plan, (yield plan.call))
@@ -124,6 +143,9 @@ class Steps:
         """Replace the list of ``memory_id`` whatever it holds (a damaged memory included)."""
         memory_id = validate_memory_id(memory_id)
         new = tuple(messages)
+        if self.planner.keeps_history:
+            yield from self._update_recorded(memory_id, new)
+            return
         plan = self.planner.update(memory_id, new, self.cache.get(memory_id))
         while True:
             outcome = self.planner.write_outcome(plan, (yield plan.call))
@@ -144,6 +166,97 @@ class Steps:
         outcome = self.planner.write_outcome(plan, (yield plan.call))
         if not isinstance(outcome, Written):
             raise _refused(memory_id, outcome)
+
+    # ------------------------------------------------------------------------------- with history
+
+    def _known(self, memory_id: str) -> Generator[ScriptCall, object, _Known]:
+        """Read the memory a write with history starts from (its cached state, if any, is not trusted)."""
+        self.cache.forget(memory_id)
+        plan = self.planner.read(memory_id, None)
+        outcome = self.planner.read_outcome(plan, (yield plan.call))
+        if isinstance(outcome, Loaded):
+            try:
+                messages = tuple(loads_message(record, memory_id=memory_id) for record in outcome.records)
+            except CorruptedMemoryError:
+                # Records that do not decode: the window is not known, so all of the new one is recorded.
+                return _Known(outcome.version, None)
+            cached = CachedMemory(
+                outcome.version, outcome.incarnation, messages, plan.call.keys, b"%d" % outcome.version
+            )
+            self.cache.put(memory_id, cached)
+            return _Known(outcome.version, cached)
+        if isinstance(outcome, Corrupted):
+            return _Known(0, None, damaged=True)
+        return _Known(0, None)
+
+    def _save_recorded(
+        self, memory_id: str, new: tuple[ChatMessage, ...], expected_version: int, cached: CachedMemory | None
+    ) -> Generator[ScriptCall, object, int]:
+        if expected_version == 0:
+            known: CachedMemory | None = None  # the write is conditional on there being no memory
+        elif cached is not None and cached.version == expected_version:
+            known = cached
+        else:
+            found = yield from self._known(memory_id)
+            if found.damaged:
+                raise CorruptedMemoryError(memory_id, "its head is damaged (read it for the details)")
+            if found.version != expected_version:
+                raise ConcurrentUpdateError(memory_id, expected_version)
+            known = found.cached
+        while True:
+            plan = self.planner.recorded(memory_id, new, expected_version, known)
+            outcome = self.planner.write_outcome(plan, (yield plan.call))
+            if isinstance(outcome, Written):
+                return self._written(memory_id, plan, outcome)
+            if isinstance(outcome, Conflict):
+                current = self.cache.get(memory_id)
+                if current is not None and current.version <= expected_version:
+                    self.cache.forget(memory_id)
+                raise ConcurrentUpdateError(memory_id, expected_version)
+            self.cache.forget(memory_id)
+            if isinstance(outcome, StaleIncarnation):
+                # The cached list is not the stored one: read the stored one, still at the expected version?
+                found = yield from self._known(memory_id)
+                if found.version != expected_version or found.damaged:
+                    raise ConcurrentUpdateError(memory_id, expected_version)
+                known = found.cached
+                continue
+            raise CorruptedMemoryError(memory_id, outcome.reason)
+
+    def _update_recorded(self, memory_id: str, new: tuple[ChatMessage, ...]) -> Generator[ScriptCall, object, None]:
+        cached = self.cache.get(memory_id)
+        found = _Known(cached.version, cached) if cached is not None else (yield from self._known(memory_id))
+        while True:
+            if found.damaged:
+                # Replaced whole, whatever it holds (as without history); every new message is recorded.
+                plan = self.planner.full(memory_id, new, None)
+            else:
+                plan = self.planner.recorded(memory_id, new, found.version, found.cached)
+            outcome = self.planner.write_outcome(plan, (yield plan.call))
+            if isinstance(outcome, Written):
+                self._written(memory_id, plan, outcome)
+                return
+            if plan.expected_version is None:
+                raise _refused(memory_id, outcome)
+            # Another writer moved the memory on (or it is another incarnation, or damaged): start again
+            # from what is stored now, so the history records what this write appends to it.
+            found = yield from self._known(memory_id)
+
+    def history(self, memory_id: str, query: HistoryQuery) -> Generator[ScriptCall, object, HistoryPage]:
+        """Read one page of the history of ``memory_id`` (``query`` already validated).
+
+        Raises:
+            CorruptedMemoryError: an entry's message does not decode.
+        """
+        memory_id = validate_memory_id(memory_id)
+        call = self.planner.history_read(memory_id, query)
+        records = self.planner.history_records(call, (yield call))
+        return history_page(memory_id, records, query)
+
+    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Generator[ScriptCall, object, int]:
+        """Trim the history of ``memory_id`` (``args`` from :meth:`Planner.trim_args`); how many entries went."""
+        call = self.planner.trim(validate_memory_id(memory_id), args)
+        return self.planner.trimmed(call, (yield call))
 
     def _written(self, memory_id: str, plan: WritePlan, outcome: Written) -> int:
         state = self.planner.cached_after(plan, outcome)

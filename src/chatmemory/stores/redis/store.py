@@ -11,6 +11,8 @@ import datetime
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
+from chatmemory.core.errors import HistoryNotEnabledError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
@@ -40,7 +42,7 @@ T = TypeVar("T")
 
 
 class RedisChatMemoryStore(StoreLifecycle):
-    """A store on Redis or Redis Cluster; supports versioning, listing, TTL and raw records.
+    """A store on Redis or Redis Cluster; supports versioning, listing, TTL, raw records and history.
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
@@ -55,6 +57,10 @@ class RedisChatMemoryStore(StoreLifecycle):
         socket_timeout: seconds to wait for a reply, for a client built from a URL (default
             :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_TIMEOUT`); a ``socket_timeout`` in the
             URL's query wins.
+        history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`), in a
+            third key of the memory's hash slot, appended by the same script run as the window.
+        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
+            ``ttl``; ``None``: it expires with the window.
         socket_connect_timeout: seconds to wait for a connection, likewise (default
             :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
 
@@ -74,6 +80,8 @@ class RedisChatMemoryStore(StoreLifecycle):
         snapshot_cache_size: int = 1024,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         socket_connect_timeout: float = DEFAULT_SOCKET_CONNECT_TIMEOUT,
+        history: bool = False,
+        history_ttl: TTL = None,
     ) -> None:
         options = StoreOptions.validate(
             key_prefix=key_prefix,
@@ -82,6 +90,8 @@ class RedisChatMemoryStore(StoreLifecycle):
             snapshot_cache_size=snapshot_cache_size,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_connect_timeout,
+            history=history,
+            history_ttl=history_ttl,
         )
         client: Redis | RedisCluster
         if isinstance(url_or_client, str):
@@ -103,7 +113,10 @@ class RedisChatMemoryStore(StoreLifecycle):
         self._options = options
         self._key_space = KeySpace(options.key_prefix)
         self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
-        self._steps = Steps(Planner(self._key_space, options.ttl, options.refresh_ttl_on_read), self._cache)
+        self._planner = Planner(
+            self._key_space, options.ttl, options.refresh_ttl_on_read, options.history, options.history_ttl
+        )
+        self._steps = Steps(self._planner, self._cache)
 
     @staticmethod
     def _client_from_url(url: str, options: StoreOptions) -> Redis | RedisCluster:
@@ -126,6 +139,11 @@ class RedisChatMemoryStore(StoreLifecycle):
         return self._options.ttl
 
     @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._options.history
+
+    @property
     def client(self) -> Redis | RedisCluster:
         """The Redis client the store uses."""
         return self._client
@@ -145,11 +163,11 @@ class RedisChatMemoryStore(StoreLifecycle):
     def _run(self, call: ScriptCall) -> object:
         try:
             try:
-                return self._client.evalsha(call.script.sha, 2, call.keys.meta, call.keys.messages, *call.args)
+                return self._client.evalsha(call.script.sha, len(call.names), *call.names, *call.args)
             except NoScriptError:
                 # The server has not seen the script (restarted, flushed, a new cluster node): EVAL runs it
                 # and caches it there.
-                return self._client.eval(call.script.source, 2, call.keys.meta, call.keys.messages, *call.args)
+                return self._client.eval(call.script.source, len(call.names), *call.names, *call.args)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, call.operation, call.memory_id) from exc
 
@@ -197,13 +215,13 @@ class RedisChatMemoryStore(StoreLifecycle):
         return cast("list[bytes]", records)  # the client does not decode responses
 
     def delete_messages(self, memory_id: str) -> None:
-        """Remove ``memory_id``; idempotent."""
+        """Remove ``memory_id`` (its window and its history); idempotent."""
         memory_id = validate_memory_id(memory_id)
         self._check_open(Operation.DELETE, memory_id)
         self._cache.forget(memory_id)
         keys = self._key_space.keys_of(memory_id)
         try:
-            self._client.delete(keys.meta, keys.messages)
+            self._client.delete(*keys.with_history)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.DELETE, memory_id) from exc
 
@@ -212,13 +230,7 @@ class RedisChatMemoryStore(StoreLifecycle):
         self._check_open(Operation.LIST)
         seen: set[str] = set()
         try:
-            if isinstance(self._client, RedisCluster):
-                keys = self._client.scan_iter(
-                    match=self._key_space.meta_pattern, count=1000, target_nodes=RedisCluster.PRIMARIES
-                )
-            else:
-                keys = self._client.scan_iter(match=self._key_space.meta_pattern, count=1000)
-            for key in keys:
+            for key in self._scan(self._key_space.meta_pattern):
                 memory_id = self._key_space.id_of_meta_key(key)
                 # SCAN may return a key twice; a key that does not parse belongs to someone else.
                 if memory_id is not None and memory_id not in seen:
@@ -238,7 +250,9 @@ class RedisChatMemoryStore(StoreLifecycle):
         return times_of(call, self._run(call))
 
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
-        """Make ``memory_id`` expire at ``when`` (aware), or never with ``None``; both keys at once.
+        """Make ``memory_id`` expire at ``when`` (aware), or never with ``None``; its keys at once.
+
+        A history without a ``history_ttl`` of its own gets the same expiry; one with keeps its own.
 
         A time in the past removes the memory; an unknown id stays absent. The next write slides the expiry
         by the store's ``ttl`` as usual.
@@ -246,9 +260,57 @@ class RedisChatMemoryStore(StoreLifecycle):
         Raises:
             ValueError: ``when`` is a naive datetime.
         """
-        call = expire_at_call(self._key_space, memory_id, when)
+        call = expire_at_call(self._key_space, memory_id, when, self._planner.history_follows_window)
         self._check_open(Operation.WRITE, call.memory_id)
         expire_at_done(call, self._run(call))
+
+    def _scan(self, pattern: bytes) -> Iterator[bytes]:
+        """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
+        if isinstance(self._client, RedisCluster):
+            return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
+        return self._client.scan_iter(match=pattern, count=1000)
+
+    def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            CorruptedMemoryError: an entry's message does not decode.
+        """
+        query = history_query(after, limit, reverse)
+        if not self._options.history:
+            raise HistoryNotEnabledError(repr(self))
+        return self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
+
+    def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
+        """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
+
+        A ``timedelta`` is counted back from the server's clock. The windows are not touched.
+
+        Returns:
+            How many entries were removed.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        args = Planner.trim_args(older_than)
+        if not self._options.history:
+            raise HistoryNotEnabledError(repr(self))
+        if memory_id is not None:
+            return self._drive(Operation.WRITE, memory_id, self._steps.trim(memory_id, args))
+        self._check_open(Operation.WRITE)
+        try:
+            keys = set(self._scan(self._key_space.history_pattern))
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, Operation.LIST) from exc
+        removed = 0
+        for key in keys:
+            owner = self._key_space.id_of_history_key(key)
+            if owner is not None:
+                removed += self._drive(Operation.WRITE, owner, self._steps.trim(owner, args))
+        return removed
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the cached snapshot of ``memory_id`` (after repairing it by hand)."""
@@ -261,9 +323,14 @@ class RedisChatMemoryStore(StoreLifecycle):
     def _release(self) -> None:
         self._client.close()
 
+    def _history_repr(self) -> str:
+        if not self._options.history:
+            return ""
+        return f", history=True, history_ttl={self._options.history_ttl!r}"
+
     def __repr__(self) -> str:
         kind = "cluster" if isinstance(self._client, RedisCluster) else "server"
         return (
             f"RedisChatMemoryStore({kind}, key_prefix={self._options.key_prefix!r}, ttl={self._options.ttl!r}, "
-            f"refresh_ttl_on_read={self._options.refresh_ttl_on_read!r})"
+            f"refresh_ttl_on_read={self._options.refresh_ttl_on_read!r}{self._history_repr()})"
         )

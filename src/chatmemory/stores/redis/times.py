@@ -32,7 +32,8 @@ def _time_of(call: ScriptCall, raw: object) -> datetime.datetime | None:
 
 def times_call(key_space: KeySpace, memory_id: str) -> ScriptCall:
     """The script run that reads ``memory_id``'s last write time and expiry (``memory_id`` validated here)."""
-    return ScriptCall(TIMES, key_space.keys_of(memory_id), (), Operation.READ, memory_id)
+    keys = key_space.keys_of(memory_id)
+    return ScriptCall(TIMES, keys, (), Operation.READ, memory_id, keys.window)
 
 
 def times_of(call: ScriptCall, reply: object) -> MemoryTimes | None:
@@ -48,10 +49,13 @@ def times_of(call: ScriptCall, reply: object) -> MemoryTimes | None:
     raise StoreError(call.operation, call.memory_id, f"the times script replied {reply!r}")
 
 
-def expire_at_call(key_space: KeySpace, memory_id: str, when: datetime.datetime | None) -> ScriptCall:
+def expire_at_call(
+    key_space: KeySpace, memory_id: str, when: datetime.datetime | None, with_history: bool = False
+) -> ScriptCall:
     """The script run that makes ``memory_id`` expire at ``when`` (``None``: never).
 
-    A time before 1970 is taken as 1970: either way the memory expires at once.
+    A time before 1970 is taken as 1970: either way the memory expires at once. With ``with_history``
+    (a store whose history expires with the window) the history gets the same expiry.
 
     Raises:
         ValueError: ``when`` is not an aware datetime.
@@ -62,7 +66,10 @@ def expire_at_call(key_space: KeySpace, memory_id: str, when: datetime.datetime 
         at = b"%d" % max(0, (when - _EPOCH) // _MILLISECOND)
     else:
         raise ValueError(f"expire_at takes an aware datetime (e.g. in UTC) or None, not {when!r}")
-    return ScriptCall(EXPIRE, key_space.keys_of(memory_id), (at,), Operation.WRITE, memory_id)
+    keys = key_space.keys_of(memory_id)
+    return ScriptCall(
+        EXPIRE, keys, (at,), Operation.WRITE, memory_id, keys.with_history if with_history else keys.window
+    )
 
 
 def expire_at_done(call: ScriptCall, reply: object) -> None:

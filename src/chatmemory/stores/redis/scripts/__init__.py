@@ -1,8 +1,8 @@
 """The Lua scripts of the Redis store, read from the ``.lua`` files beside this module.
 
 ``head.lua`` (the layout, the server clock, the ttl check and the judgement of a memory's head) is put
-before each of ``read.lua``, ``write.lua``, ``times.lua`` and ``expire.lua``; each result is one script,
-run as one atomic round trip.
+before each of ``read.lua``, ``write.lua``, ``times.lua``, ``expire.lua``, ``history.lua`` and
+``trim.lua``; each result is one script, run as one atomic round trip.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 
-__all__ = ["EXPIRE", "READ", "TIMES", "WRITE", "LuaScript"]
+__all__ = ["EXPIRE", "HISTORY", "READ", "TIMES", "TRIM", "WRITE", "LuaScript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +39,5 @@ READ = _load("read")
 WRITE = _load("write")
 TIMES = _load("times")
 EXPIRE = _load("expire")
+HISTORY = _load("history")
+TRIM = _load("trim")

@@ -13,6 +13,12 @@
 --   written      the server clock (ms since the epoch) at the last write, for operators' tools (a version
 --                is only promised to grow, so no time is read from it).
 -- KEYS[2], the message list: one record per message, oldest first.
+-- KEYS[3], sent only by a store built with history: the history list, one entry per message a write
+--   appended, oldest first, each 'sequence:written:record' (sequence a positive integer, one more than the
+--   entry before it; written the server clock in ms at that write). The metadata field hseq holds the last
+--   sequence given, so a write finds the next one without reading the history; a history that outlived
+--   its metadata (a longer history_ttl) is continued from its last entry. No script reads KEYS[3] unless
+--   it was sent: without history a write runs the commands it ran before history existed.
 --
 -- Needs Redis >= 5: scripts are replicated by their effects (the default since 5.0), so they may read
 -- TIME and then write. (Calling redis.replicate_commands() for Redis 3.2-4 would cost every run more
@@ -73,6 +79,20 @@ local function set_expiry(now_ms, ttl)
     redis.call('PERSIST', KEYS[1])
     redis.call('PERSIST', KEYS[2])
   end
+end
+
+-- Make the history (KEYS[3]) expire like the window (`ttl` ms after `now_ms`, 0: never).
+local function set_history_expiry(now_ms, ttl)
+  if ttl > 0 then
+    redis.call('PEXPIREAT', KEYS[3], string.format('%.0f', now_ms + ttl))
+  else
+    redis.call('PERSIST', KEYS[3])
+  end
+end
+
+-- The sequence of a history entry, or nil when the entry was not written by this store.
+local function sequence_of(entry)
+  return tonumber(string.match(entry, '^(%d+):%d+:'))
 end
 
 -- The version the write `write_id` wrote, if it is among the latest of the memory in KEYS[1], else nil.

@@ -1,18 +1,32 @@
 -- Write a memory.
 -- ARGV[1] expected version ('' for an unconditional write), ARGV[2] this write's unique id,
--- ARGV[3] ttl in ms (0: the memory never expires), ARGV[4] mode:
---   'f' (full): ARGV[5..] are the records of the whole new list;
---   'd' (diff): ARGV[5] cached incarnation, ARGV[6] span (the first `span` elements are removed),
---   ARGV[7] k, ARGV[8..7+k] the positions (< span) among them that stay, ARGV[8+k..] the records to
+-- ARGV[3] ttl in ms (0: the memory never expires), ARGV[4] mode. With a KEYS[3] (a store with history),
+-- ARGV[5] is the history's ttl in ms ('' : it expires with the window), ARGV[6] how many of the last
+-- records sent are appended to the history (the client's sequence diff decides), and the mode's own
+-- arguments start at ARGV[7] instead of ARGV[5] (below, at ARGV[5+o]: o is 0, or 2 with a history):
+--   'f' (full): ARGV[5+o..] are the records of the whole new list;
+--   'd' (diff): ARGV[5+o] cached incarnation, ARGV[6+o] span (the first `span` elements are removed),
+--   ARGV[7+o] k, ARGV[8+o..7+o+k] the positions (< span) among them that stay, ARGV[8+o+k..] the records to
 --   append. The version and incarnation both matching is what proves the list is the cached one.
 -- Replies {'w', version, incarnation} once written (a diff: the version alone, as an integer), {'r', version} when this write id had been written
 -- already (at that version), {'x'} on a version conflict, {'s'} when a diff's cached incarnation is not the
 -- memory's, {'c', reason} when a conditional write finds the memory damaged. Nothing is written unless
--- the reply is 'w'.
+-- the reply is 'w' (so a write that loses a conflict records nothing in the history either).
 local now_ms, now_micros = server_clock()
 local ttl, refused = checked_ttl(ARGV[3])
 if refused then
   return refused
+end
+local o, history_ttl, recorded = 0, nil, 0
+if KEYS[3] then
+  o = 2
+  if ARGV[5] ~= '' then
+    history_ttl, refused = checked_ttl(ARGV[5])
+    if refused then
+      return refused
+    end
+  end
+  recorded = tonumber(ARGV[6])
 end
 local conditional = ARGV[1] ~= ''
 if not conditional then
@@ -25,8 +39,19 @@ if not conditional then
   if list_type ~= 'list' and list_type ~= 'none' then
     redis.call('DEL', KEYS[2])
   end
+  if KEYS[3] then
+    local history_type = redis.call('TYPE', KEYS[3])['ok']
+    if history_type ~= 'list' and history_type ~= 'none' then
+      redis.call('DEL', KEYS[3])
+    end
+  end
 end
-local head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'seq')
+local head
+if KEYS[3] then
+  head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'seq', 'hseq')
+else
+  head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'seq')
+end
 local size = redis.call('LLEN', KEYS[2])
 local state, reason = 'memory', nil
 if not (conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2] and head[2] ~= ''
@@ -44,7 +69,7 @@ if state == 'memory' then
 end
 if (not conditional or tonumber(ARGV[1]) ~= current) and state ~= 'absent' then
   -- Sent again after a lost reply (the driver retries): the write is done already; say so rather than
-  -- apply it twice or call it a conflict. Only here is the history read: a write that finds the memory
+  -- apply it twice or call it a conflict. Only here are the write ids read: a write that finds the memory
   -- where it expected never needs it.
   local done = written_before(ARGV[2])
   if done then
@@ -54,13 +79,48 @@ end
 if conditional and tonumber(ARGV[1]) ~= current then
   return {'x'}
 end
+if ARGV[4] == 'd' and head[2] ~= ARGV[5 + o] then
+  return {'s'}
+end
+-- The write goes ahead. The history is appended first: it is the only command below that can fail (a
+-- history key of another type), and then nothing else has been written.
+local hseq = nil
+if recorded > 0 then
+  if state == 'memory' then
+    hseq = tonumber(head[5])
+  end
+  if not hseq then
+    -- No sequence in the metadata (a new memory, or a history that outlived its window): continue from
+    -- the last entry, if any.
+    local last = redis.call('LINDEX', KEYS[3], -1)
+    hseq = 0
+    if last then
+      hseq = sequence_of(last)
+      if not hseq then
+        return redis.error_reply('ERR chatmemory: the history key ' .. KEYS[3]
+          .. ' ends with an entry this store did not write; nothing was written')
+      end
+    end
+  end
+  local stamp = ':' .. string.format('%.0f', now_ms) .. ':'
+  local from = #ARGV - recorded
+  local entries = {}
+  for i = 1, recorded do
+    entries[#entries + 1] = string.format('%.0f', hseq + i) .. stamp .. ARGV[from + i]
+    if #entries == 1000 then
+      redis.call('RPUSH', KEYS[3], unpack(entries))
+      entries = {}
+    end
+  end
+  if #entries > 0 then
+    redis.call('RPUSH', KEYS[3], unpack(entries))
+  end
+  hseq = hseq + recorded
+end
 local first
 if ARGV[4] == 'd' then
-  if head[2] ~= ARGV[5] then
-    return {'s'}
-  end
-  local span = tonumber(ARGV[6])
-  local kept = tonumber(ARGV[7])
+  local span = tonumber(ARGV[6 + o])
+  local kept = tonumber(ARGV[7 + o])
   if span > 0 then
     if kept == 0 then
       redis.call('LTRIM', KEYS[2], span, -1)
@@ -69,17 +129,17 @@ if ARGV[4] == 'd' then
       -- so the client never sends the window.
       local kept_head = redis.call('LRANGE', KEYS[2], 0, span - 1)
       redis.call('LTRIM', KEYS[2], span, -1)
-      for i = 7 + kept, 8, -1 do
+      for i = 7 + o + kept, 8 + o, -1 do
         redis.call('LPUSH', KEYS[2], kept_head[tonumber(ARGV[i]) + 1])
       end
     end
   end
-  first = 8 + kept
+  first = 8 + o + kept
   size = size - span + kept + #ARGV - first + 1
 else
   redis.call('DEL', KEYS[2])
-  first = 5
-  size = #ARGV - 4
+  first = 5 + o
+  size = #ARGV - 4 - o
 end
 local last = #ARGV
 while first <= last do
@@ -102,7 +162,15 @@ else
 end
 -- This write's id goes into the next slot of the ring: one short field per write, never the whole history.
 local entry = ARGV[2] .. '=' .. version
-if incarnation == head[2] then
+if hseq then
+  if incarnation == head[2] then
+    redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'written', written, 'seq', seq + 1,
+      'w' .. (seq % WRITE_SLOTS), entry, 'hseq', string.format('%.0f', hseq))
+  else
+    redis.call('HSET', KEYS[1], 'version', version, 'incarnation', incarnation, 'length', size, 'written',
+      written, 'seq', seq + 1, 'w' .. (seq % WRITE_SLOTS), entry, 'hseq', string.format('%.0f', hseq))
+  end
+elseif incarnation == head[2] then
   redis.call('HSET', KEYS[1], 'version', version, 'length', size, 'written', written, 'seq', seq + 1,
     'w' .. (seq % WRITE_SLOTS), entry)
 else
@@ -110,6 +178,9 @@ else
     'seq', seq + 1, 'w' .. (seq % WRITE_SLOTS), entry)
 end
 set_expiry(now_ms, ttl)
+if KEYS[3] then
+  set_history_expiry(now_ms, history_ttl or ttl)
+end
 if ARGV[4] == 'd' then
   -- The cheapest reply to send and parse: the caller knows the incarnation, it sent it.
   return tonumber(version)
