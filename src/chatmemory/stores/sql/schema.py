@@ -14,8 +14,9 @@ Two tables per prefix:
   ``dumps_message`` payload as bytes (PostgreSQL rejects ``\x00`` in ``text`` and ``jsonb``; bytes keep
   every message exact). A store with history keeps the rows its window evicts (they are the history):
   ``written_at`` is the time of the write that added the row (``NULL``: written without history, or
-  trimmed from the history while still in the window: not a history entry), and ``evicted`` marks a row that left the window although it lies in the window's
-  ranges (an eviction from the middle of the window; ``NULL`` otherwise).
+  trimmed from the history while still in the window: not a history entry), and ``evicted`` marks a row
+  that left the window although it lies in the window's ranges (an eviction from the middle of the
+  window; ``NULL`` otherwise).
 
 Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
 equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
