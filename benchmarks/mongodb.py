@@ -1,7 +1,7 @@
 """MongoDB store against a raw ``update_one`` $push/$slice / ``find_one`` baseline, same server, same run.
 
     python benchmarks/mongodb.py [--url mongodb://127.0.0.1:27018/?replicaSet=secantus] [--turns 300]
-                                 [--windows 20 200] [--no-retryable-writes]
+                                 [--windows 20 200] [--no-retryable-writes] [--history]
 
 For each window size the memory is filled, then every steady-state turn does, interleaved:
 
@@ -14,6 +14,10 @@ For each window size the memory is filled, then every steady-state turn does, in
 * baseline get: ``find_one`` and decoding every record;
 * async rows: the same store get / update through :mod:`chatmemory.aio.stores.mongodb` beside the same
   baseline through PyMongo's ``AsyncMongoClient``, on one event loop.
+
+With ``--history`` the sync store's get and update are also measured on a store built with
+``history=True`` (same collection name scheme, same turns, interleaved in the same run), and the table
+ends with the history-on / history-off ratios the history issue asks for.
 
 Both sides encode and decode with ``dumps_message`` / ``loads_message``. The baseline has no version
 check and cannot keep a system message first: it is the floor, not an alternative. "bytes sent" is the
@@ -72,24 +76,23 @@ class ByteCounter(monitoring.CommandListener):
         pass
 
 
-def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, Timings]:
+def run_window(client: MongoClient[Any], window: int, turns: int, history: bool = False) -> dict[str, Timings]:
     collection_name = f"bench_{uuid.uuid4().hex[:8]}"
     store = MongoChatMemoryStore(client, database=DATABASE, collection=collection_name, ttl=TTL_SECONDS)
+    history_store = MongoChatMemoryStore(
+        client, database=DATABASE, collection=f"{collection_name}_h", ttl=TTL_SECONDS, history=True
+    )
     raw = client[DATABASE][collection_name]
-    results = {
-        name: Timings(lambda: ByteCounter.sent)
-        for name in (
-            "store get",
-            "store update",
-            "store update, system",
-            "baseline get",
-            "baseline update",
-        )
-    }
+    names = ["store get", "store update", "store update, system", "baseline get", "baseline update"]
+    if history:
+        names += ["history store get", "history store update"]
+    results = {name: Timings(lambda: ByteCounter.sent) for name in names}
     system = SystemMessage("You are a helpful assistant. Answer briefly.")
     messages = [message(turn) for turn in range(window)]
     store.update_messages("plain", messages)
     store.update_messages("system", [system, *messages[1:]])
+    if history:
+        history_store.update_messages("plain", messages)
     raw.insert_one(
         {
             "_id": "baseline",
@@ -113,10 +116,10 @@ def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, T
         assert document is not None
         return [loads_message(record) for record in document["messages"]]
 
-    def turn_on(memory_id: str, name: str, new: ChatMessage, keep_first: int) -> None:
-        snapshot = store.load(memory_id)
+    def turn_on(memory_id: str, name: str, new: ChatMessage, keep_first: int, on: MongoChatMemoryStore = store) -> None:
+        snapshot = on.load(memory_id)
         kept = [*snapshot.messages[:keep_first], *snapshot.messages[keep_first + 1 :], new]
-        results[name].measure(lambda: store.save(memory_id, kept, snapshot.version))
+        results[name].measure(lambda: on.save(memory_id, kept, snapshot.version))
 
     try:
         for turn in range(window, window + turns):
@@ -126,10 +129,20 @@ def run_window(client: MongoClient[Any], window: int, turns: int) -> dict[str, T
             turn_on("system", "store update, system", new, 1)
             results["baseline update"].measure(lambda: baseline_update(new))  # noqa: B023
             results["baseline get"].measure(baseline_get)
+            if history:
+                results["history store get"].measure(lambda: history_store.load("plain"))
+                turn_on("plain", "history store update", new, 0, history_store)
         assert store.get_messages("plain") == baseline_get()
         assert store.get_messages("system") == [system, *baseline_get()[1:]]
+        if history:
+            assert history_store.get_messages("plain") == baseline_get()
+            newest = history_store.history("plain", reverse=True, limit=turns + window)
+            assert len(newest.entries) == turns + window and newest.next_after is None
     finally:
         raw.drop()
+        history_store.collection.drop()
+        if history_store.history_collection is not None:
+            history_store.history_collection.drop()
     return results
 
 
@@ -192,6 +205,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--no-retryable-writes", action="store_true", help="connect with retryWrites=false")
+    parser.add_argument("--history", action="store_true", help="also measure a store built with history=True")
     options = parser.parse_args()
     client: MongoClient[Any] = MongoClient(
         options.url, event_listeners=[ByteCounter()], retryWrites=not options.no_retryable_writes
@@ -209,8 +223,8 @@ def main() -> None:
     )
     by_window = {}
     for window in options.windows:
-        run_window(client, window, min(30, options.turns))  # warm-up: connections, collection creation
-        by_window[window] = run_window(client, window, options.turns)
+        run_window(client, window, min(30, options.turns), options.history)  # warm-up: connections, collections
+        by_window[window] = run_window(client, window, options.turns, options.history)
         retry = not options.no_retryable_writes
         asyncio.run(run_window_async(options.url, retry, window, min(30, options.turns)))
         by_window[window].update(asyncio.run(run_window_async(options.url, retry, window, options.turns)))
@@ -232,6 +246,12 @@ def main() -> None:
         print(
             f"  window {window:>4}: async update {async_update:.2f}x, async get {async_get:.2f}x (vs raw async pymongo)"
         )
+    if options.history:
+        print("history on / off (median, same run):")
+        for window, results in by_window.items():
+            get = results["history store get"].median() / results["store get"].median()
+            update = results["history store update"].median() / results["store update"].median()
+            print(f"  window {window:>4}: get {get:.2f}x, update {update:.2f}x")
     if len(by_window) >= 2:
         small, large = min(by_window), max(by_window)
         print(f"flatness (median at window {large} / window {small}):")

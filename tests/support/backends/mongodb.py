@@ -64,6 +64,8 @@ class MongoBackend:
     def close_store(self, store: ChatMemoryStore) -> None:
         assert isinstance(store, MongoChatMemoryStore)
         store.collection.drop()
+        if store.history_collection is not None:
+            store.history_collection.drop()
         store.close()
         self.guard.check()
 
@@ -97,6 +99,8 @@ class AsyncMongoBackend:
 
         assert isinstance(store, AsyncMongoChatMemoryStore)
         await store.collection.drop()
+        if store.history_collection is not None:
+            await store.history_collection.drop()
         await store.aclose()
         await store.collection.database.client.close()
 

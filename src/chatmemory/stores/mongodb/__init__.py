@@ -2,6 +2,7 @@
 
 * :mod:`~chatmemory.stores.mongodb.layout` — the document layout and how a document is read (pure);
 * :mod:`~chatmemory.stores.mongodb.plan` — what each write sends and what its reply means (pure);
+* :mod:`~chatmemory.stores.mongodb.history` — the history collection and head, read and trim plans (pure);
 * :mod:`~chatmemory.stores.mongodb.driver` — what the sync and async stores share about pymongo;
 * :mod:`~chatmemory.stores.mongodb.store` — the sync store, executing the plans with ``MongoClient``.
 

@@ -49,7 +49,7 @@ class ServerClock:
         return self.local() + self._offset
 
 
-def expired(document: Mapping[str, Any], server_now: datetime.datetime) -> bool:
-    """Whether ``document`` has expired at ``server_now`` (an ``expires_at`` that is not a date never does)."""
-    expires_at = document.get("expires_at")
+def expired(document: Mapping[str, Any], server_now: datetime.datetime, field: str = "expires_at") -> bool:
+    """Whether ``document`` has expired at ``server_now`` (a ``field`` that is not a date never does)."""
+    expires_at = document.get(field)
     return isinstance(expires_at, datetime.datetime) and expires_at <= server_now

@@ -21,6 +21,7 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 from bson.codec_options import CodecOptions  # noqa: E402 - imported once the driver is known to be installed
 from bson.errors import BSONError  # noqa: E402
 from pymongo.errors import (  # noqa: E402
+    BulkWriteError,
     ConnectionFailure,
     DocumentTooLarge,
     InvalidName,
@@ -31,7 +32,7 @@ from pymongo.errors import (  # noqa: E402
 )
 
 from chatmemory.stores.mongodb.expressions import TOO_LARGE_ADVICE  # noqa: E402
-from chatmemory.stores.mongodb.plan import RESEND_CODES, Document, WriteReply  # noqa: E402
+from chatmemory.stores.mongodb.plan import DUPLICATE_KEY, RESEND_CODES, Document, WriteReply  # noqa: E402
 
 __all__ = [
     "CODEC_OPTIONS",
@@ -40,6 +41,7 @@ __all__ = [
     "EXPIRY_INDEX",
     "INDEX_CONFLICT_CODES",
     "client_options",
+    "copy_landed",
     "collection_of",
     "describe",
     "equivalent_expiry_index",
@@ -47,6 +49,7 @@ __all__ = [
     "invalid_name",
     "reply_to_error",
     "resend_error",
+    "server_time",
     "write_error",
 ]
 
@@ -134,6 +137,27 @@ def reply_to_error(exc: BaseException) -> WriteReply | None:
     if isinstance(exc, OperationFailure) and exc.code in RESEND_CODES:
         return WriteReply(error_code=exc.code)
     return None
+
+
+def copy_landed(exc: BaseException) -> bool:
+    """Whether a history copy that raised ``exc`` still left every entry in place.
+
+    A group copied twice (by two stores, or again after a lost reply) fails with duplicate keys: the
+    entry is there already (the same entry: its key is its history and sequence).
+    """
+    if not isinstance(exc, BulkWriteError):
+        return False
+    details = exc.details or {}
+    errors = details.get("writeErrors") or []
+    return not details.get("writeConcernErrors") and all(error.get("code") == DUPLICATE_KEY for error in errors)
+
+
+def server_time(hello: Document) -> datetime.datetime | None:
+    """The server's clock from a ``hello`` reply (``localTime``), as an aware UTC datetime."""
+    value = hello.get("localTime")
+    if not isinstance(value, datetime.datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
 
 
 def write_error(memory_id: str, exc: BaseException) -> StoreError:

@@ -26,6 +26,7 @@ __all__ = [
     "check_size",
     "expiry",
     "live_filter",
+    "not_expired",
     "read_filter",
     "under",
     "writes",
@@ -51,13 +52,20 @@ OK_FIELD: Final = "_chatmemory_ok"
 """The temporary field holding a write's condition between the pipeline's stages."""
 
 NOW_MS: Final = {"$toLong": "$$NOW"}
-NOT_EXPIRED: Final = {
-    "$cond": [
-        {"$eq": [{"$type": "$expires_at"}, "date"]},
-        {"$gt": [{"$toLong": "$expires_at"}, NOW_MS]},
-        True,  # no expiry, or a value that is not a date: never expires
-    ]
-}
+
+
+def not_expired(field: str = "expires_at") -> Document:
+    """The expression: the date in ``field`` is still ahead (no date, or not a date: never expires)."""
+    return {
+        "$cond": [
+            {"$eq": [{"$type": f"${field}"}, "date"]},
+            {"$gt": [{"$toLong": f"${field}"}, NOW_MS]},
+            True,
+        ]
+    }
+
+
+NOT_EXPIRED: Final = not_expired()
 IS_NEW: Final = {"$eq": [{"$size": {"$objectToArray": "$$ROOT"}}, 1]}
 """The document holds nothing but its ``_id``: the upsert is creating it."""
 WRITES: Final = {"$cond": [{"$isArray": "$writes"}, "$writes", []]}
@@ -70,21 +78,21 @@ NEXT_VERSION: Final = {
 }
 
 
-def read_filter(memory_id: str, server_now_known: bool = False) -> Document:
+def read_filter(memory_id: str, server_now_known: bool = False, field: str = "expires_at") -> Document:
     """The filter of a read: the memory, if it has not expired by the server's clock.
 
     With the server's clock known to the client (``server_now_known``), the filter is the ``_id`` alone
     and the client judges expiry (:func:`~chatmemory.stores.mongodb.clock.expired`), sparing the server
-    an expression per read.
+    an expression per read. ``field`` holds the window's expiry.
     """
     if server_now_known:
         return {"_id": memory_id}
-    return {"_id": memory_id, "$expr": NOT_EXPIRED}
+    return {"_id": memory_id, "$expr": NOT_EXPIRED if field == "expires_at" else not_expired(field)}
 
 
-def live_filter() -> Document:
+def live_filter(field: str = "expires_at") -> Document:
     """The filter of a listing: every memory that has not expired by the server's clock."""
-    return {"$expr": NOT_EXPIRED}
+    return {"$expr": NOT_EXPIRED if field == "expires_at" else not_expired(field)}
 
 
 def under(condition: Any, **fields: Any) -> list[Document]:

@@ -12,6 +12,8 @@ Document layout (field order is never relied on)::
         "expires_at": <date>,            # with a ttl: a TTL index (expireAfterSeconds=0) removes the document
         "writes": [{"w": <int64>, "v": <int64>}, ...],   # the last few write ids and the versions they made
         "written_at": <date>,            # the last write, by the server's clock
+        # a store with history also keeps the history head here: hid, hseq, hlast, hpend, hrefresh
+        # (and window_expires_at / hexp with a history_ttl): see chatmemory.stores.mongodb.history
     }
 
 Each message is kept as its native record (JSON text), not as a BSON sub-document: message attributes
@@ -28,12 +30,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from chatmemory.core.errors import CorruptedMemoryError
 from chatmemory.core.messages import ChatMessage, SystemMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.serialization.native import dumps_message, loads_message
+
+if TYPE_CHECKING:
+    from chatmemory.stores.mongodb.history import HistoryState
 
 __all__ = [
     "HeadTrim",
@@ -138,12 +143,14 @@ class MemoryState:
             which is read but never diffed against.
         layout: the messages, laid out.
         records: the stored records of ``layout.array``, then the held message's (if any).
+        history: the history head at this version (a store with history; ``None``: not known).
     """
 
     version: int
     incarnation: Hashable | None
     layout: MongoLayout
     records: tuple[Record, ...]
+    history: HistoryState | None = None
 
     def decoded(self) -> dict[Record, ChatMessage]:
         """Record → message, so a later read decodes only the records it has not seen."""

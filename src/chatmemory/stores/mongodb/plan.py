@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from chatmemory.core.history import history_appends
 from chatmemory.core.messages import ChatMessage
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.versions import new_incarnation
@@ -44,9 +45,21 @@ from chatmemory.stores.mongodb.expressions import (
     check_size,
     expiry,
     live_filter,
+    not_expired,
     read_filter,
     under,
     writes,
+)
+from chatmemory.stores.mongodb.history import (
+    COPY_AT_BYTES,
+    WRITE_PROJECTION,
+    HistoryConfig,
+    HistoryState,
+    created_fields,
+    new_history_id,
+    operators_allowed,
+    pinned_fields,
+    pinned_operators,
 )
 from chatmemory.stores.mongodb.layout import (
     HeadTrim,
@@ -93,6 +106,8 @@ RESEND_CODES: Final = frozenset({DUPLICATE_KEY, WRITE_CONFLICT, NO_SUCH_TRANSACT
 
 
 _PROJECTION: Final = {"_id": 0, "version": 1, "writes": 1, "written_at": 1}
+STAGED_ROOM: Final = bytes(COPY_AT_BYTES)
+"""Stands for the records a history store's document may hold staged, in a size check."""
 _VERSION_ONLY: Final = {"_id": 0, "version": 1, "written_at": 1}
 
 
@@ -133,6 +148,10 @@ class WritePlan:
     returns_document: bool = True
     next_version: int | None = None
     """The version an ``update_one`` plan writes when it matches (its filter pins the previous one)."""
+    keeps_history: bool = False
+    """Whether the write records history: once it lands, the groups in the reply are copied."""
+    history_id: int | None = None
+    """The history id the write gives a history it starts (``None``: it starts none)."""
 
     @property
     def verify_filter(self) -> Document:
@@ -142,7 +161,7 @@ class WritePlan:
     @property
     def verify_projection(self) -> Document:
         """The fields a :class:`Verify` read needs."""
-        return dict(_PROJECTION)
+        return dict(WRITE_PROJECTION if self.keeps_history else _PROJECTION)
 
     def state_at(self, version: int) -> MemoryState | None:
         """What a snapshot cache keeps once this write landed at ``version`` (``None``: nothing)."""
@@ -265,7 +284,11 @@ def verified_outcome(plan: WritePlan, document: Mapping[str, Any] | None) -> Wri
 
 
 def _whole_fields(
-    layout: MongoLayout, records: Sequence[Record], incarnation: int | None, ttl: float | None
+    layout: MongoLayout,
+    records: Sequence[Record],
+    incarnation: int | None,
+    ttl: float | None,
+    history: HistoryConfig | None = None,
 ) -> Document:
     array_end = len(layout.array) if layout.system is not None else len(records)
     fields: Document = {
@@ -274,7 +297,10 @@ def _whole_fields(
         "system": {"$literal": records[-1]} if layout.system is not None else "$$REMOVE",
         "system_at": {"$literal": layout.system_at} if layout.system is not None else "$$REMOVE",
     }
-    fields["expires_at"] = expiry(ttl)
+    if history is None:
+        fields["expires_at"] = expiry(ttl)
+    else:
+        fields.update(history.expiry_fields())
     fields["written_at"] = "$$NOW"
     return fields
 
@@ -295,6 +321,8 @@ def _plan(
     incarnation: int | None,
     layout: MongoLayout | None,
     records: tuple[Record, ...],
+    history_id: int | None = None,
+    keeps_history: bool = False,
 ) -> WritePlan:
     """A write guarded in the pipeline by ``condition``."""
     check_size(memory_id, records)
@@ -303,7 +331,7 @@ def _plan(
         memory_id,
         {"_id": memory_id},
         under(condition, **fields),
-        dict(_PROJECTION),
+        dict(WRITE_PROJECTION if keeps_history else _PROJECTION),
         upsert,
         write_id,
         conditional,
@@ -311,6 +339,8 @@ def _plan(
         incarnation,
         layout,
         records,
+        keeps_history=keeps_history,
+        history_id=history_id,
     )
 
 
@@ -324,17 +354,20 @@ def _guarded_plan(
     incarnation: int | None,
     layout: MongoLayout,
     records: tuple[Record, ...],
+    history: HistoryConfig | None = None,
+    history_id: int | None = None,
 ) -> WritePlan:
     """A ``save`` guarded by ``filter``: one stage, which only runs on the document planned against."""
     check_size(memory_id, records)
     # The filter pins the version, so the next one needs no look at the stored value.
     version = {"$max": [expected_version + 1, {"$multiply": [NOW_MS, 1000]}]}
     stage = {"version": version, **fields, "writes": writes(write_id, version)}
+    live = NOT_EXPIRED if history is None else not_expired(history.window_field)
     return WritePlan(
         memory_id,
-        {"_id": memory_id, "version": expected_version, **filter, "$expr": NOT_EXPIRED},
+        {"_id": memory_id, "version": expected_version, **filter, "$expr": live},
         [{"$set": stage}],
-        dict(_VERSION_ONLY),
+        dict(_VERSION_ONLY if history is None else WRITE_PROJECTION),
         False,
         write_id,
         True,
@@ -342,6 +375,8 @@ def _guarded_plan(
         incarnation,
         layout,
         records,
+        keeps_history=history is not None,
+        history_id=history_id,
     )
 
 
@@ -358,8 +393,16 @@ def _operators_plan(
     *,
     write_id: int,
     incarnation: int,
+    history: HistoryConfig | None = None,
+    history_state: HistoryState | None = None,
+    history_records: Sequence[Record] = (),
+    refreshed: datetime.datetime | None = None,
 ) -> WritePlan:
-    """A diff turn as update operators, guarded by the filter like :func:`_guarded_plan`."""
+    """A diff turn as update operators, guarded by the filter like :func:`_guarded_plan`.
+
+    A history store sends it as ``find_one_and_update`` (its reply tells the write's server time,
+    which the history entries carry) and only when every group the document holds is copied.
+    """
     check_size(memory_id, records)
     version = expected_version + 1
     assignments: Document = {}
@@ -377,20 +420,33 @@ def _operators_plan(
         if trim.system_changed:
             assignments["system"] = records[-1]
         assignments["system_at"] = layout.system_at
-    if ttl is None:
-        removals["expires_at"] = ""
+    dates: Document = {"written_at": True}
+    if history is None:
+        if ttl is None:
+            removals["expires_at"] = ""
+        else:
+            assignments["expires_at"] = server_now + datetime.timedelta(seconds=ttl)
     else:
-        assignments["expires_at"] = server_now + datetime.timedelta(seconds=ttl)
-    update: Document = {"$inc": {"version": 1}, "$currentDate": {"written_at": True}, "$push": pushes}
+        assert history_state is not None
+        expiry_set, expiry_unset = history.expiry_operators(server_now)
+        history_set, history_unset, history_dates, history_pushes = pinned_operators(
+            history_state, history_records, refreshed
+        )
+        assignments.update(expiry_set, **history_set)
+        removals.update(expiry_unset, **history_unset)
+        dates.update(history_dates)
+        pushes.update(history_pushes)
+    update: Document = {"$inc": {"version": 1}, "$currentDate": dates, "$push": pushes}
     if assignments:
         update["$set"] = assignments
     if removals:
         update["$unset"] = removals
+    live = NOT_EXPIRED if history is None else not_expired(history.window_field)
     return WritePlan(
         memory_id,
-        {"_id": memory_id, "version": expected_version, **pinned, "$expr": NOT_EXPIRED},
+        {"_id": memory_id, "version": expected_version, **pinned, "$expr": live},
         update,
-        {},
+        {} if history is None else dict(WRITE_PROJECTION),
         False,
         write_id,
         True,
@@ -398,8 +454,9 @@ def _operators_plan(
         incarnation,
         layout,
         records,
-        returns_document=False,
+        returns_document=history is not None,
         next_version=version,
+        keeps_history=history is not None,
     )
 
 
@@ -416,6 +473,8 @@ def plan_save(
     ttl: float | None,
     *,
     server_now: datetime.datetime | None = None,
+    history: HistoryConfig | None = None,
+    refreshed: datetime.datetime | None = None,
 ) -> WritePlan:
     """The write of ``messages`` if the memory is still at ``expected_version`` (``0``: absent or expired).
 
@@ -427,28 +486,57 @@ def plan_save(
     less than a pipeline, and the version the filter pins needs no clock (``expected + 1`` stays below the
     clock in µs, so a memory created again later still starts above it). The decision whether the memory
     is live stays the server's.
+
+    A store with ``history`` must pass ``cached`` at ``expected_version`` (read it first if it has none):
+    the messages the write appends to the history are the sequence diff of that window and ``messages``
+    (see :mod:`chatmemory.stores.mongodb.history`). ``refreshed``: the store set the expiry of every
+    entry from that time before this write (:func:`~chatmemory.stores.mongodb.history.refresh_due`).
+
+    Raises:
+        ValueError: ``history`` is given without a ``cached`` state at ``expected_version``.
     """
     layout = plan_layout(messages)
     write_id = new_write_id()
+    if history is not None and expected_version != 0 and (cached is None or cached.version != expected_version):
+        raise ValueError("a history store plans a save against the state it read at the expected version")
+    history_records: tuple[Record, ...] = ()
+    if history is not None:
+        old = cached.layout.messages() if cached is not None and expected_version != 0 else []
+        history_records = tuple(encode_record(message) for message in history_appends(old, messages))
+        # The document holds the window, this write's group and what may be staged before it.
+        check_size(memory_id, (*_records(layout), *history_records, STAGED_ROOM))
     if expected_version == 0:
         records = _records(layout)
         incarnation = new_incarnation()
-        condition: Any = {"$or": [IS_NEW, {"$not": [NOT_EXPIRED]}]}
-        fields = _whole_fields(layout, records, incarnation, ttl)
+        if history is None:
+            condition: Any = {"$or": [IS_NEW, {"$not": [NOT_EXPIRED]}]}
+            fields = _whole_fields(layout, records, incarnation, ttl)
+            return _plan(
+                memory_id, condition, fields, upsert=True, write_id=write_id, conditional=True,
+                incarnation=incarnation, layout=layout, records=records,
+            )  # fmt: skip
+        started = new_history_id()
+        condition = {"$or": [IS_NEW, {"$not": [not_expired(history.window_field)]}]}
+        fields = _whole_fields(layout, records, incarnation, ttl, history)
+        fields.update(created_fields(history, history_records, started, IS_NEW))
         return _plan(
             memory_id, condition, fields, upsert=True, write_id=write_id, conditional=True,
-            incarnation=incarnation, layout=layout, records=records,
+            incarnation=incarnation, layout=layout, records=records, history_id=started, keeps_history=True,
         )  # fmt: skip
     trim = None
     if cached is not None and cached.version == expected_version and cached.incarnation is not None:
         trim = plan_head_trim(cached.layout, layout)
+    history_state = cached.history if cached is not None else None
+    hid = new_history_id() if history is not None and (history_state is None or history_state.hid is None) else None
     if trim is None or cached is None or cached.incarnation is None:
         records = _records(layout)
         incarnation = new_incarnation()
-        fields = _whole_fields(layout, records, incarnation, ttl)
+        fields = _whole_fields(layout, records, incarnation, ttl, history)
+        if history is not None:
+            fields.update(pinned_fields(history_state, history_records, hid or 0, refreshed))
         return _guarded_plan(
             memory_id, expected_version, {}, fields, write_id=write_id,
-            incarnation=incarnation, layout=layout, records=records,
+            incarnation=incarnation, layout=layout, records=records, history=history, history_id=hid,
         )  # fmt: skip
     records = cached.after(trim, layout)
     incarnation = cached.incarnation  # type: ignore[assignment]  # an int or an earlier store's token
@@ -457,10 +545,13 @@ def plan_save(
     # The incarnation pins the exact document the cached layout came from, so a memory deleted and
     # created again can never receive a diff computed against its predecessor.
     pinned = {"incarnation": {"$eq": incarnation}, "messages": {"$type": "array"}}
-    if server_now is not None:
+    operators = server_now is not None and (history is None or operators_allowed(history_state))
+    if operators:
+        assert server_now is not None
         return _operators_plan(
             memory_id, expected_version, pinned, trim, appended, layout, records, ttl, server_now,
-            write_id=write_id, incarnation=incarnation,
+            write_id=write_id, incarnation=incarnation, history=history, history_state=history_state,
+            history_records=history_records, refreshed=refreshed,
         )  # fmt: skip
     fields = {}
     if trim.head_trim or appended:
@@ -473,25 +564,53 @@ def plan_save(
         if trim.system_changed:
             fields["system"] = {"$literal": records[-1]}
         fields["system_at"] = {"$literal": layout.system_at}
-    fields["expires_at"] = expiry(ttl)
+    if history is None:
+        fields["expires_at"] = expiry(ttl)
+    else:
+        fields.update(history.expiry_fields())
+        fields.update(pinned_fields(history_state, history_records, hid or 0, refreshed))
     fields["written_at"] = "$$NOW"
     return _guarded_plan(
         memory_id, expected_version, pinned, fields, write_id=write_id,
-        incarnation=incarnation, layout=layout, records=records,
+        incarnation=incarnation, layout=layout, records=records, history=history, history_id=hid,
     )  # fmt: skip
 
 
-def plan_replace(memory_id: str, messages: Sequence[ChatMessage], ttl: float | None) -> WritePlan:
-    """The write of ``messages`` whatever version the memory is at (``update_messages``)."""
+def plan_replace(
+    memory_id: str, messages: Sequence[ChatMessage], ttl: float | None, history: HistoryConfig | None = None
+) -> WritePlan:
+    """The write of ``messages`` whatever version the memory is at (``update_messages``).
+
+    A store with ``history`` sends it only over a window it cannot read (to repair it): every message
+    is recorded, as for a rewrite; the history goes on if it is live. Over a window it can read, it
+    saves against what it read instead, so the history records only what was appended.
+    """
     layout = plan_layout(messages)
     records = _records(layout)
-    return _unconditional(memory_id, layout, records, new_incarnation(), ttl)
+    if history is None:
+        return _unconditional(memory_id, layout, records, new_incarnation(), ttl)
+    started = new_history_id()
+    extra = created_fields(history, records_in_order(layout, records), started, IS_NEW)
+    return _unconditional(memory_id, layout, records, new_incarnation(), ttl, history, extra, started)
 
 
-def plan_raw_write(memory_id: str, records: Sequence[bytes], ttl: float | None) -> WritePlan:
+def records_in_order(layout: MongoLayout, records: Sequence[Record]) -> tuple[Record, ...]:
+    """``records`` (the array's, then the held message's) in window order."""
+    if layout.system is None:
+        return tuple(records)
+    ordered = list(records[:-1])
+    ordered.insert(layout.system_at, records[-1])
+    return tuple(ordered)
+
+
+def plan_raw_write(
+    memory_id: str, records: Sequence[bytes], ttl: float | None, history: HistoryConfig | None = None
+) -> WritePlan:
     """The write of raw ``records`` as the memory's array, whatever version it is at (``write_raw``).
 
-    Records that are UTF-8 are stored as text, as the store stores its own; others as binary.
+    Records that are UTF-8 are stored as text, as the store stores its own; others as binary. A store
+    with ``history`` records nothing in the history for them (a raw write plants a window; it is no
+    conversation turn) and leaves the history head as it is.
     """
     stored: list[Record] = []
     for record in records:
@@ -500,48 +619,69 @@ def plan_raw_write(memory_id: str, records: Sequence[bytes], ttl: float | None) 
             stored.append(data.decode("utf-8"))
         except UnicodeDecodeError:
             stored.append(data)
-    return _unconditional(memory_id, MongoLayout(()), tuple(stored), None, ttl)
+    return _unconditional(memory_id, MongoLayout(()), tuple(stored), None, ttl, history)
 
 
 def _unconditional(
-    memory_id: str, layout: MongoLayout, records: tuple[Record, ...], incarnation: int | None, ttl: float | None
+    memory_id: str,
+    layout: MongoLayout,
+    records: tuple[Record, ...],
+    incarnation: int | None,
+    ttl: float | None,
+    history: HistoryConfig | None = None,
+    history_fields: Document | None = None,
+    history_id: int | None = None,
 ) -> WritePlan:
     write_id = new_write_id()
-    fields = _whole_fields(layout, records, incarnation, ttl)
+    fields = _whole_fields(layout, records, incarnation, ttl, history)
+    fields.update(history_fields or {})
     # Applies once: a resend after a lost reply finds its write id and changes nothing.
     condition = {"$not": [{"$in": [{"$literal": write_id}, WRITE_IDS]}]}
     return _plan(
         memory_id, condition, fields, upsert=True, write_id=write_id, conditional=False,
         incarnation=incarnation, layout=layout if incarnation is not None else None, records=records,
+        history_id=history_id, keeps_history=history_fields is not None,
     )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------- operators' times
 
 
-def memory_times_of(document: Mapping[str, Any] | None) -> MemoryTimes | None:
+def memory_times_of(document: Mapping[str, Any] | None, field: str = "expires_at") -> MemoryTimes | None:
     """The write and expiry times a document holds (``None``: no live memory; a time it lacks is ``None``).
 
     ``written_at`` is set from the server's clock by every write of this store; a document written by an
-    earlier version of the store has none.
+    earlier version of the store has none. ``field`` holds the window's expiry.
     """
     if document is None:
         return None
-    written, expires = document.get("written_at"), document.get("expires_at")
+    written, expires = document.get("written_at"), document.get(field)
     return MemoryTimes(
         written if isinstance(written, datetime.datetime) else None,
         expires if isinstance(expires, datetime.datetime) else None,
     )
 
 
-def plan_expire_at(memory_id: str, when: datetime.datetime | None) -> tuple[Document, Document]:
+def plan_expire_at(
+    memory_id: str, when: datetime.datetime | None, history: HistoryConfig | None = None
+) -> tuple[Document, Document | list[Document]]:
     """The filter and update that set a live memory's expiry to ``when`` (``None``: never); nothing is created.
+
+    With a ``history_ttl`` the window's expiry is ``window_expires_at``, and the document (whose TTL
+    index is on ``expires_at``) is kept at least until ``when`` (``None``: for good).
 
     Raises:
         ValueError: ``when`` is a naive datetime.
     """
+    field = "expires_at" if history is None else history.window_field
+    query = read_filter(memory_id, field=field)
     if when is None:
-        return read_filter(memory_id), {"$unset": {"expires_at": ""}}
+        if field == "expires_at":
+            return query, {"$unset": {"expires_at": ""}}
+        return query, {"$unset": {field: "", "expires_at": ""}}
     if not isinstance(when, datetime.datetime) or when.tzinfo is None:
         raise ValueError(f"expire_at takes an aware datetime (e.g. in UTC) or None, not {when!r}")
-    return read_filter(memory_id), {"$set": {"expires_at": when.astimezone(datetime.timezone.utc)}}
+    when = when.astimezone(datetime.timezone.utc)
+    if field == "expires_at":
+        return query, {"$set": {"expires_at": when}}
+    return query, [{"$set": {field: when, "expires_at": {"$max": [when, "$hexp"]}}}]
