@@ -329,3 +329,22 @@ def test_a_memory_retrying_its_add_counts_its_retries_and_warns_when_it_gives_up
     assert [record.getMessage() for record in caplog.records] == [
         f"memory 'm': add gave up after {attempts} attempts: other writers kept changing it"
     ]
+
+
+def test_history_reads_and_trims_are_spans(backend: Backend, recorded: Recorded) -> None:
+    import datetime
+
+    store = backend.make_store(history=True)
+    try:
+        store.update_messages(MEMORY_ID, FIRST)
+        recorded.spans.clear()  # only what follows
+        assert len(store.history(MEMORY_ID, limit=2).entries) == 2
+        removed = store.trim_history(older_than=datetime.timedelta(days=1))
+        spans = recorded.finished()
+        assert [span.name for span in spans] == ["chatmemory history", "chatmemory trim_history"]
+        history, trim = (dict(span.attributes) for span in spans)
+        assert history["chatmemory.items"] == 2
+        assert trim["chatmemory.items"] == removed == 0
+        assert all("chatmemory.memory_id" not in span.attributes for span in spans)
+    finally:
+        backend.close_store(store)

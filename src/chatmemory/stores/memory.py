@@ -201,6 +201,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         """Whether this store keeps the history of its memories (``history=True``)."""
         return self._keeps_history
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -221,6 +222,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             page = list(itertools.islice((entry for entry in ordered if query.includes(entry.sequence)), limit + 1))
         return query.page(page)
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than``; the windows stay as they are.
 

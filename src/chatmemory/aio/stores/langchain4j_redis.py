@@ -300,6 +300,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return self._history
 
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -312,6 +313,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         steps = self._require_history()
         return await self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
 
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:

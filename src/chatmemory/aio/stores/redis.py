@@ -290,6 +290,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
         return self._client.scan_iter(match=pattern, count=1000)
 
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -304,6 +305,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return await self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
 
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:

@@ -511,6 +511,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # ----------------------------------------------------------------------------------------- history
 
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -529,6 +530,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             rows = (await connection.execute(statement, history_parameters(memory_id, query))).all()
         return decode_history(memory_id, rows, query)
 
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:

@@ -30,6 +30,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.history import HistoryPage
 from chatmemory.core.store import Snapshot
 
 __all__ = ["StoreTelemetry"]
@@ -40,7 +41,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 _VERSION_RESULTS = frozenset({"save", "modify"})
-_COUNT_RESULTS = frozenset({"purge_expired"})
+_COUNT_RESULTS = frozenset({"purge_expired", "trim_history"})
 
 
 def _memory_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -51,6 +52,8 @@ def _memory_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 def _record_result(op: telemetry.Operation, name: str, result: object) -> None:
     if isinstance(result, Snapshot):
         op.values["version"] = result.version
+    elif isinstance(result, HistoryPage):
+        op.values["items"] = len(result.entries)
     elif isinstance(result, int) and not isinstance(result, bool):
         if name in _VERSION_RESULTS:
             op.values["version"] = result

@@ -323,6 +323,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return self._history
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -335,6 +336,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         steps = self._require_history()
         return self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 

@@ -283,6 +283,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
         return self._client.scan_iter(match=pattern, count=1000)
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -297,6 +298,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 

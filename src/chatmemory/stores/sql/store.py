@@ -508,6 +508,7 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # -------------------------------------------------------------------------------------------- history
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -528,6 +529,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             rows = connection.execute(statement, history_parameters(memory_id, query)).all()
         return decode_history(memory_id, rows, query)
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 
