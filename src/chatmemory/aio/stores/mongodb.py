@@ -21,8 +21,7 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
-from chatmemory.stores.base import AsyncStoreLifecycle, Operation, RetryPolicy
-from chatmemory.stores.base.options import TTL
+from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -42,25 +41,12 @@ __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
 _T = TypeVar("_T")
 
 
-class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations):
+class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient[Any]]):
     """An asyncio store in a MongoDB collection; supports versioning, listing, TTL and raw records.
 
-    Args:
-        url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
-            in :meth:`aclose`), or a :class:`pymongo.AsyncMongoClient` (the caller owns and closes it).
-        database: the database name.
-        collection: the collection name; it holds nothing but memories.
-        ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the server's clock;
-            ``None``: forever (see the sync store).
-        snapshot_cache_size: how many memories' last snapshots to keep (0: none).
-        retry: how long a write whose reply was lost (or that raced another writer creating the memory)
-            is resent; its write id makes a resend apply at most once.
-        client_options: keyword arguments for the client the store builds from a URL (the default
-            timeouts are the sync store's).
-        history: keep every message ever added to a memory in ``<collection>_history`` (see
-            :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
-        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
-            ``ttl``); ``None``: as long as the window. Needs ``history=True``.
+    Takes the arguments of :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`, with an
+    :class:`pymongo.AsyncMongoClient` in place of a ``MongoClient`` (a store built from a URL closes its
+    client in :meth:`aclose`).
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an ``AsyncMongoClient``; ``history`` is not a bool.
@@ -69,30 +55,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations):
     """
 
     _repr_name = "aio.MongoChatMemoryStore"
-
-    def __init__(
-        self,
-        url_or_client: str | AsyncMongoClient[Any],
-        *,
-        database: str = "chatmemory",
-        collection: str = "memories",
-        ttl: TTL = None,
-        snapshot_cache_size: int = 1024,
-        retry: RetryPolicy | None = None,
-        client_options: dict[str, Any] | None = None,
-        history: bool = False,
-        history_ttl: TTL = None,
-    ) -> None:
-        super().__init__(
-            url_or_client, AsyncMongoClient, database=database, collection=collection, ttl=ttl,
-            snapshot_cache_size=snapshot_cache_size, retry=retry, client_options=client_options,
-            history=history, history_ttl=history_ttl,
-        )  # fmt: skip
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> MongoChatMemoryStore:
-        """Build from a ``mongodb://`` or ``mongodb+srv://`` URL (options go to the constructor)."""
-        return cls(cls._check_url(url), **options)
+    _client_type = AsyncMongoClient
 
     @property
     def collection(self) -> AsyncCollection[Document]:

@@ -8,7 +8,7 @@ sends anything.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.memory_id import validate_memory_id
@@ -21,8 +21,11 @@ from chatmemory.stores.mongodb.layout import MemoryState
 
 __all__ = ["MongoStoreBase"]
 
+_Client = TypeVar("_Client")
+_Store = TypeVar("_Store", bound="MongoStoreBase[Any]")
 
-class MongoStoreBase:
+
+class MongoStoreBase(Generic[_Client]):
     """The state every MongoDB store keeps, checked at construction (see the executors for the arguments).
 
     Raises:
@@ -32,20 +35,21 @@ class MongoStoreBase:
     """
 
     _repr_name = "MongoChatMemoryStore"
+    _client_type: type[Any]
+    """The client class the executor sends with (``MongoClient`` or ``AsyncMongoClient``)."""
 
     def __init__(
         self,
-        url_or_client: Any,
-        client_type: type[Any],
+        url_or_client: str | _Client,
         *,
-        database: str,
-        collection: str,
-        ttl: TTL,
-        snapshot_cache_size: int,
-        retry: RetryPolicy | None,
-        client_options: dict[str, Any] | None,
-        history: bool,
-        history_ttl: TTL,
+        database: str = "chatmemory",
+        collection: str = "memories",
+        ttl: TTL = None,
+        snapshot_cache_size: int = 1024,
+        retry: RetryPolicy | None = None,
+        client_options: dict[str, Any] | None = None,
+        history: bool = False,
+        history_ttl: TTL = None,
     ) -> None:
         self._ttl = ttl_seconds(ttl)
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
@@ -53,7 +57,8 @@ class MongoStoreBase:
         self._window_field = self._history.window_field if self._history is not None else "expires_at"
         self._cache: SnapshotCache[MemoryState] = SnapshotCache(snapshot_cache_size)
         self._retry = retry if retry is not None else RetryPolicy()
-        self._client, self._owns_client = _client(url_or_client, client_type, client_options)
+        self._client: _Client
+        self._client, self._owns_client = _client(url_or_client, self._client_type, client_options)
         self._collection: Any = collection_of(self._client, database, collection)
         self._history_collection: Any = None
         if self._history is not None:
@@ -89,10 +94,11 @@ class MongoStoreBase:
         )
 
     @classmethod
-    def _check_url(cls, url: str) -> str:
+    def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
+        """Build from a ``mongodb://`` or ``mongodb+srv://`` URL (options go to the constructor)."""
         if not url.startswith(("mongodb://", "mongodb+srv://")):
             raise ValueError(f"MongoChatMemoryStore takes mongodb:// or mongodb+srv:// URLs, not {url!r}")
-        return url
+        return cls(url, **options)
 
 
 def _client(url_or_client: Any, client_type: type[Any], options: dict[str, Any] | None) -> tuple[Any, bool]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.errors import HistoryNotEnabledError, StoreError
 from chatmemory.core.history import HistoryPage, history_query, trim_cutoff
@@ -49,10 +49,12 @@ from chatmemory.stores.mongodb.plan import WritePlan, Written
 
 __all__ = ["HistoryOperations"]
 
+_Client = TypeVar("_Client")
+
 _HISTORY = Target.HISTORY
 
 
-class HistoryOperations(MongoStoreBase):
+class HistoryOperations(MongoStoreBase[_Client]):
     """History operations as command generators (the executors run them)."""
 
     if TYPE_CHECKING:

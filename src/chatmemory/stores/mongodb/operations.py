@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from pymongo import ReturnDocument
 
@@ -57,11 +58,13 @@ from chatmemory.stores.mongodb.plan import (
 
 __all__ = ["MongoOperations"]
 
+_Client = TypeVar("_Client")
+
 _WINDOW = Target.WINDOW
 _EXPIRY_KEY = [("expires_at", 1)]
 
 
-class MongoOperations(HistoryOperations):
+class MongoOperations(HistoryOperations[_Client]):
     """Every operation of a MongoDB store as a command generator (the executors run them)."""
 
     def _ensure_expiry_index(self) -> Steps[None]:

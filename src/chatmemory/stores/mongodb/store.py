@@ -20,8 +20,7 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
-from chatmemory.stores.base import Operation, RetryPolicy, StoreLifecycle
-from chatmemory.stores.base.options import TTL
+from chatmemory.stores.base import Operation, StoreLifecycle
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -41,7 +40,7 @@ __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
 _T = TypeVar("_T")
 
 
-class MongoChatMemoryStore(StoreLifecycle, MongoOperations):
+class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
     """A store in a MongoDB collection; supports versioning, listing, TTL and raw records.
 
     Args:
@@ -71,29 +70,7 @@ class MongoChatMemoryStore(StoreLifecycle, MongoOperations):
         StoreError: the URL cannot be parsed.
     """
 
-    def __init__(
-        self,
-        url_or_client: str | MongoClient[Any],
-        *,
-        database: str = "chatmemory",
-        collection: str = "memories",
-        ttl: TTL = None,
-        snapshot_cache_size: int = 1024,
-        retry: RetryPolicy | None = None,
-        client_options: dict[str, Any] | None = None,
-        history: bool = False,
-        history_ttl: TTL = None,
-    ) -> None:
-        super().__init__(
-            url_or_client, MongoClient, database=database, collection=collection, ttl=ttl,
-            snapshot_cache_size=snapshot_cache_size, retry=retry, client_options=client_options,
-            history=history, history_ttl=history_ttl,
-        )  # fmt: skip
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> MongoChatMemoryStore:
-        """Build from a ``mongodb://`` or ``mongodb+srv://`` URL (options go to the constructor)."""
-        return cls(cls._check_url(url), **options)
+    _client_type = MongoClient
 
     @property
     def collection(self) -> Collection[Document]:
