@@ -27,7 +27,7 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import AsyncMongoClient  # noqa: E402 - the driver is known
 
-from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, Target, result_of  # noqa: E402
+from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
 from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
 from chatmemory.stores.mongodb.operations import MongoOperations  # noqa: E402
@@ -76,15 +76,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
-        target = command.target
-        receiver = (
-            self._collection
-            if target is Target.WINDOW
-            else self._history_collection
-            if target is Target.HISTORY
-            else self._client.admin
-        )
-        value = getattr(receiver, command.method)(*command.args, **command.kwargs)
+        value = self._method(command)(*command.args, **command.kwargs)
         if inspect.isawaitable(value):  # find() returns its cursor at once, the rest are coroutines
             value = await value
         return await value.to_list() if command.result is Result.LIST else result_of(command, value)

@@ -15,6 +15,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
 from chatmemory.stores.mongodb.clock import ServerClock
+from chatmemory.stores.mongodb.commands import Command, Target
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, client_options, collection_of, describe
 from chatmemory.stores.mongodb.history import HistoryConfig, history_collection_name
 from chatmemory.stores.mongodb.layout import MemoryState
@@ -92,6 +93,17 @@ class MongoStoreBase(Generic[_Client]):
             + ("" if self._history is None else f", history=True, history_ttl={self._history.history_ttl!r}")
             + ")"
         )
+
+    def _method(self, command: Command) -> Any:
+        """The driver method ``command`` calls (on the memories or history collection, or ``admin``)."""
+        target = command.target
+        if target is Target.WINDOW:
+            receiver = self._collection
+        elif target is Target.HISTORY:
+            receiver = self._history_collection
+        else:
+            receiver = self._client.admin  # type: ignore[attr-defined]
+        return getattr(receiver, command.method)
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, TypeVar
 
 __all__ = ["Command", "Result", "Sleep", "Steps", "Target", "call", "result_of"]
 
@@ -47,14 +47,16 @@ class Result(enum.Enum):
 _NO_KWARGS: Final[Mapping[str, Any]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One driver call: ``target.method(*args, **kwargs)``, its result read as ``result`` says."""
+class Command(NamedTuple):
+    """One driver call: ``target.method(*args, **kwargs)``, its result read as ``result`` says.
+
+    A named tuple rather than a dataclass: one is built per command, on every turn.
+    """
 
     target: Target
     method: str
     args: tuple[Any, ...]
-    kwargs: Mapping[str, Any] = field(default_factory=lambda: _NO_KWARGS)
+    kwargs: Mapping[str, Any] = _NO_KWARGS
     result: Result = Result.AS_IS
 
 

@@ -26,7 +26,7 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import MongoClient  # noqa: E402 - imported once the driver is known
 
-from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, Target, result_of  # noqa: E402
+from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
 from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
 from chatmemory.stores.mongodb.operations import MongoOperations  # noqa: E402
@@ -91,15 +91,7 @@ class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
         if isinstance(command, Sleep):
             time.sleep(command.seconds)
             return None
-        target = command.target
-        receiver = (
-            self._collection
-            if target is Target.WINDOW
-            else self._history_collection
-            if target is Target.HISTORY
-            else self._client.admin
-        )
-        value = getattr(receiver, command.method)(*command.args, **command.kwargs)
+        value = self._method(command)(*command.args, **command.kwargs)
         return value.to_list() if command.result is Result.LIST else result_of(command, value)
 
     def _run(self, steps: Steps[_T]) -> _T:
