@@ -132,8 +132,10 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient
         return await self._run(self._save(memory_id, messages, expected_version))
 
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
-        """Replace the stored messages of ``memory_id`` (one write, whatever version it is at).
+        """Replace the stored messages of ``memory_id``, whatever version it is at.
 
+        One write: the diff against the cached snapshot, pinned to its version (a second write, the
+        whole window, if another writer got there first), or the whole window if none is cached.
         A store with history reads the window first and saves against it (again if another writer got
         there first), so that the history records what this write appended to the window it replaced.
         """

@@ -237,6 +237,13 @@ class MongoOperations(HistoryOperations[_Client]):
         taken = materialize(messages)
         self._check_open(Operation.WRITE, memory_id)
         if self._history is None:
+            cached = self._cache.get(memory_id)
+            if cached is not None:
+                # The cached window is most likely the stored one: send the diff against it, pinned to its
+                # version and incarnation; if another writer got there first, replace the window whole.
+                plan = plan_save(memory_id, taken, cached.version, cached, self._ttl, server_now=self._clock.now())
+                if isinstance((yield from self._execute(plan)), Written):
+                    return
             yield from self._execute(plan_replace(memory_id, taken, self._ttl))
             return
         for _ in range(UPDATE_ATTEMPTS):
