@@ -391,7 +391,7 @@ def test_the_plan_modules_import_without_any_driver() -> None:
         "import chatmemory.stores.mongodb.plan, chatmemory.stores.mongodb.layout, chatmemory.stores.mongodb.clock\n"
         "import chatmemory.stores.mongodb.outcomes, chatmemory.stores.mongodb.operators\n"
         "import chatmemory.stores.mongodb.times, chatmemory.stores.mongodb.history_fields\n"
-        "import chatmemory.stores.mongodb.commands\n"
+        "import chatmemory.stores.mongodb.commands, chatmemory.stores.mongodb.history_pages\n"
         "assert 'pymongo' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )
     subprocess.run([sys.executable, "-c", hide], check=True)

@@ -31,19 +31,15 @@ from chatmemory.stores.mongodb.history import (
     groups_of,
     head_filter,
     head_of,
-    page_of,
-    read_entries_filter,
     refresh_due,
     refresh_update,
     refreshed_of,
     should_copy,
     staged_filter,
     staged_operations,
-    stale_filter,
     state_after,
-    trim_filter,
-    trim_head,
 )
+from chatmemory.stores.mongodb.history_pages import page_of, read_entries_filter, stale_filter, trim_filter, trim_head
 from chatmemory.stores.mongodb.layout import MemoryState
 from chatmemory.stores.mongodb.plan import WritePlan, Written
 
