@@ -27,6 +27,15 @@ processes burn the CPU, through ``MessageWindowChatMemory.add`` (an optimistic l
 ``modify`` under the lock after a conflict) and through ``store.modify`` alone (under the head row's
 lock); it prints what was kept, lost, doubled, the errors and the p50/p99 add latency.
 
+``--history``: the store with ``history=True`` against the same store without, same server, same run,
+turns interleaved (the order alternating each turn): update (``save``), get (the writing store, with
+its snapshot cache) and get, cold (a store without cache), for a plain window and (``--system``) one
+whose system message stays first while the messages after it are evicted. With history every evicted
+row stays in the table (the memory's history grows by a row a turn), so this also shows whether the
+window read stays flat as the history grows. Each table also holds ``--background`` other memories (a
+window each, and with history as long a history as the measured memory's at the end), so that both
+sides read through the index as in a shared table. Works on every SQL URL.
+
 Async rows (``--async-turns``, 0 to skip) time the asyncio store (:mod:`chatmemory.aio.stores.sql`) the
 same way, beside a raw ``psycopg.AsyncConnection`` baseline running the same two statements.
 """
@@ -50,7 +59,7 @@ sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir
 from sqlalchemy import event  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from chatmemory import AiMessage, ChatMessage, MessageWindowChatMemory, UserMessage  # noqa: E402
+from chatmemory import AiMessage, ChatMessage, MessageWindowChatMemory, SystemMessage, UserMessage  # noqa: E402
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.sql import SQLChatMemoryStore  # noqa: E402
@@ -281,6 +290,92 @@ async def run_window_async(url: str, window: int, turns: int, with_baseline: boo
         await store.aclose()
 
 
+def run_history_window(url: str, window: int, turns: int, system: bool, background: int) -> dict[str, list[float]]:
+    """Update, get and cold get with history on and off, interleaved turn by turn (see the module docstring)."""
+    stores: dict[str, tuple[SQLChatMemoryStore, SQLChatMemoryStore]] = {}
+    for name, history in (("off", False), ("on", True)):
+        prefix = f"bench{uuid.uuid4().hex[:8]}_"
+        store = SQLChatMemoryStore(url, table_prefix=prefix, ttl=TTL_SECONDS, history=history)
+        store.create_schema()
+        stores[name] = (store, SQLChatMemoryStore(url, table_prefix=prefix, snapshot_cache_size=0))
+        everything = [message(turn) for turn in range(window + turns)]
+        for index in range(background):
+            other = f"background-{index}"
+            version = store.save(other, everything, 0)
+            store.save(other, everything[-window:], version)
+        with store.engine.connect() as connection:
+            if store.engine.dialect.name != "sqlite":
+                for table in (store._tables.memories.name, store._tables.messages.name):
+                    connection.exec_driver_sql(f"ANALYZE {'TABLE ' if 'mysql' in url else ''}{table}")
+            else:
+                connection.exec_driver_sql("ANALYZE")
+    memory_id = f"bench-{uuid.uuid4().hex}"
+    samples: dict[str, list[float]] = {f"{op} {name}": [] for op in ("update", "get", "get, cold") for name in stores}
+    try:
+        head: list[ChatMessage] = [SystemMessage("You are a helpful assistant. Answer briefly.")] if system else []
+        messages = [*head, *(message(turn) for turn in range(window - len(head)))]
+        versions = {name: store.save(memory_id, messages, 0) for name, (store, _) in stores.items()}
+        gc.disable()
+        try:
+            for turn in range(window, window + turns):
+                messages = [*head, *messages[len(head) + 1 :], message(turn)]
+                order = list(stores) if turn % 2 else list(reversed(stores))
+                for name in order:
+                    store, cold = stores[name]
+                    elapsed, versions[name] = timed(store.save, memory_id, messages, versions[name])
+                    samples[f"update {name}"].append(elapsed)
+                for name in order:
+                    elapsed, got = timed(stores[name][0].get_messages, memory_id)
+                    samples[f"get {name}"].append(elapsed)
+                    if turn == window:
+                        assert got == messages, "the store holds another window"
+                for name in order:
+                    elapsed, got = timed(stores[name][1].get_messages, memory_id)
+                    samples[f"get, cold {name}"].append(elapsed)
+                    if turn == window:
+                        assert got == messages, "the cold store reads another window"
+        finally:
+            gc.enable()
+        history = stores["on"][0].history(memory_id, limit=1, reverse=True)
+        assert history.messages == [messages[-1]], "the history misses the last message"
+        for name, (store, _) in stores.items():
+            with store.engine.connect() as connection:
+                table = store._tables.messages.name
+                samples[f"rows {name}"] = [
+                    float(connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar_one())
+                ]
+        return samples
+    finally:
+        for store, cold in stores.values():
+            cold.close()
+            store.drop_schema()
+            store.close()
+
+
+def history_table(url: str, windows: list[int], turns: int, system: bool, background: int) -> None:
+    """Print the history on/off table."""
+    shown = make_url(url).render_as_string(hide_password=True)
+    kind = "system message kept first" if system else "plain window"
+    print(
+        f"{shown}: history off vs on, {kind}, {background} other memories, {turns} steady-state turns per window, "
+        "µs (median / p99)"
+    )
+    header = f"{'window':>6}  {'operation':<12}{'history off':>18}{'history on':>18}{'on/off (median)':>17}"
+    print(header)
+    print("-" * len(header))
+    for window in windows:
+        samples = run_history_window(url, window, turns, system, background)
+        for operation in ("update", "get", "get, cold"):
+            off, on = samples[f"{operation} off"], samples[f"{operation} on"]
+            ratio = statistics.median(on) / statistics.median(off)
+            print(
+                f"{window:>6}  {operation:<12}{statistics.median(off):>9.0f} / {percentile(off, 0.99):>6.0f}"
+                f"{statistics.median(on):>9.0f} / {percentile(on, 0.99):>6.0f}{ratio:>16.2f}x"
+            )
+        rows_off, rows_on = int(samples["rows off"][0]), int(samples["rows on"][0])
+        print(f"{window:>6}  {'table rows':<12}{rows_off:>18}{rows_on:>18}")
+
+
 _CONTENTION_WRITER = """
 import json, sys, time
 from chatmemory import MessageWindowChatMemory, UserMessage
@@ -379,7 +474,13 @@ def main() -> None:
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--async-turns", type=int, default=1000, help="turns of the async rows (0: none)")
     parser.add_argument("--contention", action="store_true", help="run the contention figures instead")
+    parser.add_argument("--history", action="store_true", help="compare history=True with history off instead")
+    parser.add_argument("--system", action="store_true", help="with --history: a system message stays first")
+    parser.add_argument("--background", type=int, default=50, help="with --history: other memories per table")
     arguments = parser.parse_args()
+    if arguments.history:
+        history_table(arguments.url, arguments.windows, arguments.turns, arguments.system, arguments.background)
+        return
     if arguments.contention:
         for how in ("add", "modify"):
             print(contention(arguments.url, how), flush=True)

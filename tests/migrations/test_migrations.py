@@ -14,8 +14,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, create_engine, inspect, text
 
-from chatmemory import ChatMessage, UserMessage, migrations
-from chatmemory.serialization.native import dumps_message
+from chatmemory import ChatMessage, SystemMessage, UserMessage, migrations
+from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.schema import REQUIRED_SCHEMA_REVISION, build_tables, version_table_name
 from support.backends.sqlite import SQLBackend
@@ -125,7 +125,31 @@ def seed_0002_recent_writes(connection: Connection, prefix: str) -> dict[str, li
     return expected
 
 
-SEEDERS: dict[str, Seeder] = {"0001_initial": seed_0001_initial, "0002_recent_writes": seed_0002_recent_writes}
+def seed_0003_history(connection: Connection, prefix: str) -> dict[str, list[ChatMessage]]:
+    """Rows in the shape of 0003_history: those of 0002, and a history beside one window.
+
+    "plain" gets a history row before its window (below ``window_start``) and one marked evicted inside
+    it: neither is read as part of the window.
+    """
+    expected = seed_0002_recent_writes(connection, prefix)
+    insert = text(
+        f"INSERT INTO {prefix}messages (memory_id, seq, payload, written_at, evicted) "
+        "VALUES (:id, :seq, :payload, :now, :evicted)"
+    )
+    for seq, evicted in ((4, None), (7, 1)):
+        row = {"id": b"plain", "seq": seq, "payload": dumps_message(UserMessage("gone")), "evicted": evicted}
+        connection.execute(insert, {**row, "now": "2026-01-01 00:00:00"})
+    connection.execute(
+        text(f"UPDATE {prefix}memories SET window_start = 5, next_seq = 8 WHERE memory_id = :id"), {"id": b"plain"}
+    )
+    return expected
+
+
+SEEDERS: dict[str, Seeder] = {
+    "0001_initial": seed_0001_initial,
+    "0002_recent_writes": seed_0002_recent_writes,
+    "0003_history": seed_0003_history,
+}
 """For each revision: put data in its shape. Every revision but the newest needs one to test its upgrade."""
 
 
@@ -181,3 +205,39 @@ def test_cli_migrate(sql_backend: SQLBackend, prefix: str, capsys: pytest.Captur
 def test_cli_migrate_reports_an_unreachable_database(capsys: pytest.CaptureFixture[str]) -> None:
     assert migrations.cli_migrate("sqlite:////nonexistent-dir/for/chatmemory.db") == 1
     assert "chatmemory migrate:" in capsys.readouterr().err
+
+
+def test_downgrading_0003_history_keeps_exactly_the_windows(sql_backend: SQLBackend, prefix: str) -> None:
+    from alembic import command
+
+    from chatmemory.migrations import _config, _connection
+    from chatmemory.stores.sql.schema_admin import schema_lock
+
+    migrations.upgrade(sql_backend.url, table_prefix=prefix)
+    system = SystemMessage("s")
+    with SQLChatMemoryStore(sql_backend.url, table_prefix=prefix, history=True) as store:
+        window: list[ChatMessage] = [system, *(UserMessage(f"m{i}") for i in range(4))]
+        store.update_messages("pinned", window)
+        for turn in range(3):
+            window = [system, *window[2:], UserMessage(f"t{turn}")]
+            store.update_messages("pinned", window)
+        middle = [UserMessage(f"x{i}") for i in range(6)]
+        store.update_messages("middle", middle)
+        middle = [middle[0], middle[2], middle[4], middle[5]]
+        store.update_messages("middle", middle)
+    config = _config(prefix)
+    with _connection(sql_backend.url) as connection, schema_lock(connection, prefix):
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0002_recent_writes")
+    engine = create_engine(sql_backend.url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text(f"SELECT memory_id, payload FROM {prefix}messages ORDER BY memory_id, seq")
+            ).all()
+    finally:
+        engine.dispose()
+    kept: dict[bytes, list[ChatMessage]] = {}
+    for memory_id, payload in rows:
+        kept.setdefault(bytes(memory_id), []).append(loads_message(bytes(payload)))
+    assert kept == {b"pinned": window, b"middle": middle}

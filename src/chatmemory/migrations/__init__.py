@@ -4,7 +4,7 @@ Each table prefix is migrated on its own, with its own version table ``<prefix>a
 
     from chatmemory.migrations import upgrade, current
     upgrade("postgresql+psycopg://app@db/app")          # or: chatmemory migrate URL
-    current("postgresql+psycopg://app@db/app")          # "0002_recent_writes"
+    current("postgresql+psycopg://app@db/app")          # "0003_history"
 
 Revision ids are readable (``0001_initial``, ``0002_...``); :func:`head` is the one this chatmemory needs.
 """

@@ -25,6 +25,7 @@ class Row:
     live: int | None = None
     seq: int | None = None
     payload: bytes | None = None
+    window_start: int | None = 0
 
 
 def texts(*words: str) -> tuple[ChatMessage, ...]:
@@ -33,7 +34,7 @@ def texts(*words: str) -> tuple[ChatMessage, ...]:
 
 def snapshot_of(messages: tuple[ChatMessage, ...], version: int = 7, first_seq: int = 3) -> CachedSnapshot:
     seqs = tuple(range(first_seq, first_seq + len(messages)))
-    return CachedSnapshot(version, 42, first_seq + len(messages), seqs, messages)
+    return CachedSnapshot(version, 42, first_seq + len(messages), seqs, messages, first_seq)
 
 
 def head(**fields: object) -> LockedHead:
@@ -125,7 +126,7 @@ def test_a_steady_state_turn_is_a_diff_encoding_only_the_new_message() -> None:
     assert diff is not None
     assert diff.deleted_seqs == (3,) and diff.new_seqs == (6,)
     assert [loads_message(payload) for payload in diff.payloads] == [UserMessage("d")]
-    assert diff.state == CachedSnapshot(8, 42, 7, (4, 5, 6), request.messages)
+    assert diff.state == CachedSnapshot(8, 42, 7, (4, 5, 6), request.messages, 4)
     parameters = diff.head_parameters()
     assert parameters["p_expected"] == 7 and parameters["p_ttl"] == 60.0
     assert plan.find_write(parameters["p_entry"], request.write_id) == 8

@@ -216,6 +216,8 @@ def test_a_row_deleted_and_put_back_by_hand_reads_without_key_error(store: SQLCh
         seq=seq - 1,
         payload=payload,
     )
+    # The head row says where the window starts: a row put back below it is repaired with it.
+    _sql(store, f"UPDATE {store._tables.memories.name} SET window_start = :seq", seq=seq - 1)
     assert store.get_messages("hand") == texts("b", "c")
     memory.add(UserMessage("d"))
     assert store.get_messages("hand") == texts("c", "d")

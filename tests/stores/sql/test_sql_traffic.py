@@ -193,3 +193,126 @@ def test_a_diffed_turn_of_any_shape_writes_exactly_its_rows(
         assert len(before - after) == evicted and len(after - before) == appended
         assert store.get_messages(memory_id) == messages
         assert store.load(memory_id).version == version
+
+
+# ------------------------------------------------------------------------------------------ with history
+
+
+@pytest.fixture
+def history_store(sql_backend: SQLBackend) -> Iterator[SQLChatMemoryStore]:
+    made = sql_backend.make_store(history=True)
+    yield made
+    sql_backend.close_store(made)
+
+
+def test_a_steady_state_turn_with_history_deletes_nothing(history_store: SQLChatMemoryStore) -> None:
+    small = _turn_cost(history_store, 20)
+    large = _turn_cost(history_store, 200)
+    assert small == large, (small, large)
+    statements, changed, rows = small[0]
+    # The evicted row stays (it is history), outside the window's ranges: one row inserted, none deleted.
+    assert rows == 1
+    if history_store.engine.dialect.name == "postgresql":
+        assert statements == 1
+    else:
+        assert changed == 2 and statements == 4  # BEGIN, head UPDATE, INSERT, COMMIT
+
+
+def test_a_turn_after_a_kept_system_message_with_history_deletes_and_marks_nothing(
+    history_store: SQLChatMemoryStore,
+) -> None:
+    system = SystemMessage("be brief")
+    messages: list[ChatMessage] = [system, *(UserMessage(f"m{i}") for i in range(20))]
+    version = history_store.save("pinned", messages, 0)
+    for turn in range(5):
+        messages = [system, *messages[2:], UserMessage(f"turn {turn}")]
+        before = _row_versions(history_store, "pinned")
+        version = history_store.save("pinned", messages, version)
+        after = _row_versions(history_store, "pinned")
+        assert len(after - before) == 1 and before <= after  # one row added, none changed
+    fresh = SQLChatMemoryStore(history_store.engine, table_prefix=history_store.table_prefix)
+    assert fresh.get_messages("pinned") == history_store.get_messages("pinned") == messages
+
+
+@pytest.mark.parametrize(("evicted", "appended"), [(0, 1), (2, 3), (9, 1), (12, 12)])
+def test_a_diffed_turn_with_history_only_adds_rows(
+    history_store: SQLChatMemoryStore, evicted: int, appended: int
+) -> None:
+    memory_id = f"shape-{evicted}-{appended}"
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(20)]
+    version = history_store.save(memory_id, messages, 0)
+    for turn in range(2):
+        messages = [*messages[evicted:], *(UserMessage(f"turn {turn} new {i}") for i in range(appended))]
+        before = _row_versions(history_store, memory_id)
+        version = history_store.save(memory_id, messages, version)
+        after = _row_versions(history_store, memory_id)
+        assert before <= after and len(after - before) == appended
+        assert history_store.get_messages(memory_id) == messages
+
+
+def test_an_eviction_from_the_middle_with_history_marks_rows_in_one_statement(
+    history_store: SQLChatMemoryStore,
+) -> None:
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(10)]
+    version = history_store.save("middle", messages, 0)
+    recorder = Recorder(history_store)
+    try:
+        traffic = recorder.record()
+        messages = [messages[0], messages[2], *messages[4:8], messages[9], UserMessage("new")]
+        history_store.save("middle", messages, version)
+    finally:
+        recorder.stop()
+    marks = [statement for statement in traffic.statements if "evicted" in statement and "UPDATE" in statement]
+    if history_store.engine.dialect.name == "postgresql":
+        assert len(traffic.statements) == 1 and "evicted" in traffic.statements[0]
+    else:
+        assert len(marks) == 1
+    fresh = SQLChatMemoryStore(history_store.engine, table_prefix=history_store.table_prefix)
+    assert fresh.get_messages("middle") == messages
+
+
+def _rows_read_by_the_window_read(store: SQLChatMemoryStore, memory_id: str) -> int:
+    """How many message rows the server reads to answer one window read (from its own counters or plan)."""
+    parameters = {"p_id": memory_id, "p_known_incarnation": -1, "p_known_next": 0}
+    dialect = store.engine.dialect.name
+    with store.engine.connect() as connection:
+        if dialect == "postgresql":
+            connection.exec_driver_sql("SET enable_seqscan = off")  # tiny test tables: read as a large one is
+            connection.exec_driver_sql(f"ANALYZE {store._tables.messages.name}")  # as autovacuum does
+            compiled = str(store._statements.read.compile(dialect=store.engine.dialect))
+            bound = {**parameters, "p_id": memory_id.encode()}
+            (plan,) = connection.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + compiled, bound).scalar_one()
+
+            def read(node: dict[str, Any]) -> int:
+                own = 0
+                if node.get("Relation Name") == store._tables.messages.name:
+                    own = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+                    own += node.get("Rows Removed by Index Recheck", 0)
+                return own + sum(read(child) for child in node.get("Plans", []))
+
+            return read(plan["Plan"])
+        if dialect == "sqlite":
+            compiled = str(store._statements.read.compile(dialect=store.engine.dialect))
+            # The known-rows parameters come first (in the select list), then the id wherever it is compared.
+            bound = (-1, 0, *[memory_id.encode()] * (compiled.count("?") - 2))
+            steps = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled, bound).all()
+            searches = [step[3] for step in steps if store._tables.messages.name in step[3]]
+            assert searches and all("seq>?" in step for step in searches), searches
+            return 0
+        connection.exec_driver_sql(f"ANALYZE TABLE {store._tables.messages.name}")
+        connection.exec_driver_sql("FLUSH STATUS")
+        connection.execute(store._statements.read, parameters).all()
+        status = dict(connection.execute(text("SHOW SESSION STATUS LIKE 'Handler_read_next'")).all())
+        return int(status["Handler_read_next"])
+
+
+@pytest.mark.parametrize("system", [False, True], ids=["plain", "system message kept"])
+def test_a_window_read_with_history_reads_only_the_window(history_store: SQLChatMemoryStore, system: bool) -> None:
+    head: list[ChatMessage] = [SystemMessage("be brief")] if system else []
+    messages: list[ChatMessage] = [*head, *(UserMessage(f"m{i}") for i in range(10))]
+    version = history_store.save("long", messages, 0)
+    for turn in range(300):
+        messages = [*head, *messages[len(head) + 1 :], UserMessage(f"turn {turn}")]
+        version = history_store.save("long", messages, version)
+    assert history_store.get_messages("long") == messages
+    assert _rows_read_by_the_window_read(history_store, "long") <= len(messages) + 1  # not the 300 evicted rows

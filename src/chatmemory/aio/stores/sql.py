@@ -36,7 +36,8 @@ require("sqlalchemy", feature="chatmemory.aio.stores.sql.SQLChatMemoryStore", ex
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402 - after the dependency check
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine  # noqa: E402
 
-from chatmemory.core.errors import ChatMemoryError  # noqa: E402
+from chatmemory.core.errors import ChatMemoryError, HistoryNotEnabledError  # noqa: E402
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query, trim_cutoff  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
@@ -49,6 +50,7 @@ from chatmemory.stores.base import (  # noqa: E402
     SnapshotCache,
     ttl_seconds,
 )
+from chatmemory.stores.base.options import history_ttl_seconds  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -62,10 +64,11 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
     snapshot_statements,
 )
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest  # noqa: E402
+from chatmemory.stores.sql.reads import clock_time, decode_history, history_parameters  # noqa: E402
 from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables  # noqa: E402
 from chatmemory.stores.sql.schema_admin import SchemaAdmin, revision_on  # noqa: E402
 from chatmemory.stores.sql.statements import Statements  # noqa: E402
-from chatmemory.stores.sql.times import expiry_parameter, times_of  # noqa: E402
+from chatmemory.stores.sql.times import expiry_parameter, stamp_parameter, times_of  # noqa: E402
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
@@ -89,9 +92,13 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         snapshot_cache_size: how many memories' last state to keep for diffing writes without a read.
         engine_options: passed to :func:`~sqlalchemy.ext.asyncio.create_async_engine` when a URL is given.
         retry: how long writers creating or replacing one memory at once retry their collisions.
+        history: keep every message ever added to a memory (see the sync store).
+        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
+            ``ttl`` (``None``: it expires with the window).
 
     Raises:
-        ValueError: a URL that is not a SQL database URL, or a driver the store does not use.
+        ValueError: a URL that is not a SQL database URL, or a driver the store does not use;
+            ``history_ttl`` without ``history``, or shorter than ``ttl``.
     """
 
     def __init__(
@@ -103,9 +110,13 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         snapshot_cache_size: int = 1024,
         engine_options: dict[str, Any] | None = None,
         retry: RetryPolicy | None = None,
+        history: bool = False,
+        history_ttl: TTL = None,
     ) -> None:
         self._tables = build_tables(table_prefix)
         self._ttl = ttl_seconds(ttl)
+        self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._history = history
         self._cache: SnapshotCache[CachedSnapshot] = SnapshotCache(snapshot_cache_size)
         self._retry = retry or RetryPolicy()
         if isinstance(url_or_engine, str):
@@ -131,7 +142,13 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             raise ValueError(f"the SQL store supports PostgreSQL, SQLite and MySQL/MariaDB, not {self._dialect!r}")
         self._autocommit = self._engine.execution_options(**autocommit_options(engine_isolation_level(self._engine)))
         self._begin = begin_statement(self._dialect)
-        self._statements = Statements(self._tables, self._engine.dialect, expires=self._ttl is not None)
+        self._statements = Statements(
+            self._tables,
+            self._engine.dialect,
+            expires=self._ttl is not None,
+            history=history,
+            history_expires=self._history_ttl is not None,
+        )
         self._schema = SchemaAdmin(None, self._engine.url, self._tables.prefix, self._dialect)
         self._schema_lock = asyncio.Lock()
 
@@ -144,6 +161,16 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
     def ttl(self) -> float | None:
         """Seconds a memory lives after its last write, or ``None``."""
         return self._ttl
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._history
+
+    @property
+    def history_ttl(self) -> float | None:
+        """Seconds a history lives after the memory's last write (``None``: as long as the window)."""
+        return self._history_ttl
 
     @property
     def engine(self) -> AsyncEngine:
@@ -161,7 +188,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
     def __repr__(self) -> str:
         """The URL (password hidden), table prefix and ttl."""
         url = self._engine.url.render_as_string(hide_password=True)
-        return f"aio.SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r})"
+        history = f", history=True, history_ttl={self._history_ttl!r}" if self._history else ""
+        return f"aio.SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r}{history})"
 
     # ------------------------------------------------------------------------------------- connections
 
@@ -281,17 +309,28 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
-        return await self._write(WriteRequest.of_messages(memory_id, messages, expected_version, self._ttl))
+        return await self._write(self._request(memory_id, messages, expected_version))
 
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
-        await self._write(WriteRequest.of_messages(memory_id, messages, None, self._ttl))
+        await self._write(self._request(memory_id, messages, None))
 
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
-        """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
+        """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
+
+        With history it records nothing and keeps the history the memory had (see the sync store).
+        """
         memory_id = validate_memory_id(memory_id)
-        await self._write(WriteRequest.of_records(memory_id, records, self._ttl))
+        request = WriteRequest.of_records(
+            memory_id, records, self._ttl, history=self._history, history_ttl=self._history_ttl
+        )
+        await self._write(request)
+
+    def _request(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int | None) -> WriteRequest:
+        return WriteRequest.of_messages(
+            memory_id, messages, expected_version, self._ttl, history=self._history, history_ttl=self._history_ttl
+        )
 
     async def _write(self, request: WriteRequest) -> int:
         await self._ready(Operation.WRITE, request.memory_id)
@@ -331,8 +370,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
                     raise _Abort(plan.Conflict())
                 if diff.deleted_seqs:
                     await connection.execute(self._statements.delete_seqs, diff.delete_parameters())
+                if diff.flagged_seqs:
+                    await connection.execute(self._statements.flag_seqs, diff.delete_parameters())
                 if diff.payloads:
-                    await connection.execute(self._statements.insert_messages, diff.rows())
+                    statements = self._statements
+                    insert = statements.insert_history if diff.request.recorded else statements.insert_messages
+                    await connection.execute(insert, diff.rows())
         except _Abort:
             return plan.diff_outcome(diff, False)
         return plan.diff_outcome(diff, True)
@@ -343,6 +386,10 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         try:
             async with self._transaction(connection):
                 head = await self._lock_head(connection, request.memory_id)
+                if plan.window_needed(request, cached, head):
+                    # With history a write records what it adds to the stored window: read it under the lock.
+                    current = await self._locked_window(connection, request.memory_id, head, cached)
+                    cached = current.state if isinstance(current, plan.ReadResult) else None
                 decision = plan.plan_locked(request, cached, head)
                 if not isinstance(decision, plan.LockedWrite):
                     return decision
@@ -371,9 +418,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
                 await connection.execute(statements.delete_all, decision.head)
             elif decision.deleted_seqs:
                 await connection.execute(statements.delete_seqs, decision.delete_parameters())
+            if decision.flagged_seqs:
+                await connection.execute(statements.flag_seqs, decision.flag_parameters())
             await connection.execute(statements.rewrite_head, decision.head)
         if decision.rows:
-            await connection.execute(statements.insert_messages, decision.rows)
+            insert = statements.insert_history if decision.recorded else statements.insert_messages
+            await connection.execute(insert, decision.rows)
 
     async def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
         """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
@@ -411,21 +461,13 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         try:
             async with self._transaction(connection):
                 head = await self._lock_head(connection, memory_id)
-                current = plan.locked_read(
-                    memory_id, head, cached, await self._read_locked(connection, memory_id, cached, head)
-                )
-                if isinstance(current, plan.StaleCache):
-                    current = plan.locked_read(
-                        memory_id, head, None, await self._read_locked(connection, memory_id, None, head)
-                    )
-                if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
-                    raise AssertionError("a read without the cache cannot find it stale")
+                current = await self._locked_window(connection, memory_id, head, cached)
                 if isinstance(current, plan.Corrupted):
                     return current
                 new = change(list(current.snapshot.messages))
                 if new is None:
                     return plan.Unchanged(current.snapshot.version)
-                request = WriteRequest.of_messages(memory_id, new, current.snapshot.version, self._ttl)
+                request = self._request(memory_id, new, current.snapshot.version)
                 decision = plan.plan_locked(request, current.state, head)
                 if not isinstance(decision, plan.LockedWrite):
                     return decision
@@ -433,6 +475,19 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         except _Abort as aborted:
             return aborted.outcome
         return plan.Written(decision.version, decision.state)
+
+    async def _locked_window(
+        self, connection: AsyncConnection, memory_id: str, head: plan.LockedHead, cached: CachedSnapshot | None
+    ) -> plan.ReadResult | plan.Corrupted:
+        """The stored window, read under the head row's lock (again without the cache if it was stale)."""
+        rows = await self._read_locked(connection, memory_id, cached, head)
+        current = plan.locked_read(memory_id, head, cached, rows)
+        if isinstance(current, plan.StaleCache):
+            rows = await self._read_locked(connection, memory_id, None, head)
+            current = plan.locked_read(memory_id, head, None, rows)
+        if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
+            raise AssertionError("a read without the cache cannot find it stale")
+        return current
 
     async def _read_locked(
         self, connection: AsyncConnection, memory_id: str, cached: CachedSnapshot | None, head: plan.LockedHead
@@ -442,6 +497,54 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         result = await connection.execute(self._statements.read, plan.read_parameters(memory_id, cached))
         rows: Sequence[Any] = result.all()
         return rows
+
+    # ----------------------------------------------------------------------------------------- history
+
+    async def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see the sync store); one query.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            CorruptedMemoryError: an entry does not decode.
+        """
+        memory_id = validate_memory_id(memory_id)
+        query = history_query(after, limit, reverse)
+        self._require_history()
+        await self._ready(Operation.READ, memory_id)
+        statement = self._statements.history_page(reverse, after is not None)
+        async with self._connect(Operation.READ, memory_id) as connection:
+            rows = (await connection.execute(statement, history_parameters(memory_id, query))).all()
+        return decode_history(memory_id, rows, query)
+
+    async def trim_history(
+        self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
+    ) -> int:
+        """Remove history entries written before ``older_than``; never the window (see the sync store).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        trim_cutoff(older_than, datetime.datetime.now(datetime.timezone.utc))  # check the argument first
+        if memory_id is not None:
+            memory_id = validate_memory_id(memory_id)
+        self._require_history()
+        await self._ready(Operation.WRITE, memory_id)
+        delete, unrecord = self._statements.trim(memory_id is not None)
+        async with self._connect(Operation.WRITE, memory_id) as connection:
+            now = clock_time((await connection.execute(self._statements.server_clock)).scalar_one())
+            parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
+            if memory_id is not None:
+                parameters["p_id"] = memory_id
+            async with self._transaction(connection):
+                removed = (await connection.execute(delete, parameters)).rowcount
+                removed += (await connection.execute(unrecord, parameters)).rowcount
+        return int(removed)
+
+    def _require_history(self) -> None:
+        if not self._history:
+            raise HistoryNotEnabledError(repr(self))
 
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""

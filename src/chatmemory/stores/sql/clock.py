@@ -33,13 +33,13 @@ class ServerNow(FunctionElement[Any]):
 
 
 class ServerExpiry(FunctionElement[Any]):
-    """The server's current time plus ``p_ttl`` seconds (a bound parameter)."""
+    """The server's current time plus ``p_ttl`` seconds (a bound parameter; ``parameter`` names another)."""
 
     name = "chatmemory_server_expiry"
     inherit_cache = True
 
-    def __init__(self, type_: TypeEngine[Any]) -> None:
-        super().__init__(bindparam("p_ttl", type_=Float()))
+    def __init__(self, type_: TypeEngine[Any], parameter: str = "p_ttl") -> None:
+        super().__init__(bindparam(parameter, type_=Float()))
         self.type = type_
 
 

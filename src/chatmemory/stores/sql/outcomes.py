@@ -25,13 +25,18 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class CachedSnapshot:
-    """The stored state of one memory at one version: message ``i`` is the row with sequence ``seqs[i]``."""
+    """The stored state of one memory at one version: message ``i`` is the row with sequence ``seqs[i]``.
+
+    ``window_start`` is the head row's (see :mod:`~chatmemory.stores.sql.window`): the window's rows below
+    it form its pinned run.
+    """
 
     version: int
     incarnation: int
     next_seq: int
     seqs: tuple[int, ...]
     messages: tuple[ChatMessage, ...]
+    window_start: int = 0
 
 
 # --------------------------------------------------------------------------------------- outcomes

@@ -14,6 +14,11 @@ module re-exports both):
   (its statements) / :class:`Written` (this write had landed already) / :class:`Conflict` /
   :class:`Corrupted`.
 
+With history (:class:`WriteRequest` ``history=True``) nothing a write evicts is deleted: the head row's
+window ranges move past it, or it is marked evicted (see :mod:`~chatmemory.stores.sql.window`), and the
+rows the write adds carry their write time. A locked write diffs against the window it reads under the
+lock, so a write whose cached snapshot was stale records only what it adds.
+
 Every write carries a write id (:class:`WriteRequest`); the head row keeps the ids of the last
 :data:`RECENT_WRITES` writes with the version each made. A write resent after its reply was lost (the
 connection died under COMMIT) finds its id and reports the version it made instead of applying the turn
@@ -44,6 +49,7 @@ from chatmemory.stores.sql.outcomes import (
     stray_detail,
 )
 from chatmemory.stores.sql.reads import ReadRow, decode_read, raw_records, read_parameters
+from chatmemory.stores.sql.window import WindowCover, cover_window
 
 __all__ = [
     "RECENT_WRITES",
@@ -70,6 +76,7 @@ __all__ = [
     "read_parameters",
     "stray_detail",
     "stray_rows",
+    "window_needed",
 ]
 
 SCALAR_DIFF_LIMIT = 8
@@ -125,21 +132,54 @@ class WriteRequest:
     expected_version: int | None
     ttl: float | None
     write_id: str = field(default_factory=new_write_id)
+    history: bool = False
+    history_ttl: float | None = None
 
     @classmethod
     def of_messages(
-        cls, memory_id: str, messages: Iterable[ChatMessage], expected_version: int | None, ttl: float | None
+        cls,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int | None,
+        ttl: float | None,
+        *,
+        history: bool = False,
+        history_ttl: float | None = None,
     ) -> WriteRequest:
-        """A write of ``messages`` (any iterable, consumed once; each checked to be a message)."""
+        """A write of ``messages`` (any iterable, consumed once; each checked to be a message).
+
+        ``history``: keep what the write evicts and record what it adds; ``history_ttl``: seconds the
+        history outlives this write (``None``: it expires with the window).
+        """
         listed = tuple(messages)
         for message in listed:
             require_message(message)
-        return cls(memory_id, listed, None, expected_version, ttl)
+        return cls(memory_id, listed, None, expected_version, ttl, history=history, history_ttl=history_ttl)
 
     @classmethod
-    def of_records(cls, memory_id: str, records: Iterable[bytes], ttl: float | None) -> WriteRequest:
-        """An unconditional write of raw ``dumps_message`` records, stored as they are."""
-        return cls(memory_id, None, tuple(bytes(record) for record in records), None, ttl)
+    def of_records(
+        cls,
+        memory_id: str,
+        records: Iterable[bytes],
+        ttl: float | None,
+        *,
+        history: bool = False,
+        history_ttl: float | None = None,
+    ) -> WriteRequest:
+        """An unconditional write of raw ``dumps_message`` records, stored as they are.
+
+        With history the window's old rows are kept, but the records are not history entries (a raw
+        write imports or plants data; it records nothing).
+        """
+        return cls(
+            memory_id,
+            None,
+            tuple(bytes(record) for record in records),
+            None,
+            ttl,
+            history=history,
+            history_ttl=history_ttl,
+        )
 
     @property
     def conditional(self) -> bool:
@@ -150,15 +190,23 @@ class WriteRequest:
         """``parameters`` plus the store's ttl, which statements writing an expiry time read."""
         if self.ttl is not None:
             parameters["p_ttl"] = self.ttl
+        if self.history_ttl is not None:
+            parameters["p_history_ttl"] = self.history_ttl
         return parameters
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the rows this write adds are history entries (a write of messages, with history)."""
+        return self.history and self.messages is not None
 
 
 @dataclass(frozen=True, slots=True)
 class DiffWrite:
-    """A write that deletes and appends rows against a cached snapshot, conditioned on its version.
+    """A write that deletes (or marks) and appends rows against a cached snapshot, conditioned on its version.
 
     On PostgreSQL it is one statement (:meth:`postgresql_parameters`); elsewhere the head update
-    (:meth:`head_parameters`), which must match one row, then the deletes and inserts.
+    (:meth:`head_parameters`), which must match one row, then the deletes (without history) or marks
+    (with history: ``flagged_seqs``, evicted rows the new cover still encloses) and inserts.
     """
 
     request: WriteRequest
@@ -167,54 +215,77 @@ class DiffWrite:
     new_seqs: tuple[int, ...]
     payloads: tuple[bytes, ...]
     state: CachedSnapshot
+    cover: WindowCover
+    flagged_seqs: tuple[int, ...] = ()
 
     @property
     def shape(self) -> tuple[int, int]:
-        """(rows deleted, rows inserted)."""
-        return len(self.deleted_seqs), len(self.payloads)
+        """(rows deleted or marked, rows inserted)."""
+        return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
+
+    @property
+    def removed_seqs(self) -> tuple[int, ...]:
+        """The rows the write deletes (without history) or marks evicted (with history)."""
+        return self.flagged_seqs if self.request.history else self.deleted_seqs
 
     def head_parameters(self) -> dict[str, Any]:
         """Parameters of the conditional head update."""
-        return self.request.with_ttl(
-            {
-                "p_id": self.request.memory_id,
-                "p_expected": self.cached.version,
-                "p_incarnation": self.cached.incarnation,
-                "p_next_seq": self.state.next_seq,
-                "p_entry": write_entry(self.request.write_id, self.state.version),
-            }
-        )
+        parameters = {
+            "p_id": self.request.memory_id,
+            "p_expected": self.cached.version,
+            "p_incarnation": self.cached.incarnation,
+            "p_next_seq": self.state.next_seq,
+            "p_entry": write_entry(self.request.write_id, self.state.version),
+        }
+        parameters.update(self.cover.parameters())
+        return self.request.with_ttl(parameters)
 
     def delete_parameters(self) -> dict[str, Any]:
-        """Parameters of the delete of the evicted rows."""
-        return {"p_id": self.request.memory_id, "p_seqs": list(self.deleted_seqs)}
+        """Parameters of the delete (or the mark) of the evicted rows."""
+        return {"p_id": self.request.memory_id, "p_seqs": list(self.removed_seqs)}
 
     def rows(self) -> list[dict[str, Any]]:
         """The rows to insert."""
-        return message_rows(self.request.memory_id, self.new_seqs, self.payloads)
+        return message_rows(self.request.memory_id, self.new_seqs, self.payloads, recorded=self.request.recorded)
 
     def postgresql_parameters(self) -> dict[str, Any]:
         """Parameters of the one-statement turn (the id as UTF-8 bytes: the statement is precompiled)."""
         parameters = self.head_parameters()
         parameters["p_id"] = self.request.memory_id.encode("utf-8", "surrogatepass")
         if max(self.shape) <= SCALAR_DIFF_LIMIT:
-            for index, seq in enumerate(self.deleted_seqs):
+            for index, seq in enumerate(self.removed_seqs):
                 parameters[f"p_d{index}"] = seq
             for index, (seq, payload) in enumerate(zip(self.new_seqs, self.payloads, strict=True)):
                 parameters[f"p_s{index}"] = seq
                 parameters[f"p_b{index}"] = payload
         else:
-            parameters["p_deleted"] = list(self.deleted_seqs)
+            parameters["p_deleted"] = list(self.removed_seqs)
             parameters["p_seqs"] = list(self.new_seqs)
             parameters["p_payloads"] = list(self.payloads)
         return parameters
 
 
-def message_rows(memory_id: str, seqs: Sequence[int], payloads: Sequence[bytes]) -> list[dict[str, Any]]:
-    """Insert parameters of message rows."""
+def message_rows(
+    memory_id: str, seqs: Sequence[int], payloads: Sequence[bytes], *, recorded: bool = False
+) -> list[dict[str, Any]]:
+    """Insert parameters of message rows (``recorded``: history entries, stamped with the head's write time)."""
+    if recorded:
+        return [
+            {"memory_id": memory_id, "seq": seq, "payload": payload, "p_head": memory_id}
+            for seq, payload in zip(seqs, payloads, strict=True)
+        ]
     return [
         {"memory_id": memory_id, "seq": seq, "payload": payload} for seq, payload in zip(seqs, payloads, strict=True)
     ]
+
+
+def _removed(
+    request: WriteRequest, evicted: tuple[int, ...], cover: WindowCover
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(rows to delete, rows to mark evicted) of a write evicting ``evicted`` and leaving ``cover``."""
+    if request.history:
+        return (), tuple(seq for seq in evicted if cover.covers(seq))
+    return evicted, ()
 
 
 def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite | None:
@@ -231,14 +302,15 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
     diff = diff_messages(cached.messages, request.messages)
     if diff.is_rewrite:
         return None
-    deleted = tuple(cached.seqs[index] for index in diff.deleted)
-    new_seqs = tuple(range(cached.next_seq, cached.next_seq + len(diff.appended)))
+    evicted = tuple(cached.seqs[index] for index in diff.deleted)
+    next_seq = cached.next_seq + len(diff.appended)
+    new_seqs = tuple(range(cached.next_seq, next_seq))
     payloads = tuple(dumps_message(message) for message in diff.appended)
-    kept = tuple(cached.seqs[index] for index in diff.kept)
-    state = CachedSnapshot(
-        cached.version + 1, cached.incarnation, cached.next_seq + len(payloads), kept + new_seqs, request.messages
-    )
-    return DiffWrite(request, cached, deleted, new_seqs, payloads, state)
+    window = tuple(cached.seqs[index] for index in diff.kept) + new_seqs
+    cover = cover_window(window, cached.window_start, next_seq)
+    deleted, flagged = _removed(request, evicted, cover)
+    state = CachedSnapshot(cached.version + 1, cached.incarnation, next_seq, window, request.messages, cover.start)
+    return DiffWrite(request, cached, deleted, new_seqs, payloads, state, cover, flagged)
 
 
 def diff_outcome(plan: DiffWrite, matched: bool) -> Written | Conflict:
@@ -248,7 +320,10 @@ def diff_outcome(plan: DiffWrite, matched: bool) -> Written | Conflict:
 
 @dataclass(frozen=True, slots=True)
 class LockedHead:
-    """The head row as the locked write found it (``present=False``: there is none), and the server clock."""
+    """The head row as the locked write found it (``present=False``: there is none), and the server clock.
+
+    ``history_live``: the window expired but its history has not (a store with ``history_ttl``).
+    """
 
     present: bool
     version: int
@@ -258,6 +333,7 @@ class LockedHead:
     recent_writes: str | None
     max_seq: int | None
     clock: int
+    history_live: bool = False
 
 
 class HeadRow(Protocol):
@@ -270,6 +346,7 @@ class HeadRow(Protocol):
     recent_writes: str | None
     max_seq: int | None
     clock: int
+    history_live: int | None
 
 
 def locked_head(row: HeadRow | None, clock: int | None) -> LockedHead:
@@ -287,6 +364,7 @@ def locked_head(row: HeadRow | None, clock: int | None) -> LockedHead:
         row.recent_writes,
         row.max_seq,
         int(row.clock),
+        bool(row.history_live),
     )
 
 
@@ -297,8 +375,9 @@ class LockedWrite:
     * ``insert_head``: there was no head row: insert it first (a writer creating the memory at the same
       time then fails on the unique key: a conflict, not damage), then delete stray rows
       (:func:`stray_rows` decides whether they are damage), then insert the rows;
-    * otherwise: delete all rows (``delete_all``: a rewrite or a new incarnation) or only
-      ``deleted_seqs``, update the head with :attr:`head`, then insert the rows.
+    * otherwise: delete all rows (``delete_all``: a rewrite or a new incarnation, without history) or
+      only ``deleted_seqs``, mark ``flagged_seqs`` evicted (with history), update the head with
+      :attr:`head`, then insert the rows (``recorded``: as history entries).
     """
 
     insert_head: bool
@@ -309,10 +388,27 @@ class LockedWrite:
     version: int
     state: CachedSnapshot | None
     conditional: bool
+    flagged_seqs: tuple[int, ...] = ()
+    recorded: bool = False
 
     def delete_parameters(self) -> dict[str, Any]:
         """Parameters of the delete of the evicted rows."""
         return {"p_id": self.head["p_id"], "p_seqs": list(self.deleted_seqs)}
+
+    def flag_parameters(self) -> dict[str, Any]:
+        """Parameters of the mark of the evicted rows the window's ranges still enclose."""
+        return {"p_id": self.head["p_id"], "p_seqs": list(self.flagged_seqs)}
+
+
+def window_needed(request: WriteRequest, cached: CachedSnapshot | None, head: LockedHead) -> bool:
+    """Whether a locked write must read the stored window first (under the lock) to know what it adds.
+
+    Only with history, for a write of messages to a live memory the cached snapshot does not describe:
+    without history a write that cannot diff replaces the rows whole, and what it adds does not matter.
+    """
+    if not (request.history and request.messages is not None and head.present and head.live):
+        return False
+    return cached is None or (cached.version, cached.incarnation) != (head.version, head.incarnation)
 
 
 def plan_locked(
@@ -326,15 +422,18 @@ def plan_locked(
     live = head.present and head.live
     if request.conditional and (head.version if live else 0) != request.expected_version:
         return Conflict()
+    # With history the rows stay while the memory is live or its history outlives the window; a write
+    # then continues the numbering, and its cover leaves the old rows out.
+    keep_rows = request.history and head.present and (live or head.history_live)
+    first_seq = max(head.next_seq, head.max_seq + 1 if head.max_seq is not None else 0) if live or keep_rows else 0
     if live:
         version, incarnation = head.version + 1, head.incarnation
-        first_seq = max(head.next_seq, head.max_seq + 1 if head.max_seq is not None else 0)
     else:
         version, incarnation = next_version(head.version, clock=head.clock), new_incarnation()
-        first_seq = 0
     kept_seqs: tuple[int, ...] = ()
-    deleted_seqs: tuple[int, ...] = ()
-    delete_all = head.present
+    evicted: tuple[int, ...] = ()
+    delete_all = head.present and not keep_rows
+    old_start = first_seq
     if request.messages is not None:
         appended: tuple[ChatMessage, ...] = request.messages
         if live and cached is not None and (cached.version, cached.incarnation) == (head.version, head.incarnation):
@@ -342,13 +441,16 @@ def plan_locked(
             if not diff.is_rewrite:
                 appended = diff.appended
                 kept_seqs = tuple(cached.seqs[index] for index in diff.kept)
-                deleted_seqs = tuple(cached.seqs[index] for index in diff.deleted)
+                evicted = tuple(cached.seqs[index] for index in diff.deleted)
                 delete_all = False
+                old_start = cached.window_start
         # Encoded under the lock, only what is new; an unencodable message rolls the transaction back.
         payloads = tuple(dumps_message(message) for message in appended)
     else:
         payloads = request.records or ()
     new_seqs = tuple(range(first_seq, first_seq + len(payloads)))
+    cover = cover_window(kept_seqs + new_seqs, old_start, first_seq + len(payloads))
+    deleted_seqs, flagged_seqs = _removed(request, evicted, cover)
     recent = write_entry(request.write_id, version)
     if head.present and head.recent_writes:
         recent += head.recent_writes[: (RECENT_WRITES - 1) * _ENTRY_DIGITS]
@@ -360,10 +462,13 @@ def plan_locked(
             "p_next_seq": first_seq + len(payloads),
             "p_recent": recent,
             "p_fresh": 0 if live else 1,
+            **cover.parameters(),
         }
     )
     state = (
-        CachedSnapshot(version, incarnation, first_seq + len(payloads), kept_seqs + new_seqs, request.messages)
+        CachedSnapshot(
+            version, incarnation, first_seq + len(payloads), kept_seqs + new_seqs, request.messages, cover.start
+        )
         if request.messages is not None
         else None
     )
@@ -372,10 +477,12 @@ def plan_locked(
         delete_all=delete_all,
         deleted_seqs=deleted_seqs,
         head=head_parameters,
-        rows=message_rows(request.memory_id, new_seqs, payloads),
+        rows=message_rows(request.memory_id, new_seqs, payloads, recorded=request.recorded),
         version=version,
         state=state,
         conditional=request.conditional,
+        flagged_seqs=flagged_seqs,
+        recorded=request.recorded,
     )
 
 

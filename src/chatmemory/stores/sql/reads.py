@@ -1,17 +1,29 @@
-"""The SQL store's read plan: parameters of the one read statement, and its rows decoded into a snapshot."""
+"""The SQL store's read plans: the window read (one statement, decoded into a snapshot) and history pages."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any, Protocol, cast
 
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import loads_message
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult, StaleCache, stray_detail
+from chatmemory.stores.sql.times import aware
 
-__all__ = ["ReadRow", "decode_read", "raw_records", "read_parameters"]
+__all__ = [
+    "HISTORY_OFFSET",
+    "HistoryRow",
+    "ReadRow",
+    "decode_history",
+    "decode_read",
+    "history_parameters",
+    "raw_records",
+    "read_parameters",
+]
 
 _seq_and_payload = attrgetter("seq", "payload")
 _MISSING = object()
@@ -25,6 +37,7 @@ class ReadRow(Protocol):
     incarnation: int | None
     next_seq: int | None
     live: int | None
+    window_start: int | None
     seq: int | None
     payload: bytes | None
 
@@ -78,7 +91,9 @@ def decode_read(
     # A row appended by hand past the head's next_seq must not collide with the next insert.
     next_seq = max(head.next_seq, seqs[-1] + 1) if seqs else head.next_seq
     decoded = cast("list[ChatMessage]", messages)
-    state = CachedSnapshot(head.version, head.incarnation, next_seq, tuple(seqs), tuple(decoded))
+    state = CachedSnapshot(
+        head.version, head.incarnation, next_seq, tuple(seqs), tuple(decoded), head.window_start or 0
+    )
     return ReadResult(Snapshot(decoded, head.version), state)
 
 
@@ -88,3 +103,44 @@ def raw_records(rows: Sequence[ReadRow]) -> list[bytes]:
     if head.version is not None and not head.live:
         return []
     return [bytes(row.payload) for row in rows if row.seq is not None and row.payload is not None]
+
+
+class HistoryRow(Protocol):
+    """A row of a history page statement."""
+
+    seq: int
+    payload: bytes
+    written_at: Any
+
+
+HISTORY_OFFSET = 1
+"""A history entry's sequence is its row's ``seq`` plus this (rows number from 0, entries from 1)."""
+
+
+def history_parameters(memory_id: str, query: HistoryQuery) -> dict[str, Any]:
+    """Parameters of the history page statement of ``query`` (one row more than the page: see ``page``)."""
+    parameters: dict[str, Any] = {"p_id": memory_id, "p_limit": query.limit + 1}
+    if query.after is not None:
+        parameters["p_after"] = query.after - HISTORY_OFFSET
+    return parameters
+
+
+def decode_history(memory_id: str, rows: Sequence[HistoryRow], query: HistoryQuery) -> HistoryPage:
+    """The page of the rows a history statement read, in the query's order.
+
+    Raises:
+        CorruptedMemoryError: a payload does not decode.
+    """
+    entries = []
+    for row in rows:
+        written_at = aware(row.written_at)
+        if written_at is None:  # pragma: no cover - the statement reads rows with a write time only
+            raise AssertionError("a history row without its write time")
+        message = loads_message(bytes(row.payload), memory_id=memory_id)
+        entries.append(HistoryEntry(int(row.seq) + HISTORY_OFFSET, message, written_at))
+    return query.page(entries)
+
+
+def clock_time(micros: int) -> datetime.datetime:
+    """The server clock's reading (microseconds since the epoch) as an aware UTC datetime."""
+    return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=int(micros))

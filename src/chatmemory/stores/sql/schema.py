@@ -5,10 +5,18 @@ Two tables per prefix:
 * ``<prefix>memories`` — the head row of a memory: its version, an incarnation token (new each time the
   memory is created), the next message sequence number, created/updated/expiry times (all from the
   database's clock), and the ids of its last few writes (``recent_writes``: a write whose reply was lost
-  finds its own id there when it is sent again, instead of applying its turn twice).
+  finds its own id there when it is sent again, instead of applying its turn twice). It also says which
+  message rows form the window: every row from ``window_start`` on, plus the rows from ``pin_start`` to
+  ``pin_end`` (a run kept before the others, such as a system message), except rows marked ``evicted``;
+  and, for a store with ``history_ttl``, until when the history outlives the window
+  (``history_expires_at``).
 * ``<prefix>messages`` — one row per message, keyed by ``(memory_id, seq)``, holding the versioned
   ``dumps_message`` payload as bytes (PostgreSQL rejects ``\x00`` in ``text`` and ``jsonb``; bytes keep
-  every message exact).
+  every message exact). A store with history keeps the rows its window evicts (they are the history):
+  ``written_at`` is the time of the write that added the row (``NULL``: written without history, or
+  trimmed from the history while still in the window: not a history entry), and ``evicted`` marks a row
+  that left the window although it lies in the window's ranges (an eviction from the middle of the
+  window; ``NULL`` otherwise).
 
 Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
 equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
@@ -34,6 +42,7 @@ from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missin
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
     TypeDecorator,
@@ -52,7 +61,7 @@ __all__ = [
     "version_table_name",
 ]
 
-REQUIRED_SCHEMA_REVISION = "0002_recent_writes"
+REQUIRED_SCHEMA_REVISION = "0003_history"
 """The Alembic revision this store reads and writes (a test asserts it is the head of the shipped revisions).
 
 The store learns it from here, never from :mod:`chatmemory.migrations` (which imports this module)."""
@@ -141,6 +150,10 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
         Column("updated_at", timestamp_type(), nullable=False),
         Column("expires_at", timestamp_type(), nullable=True),
         Column("recent_writes", String(RECENT_WRITES_LENGTH), nullable=True),
+        Column("window_start", BigInteger, nullable=False, server_default="0"),
+        Column("pin_start", BigInteger, nullable=True),
+        Column("pin_end", BigInteger, nullable=True),
+        Column("history_expires_at", timestamp_type(), nullable=True),
         # No index on updated_at or expires_at: every write changes both, and an index on either would
         # make each turn write index entries too (on PostgreSQL it also rules out HOT updates of the head
         # row). Purging and newest-first listing scan the head table instead; see their docstrings.
@@ -152,6 +165,8 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
         Column("memory_id", MemoryIdType(), nullable=False),
         Column("seq", BigInteger, nullable=False, autoincrement=False),
         Column("payload", payload_type(), nullable=False),
+        Column("written_at", timestamp_type(), nullable=True),
+        Column("evicted", SmallInteger, nullable=True),
         PrimaryKeyConstraint("memory_id", "seq", name=f"pk_{prefix}messages"),
     )
     return SchemaTables(prefix, metadata, memories, messages)

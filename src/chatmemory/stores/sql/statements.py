@@ -2,7 +2,11 @@
 
 Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses). Times
 come from the server's clock (:mod:`chatmemory.stores.sql.clock`); a store with a ``ttl`` passes it as
-``p_ttl``.
+``p_ttl`` (and one with a ``history_ttl`` that as ``p_history_ttl``).
+
+The window is the rows its head row's ranges enclose and that are not marked evicted (see
+:mod:`chatmemory.stores.sql.window`); every write sets the ranges. A store with history marks rows
+instead of deleting them, and stamps the rows it adds with the head row's write time.
 """
 
 from __future__ import annotations
@@ -56,17 +60,46 @@ class Statements:
         tables: the store's tables.
         dialect: the engine's dialect.
         expires: whether memories expire (writes then set ``expires_at`` to the server's time + ``p_ttl``).
+        history: whether the store keeps history (writes mark evicted rows instead of deleting them).
+        history_expires: whether histories outlive windows (writes then set ``history_expires_at`` to the
+            server's time + ``p_history_ttl``).
     """
 
-    def __init__(self, tables: SchemaTables, dialect: Dialect, *, expires: bool) -> None:
+    def __init__(
+        self,
+        tables: SchemaTables,
+        dialect: Dialect,
+        *,
+        expires: bool,
+        history: bool = False,
+        history_expires: bool = False,
+    ) -> None:
         self._tables = tables
         self._dialect = dialect
+        self._history = history
         memories, messages = tables.memories, tables.messages
         stamp = memories.c.updated_at.type
         memory_id = memories.c.memory_id == bindparam("p_id")
         self._live = live(memories.c.expires_at, stamp)
         self._now = ServerNow(stamp)
         self._expiry: ColumnElement[Any] = ServerExpiry(stamp) if expires else null()
+        cover: dict[str, Any] = {
+            "window_start": bindparam("p_window_start", type_=BigInteger()),
+            "pin_start": bindparam("p_pin_start", type_=BigInteger()),
+            "pin_end": bindparam("p_pin_end", type_=BigInteger()),
+        }
+        if history_expires:
+            cover["history_expires_at"] = ServerExpiry(stamp, "p_history_ttl")
+        # A row is in the window if the head's ranges enclose it and it is not marked evicted.
+        self._in_window = and_(
+            or_(
+                messages.c.seq >= memories.c.window_start,
+                messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+            ),
+            messages.c.evicted.is_(None),
+        )
+        history_kept = and_(memories.c.history_expires_at.is_not(None), memories.c.history_expires_at > self._now)
+        self._history_live = or_(self._live, history_kept)
         # Newest entry first; the oldest falls off the end.
         self._recent_writes = bindparam("p_entry", type_=String()) + func.substr(
             func.coalesce(memories.c.recent_writes, literal_column("''")),
@@ -90,15 +123,23 @@ class Statements:
                 memories.c.incarnation,
                 memories.c.next_seq,
                 head_live.label("live"),
+                memories.c.window_start,
                 messages.c.seq,
                 case((known, null()), else_=messages.c.payload).label("payload"),
             )
             .select_from(
-                key.outerjoin(memories, memories.c.memory_id == key.c.memory_id).outerjoin(
+                # The id is compared as a constant (not through k): MySQL/MariaDB then read the head row
+                # first, as a constant, and bound the message index scan by its ranges.
+                key.outerjoin(memories, memory_id).outerjoin(
                     messages,
                     and_(
-                        messages.c.memory_id == key.c.memory_id,
-                        or_(memories.c.memory_id.is_(None), self._live),
+                        messages.c.memory_id == bindparam("p_id"),
+                        # The ranges bound the index scan (every row when there is no head: strays).
+                        or_(
+                            messages.c.seq >= func.coalesce(memories.c.window_start, literal_column("-1")),
+                            messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+                        ),
+                        or_(memories.c.memory_id.is_(None), and_(self._live, messages.c.evicted.is_(None))),
                     ),
                 )
             )
@@ -116,6 +157,7 @@ class Statements:
                 memories.c.recent_writes,
                 max_seq.label("max_seq"),
                 ServerClockMicros().label("clock"),
+                case((history_kept, literal_column("1")), else_=literal_column("0")).label("history_live"),
             )
             .where(memory_id)
             .with_for_update()
@@ -138,6 +180,7 @@ class Statements:
                 updated_at=self._now,
                 expires_at=self._expiry,
                 recent_writes=self._recent_writes,
+                **cover,
             )
         )
         """The conditional write of a diff: matches one row only at the expected version and incarnation."""
@@ -150,6 +193,7 @@ class Statements:
             updated_at=self._now,
             expires_at=self._expiry,
             recent_writes=bindparam("p_recent"),
+            **cover,
         )
         self.rewrite_head: Update = (
             update(memories)
@@ -162,6 +206,7 @@ class Statements:
                 expires_at=self._expiry,
                 created_at=case((bindparam("p_fresh", type_=Integer()) == 1, self._now), else_=memories.c.created_at),
                 recent_writes=bindparam("p_recent"),
+                **cover,
             )
         )
         self.times: Select[Any] = select(memories.c.updated_at, memories.c.expires_at).where(memory_id, self._live)
@@ -178,6 +223,19 @@ class Statements:
             messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
         )
         self.insert_messages: Insert = insert(messages)
+        self.insert_history: Insert = insert(messages).values(
+            written_at=select(memories.c.updated_at)
+            .where(memories.c.memory_id == bindparam("p_head", type_=MemoryIdType()))
+            .scalar_subquery()
+        )
+        """Rows that are history entries: stamped with their head row's write time (set earlier in the write)."""
+        self.flag_seqs: Update = (
+            update(messages)
+            .where(messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True)))
+            .values(evicted=literal_column("1"))
+        )
+        """Mark rows that left the window but lie in its ranges (a store with history)."""
+        self.server_clock: Select[Any] = select(ServerClockMicros().label("clock"))
         self.delete_heads: Delete = delete(memories).where(memories.c.memory_id.in_(bindparam("p_ids", expanding=True)))
         self.delete_messages_of: Delete = delete(messages).where(
             messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
@@ -185,6 +243,53 @@ class Statements:
         self.max_allowed_packet: TextClause = text("SELECT @@max_allowed_packet")
         self._diffs: dict[tuple[int, int], str] = {}
         self._diffs_lock = threading.Lock()
+
+    def history_page(self, reverse: bool, after: bool) -> Select[Any]:
+        """One page of a memory's history entries by sequence (``p_limit`` rows, after ``p_after``).
+
+        The entries are the rows with a write time, while the window is live or its history outlives it.
+        """
+        memories, messages = self._tables.memories, self._tables.messages
+        statement = (
+            select(messages.c.seq, messages.c.payload, messages.c.written_at)
+            .select_from(memories.join(messages, messages.c.memory_id == memories.c.memory_id))
+            .where(
+                memories.c.memory_id == bindparam("p_id"),
+                messages.c.written_at.is_not(None),
+                self._history_live,
+            )
+        )
+        if after:
+            bound = bindparam("p_after", type_=BigInteger())
+            statement = statement.where(messages.c.seq < bound if reverse else messages.c.seq > bound)
+        order = messages.c.seq.desc() if reverse else messages.c.seq
+        return statement.order_by(order).limit(bindparam("p_limit", type_=Integer()))
+
+    def trim(self, one_memory: bool) -> tuple[Delete, Update]:
+        """Trim history entries written before ``p_cutoff`` (of ``p_id``, or of all memories).
+
+        Two statements, run in this order in one transaction: delete the rows outside their window, then
+        take the write time off the (window) rows left, which are then no longer history entries.
+        """
+        memories, messages = self._tables.memories, self._tables.messages
+        in_window = (
+            select(literal_column("1"))
+            .select_from(memories)
+            .where(memories.c.memory_id == messages.c.memory_id, self._in_window)
+            .exists()
+        )
+        statement = delete(messages).where(
+            messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type), ~in_window
+        )
+        unrecord = (
+            update(messages)
+            .where(messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type))
+            .values(written_at=null())
+        )
+        if one_memory:
+            statement = statement.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
+            unrecord = unrecord.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
+        return statement, unrecord
 
     @property
     def has_diff_statement(self) -> bool:
@@ -228,9 +333,21 @@ class Statements:
                 if deleted < 0
                 else messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(deleted)])
             )
-            ctes.append(delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched).cte("deleted"))
+            if self._history:
+                # With history the evicted rows stay, marked (only those the window's ranges still enclose).
+                flag = update(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched)
+                ctes.append(flag.values(evicted=literal_column("1")).cte("flagged"))
+            else:
+                ctes.append(
+                    delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched).cte("deleted")
+                )
         if appended:
             memory_id = bindparam("p_id", type_=MemoryIdType())
+            # History entries are stamped now(): the transaction's start, the head row's updated_at.
+            stamp: list[Any] = [ServerNow(messages.c.written_at.type)] if self._history else []
+            columns = (
+                ["memory_id", "seq", "payload", "written_at"] if self._history else ["memory_id", "seq", "payload"]
+            )
             rows: Any
             if appended < 0:
                 new_rows = (
@@ -241,18 +358,19 @@ class Statements:
                     .table_valued("seq", "payload")
                     .render_derived(name="new_rows")
                 )
-                rows = select(memory_id, new_rows.c.seq, new_rows.c.payload).where(matched)
+                rows = select(memory_id, new_rows.c.seq, new_rows.c.payload, *stamp).where(matched)
             else:
                 selects = [
                     select(
                         memory_id,
                         bindparam(f"p_s{index}", type_=BigInteger),
                         bindparam(f"p_b{index}", type_=LargeBinary),
+                        *stamp,
                     ).where(matched)
                     for index in range(appended)
                 ]
                 rows = union_all(*selects) if appended > 1 else selects[0]
-            ctes.append(insert(messages).from_select(["memory_id", "seq", "payload"], rows).cte("inserted"))
+            ctes.append(insert(messages).from_select(columns, rows).cte("inserted"))
         return select(head.c.version).add_cte(*ctes)
 
     def list_page(self, order: str, after: bool, page_size: int) -> Select[Any]:
@@ -279,9 +397,11 @@ class Statements:
         Unordered: without an index on ``expires_at`` (see the schema) the scan stops at the batch's last id.
         """
         memories = self._tables.memories
+        # A memory whose history outlives its window (history_ttl) stays until the history expires too.
+        history_gone = or_(memories.c.history_expires_at.is_(None), memories.c.history_expires_at <= self._now)
         return (
             select(memories.c.memory_id)
-            .where(memories.c.expires_at <= self._now)
+            .where(memories.c.expires_at <= self._now, history_gone)
             .limit(batch_size)
             .with_for_update(skip_locked=True)
         )

@@ -4,6 +4,10 @@ One row per message keyed by ``(memory_id, seq)`` and a head row per memory (see
 :mod:`chatmemory.stores.sql.schema`). A write diffs by sequence: it deletes the evicted rows and inserts
 only the new tail, so a steady-state turn costs the same whatever the window size. On PostgreSQL that
 turn is one statement (data-modifying CTEs); elsewhere one short transaction.
+
+With ``history=True`` a write deletes nothing: the head row's window ranges move past the rows it
+evicts (see :mod:`chatmemory.stores.sql.window`), which stay as the memory's history, and the rows it
+adds carry the write's time. A steady-state turn is then one head update and one insert.
 """
 
 from __future__ import annotations
@@ -21,7 +25,13 @@ require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency check
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
-from chatmemory.core.errors import ChatMemoryError  # noqa: E402
+from chatmemory.core.errors import ChatMemoryError, HistoryNotEnabledError  # noqa: E402
+from chatmemory.core.history import (  # noqa: E402
+    DEFAULT_HISTORY_PAGE,
+    HistoryPage,
+    history_query,
+    trim_cutoff,
+)
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
@@ -34,6 +44,7 @@ from chatmemory.stores.base import (  # noqa: E402
     StoreLifecycle,
     ttl_seconds,
 )
+from chatmemory.stores.base.options import history_ttl_seconds  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -44,10 +55,11 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
     snapshot_statements,
 )
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest  # noqa: E402
+from chatmemory.stores.sql.reads import clock_time, decode_history, history_parameters  # noqa: E402
 from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables  # noqa: E402
 from chatmemory.stores.sql.schema_admin import SchemaAdmin  # noqa: E402
 from chatmemory.stores.sql.statements import Statements  # noqa: E402
-from chatmemory.stores.sql.times import expiry_parameter, times_of  # noqa: E402
+from chatmemory.stores.sql.times import expiry_parameter, stamp_parameter, times_of  # noqa: E402
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
@@ -83,10 +95,16 @@ class SQLChatMemoryStore(StoreLifecycle):
         engine_options: passed to :func:`sqlalchemy.create_engine` when a URL is given (defaults:
             autocommit connections, a connect timeout of 10 s, a SQLite busy timeout of 30 s).
         retry: how long writers creating or replacing one memory at once retry their collisions.
+        history: keep every message ever added to a memory, evicted ones included (see :meth:`history`):
+            evicted rows stay in the message table, outside the window's ranges, instead of being deleted.
+        history_ttl: seconds (or a ``timedelta``) a memory's history lives after its last write, at least
+            ``ttl`` (``None``: it expires with the window). The head row then keeps the history's expiry
+            and outlives the window until it passes: :meth:`purge_expired` leaves it until then, and a
+            write after the window expired starts a new window but continues the history.
 
     Raises:
         ValueError: a URL that is not a SQL database URL, or a driver the store does not use; the message
-            says what to use.
+            says what to use; ``history_ttl`` without ``history``, or shorter than ``ttl``.
     """
 
     def __init__(
@@ -98,9 +116,13 @@ class SQLChatMemoryStore(StoreLifecycle):
         snapshot_cache_size: int = 1024,
         engine_options: dict[str, Any] | None = None,
         retry: RetryPolicy | None = None,
+        history: bool = False,
+        history_ttl: TTL = None,
     ) -> None:
         self._tables = build_tables(table_prefix)
         self._ttl = ttl_seconds(ttl)
+        self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._history = history
         self._cache: SnapshotCache[CachedSnapshot] = SnapshotCache(snapshot_cache_size)
         self._retry = retry or RetryPolicy()
         if isinstance(url_or_engine, str):
@@ -125,7 +147,13 @@ class SQLChatMemoryStore(StoreLifecycle):
         # already in autocommit is used as it is (no isolation switch at each pool checkout).
         self._autocommit = self._engine.execution_options(**autocommit_options(engine_isolation_level(self._engine)))
         self._begin = begin_statement(self._dialect)
-        self._statements = Statements(self._tables, self._engine.dialect, expires=self._ttl is not None)
+        self._statements = Statements(
+            self._tables,
+            self._engine.dialect,
+            expires=self._ttl is not None,
+            history=history,
+            history_expires=self._history_ttl is not None,
+        )
         self._schema = SchemaAdmin(self._engine, self._engine.url, self._tables.prefix, self._dialect)
 
     @classmethod
@@ -139,6 +167,16 @@ class SQLChatMemoryStore(StoreLifecycle):
     def ttl(self) -> float | None:
         """Seconds a memory lives after its last write, or ``None``."""
         return self._ttl
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._history
+
+    @property
+    def history_ttl(self) -> float | None:
+        """Seconds a history lives after the memory's last write (``None``: as long as the window)."""
+        return self._history_ttl
 
     @property
     def engine(self) -> Engine:
@@ -156,7 +194,8 @@ class SQLChatMemoryStore(StoreLifecycle):
     def __repr__(self) -> str:
         """The URL (password hidden), table prefix and ttl."""
         url = self._engine.url.render_as_string(hide_password=True)
-        return f"SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r})"
+        history = f", history=True, history_ttl={self._history_ttl!r}" if self._history else ""
+        return f"SQLChatMemoryStore({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r}{history})"
 
     # -------------------------------------------------------------------------------------------- schema
 
@@ -260,22 +299,29 @@ class SQLChatMemoryStore(StoreLifecycle):
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
-        request = WriteRequest.of_messages(memory_id, messages, expected_version, self._ttl)
-        return self._write(request)
+        return self._write(self._request(memory_id, messages, expected_version))
 
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
-        self._write(WriteRequest.of_messages(memory_id, messages, None, self._ttl))
+        self._write(self._request(memory_id, messages, None))
 
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
         This imports data from another store without decoding it twice, and is how the contract suite
-        plants corrupted data.
+        plants corrupted data. With history it records nothing (the records are not history entries) and
+        keeps the history the memory had.
         """
         memory_id = validate_memory_id(memory_id)
-        self._write(WriteRequest.of_records(memory_id, records, self._ttl))
+        self._write(
+            WriteRequest.of_records(memory_id, records, self._ttl, history=self._history, history_ttl=self._history_ttl)
+        )
+
+    def _request(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int | None) -> WriteRequest:
+        return WriteRequest.of_messages(
+            memory_id, messages, expected_version, self._ttl, history=self._history, history_ttl=self._history_ttl
+        )
 
     def _write(self, request: WriteRequest) -> int:
         self._ready(Operation.WRITE, request.memory_id)
@@ -317,8 +363,13 @@ class SQLChatMemoryStore(StoreLifecycle):
                     raise _Abort(plan.Corrupted("stale"))
                 if diff.deleted_seqs:
                     connection.execute(self._statements.delete_seqs, diff.delete_parameters())
+                if diff.flagged_seqs:
+                    connection.execute(self._statements.flag_seqs, diff.delete_parameters())
                 if diff.payloads:
-                    connection.execute(self._statements.insert_messages, diff.rows())
+                    insert = (
+                        self._statements.insert_history if diff.request.recorded else self._statements.insert_messages
+                    )
+                    connection.execute(insert, diff.rows())
         except _Abort:
             return plan.diff_outcome(diff, False)
         return plan.diff_outcome(diff, True)
@@ -330,7 +381,12 @@ class SQLChatMemoryStore(StoreLifecycle):
             with self._transaction() as connection:
                 row = connection.execute(self._statements.lock_head, {"p_id": request.memory_id}).first()
                 clock = None if row is not None else connection.execute(self._statements.clock, {"p_id": ""}).scalar()
-                decision = plan.plan_locked(request, cached, plan.locked_head(row, clock))
+                head = plan.locked_head(row, clock)
+                if plan.window_needed(request, cached, head):
+                    # With history a write records what it adds to the stored window: read it under the lock.
+                    current = self._locked_window(connection, request.memory_id, head, cached)
+                    cached = current.state if isinstance(current, plan.ReadResult) else None
+                decision = plan.plan_locked(request, cached, head)
                 if not isinstance(decision, plan.LockedWrite):
                     return decision
                 self._apply(connection, request.memory_id, decision)
@@ -352,9 +408,13 @@ class SQLChatMemoryStore(StoreLifecycle):
                 connection.execute(statements.delete_all, decision.head)
             elif decision.deleted_seqs:
                 connection.execute(statements.delete_seqs, decision.delete_parameters())
+            if decision.flagged_seqs:
+                connection.execute(statements.flag_seqs, decision.flag_parameters())
             connection.execute(statements.rewrite_head, decision.head)
         if decision.rows:
-            connection.execute(statements.insert_messages, decision.rows)
+            connection.execute(
+                statements.insert_history if decision.recorded else statements.insert_messages, decision.rows
+            )
 
     def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
         """Read, change and write ``memory_id`` under its head row's lock; return the version it is at.
@@ -402,22 +462,13 @@ class SQLChatMemoryStore(StoreLifecycle):
                 row = connection.execute(self._statements.lock_head, {"p_id": memory_id}).first()
                 clock = None if row is not None else connection.execute(self._statements.clock, {"p_id": ""}).scalar()
                 head = plan.locked_head(row, clock)
-                current = plan.locked_read(
-                    memory_id, head, cached, self._read_locked(connection, memory_id, cached, head)
-                )
-                if isinstance(current, plan.StaleCache):
-                    cached = None
-                    current = plan.locked_read(
-                        memory_id, head, None, self._read_locked(connection, memory_id, None, head)
-                    )
-                if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
-                    raise AssertionError("a read without the cache cannot find it stale")
+                current = self._locked_window(connection, memory_id, head, cached)
                 if isinstance(current, plan.Corrupted):
                     return current
                 new = change(list(current.snapshot.messages))
                 if new is None:
                     return plan.Unchanged(current.snapshot.version)
-                request = WriteRequest.of_messages(memory_id, new, current.snapshot.version, self._ttl)
+                request = self._request(memory_id, new, current.snapshot.version)
                 decision = plan.plan_locked(request, current.state, head)
                 if not isinstance(decision, plan.LockedWrite):
                     return decision
@@ -426,12 +477,76 @@ class SQLChatMemoryStore(StoreLifecycle):
             return aborted.outcome
         return plan.Written(decision.version, decision.state)
 
+    def _locked_window(
+        self, connection: Connection, memory_id: str, head: plan.LockedHead, cached: CachedSnapshot | None
+    ) -> plan.ReadResult | plan.Corrupted:
+        """The stored window, read under the head row's lock (again without the cache if it was stale)."""
+        current = plan.locked_read(memory_id, head, cached, self._read_locked(connection, memory_id, cached, head))
+        if isinstance(current, plan.StaleCache):
+            current = plan.locked_read(memory_id, head, None, self._read_locked(connection, memory_id, None, head))
+        if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
+            raise AssertionError("a read without the cache cannot find it stale")
+        return current
+
     def _read_locked(
         self, connection: Connection, memory_id: str, cached: CachedSnapshot | None, head: plan.LockedHead
     ) -> Sequence[Any]:
         if not (head.present and head.live):
             return []
         return connection.execute(self._statements.read, plan.read_parameters(memory_id, cached)).all()
+
+    # -------------------------------------------------------------------------------------------- history
+
+    def history(
+        self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
+    ) -> HistoryPage:
+        """One page of the history of ``memory_id`` (see :class:`~chatmemory.SupportsHistory`); one query.
+
+        The entries are the message rows written with history, evicted or not, by sequence number.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            CorruptedMemoryError: an entry does not decode.
+        """
+        memory_id = validate_memory_id(memory_id)
+        query = history_query(after, limit, reverse)
+        self._require_history()
+        self._ready(Operation.READ, memory_id)
+        statement = self._statements.history_page(reverse, after is not None)
+        with self._driver_errors(Operation.READ, memory_id), self._autocommit.connect() as connection:
+            rows = connection.execute(statement, history_parameters(memory_id, query)).all()
+        return decode_history(memory_id, rows, query)
+
+    def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
+        """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
+
+        Rows outside the window are deleted; rows still in the window stay (the window never changes) but
+        are no longer history entries. A ``timedelta`` is counted back from the database's clock. One
+        transaction of two statements; returns how many entries went.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        trim_cutoff(older_than, datetime.datetime.now(datetime.timezone.utc))  # check the argument first
+        if memory_id is not None:
+            memory_id = validate_memory_id(memory_id)
+        self._require_history()
+        self._ready(Operation.WRITE, memory_id)
+        delete, unrecord = self._statements.trim(memory_id is not None)
+        with self._driver_errors(Operation.WRITE, memory_id):
+            with self._autocommit.connect() as connection:
+                now = clock_time(connection.execute(self._statements.server_clock).scalar_one())
+            parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
+            if memory_id is not None:
+                parameters["p_id"] = memory_id
+            with self._transaction() as connection:
+                removed = connection.execute(delete, parameters).rowcount
+                removed += connection.execute(unrecord, parameters).rowcount
+        return int(removed)
+
+    def _require_history(self) -> None:
+        if not self._history:
+            raise HistoryNotEnabledError(repr(self))
 
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""

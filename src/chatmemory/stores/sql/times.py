@@ -14,13 +14,14 @@ from typing import Any
 
 from chatmemory.memory_times import MemoryTimes
 
-__all__ = ["expiry_parameter", "times_of"]
+__all__ = ["aware", "expiry_parameter", "stamp_parameter", "times_of"]
 
 _FLOOR = datetime.datetime(1970, 1, 2, tzinfo=datetime.timezone.utc)
 """The earliest expiry sent: every column type holds it, and any earlier time expires the memory just as well."""
 
 
-def _aware(value: Any) -> datetime.datetime | None:
+def aware(value: Any) -> datetime.datetime | None:
+    """A timestamp column's value as an aware UTC datetime (``None`` for anything else)."""
     # PostgreSQL returns aware datetimes; SQLite and MySQL DATETIME return naive ones, which the store
     # always writes in UTC (the server clock expressions and expiry_parameter below).
     if not isinstance(value, datetime.datetime):
@@ -34,7 +35,7 @@ def times_of(row: Sequence[Any] | None) -> MemoryTimes | None:
     """The times of a live head row ``(updated_at, expires_at)``; ``None`` when there is none."""
     if row is None:
         return None
-    return MemoryTimes(_aware(row[0]), _aware(row[1]))
+    return MemoryTimes(aware(row[0]), aware(row[1]))
 
 
 def expiry_parameter(when: datetime.datetime | None, dialect: str) -> datetime.datetime | None:
@@ -50,5 +51,11 @@ def expiry_parameter(when: datetime.datetime | None, dialect: str) -> datetime.d
         return None
     if not isinstance(when, datetime.datetime) or when.utcoffset() is None:
         raise ValueError(f"expire_at takes an aware datetime (e.g. in UTC) or None, not {when!r}")
+    at = max(when.astimezone(datetime.timezone.utc), _FLOOR)
+    return at if dialect == "postgresql" else at.replace(tzinfo=None)
+
+
+def stamp_parameter(when: datetime.datetime, dialect: str) -> datetime.datetime:
+    """An aware time as a parameter compared with a timestamp column on ``dialect`` (see :func:`expiry_parameter`)."""
     at = max(when.astimezone(datetime.timezone.utc), _FLOOR)
     return at if dialect == "postgresql" else at.replace(tzinfo=None)
