@@ -23,18 +23,15 @@ from chatmemory.stores.mongodb.history import (
     entry_documents,
     groups_of,
     head_of,
-    page_of,
-    read_entries_filter,
     refresh_due,
     refresh_update,
     should_copy,
     staged_filter,
     staged_operations,
     state_after,
-    trim_filter,
-    trim_head,
     with_history,
 )
+from chatmemory.stores.mongodb.history_pages import page_of, read_entries_filter, trim_filter, trim_head
 from chatmemory.stores.mongodb.layout import MemoryState, plan_layout
 from chatmemory.stores.mongodb.plan import DUPLICATE_KEY, plan_raw_write, plan_save
 

@@ -389,6 +389,9 @@ def test_the_plan_modules_import_without_any_driver() -> None:
         "for name in ('pymongo', 'bson', 'redis', 'sqlalchemy', 'psycopg', 'pymysql', 'motor'):\n"
         "    sys.modules[name] = None\n"
         "import chatmemory.stores.mongodb.plan, chatmemory.stores.mongodb.layout, chatmemory.stores.mongodb.clock\n"
+        "import chatmemory.stores.mongodb.outcomes, chatmemory.stores.mongodb.operators\n"
+        "import chatmemory.stores.mongodb.times, chatmemory.stores.mongodb.history_fields\n"
+        "import chatmemory.stores.mongodb.commands, chatmemory.stores.mongodb.history_pages\n"
         "assert 'pymongo' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )
     subprocess.run([sys.executable, "-c", hide], check=True)

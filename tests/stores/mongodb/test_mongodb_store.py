@@ -154,6 +154,32 @@ def test_a_steady_state_turn_is_one_find_one_and_one_update_one(
     assert store.get_messages("chat") == _users(2, 3, 4)
 
 
+def test_update_messages_with_a_cached_snapshot_sends_only_the_new_message(
+    store: MongoChatMemoryStore, recorder: Recorder
+) -> None:
+    store.update_messages("chat", _users(1, 2, 3))
+    recorder.take()
+    store.update_messages("chat", _users(2, 3, 4))
+    ((name, command),) = recorder.take()
+    assert name == "update"
+    (statement,) = command["updates"]
+    assert "version" in statement["q"] and "incarnation" in statement["q"]
+    assert statement["u"]["$push"]["messages"] == {"$each": [_record(UserMessage("4"))], "$slice": -3}
+    assert store.get_messages("chat") == _users(2, 3, 4)
+
+
+def test_update_messages_after_another_writer_replaces_the_window_whole(
+    store: MongoChatMemoryStore, make_store: Any, recorder: Recorder
+) -> None:
+    store.update_messages("chat", _users(1, 2, 3))
+    make_store().update_messages("chat", _users(7, 8))  # the cached snapshot is stale now
+    recorder.take()
+    store.update_messages("chat", _users(2, 3, 4))
+    assert [name for name, _ in recorder.take()] == ["update", "findAndModify"]  # the diff conflicts
+    assert store.get_messages("chat") == _users(2, 3, 4)
+    assert make_store().get_messages("chat") == _users(2, 3, 4)
+
+
 def test_evicting_behind_a_system_message_kept_first_is_one_small_update(
     store: MongoChatMemoryStore, recorder: Recorder
 ) -> None:

@@ -1,97 +1,38 @@
-"""The MongoDB store on asyncio: PyMongo's native ``AsyncMongoClient``, executing the sync store's plans.
+"""The MongoDB store on asyncio: PyMongo's native ``AsyncMongoClient``, running the sync store's operations.
 
-Same constructor arguments, same document layout, same decisions (:mod:`chatmemory.stores.mongodb.plan`)
-as :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`: a memory written by one is read and extended
-by the other. Every write is one ``find_one_and_update``, which the server applies whole or not at all,
-so a task cancelled at any ``await`` leaves the memory at its old or its new list.
+Same constructor arguments, same document layout, same operations (:mod:`chatmemory.stores.mongodb.operations`)
+and decisions (:mod:`chatmemory.stores.mongodb.plan`) as :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`:
+a memory written by one is read and extended by the other. Every write is one ``find_one_and_update``,
+which the server applies whole or not at all, so a task cancelled at any ``await`` leaves the memory at
+its old or its new list.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+import inspect
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError, SerializationError, StoreError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query, trim_cutoff
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.errors import StoreError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
-from chatmemory.stores.base import AsyncStoreLifecycle, Operation, RetryPolicy, SnapshotCache, ttl_seconds
-from chatmemory.stores.base.options import TTL, history_ttl_seconds
+from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
-from pymongo import ASCENDING, AsyncMongoClient, ReturnDocument  # noqa: E402 - the driver is known
+from pymongo import AsyncMongoClient  # noqa: E402 - the driver is known
 
-from chatmemory.stores.mongodb.clock import ServerClock, expired  # noqa: E402
-from chatmemory.stores.mongodb.driver import (  # noqa: E402
-    DRIVER_ERRORS,
-    EXPIRY_INDEX,
-    INDEX_CONFLICT_CODES,
-    collection_of,
-    copy_landed,
-    describe,
-    equivalent_expiry_index,
-    expiry_index_conflict,
-    reply_to_error,
-    resend_error,
-    server_time,
-    write_error,
-)
-from chatmemory.stores.mongodb.driver import client_options as client_options_for  # noqa: E402
-from chatmemory.stores.mongodb.history import (  # noqa: E402
-    ENTRY_PROJECTION,
-    HEAD_PROJECTION,
-    HISTORY_EXPIRY_INDEX,
-    HISTORY_INDEX,
-    HISTORY_KEY,
-    STAGED_PROJECTION,
-    UPDATE_ATTEMPTS,
-    HistoryConfig,
-    entry_documents,
-    groups_of,
-    head_filter,
-    head_of,
-    history_collection_name,
-    page_of,
-    read_entries_filter,
-    refresh_due,
-    refresh_update,
-    refreshed_of,
-    should_copy,
-    staged_filter,
-    staged_operations,
-    stale_filter,
-    state_after,
-    trim_filter,
-    trim_head,
-    with_history,
-)
-from chatmemory.stores.mongodb.layout import MemoryState, decode_document, materialize, raw_records  # noqa: E402
-from chatmemory.stores.mongodb.plan import (  # noqa: E402
-    Conflict,
-    Document,
-    Resend,
-    Verify,
-    WritePlan,
-    WriteReply,
-    Written,
-    live_filter,
-    memory_times_of,
-    outcome_of,
-    plan_expire_at,
-    plan_raw_write,
-    plan_replace,
-    plan_save,
-    read_filter,
-    verified_outcome,
-)
+from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
+from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
+from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
+from chatmemory.stores.mongodb.operations import MongoOperations  # noqa: E402
+from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -100,26 +41,15 @@ __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
 
 _traced = StoreTelemetry("mongodb", __name__)
 
+_T = TypeVar("_T")
 
-class MongoChatMemoryStore(AsyncStoreLifecycle):
+
+class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient[Any]]):
     """An asyncio store in a MongoDB collection; supports versioning, listing, TTL and raw records.
 
-    Args:
-        url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
-            in :meth:`aclose`), or a :class:`pymongo.AsyncMongoClient` (the caller owns and closes it).
-        database: the database name.
-        collection: the collection name; it holds nothing but memories.
-        ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the server's clock;
-            ``None``: forever (see the sync store).
-        snapshot_cache_size: how many memories' last snapshots to keep (0: none).
-        retry: how long a write whose reply was lost (or that raced another writer creating the memory)
-            is resent; its write id makes a resend apply at most once.
-        client_options: keyword arguments for the client the store builds from a URL (the default
-            timeouts are the sync store's).
-        history: keep every message ever added to a memory in ``<collection>_history`` (see
-            :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
-        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
-            ``ttl``); ``None``: as long as the window. Needs ``history=True``.
+    Takes the arguments of :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`, with an
+    :class:`pymongo.AsyncMongoClient` in place of a ``MongoClient`` (a store built from a URL closes its
+    client in :meth:`aclose`).
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an ``AsyncMongoClient``; ``history`` is not a bool.
@@ -127,290 +57,56 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         StoreError: the URL cannot be parsed.
     """
 
-    def __init__(
-        self,
-        url_or_client: str | AsyncMongoClient[Any],
-        *,
-        database: str = "chatmemory",
-        collection: str = "memories",
-        ttl: TTL = None,
-        snapshot_cache_size: int = 1024,
-        retry: RetryPolicy | None = None,
-        client_options: dict[str, Any] | None = None,
-        history: bool = False,
-        history_ttl: TTL = None,
-    ) -> None:
-        self._ttl = ttl_seconds(ttl)
-        history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
-        self._history = HistoryConfig(self._ttl, history_seconds) if history else None
-        self._window_field = self._history.window_field if self._history is not None else "expires_at"
-        self._cache: SnapshotCache[MemoryState] = SnapshotCache(snapshot_cache_size)
-        self._retry = retry if retry is not None else RetryPolicy()
-        if isinstance(url_or_client, str):
-            try:
-                self._client: AsyncMongoClient[Any] = AsyncMongoClient(
-                    url_or_client, **client_options_for(url_or_client, client_options)
-                )
-            except (*DRIVER_ERRORS, ValueError, TypeError) as exc:
-                raise StoreError(Operation.CONNECT, detail=describe(exc)) from exc
-            self._owns_client = True
-        elif isinstance(url_or_client, AsyncMongoClient):
-            self._client = url_or_client
-            self._owns_client = False
-        else:
-            raise TypeError(f"expected a MongoDB URL or a pymongo.AsyncMongoClient, got {type(url_or_client).__name__}")
-        self._collection: AsyncCollection[Document] = collection_of(self._client, database, collection)
-        self._history_collection: AsyncCollection[Document] | None = None
-        if self._history is not None:
-            self._history_collection = collection_of(self._client, database, history_collection_name(collection))
-        self._indexed = self._ttl is None
-        self._history_indexed = self._history is None
-        self._clock = ServerClock()
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> MongoChatMemoryStore:
-        """Build from a ``mongodb://`` or ``mongodb+srv://`` URL (options go to the constructor)."""
-        if not url.startswith(("mongodb://", "mongodb+srv://")):
-            raise ValueError(f"MongoChatMemoryStore takes mongodb:// or mongodb+srv:// URLs, not {url!r}")
-        return cls(url, **options)
-
-    # ----------------------------------------------------------------------------------------- resources
-
-    @property
-    def ttl(self) -> float | None:
-        """Seconds a memory lives after its last write, or ``None``."""
-        return self._ttl
+    _repr_name = "aio.MongoChatMemoryStore"
+    _client_type = AsyncMongoClient
 
     @property
     def collection(self) -> AsyncCollection[Document]:
         """The collection holding the memories (for inspection and administration)."""
-        return self._collection
-
-    @property
-    def keeps_history(self) -> bool:
-        """Whether this store was built with history on."""
-        return self._history is not None
+        return self._collection  # type: ignore[no-any-return]
 
     @property
     def history_collection(self) -> AsyncCollection[Document] | None:
         """The collection holding the histories (``None``: the store keeps none)."""
-        return self._history_collection
+        return self._history_collection  # type: ignore[no-any-return]
 
     async def _release(self) -> None:
         await self._client.close()
 
-    def invalidate(self, memory_id: str) -> None:
-        """Forget the cached snapshot of ``memory_id`` (after repairing its document by hand)."""
-        self._cache.forget(validate_memory_id(memory_id))
+    # ---------------------------------------------------------------------------------------- the driver
 
-    def invalidate_all(self) -> None:
-        """Forget every cached snapshot."""
-        self._cache.clear()
-
-    def __repr__(self) -> str:
-        return (
-            f"aio.MongoChatMemoryStore(database={self._collection.database.name!r}, "
-            f"collection={self._collection.name!r}, ttl={self._ttl!r}"
-            + ("" if self._history is None else f", history=True, history_ttl={self._history.history_ttl!r}")
-            + ")"
-        )
-
-    # ------------------------------------------------------------------------------------------- helpers
-
-    async def _ensure_expiry_index(self) -> None:
-        if self._indexed:
-            return
-        try:
-            await self._collection.create_index([("expires_at", ASCENDING)], name=EXPIRY_INDEX, expireAfterSeconds=0)
-        except DRIVER_ERRORS as exc:
-            detail = describe(exc)
-            if getattr(exc, "code", None) in INDEX_CONFLICT_CODES:
-                try:
-                    indexes = [dict(index) async for index in await self._collection.list_indexes()]
-                    if equivalent_expiry_index(indexes):
-                        self._indexed = True
-                        return
-                except DRIVER_ERRORS:
-                    pass
-                detail = expiry_index_conflict(self._collection.name)
-            raise StoreError(Operation.SCHEMA, detail=f"creating the TTL index: {detail}") from exc
-        self._indexed = True
-
-    async def _ensure_history_index(self) -> None:
-        if self._history_indexed or self._history_collection is None:
-            return
-        try:
-            await self._history_collection.create_index(HISTORY_KEY, name=HISTORY_INDEX, unique=True)
-            if self._history is not None and self._history.lifetime is not None:
-                await self._history_collection.create_index(
-                    [("x", ASCENDING)], name=HISTORY_EXPIRY_INDEX, expireAfterSeconds=0
-                )
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.SCHEMA, detail=f"creating the history index: {describe(exc)}") from exc
-        self._history_indexed = True
-
-    async def _find(self, memory_id: str) -> Document | None:
-        try:
-            server_now = self._clock.now()
-            # No projection leaves the staged history groups out: one costs a server more than their bytes.
-            query = read_filter(memory_id, server_now is not None, self._window_field)
-            document = await self._collection.find_one(query)
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
-        if document is not None and server_now is not None and expired(document, server_now, self._window_field):
+    async def _perform(self, command: Command | Sleep) -> Any:
+        if isinstance(command, Sleep):
+            await asyncio.sleep(command.seconds)
             return None
-        return document
+        value = self._method(command)(*command.args, **command.kwargs)
+        if inspect.isawaitable(value):  # find() returns its cursor at once, the rest are coroutines
+            value = await value
+        return await value.to_list() if command.result is Result.LIST else result_of(command, value)
 
-    async def _send(self, plan: WritePlan) -> tuple[WriteReply, BaseException | None]:
-        try:
-            if not plan.returns_document:
-                result = await self._collection.update_one(plan.filter, plan.update)
-                return WriteReply(matched=result.matched_count), None
-            document = await self._collection.find_one_and_update(
-                plan.filter,
-                plan.update,
-                projection=plan.projection,
-                upsert=plan.upsert,
-                return_document=ReturnDocument.AFTER,
-            )
-        except DRIVER_ERRORS as exc:
-            reply = reply_to_error(exc)
-            if reply is None:
-                raise write_error(plan.memory_id, exc) from exc
-            return reply, exc
-        return WriteReply(document), None
-
-    async def _verify(self, plan: WritePlan) -> Document | None:
-        try:
-            return await self._collection.find_one(plan.verify_filter, plan.verify_projection)
-        except DRIVER_ERRORS as exc:
-            raise write_error(plan.memory_id, exc) from exc
-
-    async def _copy(self, memory_id: str, document: Mapping[str, Any]) -> bool:
-        """Copy the history groups a write reply shows into the history collection; whether all landed."""
-        assert self._history_collection is not None
-        assert self._history is not None
-        lifetime = self._history.lifetime
-        groups = groups_of(memory_id, document)
-        operations = entry_documents(memory_id, document["hid"], groups, lifetime, refreshed_of(document))
-        if not operations:
-            return True
-        try:
-            await self._history_collection.insert_many(operations, ordered=False)
-        except DRIVER_ERRORS as exc:
-            # The groups stay in the window document, which readers merge; the next write copies them.
-            return copy_landed(exc)
-        return True
-
-    async def _refresh(self, memory_id: str, hid: int | None, now: datetime.datetime) -> None:
-        """Set the expiry of every entry of history ``hid`` to ``now`` plus twice the history's lifetime."""
-        assert self._history is not None and self._history_collection is not None and hid is not None
-        query, update = refresh_update(self._history, memory_id, hid, now)
-        try:
-            await self._history_collection.update_many(query, update)
-        except DRIVER_ERRORS as exc:
-            raise write_error(memory_id, exc) from exc
-
-    async def _refresh_before(self, memory_id: str, state: MemoryState | None) -> datetime.datetime | None:
-        """Before a write pinned to ``state``: set the entries' expiry if it is due; the time it was set from."""
-        assert self._history is not None
-        if state is None or state.history is None:
-            return None
-        due = refresh_due(state.history, self._history, self._clock.now() or self._clock.local())
-        if due is not None:
-            await self._refresh(memory_id, state.history.hid, due)
-        return due
-
-    async def _record(
-        self, plan: WritePlan, outcome: Written, document: Mapping[str, Any] | None
-    ) -> MemoryState | None:
-        """Copy what a history store's write left in the document; the state to cache."""
-        if document is None or not isinstance(document.get("hid"), int):
-            return None
-        groups = groups_of(plan.memory_id, document)
-        copied = not groups
-        if should_copy(groups):
-            copied = await self._copy(plan.memory_id, document)
-        if plan.history_id is not None and document["hid"] == plan.history_id:
-            assert self._history_collection is not None
-            try:  # a new history: entries of an expired or deleted one go
-                await self._history_collection.delete_many(stale_filter(plan.memory_id, plan.history_id))
-            except DRIVER_ERRORS:
-                pass  # never read (their history id differs); trim_history removes them too
-        head = state_after(plan.memory_id, document, copied)
-        assert self._history is not None
-        if head is not None and outcome.server_time is not None:
-            # A write that went on a history without setting its entries' expiry first (it created
-            # the window again) sets it now; the next write that knows the head records when.
-            due = refresh_due(head, self._history, outcome.server_time)
-            if due is not None:
-                await self._refresh(plan.memory_id, head.hid, due)
-        if outcome.state is None or head is None:
-            return None
-        return replace(outcome.state, history=head)
-
-    async def _execute(self, plan: WritePlan) -> Written | Conflict:
-        await self._ensure_expiry_index()
-        await self._ensure_history_index()
-        # A task cancelled while the write is in flight keeps the cached state it started from; if the write
-        # landed, that state is stale, and the version and incarnation in every later write's filter make
-        # such a write a conflict, never a diff against the wrong array.
-        attempts = self._retry.start()
-        resent = False
+    async def _run(self, steps: Steps[_T]) -> _T:
+        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+        reply: Any = None
+        error: Exception | None = None
         while True:
-            sent = self._clock.local()
-            reply, error = await self._send(plan)
-            received = self._clock.local()
-            document = reply.document
-            outcome = outcome_of(plan, reply, resent=resent)
-            if isinstance(outcome, Verify):
-                document = await self._verify(plan)
-                outcome = verified_outcome(plan, document)
-            if not isinstance(outcome, Resend):
-                break
-            resent = True
-            delay = attempts.backoff()
-            if delay is None:
-                self._cache.forget(plan.memory_id)
-                raise resend_error(plan.memory_id, attempts.count, error)
-            await asyncio.sleep(delay)
-        state = outcome.state if isinstance(outcome, Written) else None
-        if isinstance(outcome, Written) and plan.keeps_history:
-            state = await self._record(plan, outcome, document)
-        if isinstance(outcome, Written) and state is not None:
-            self._clock.observe(sent, received, outcome.server_time)
-            self._cache.put(plan.memory_id, state)
-        else:
-            self._cache.forget(plan.memory_id)
-        return outcome
+            try:
+                command = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            try:
+                reply, error = await self._perform(command), None
+            except Exception as exc:  # the operation handles it, as around a direct call
+                reply, error = None, exc
 
     # ---------------------------------------------------------------------------------------------- read
 
     async def _load_state(self, memory_id: str) -> MemoryState | None:
-        document = await self._find(memory_id)
-        if document is None:
-            self._cache.forget(memory_id)
-            return None
-        previous = self._cache.get(memory_id)
-        try:
-            state = decode_document(memory_id, document, previous)
-            if self._history is not None:
-                state = with_history(state, document, previous)
-        except Exception:
-            self._cache.forget(memory_id)
-            raise
-        self._cache.put(memory_id, state)
-        return state
+        return await self._run(self._load_state_steps(memory_id))
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one ``find_one``)."""
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
-        state = await self._load_state(memory_id)
-        if state is None:
-            return Snapshot([], 0)
-        return Snapshot(state.layout.messages(), state.version)
+        return await self._run(self._load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -420,10 +116,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` in window order, undecoded; ``[]`` for an unknown id."""
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
-        document = await self._find(memory_id)
-        return [] if document is None else raw_records(memory_id, document)
+        return await self._run(self._read_raw(memory_id))
 
     @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
@@ -435,69 +128,28 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.LIST, detail=describe(exc)) from exc
 
+    @_traced.coroutine("memory_times")
+    async def memory_times(self, memory_id: str) -> MemoryTimes | None:
+        """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
+        return await self._run(self._memory_times(memory_id))
+
     # --------------------------------------------------------------------------------------------- write
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        memory_id = validate_memory_id(memory_id)
-        taken = materialize(messages)
-        if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
-            raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
-        self._check_open(Operation.WRITE, memory_id)
-        cached = self._cache.get(memory_id)
-        if (
-            self._history is not None
-            and expected_version
-            and (cached is None or cached.version != expected_version or cached.history is None)
-        ):
-            # The history records what the write appends to the stored window: plan against it.
-            cached = await self._load_state(memory_id)
-            if cached is None or cached.version != expected_version:
-                raise ConcurrentUpdateError(memory_id, expected_version)
-        refreshed = None
-        if self._history is not None and expected_version:
-            refreshed = await self._refresh_before(memory_id, cached)
-        plan = plan_save(
-            memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now(),
-            history=self._history, refreshed=refreshed,
-        )  # fmt: skip
-        outcome = await self._execute(plan)
-        if isinstance(outcome, Conflict):
-            raise ConcurrentUpdateError(memory_id, expected_version)
-        return outcome.version
+        return await self._run(self._save(memory_id, messages, expected_version))
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
-        """Replace the stored messages of ``memory_id`` (one write, whatever version it is at).
+        """Replace the stored messages of ``memory_id``, whatever version it is at.
 
+        One write: the diff against the cached snapshot, pinned to its version (a second write, the
+        whole window, if another writer got there first), or the whole window if none is cached.
         A store with history reads the window first and saves against it (again if another writer got
         there first), so that the history records what this write appended to the window it replaced.
         """
-        memory_id = validate_memory_id(memory_id)
-        taken = materialize(messages)
-        self._check_open(Operation.WRITE, memory_id)
-        if self._history is None:
-            await self._execute(plan_replace(memory_id, taken, self._ttl))
-            return
-        for _ in range(UPDATE_ATTEMPTS):
-            try:
-                state = await self._load_state(memory_id)
-            except SerializationError:
-                # A window it cannot read is replaced whole; the history records the new one whole.
-                await self._execute(plan_replace(memory_id, taken, self._ttl, self._history))
-                return
-            version = 0 if state is None else state.version
-            refreshed = await self._refresh_before(memory_id, state)
-            plan = plan_save(
-                memory_id, taken, version, state, self._ttl, server_now=self._clock.now(),
-                history=self._history, refreshed=refreshed,
-            )  # fmt: skip
-            if isinstance(await self._execute(plan), Written):
-                return
-        raise StoreError(
-            Operation.WRITE, memory_id, f"other writers won {UPDATE_ATTEMPTS} times in a row; nothing was written"
-        )
+        await self._run(self._update(memory_id, messages))
 
     @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -505,57 +157,21 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
 
         A store with history records nothing in it for them.
         """
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.WRITE, memory_id)
-        await self._execute(plan_raw_write(memory_id, records, self._ttl, self._history))
-
-    @_traced.coroutine("memory_times")
-    async def memory_times(self, memory_id: str) -> MemoryTimes | None:
-        """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
-        try:
-            document = await self._collection.find_one(
-                read_filter(memory_id, field=self._window_field), {"written_at": 1, self._window_field: 1}
-            )
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
-        return memory_times_of(document, self._window_field)
+        await self._run(self._write_raw(memory_id, records))
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
-        memory_id = validate_memory_id(memory_id)
-        query, update = plan_expire_at(memory_id, when, self._history)
-        self._check_open(Operation.WRITE, memory_id)
-        if when is not None:
-            self._indexed = False  # a store without a ttl makes its TTL index on first need
-            await self._ensure_expiry_index()
-        try:
-            await self._collection.update_one(query, update)
-        except DRIVER_ERRORS as exc:
-            raise write_error(memory_id, exc) from exc
+        await self._run(self._expire_at(memory_id, when))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its history too); idempotent."""
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.DELETE, memory_id)
-        self._cache.forget(memory_id)
-        try:
-            await self._collection.delete_one({"_id": memory_id})
-            if self._history_collection is not None:
-                await self._history_collection.delete_many({"m": memory_id})
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.DELETE, memory_id, describe(exc)) from exc
+        await self._run(self._delete(memory_id))
 
     # ------------------------------------------------------------------------------------------- history
 
-    def _require_history(self) -> tuple[HistoryConfig, AsyncCollection[Document]]:
-        if self._history is None or self._history_collection is None:
-            raise HistoryNotEnabledError(repr(self))
-        return self._history, self._history_collection
-
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -564,32 +180,9 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without history.
         """
-        query = history_query(after, limit, reverse)
-        memory_id = validate_memory_id(memory_id)
-        config, entries = self._require_history()
-        self._check_open(Operation.READ, memory_id)
-        try:
-            document = await self._collection.find_one(head_filter(memory_id, config), HEAD_PROJECTION)
-            head = head_of(memory_id, document)
-            if head is None:
-                return HistoryPage([], None)
-            filter, sort = read_entries_filter(memory_id, head.hid, query)
-            cursor = entries.find(filter, ENTRY_PROJECTION, sort=sort, limit=query.limit + 1)
-            documents = [entry async for entry in cursor]
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
-        return page_of(memory_id, query, documents, head)
+        return await self._run(self._history_page(memory_id, after, limit, reverse))
 
-    async def _server_now(self) -> datetime.datetime:
-        now = self._clock.now()
-        if now is not None:
-            return now
-        try:
-            now = server_time(await self._client.admin.command("hello"))
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, detail=describe(exc)) from exc
-        return now if now is not None else self._clock.local()
-
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
@@ -601,27 +194,4 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without history.
         """
-        trim_cutoff(older_than, self._clock.local())  # checks older_than before anything else
-        if memory_id is not None:
-            memory_id = validate_memory_id(memory_id)
-        _, entries = self._require_history()
-        self._check_open(Operation.DELETE, memory_id)
-        cutoff = trim_cutoff(older_than, await self._server_now())
-        head_query, head_update = trim_head(cutoff, memory_id)
-        assert self._history is not None
-        try:
-            # Staged groups are copied first, so that the count covers them.
-            cursor = self._collection.find(staged_filter(memory_id), STAGED_PROJECTION)
-            documents = [document async for document in cursor]
-            operations = staged_operations(documents, self._history.lifetime)
-            if operations:
-                try:
-                    await entries.insert_many(operations, ordered=False)
-                except DRIVER_ERRORS as exc:
-                    if not copy_landed(exc):
-                        raise
-            removed = (await entries.delete_many(trim_filter(cutoff, memory_id))).deleted_count
-            await self._collection.update_many(head_query, head_update)
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.DELETE, memory_id, describe(exc)) from exc
-        return removed
+        return await self._run(self._trim(older_than, memory_id))

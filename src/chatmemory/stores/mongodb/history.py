@@ -61,9 +61,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeGuard
 
 from chatmemory.core.errors import CorruptedMemoryError
-from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
-from chatmemory.core.messages import ChatMessage
-from chatmemory.serialization.native import loads_message
 from chatmemory.stores.mongodb.expressions import not_expired
 from chatmemory.stores.mongodb.layout import MemoryState
 
@@ -82,29 +79,20 @@ __all__ = [
     "HistoryGroup",
     "HistoryHead",
     "HistoryState",
-    "created_fields",
     "entry_documents",
     "head_filter",
-    "pinned_fields",
-    "operators_allowed",
-    "pinned_operators",
     "state_after",
     "with_history",
     "groups_of",
     "head_of",
     "history_collection_name",
     "new_history_id",
-    "page_of",
-    "read_entries_filter",
     "refresh_due",
     "refreshed_of",
     "refresh_update",
     "should_copy",
-    "stale_filter",
     "staged_filter",
     "staged_operations",
-    "trim_filter",
-    "trim_head",
 ]
 
 Document = dict[str, Any]
@@ -242,7 +230,8 @@ class HistoryHead:
     groups: tuple[HistoryGroup, ...]
 
 
-def _is_int(value: object) -> TypeGuard[int]:
+def is_int(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is an int (a bool is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -253,11 +242,11 @@ def with_history(state: MemoryState, document: Mapping[str, Any], previous: Memo
     is the same version and knew it; else the next write keeps them and copies them again.
     """
     hid, hseq = document.get("hid"), document.get("hseq")
-    if not _is_int(hid):
+    if not is_int(hid):
         return replace(state, history=HistoryState(None, 0, True))
     before = previous.history if previous is not None and previous.version == state.version else None
     if before is None or before.hid != hid:
-        return replace(state, history=HistoryState(hid, hseq if _is_int(hseq) else 0, False, _date(document)))
+        return replace(state, history=HistoryState(hid, hseq if is_int(hseq) else 0, False, _date(document)))
     return replace(state, history=replace(before, refreshed=_date(document)))
 
 
@@ -295,7 +284,7 @@ def _group(memory_id: str, value: object) -> HistoryGroup:
     if not isinstance(value, Mapping):
         raise CorruptedMemoryError(memory_id, f"a history group is a BSON {type(value).__name__}, not a document")
     first, records, written = value.get("s"), value.get("r"), value.get("t")
-    if not _is_int(first) or not isinstance(records, list) or not isinstance(written, datetime.datetime):
+    if not is_int(first) or not isinstance(records, list) or not isinstance(written, datetime.datetime):
         raise CorruptedMemoryError(memory_id, "a history group lacks its sequence, records or time")
     for record in records:
         if not isinstance(record, (str, bytes)):
@@ -328,7 +317,7 @@ def head_of(memory_id: str, document: Mapping[str, Any] | None) -> HistoryHead |
     Raises:
         CorruptedMemoryError: a group is not one this store wrote.
     """
-    if document is None or not _is_int(document.get("hid")):
+    if document is None or not is_int(document.get("hid")):
         return None
     return HistoryHead(document["hid"], groups_of(memory_id, document))
 
@@ -357,7 +346,7 @@ def staged_operations(documents: Iterable[Mapping[str, Any]], lifetime: float | 
     operations = []
     for document in documents:
         memory_id, hid = document.get("_id"), document.get("hid")
-        if isinstance(memory_id, str) and _is_int(hid):
+        if isinstance(memory_id, str) and is_int(hid):
             groups = groups_of(memory_id, document)
             operations += entry_documents(memory_id, hid, groups, lifetime, refreshed_of(document))
     return operations
@@ -389,78 +378,6 @@ def entry_documents(
     return operations
 
 
-def read_entries_filter(memory_id: str, hid: int, query: HistoryQuery) -> tuple[Document, list[tuple[str, int]]]:
-    """The filter and sort of a page's entries read (read ``query.limit + 1`` of them)."""
-    filter: Document = {"m": memory_id, "h": hid}
-    if query.after is not None:
-        filter["s"] = {"$lt" if query.reverse else "$gt": query.after}
-    direction = -1 if query.reverse else 1
-    return filter, [("s", direction)]
-
-
-def _decode(memory_id: str, sequence: int, record: object) -> ChatMessage:
-    if not isinstance(record, (str, bytes)):
-        raise CorruptedMemoryError(memory_id, f"history entry {sequence} is a BSON {type(record).__name__}")
-    return loads_message(record, memory_id=memory_id)
-
-
-def page_of(
-    memory_id: str, query: HistoryQuery, documents: Iterable[Mapping[str, Any]], head: HistoryHead
-) -> HistoryPage:
-    """The page made of the entries read and the head's groups not copied yet (merged, deduplicated).
-
-    Raises:
-        CorruptedMemoryError: an entry is not one this store wrote.
-    """
-    found: dict[int, tuple[object, datetime.datetime]] = {}
-    for document in documents:
-        sequence, written = document.get("s"), document.get("t")
-        if not _is_int(sequence) or not isinstance(written, datetime.datetime):
-            raise CorruptedMemoryError(memory_id, "a history entry lacks its sequence or time")
-        assert isinstance(sequence, int)
-        found[sequence] = (document.get("r"), written)
-    for group in head.groups:
-        for offset, record in enumerate(group.records):
-            sequence = group.first + offset
-            if query.includes(sequence):
-                found.setdefault(sequence, (record, group.written_at))
-    order = sorted(found, reverse=query.reverse)[: query.limit + 1]
-    entries = [HistoryEntry(s, _decode(memory_id, s, found[s][0]), found[s][1]) for s in order]
-    return query.page(entries)
-
-
-def trim_filter(cutoff: datetime.datetime, memory_id: str | None) -> Document:
-    """The entries ``trim_history`` removes: written before ``cutoff`` (of ``memory_id``, or all)."""
-    filter: Document = {"t": {"$lt": cutoff}}
-    if memory_id is not None:
-        filter = {"m": memory_id, **filter}
-    return filter
-
-
-def trim_head(cutoff: datetime.datetime, memory_id: str | None) -> tuple[Document, list[Document]]:
-    """The filter and update that drop, from window documents, the groups written before ``cutoff``.
-
-    A trimmed entry must not come back through a reader's merge of the groups; the version is left
-    as it is (the window does not change).
-    """
-    cutoff_ms = {"$toLong": {"$literal": cutoff}}
-    older = {"$lt": [{"$toLong": "$$this.t"}, cutoff_ms]}
-    filter: Document = {"$or": [{"hlast.t": {"$lt": cutoff}}, {"hpend.t": {"$lt": cutoff}}]}
-    if memory_id is not None:
-        filter = {"_id": memory_id, **filter}
-    last = {"$let": {"vars": {"this": "$hlast"}, "in": {"$cond": [older, "$$REMOVE", "$hlast"]}}}
-    pending = {"$filter": {"input": {"$cond": [{"$isArray": "$hpend"}, "$hpend", []]}, "cond": {"$not": [older]}}}
-    return filter, [{"$set": {"hlast": {"$cond": [HAS_LAST, last, "$$REMOVE"]}, "hpend": pending}}]
-
-
-def stale_filter(memory_id: str, hid: int) -> Document:
-    """The entries of ``memory_id`` that belong to an earlier history (removed when a new one starts)."""
-    return {"m": memory_id, "h": {"$ne": hid}}
-
-
-# --------------------------------------------------------------------------------------- write fields
-
-
 HAS_HID: Final = {"$isNumber": "$hid"}
 HAS_LAST: Final = {"$eq": [{"$type": "$hlast"}, "object"]}
 PENDING: Final = {
@@ -472,88 +389,10 @@ PENDING: Final = {
 """Every group the document holds, as one array (what a write that does not know them keeps)."""
 
 
-def created_fields(config: HistoryConfig, records: Sequence[str | bytes], hid: int, is_new: Any) -> Document:
-    """The history fields of a write that creates the window (the document is new, or its window expired).
-
-    The history goes on if the document holds one that has not expired (``history_ttl`` longer than
-    ``ttl``); else a new one starts with ``hid``.
-    """
-    live = {"$and": [{"$not": [is_new]}, HAS_HID, not_expired(config.history_field)]}
-    base = {"$cond": [live, {"$toLong": {"$ifNull": ["$hseq", 0]}}, 0]}
-    return {
-        "hid": {"$cond": [live, "$hid", {"$literal": hid}]},
-        "hrefresh": {"$cond": [live, "$hrefresh", "$$NOW"]},
-        "hseq": {"$add": [base, len(records)]},
-        "hpend": {"$cond": [live, PENDING, "$$REMOVE"]},
-        "hlast": _last(records, {"$add": [base, 1]}),
-    }
-
-
-def _last(records: Sequence[str | bytes], first: Any) -> Any:
-    if not records:
-        return "$$REMOVE"
-    return {"s": first, "r": {"$literal": list(records)}, "t": "$$NOW"}
-
-
-def pinned_fields(
-    state: HistoryState | None, records: Sequence[str | bytes], hid: int, refreshed: datetime.datetime | None = None
-) -> Document:
-    """The history fields of a write pinned to a version whose head ``state`` the store knows.
-
-    ``refreshed``: the store set every entry's expiry from that time before this write.
-    """
-    if state is None or state.hid is None:
-        return {
-            "hid": {"$literal": hid}, "hrefresh": "$$NOW", "hseq": len(records), "hpend": "$$REMOVE",
-            "hlast": _last(records, 1),
-        }  # fmt: skip
-    fields: Document = {
-        "hseq": state.hseq + len(records),
-        "hpend": "$$REMOVE" if state.copied else PENDING,
-        "hlast": _last(records, state.hseq + 1),
-    }
-    if refreshed is not None:
-        fields["hrefresh"] = {"$literal": refreshed}
-    return fields
-
-
-def pinned_operators(
-    state: HistoryState, records: Sequence[str | bytes], refreshed: datetime.datetime | None = None
-) -> tuple[Document, Document, Document, Document]:
-    """The ``$set``, ``$unset``, ``$currentDate`` and ``$push`` of a pinned write sent as operators.
-
-    Every group copied: they all go. Else (the store knows ``hlast``: it wrote it) the previous
-    ``hlast`` is pushed onto ``hpend``, whose other groups stay.
-    """
-    assignments: Document = {"hseq": state.hseq + len(records)}
-    if refreshed is not None:
-        assignments["hrefresh"] = refreshed
-    removals: Document = {}
-    pushes: Document = {}
-    if state.copied:
-        removals["hpend"] = ""
-    elif state.last is not None:
-        last = state.last
-        pushes["hpend"] = {"s": last.first, "r": list(last.records), "t": last.written_at}
-    dates: Document = {}
-    if records:
-        assignments["hlast.s"] = state.hseq + 1
-        assignments["hlast.r"] = list(records)
-        dates["hlast.t"] = True
-    else:
-        removals["hlast"] = ""
-    return assignments, removals, dates, pushes
-
-
-def operators_allowed(state: HistoryState | None) -> bool:
-    """Whether a pinned write over ``state`` may go as update operators (it knows what to do with the groups)."""
-    return state is not None and state.hid is not None and (state.copied or state.last_known)
-
-
 def state_after(memory_id: str, document: Mapping[str, Any], copied: bool) -> HistoryState | None:
     """The head a write's reply ``document`` shows (``copied``: its groups are now in the history collection)."""
     hid, hseq = document.get("hid"), document.get("hseq")
-    if not _is_int(hid) or not _is_int(hseq):
+    if not is_int(hid) or not is_int(hseq):
         return None
     last = _group(memory_id, document["hlast"]) if isinstance(document.get("hlast"), Mapping) else None
     return HistoryState(hid, hseq, copied, _date(document), True, last)

@@ -1,0 +1,125 @@
+"""What the sync and async MongoDB stores share before any I/O: options, names, client and repr.
+
+:class:`MongoStoreBase` checks the constructor's options, builds or adopts the client, names the
+collections and holds the snapshot cache and the server clock; the executors add only how they send
+a command. This module imports pymongo (through :mod:`~chatmemory.stores.mongodb.driver`), never
+sends anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from chatmemory.core.errors import StoreError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds
+from chatmemory.stores.base.options import TTL, history_ttl_seconds
+from chatmemory.stores.mongodb.clock import ServerClock
+from chatmemory.stores.mongodb.commands import Command, Target
+from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, client_options, collection_of, describe
+from chatmemory.stores.mongodb.history import HistoryConfig, history_collection_name
+from chatmemory.stores.mongodb.layout import MemoryState
+
+__all__ = ["MongoStoreBase"]
+
+_Client = TypeVar("_Client")
+_Store = TypeVar("_Store", bound="MongoStoreBase[Any]")
+
+
+class MongoStoreBase(Generic[_Client]):
+    """The state every MongoDB store keeps, checked at construction (see the executors for the arguments).
+
+    Raises:
+        TypeError: ``url_or_client`` is neither a URL nor a ``client_type``; ``history`` is not a bool.
+        ValueError: an invalid ttl, history_ttl, cache size, database or collection name.
+        StoreError: the URL cannot be parsed.
+    """
+
+    _repr_name = "MongoChatMemoryStore"
+    _client_type: type[Any]
+    """The client class the executor sends with (``MongoClient`` or ``AsyncMongoClient``)."""
+
+    def __init__(
+        self,
+        url_or_client: str | _Client,
+        *,
+        database: str = "chatmemory",
+        collection: str = "memories",
+        ttl: TTL = None,
+        snapshot_cache_size: int = 1024,
+        retry: RetryPolicy | None = None,
+        client_options: dict[str, Any] | None = None,
+        history: bool = False,
+        history_ttl: TTL = None,
+    ) -> None:
+        self._ttl = ttl_seconds(ttl)
+        history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._history = HistoryConfig(self._ttl, history_seconds) if history else None
+        self._window_field = self._history.window_field if self._history is not None else "expires_at"
+        self._cache: SnapshotCache[MemoryState] = SnapshotCache(snapshot_cache_size)
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._client: _Client
+        self._client, self._owns_client = _client(url_or_client, self._client_type, client_options)
+        self._collection: Any = collection_of(self._client, database, collection)
+        self._history_collection: Any = None
+        if self._history is not None:
+            self._history_collection = collection_of(self._client, database, history_collection_name(collection))
+        self._indexed = self._ttl is None
+        self._history_indexed = self._history is None
+        self._clock = ServerClock()
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._ttl
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._history is not None
+
+    def invalidate(self, memory_id: str) -> None:
+        """Forget the cached snapshot of ``memory_id`` (after repairing its document by hand)."""
+        self._cache.forget(validate_memory_id(memory_id))
+
+    def invalidate_all(self) -> None:
+        """Forget every cached snapshot."""
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return (
+            f"{self._repr_name}(database={self._collection.database.name!r}, "
+            f"collection={self._collection.name!r}, ttl={self._ttl!r}"
+            + ("" if self._history is None else f", history=True, history_ttl={self._history.history_ttl!r}")
+            + ")"
+        )
+
+    def _method(self, command: Command) -> Any:
+        """The driver method ``command`` calls (on the memories or history collection, or ``admin``)."""
+        target = command.target
+        if target is Target.WINDOW:
+            receiver = self._collection
+        elif target is Target.HISTORY:
+            receiver = self._history_collection
+        else:
+            receiver = self._client.admin  # type: ignore[attr-defined]
+        return getattr(receiver, command.method)
+
+    @classmethod
+    def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
+        """Build from a ``mongodb://`` or ``mongodb+srv://`` URL (options go to the constructor)."""
+        if not url.startswith(("mongodb://", "mongodb+srv://")):
+            raise ValueError(f"MongoChatMemoryStore takes mongodb:// or mongodb+srv:// URLs, not {url!r}")
+        return cls(url, **options)
+
+
+def _client(url_or_client: Any, client_type: type[Any], options: dict[str, Any] | None) -> tuple[Any, bool]:
+    """The client to use and whether the store owns it (built it from a URL)."""
+    if isinstance(url_or_client, str):
+        try:
+            return client_type(url_or_client, **client_options(url_or_client, options)), True
+        except (*DRIVER_ERRORS, ValueError, TypeError) as exc:  # the URI parser raises ConfigurationError/ValueError
+            raise StoreError(Operation.CONNECT, detail=describe(exc)) from exc
+    if isinstance(url_or_client, client_type):
+        return url_or_client, False
+    raise TypeError(f"expected a MongoDB URL or a pymongo.{client_type.__name__}, got {type(url_or_client).__name__}")
