@@ -255,8 +255,11 @@ class SQLChatMemoryStore(StoreLifecycle):
         for attempt in retry_read():
             cached = self._cache.get(memory_id) if attempt.use_cache else None
             with self._driver_errors(Operation.READ, memory_id), attempt.errors():
+                read = self._statements.fast_read
                 with self._autocommit.connect() as connection:
-                    rows = connection.execute(self._statements.read, plan.read_parameters(memory_id, cached)).all()
+                    rows = connection.exec_driver_sql(
+                        read.sql, read.bind(plan.read_parameters(memory_id, cached))
+                    ).all()
             if attempt.failed:
                 continue
             result = plan.decode_read(memory_id, rows, cached)
@@ -358,18 +361,19 @@ class SQLChatMemoryStore(StoreLifecycle):
                 matched = connection.exec_driver_sql(statement, diff.postgresql_parameters()).first() is not None
             return plan.diff_outcome(diff, matched)
         try:
+            statements = self._statements
             with self._transaction() as connection:
-                if connection.execute(self._statements.bump_head, diff.head_parameters()).rowcount != 1:
+                bump = statements.fast_bump_head
+                if connection.exec_driver_sql(bump.sql, bump.bind(diff.head_parameters())).rowcount != 1:
                     raise _Abort(plan.Corrupted("stale"))
-                if diff.deleted_seqs:
-                    connection.execute(self._statements.delete_seqs, diff.delete_parameters())
-                if diff.flagged_seqs:
-                    connection.execute(self._statements.flag_seqs, diff.delete_parameters())
+                if diff.removed_seqs:
+                    removal = statements.removal(len(diff.removed_seqs))
+                    connection.exec_driver_sql(removal.sql, removal.bind(diff.removal_parameters()))
                 if diff.payloads:
                     insert = (
-                        self._statements.insert_history if diff.request.recorded else self._statements.insert_messages
+                        statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
                     )
-                    connection.execute(insert, diff.rows())
+                    connection.exec_driver_sql(insert.sql, insert.bind_many(diff.rows()))
         except _Abort:
             return plan.diff_outcome(diff, False)
         return plan.diff_outcome(diff, True)
