@@ -24,13 +24,19 @@ How a store uses it::
             op.record(attempts=2, appended=3, evicted=1, bytes=812, version=new_version)
             return new_version
 
+Every store reports its public calls this way through the decorators of
+:mod:`chatmemory.stores.base.telemetry`; shared code reports into the store operation running in its
+thread or task with :func:`note`, :func:`note_write`, :func:`retried`, :func:`conflicted` and
+:func:`retries_exhausted` (no-ops outside one).
+
 An exception leaving the block marks the span as failed; a :class:`~chatmemory.ConcurrentUpdateError`
 carrying ``attempts`` also logs a WARNING (retries exhausted). Instruments:
 
 * span ``chatmemory <name>`` (kind CLIENT) with ``chatmemory.backend``, ``chatmemory.operation``,
   ``chatmemory.attempts``, ``chatmemory.messages.appended``, ``chatmemory.messages.evicted``,
   ``chatmemory.bytes``, ``chatmemory.version``, ``chatmemory.items``, ``chatmemory.failed``, and
-  ``chatmemory.memory_id`` on opt-in;
+  ``chatmemory.memory_id`` on opt-in (without it, the id is also blanked out of a failed operation's
+  exception event and status);
 * histogram ``chatmemory.operation.duration`` (seconds) by backend, operation and outcome
   (``ok``/``conflict``/``error``);
 * counters ``chatmemory.conflicts``, ``chatmemory.retries`` and ``chatmemory.evictions.oversized``.
@@ -41,12 +47,25 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
 from chatmemory.core.errors import ConcurrentUpdateError
 
-__all__ = ["Operation", "configure", "operation", "oversized_message_evicted", "records_memory_ids"]
+__all__ = [
+    "Operation",
+    "configure",
+    "conflicted",
+    "current",
+    "note",
+    "note_write",
+    "operation",
+    "oversized_message_evicted",
+    "records_memory_ids",
+    "retried",
+    "retries_exhausted",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -70,6 +89,17 @@ class _Instruments:
         self.error_code = trace.StatusCode.ERROR
         self.record_memory_ids = record_memory_ids
         self.tracer = tracer_source.get_tracer(_SCOPE)
+        # Until the application sets a global tracer provider, the global one is a proxy whose spans
+        # record nothing; starting one costs more than the rest of an operation, so it is skipped then.
+        # ``trace.get_tracer_provider()`` reads the environment on each call (microseconds): the API's
+        # module global is read instead, where this version of the API has it.
+        self.trace_module: Any = (
+            trace
+            if tracer_provider is None
+            and hasattr(trace, "_TRACER_PROVIDER")
+            and "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ
+            else None
+        )
         meter = meter_source.get_meter(_SCOPE)
         self.duration = meter.create_histogram(
             "chatmemory.operation.duration", unit="s", description="Duration of chatmemory store operations"
@@ -143,11 +173,33 @@ _SPAN_NAMES = {
 }
 
 
+_METRIC_ATTRIBUTES: dict[tuple[str, str, str | None], dict[str, str]] = {}
+
+
+def _metric_attributes(backend: str, name: str, outcome: str | None) -> dict[str, str]:
+    """The attributes of an operation's metric points, made once per backend, operation and outcome.
+
+    Shared and never changed: instruments copy the attributes they are given.
+    """
+    key = (backend, name, outcome)
+    attributes = _METRIC_ATTRIBUTES.get(key)
+    if attributes is None:
+        attributes = {"chatmemory.backend": backend, "chatmemory.operation": name}
+        if outcome is not None:
+            attributes["chatmemory.outcome"] = outcome
+        if len(_METRIC_ATTRIBUTES) < 4096:  # bounded whatever names callers make up
+            _METRIC_ATTRIBUTES[key] = attributes
+    return attributes
+
+
 class Operation:
     """One store operation being measured; use it through :func:`operation`."""
 
     __slots__ = (
+        "_ambient",
         "_context_token",
+        "_current_token",
+        "_exhausted",
         "_instruments",
         "_span",
         "_started",
@@ -155,27 +207,37 @@ class Operation:
         "logger",
         "memory_id",
         "name",
+        "owner",
         "values",
     )
 
-    def __init__(self, backend: str, name: str, memory_id: str | None, logger: logging.Logger) -> None:
+    def __init__(
+        self, backend: str, name: str, memory_id: str | None, logger: logging.Logger, ambient: bool = True
+    ) -> None:
         self.backend = backend
         self.name = name
         self.memory_id = memory_id
         self.logger = logger
         self.values: dict[str, int] = {}
+        self.owner: object = None
+        """What runs the operation (a store), so that its nested calls join it rather than start another."""
+        self._ambient = ambient
         self._instruments: _Instruments | None = None
         self._span: Any = None
         self._context_token: Any = None
+        self._current_token: Any = None
+        self._exhausted = False
         self._started = 0.0
 
-    def _attributes(self) -> dict[str, str]:
-        return {"chatmemory.backend": self.backend, "chatmemory.operation": self.name}
+    def _attributes(self, outcome: str | None = None) -> dict[str, str]:
+        return _metric_attributes(self.backend, self.name, outcome)
 
     def __enter__(self) -> Operation:
         instruments = self._instruments = _instruments()
-        if instruments is not None:
-            attributes: dict[str, Any] = self._attributes()
+        if instruments is not None and (
+            instruments.trace_module is None or instruments.trace_module._TRACER_PROVIDER is not None
+        ):
+            attributes: dict[str, Any] = dict(self._attributes())
             if self.memory_id is not None and instruments.record_memory_ids:
                 attributes["chatmemory.memory_id"] = self.memory_id
             span = self._span = instruments.tracer.start_span(
@@ -183,8 +245,10 @@ class Operation:
             )
             # Current while the operation runs, so that driver instrumentation nests under it (without an
             # SDK the span is invalid and there is nothing to nest).
-            if span.get_span_context().is_valid:
+            if self._ambient and span.get_span_context().is_valid:
                 self._context_token = instruments.context.attach(instruments.set_span_in_context(span))
+        if self._ambient:
+            self._current_token = _current.set(self)
         self._started = time.perf_counter()
         return self
 
@@ -200,16 +264,22 @@ class Operation:
         failed: int | None = None,
     ) -> None:
         """Set figures of this operation (each replaces what an earlier call set)."""
-        given = {
-            "attempts": attempts,
-            "appended": appended,
-            "evicted": evicted,
-            "bytes": bytes,
-            "version": version,
-            "items": items,
-            "failed": failed,
-        }
-        self.values.update({key: value for key, value in given.items() if value is not None})
+        values = self.values
+        # One test per figure: this runs several times per store operation.
+        if attempts is not None:
+            values["attempts"] = attempts
+        if appended is not None:
+            values["appended"] = appended
+        if evicted is not None:
+            values["evicted"] = evicted
+        if bytes is not None:
+            values["bytes"] = bytes
+        if version is not None:
+            values["version"] = version
+        if items is not None:
+            values["items"] = items
+        if failed is not None:
+            values["failed"] = failed
 
     def conflict(self) -> None:
         """Count a write refused because the memory changed since it was read."""
@@ -218,14 +288,22 @@ class Operation:
         self.values["conflicts"] = self.values.get("conflicts", 0) + 1
 
     def retry(self) -> None:
-        """Count one more attempt of this operation."""
+        """Count one more attempt of this operation (``attempts`` grows by one)."""
         if self._instruments is not None:
             self._instruments.retries.add(1, self._attributes())
+        self.values["attempts"] = self.values.get("attempts", 1) + 1
+
+    def exhausted(self) -> None:
+        """Note that the retries ran out: an error leaving the operation then logs a WARNING."""
+        self._exhausted = True
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         elapsed = time.perf_counter() - self._started
+        if self._current_token is not None:
+            _current.reset(self._current_token)
+            self._current_token = None
         if exc is None:
             outcome = "ok"
         elif isinstance(exc, ConcurrentUpdateError):
@@ -233,8 +311,9 @@ class Operation:
         else:
             outcome = "error"
         if self._instruments is not None:
-            self._finish_span(self._instruments, exc, outcome)
-            self._instruments.duration.record(elapsed, {**self._attributes(), "chatmemory.outcome": outcome})
+            if self._span is not None:
+                self._finish_span(self._instruments, exc, outcome)
+            self._instruments.duration.record(elapsed, self._attributes(outcome))
         if self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", self._line(elapsed, outcome, exc))
         if isinstance(exc, ConcurrentUpdateError) and exc.attempts is not None:
@@ -245,6 +324,15 @@ class Operation:
                 exc.memory_id,
                 exc.attempts,
             )
+        elif self._exhausted and exc is not None:
+            self.logger.warning(
+                "%s %s of memory %r: retries exhausted after %d attempts: %s",
+                self.backend,
+                self.name,
+                self.memory_id,
+                self.values.get("attempts", 1),
+                exc,
+            )
 
     def _finish_span(self, instruments: _Instruments, exc: BaseException | None, outcome: str) -> None:
         span = self._span
@@ -252,8 +340,18 @@ class Operation:
             span.set_attribute(_SPAN_NAMES.get(key, f"chatmemory.{key}"), value)
         span.set_attribute("chatmemory.outcome", outcome)
         if exc is not None:
-            span.record_exception(exc)
-            span.set_status(instruments.status(instruments.error_code, f"{type(exc).__name__}: {exc}"))
+            hidden = self.memory_id if self.memory_id and not instruments.record_memory_ids else None
+            if hidden is None:
+                span.record_exception(exc)
+                description = f"{type(exc).__name__}: {exc}"
+            else:
+                # Error messages name the memory: without the opt-in, its id stays off the span.
+                description = _without(hidden, f"{type(exc).__name__}: {exc}")
+                span.add_event(
+                    "exception",
+                    {"exception.type": type(exc).__qualname__, "exception.message": _without(hidden, str(exc))},
+                )
+            span.set_status(instruments.status(instruments.error_code, description))
             span.set_attribute("error.type", type(exc).__qualname__)
         span.end()
         if self._context_token is not None:
@@ -270,8 +368,20 @@ class Operation:
         return " ".join(parts)
 
 
+def _without(memory_id: str, text: str) -> str:
+    """``text`` with ``memory_id`` (as written, or escaped as ``repr`` writes it) replaced by a placeholder."""
+    for form in {memory_id, repr(memory_id)[1:-1]}:
+        text = text.replace(form, "<memory id>")
+    return text
+
+
 def operation(
-    *, backend: str, name: str, memory_id: str | None = None, logger: logging.Logger | None = None
+    *,
+    backend: str,
+    name: str,
+    memory_id: str | None = None,
+    logger: logging.Logger | None = None,
+    ambient: bool = True,
 ) -> Operation:
     """Measure one operation: a span, a latency sample, counters and a DEBUG line.
 
@@ -279,11 +389,101 @@ def operation(
 
     Args:
         backend: ``redis``, ``sql``, ``mongodb``, ``memory`` (or what a third-party store calls itself).
-        name: the operation (``load``, ``save``, ``update``, ``delete``, ``purge_expired``, ``cli.export``, ...).
+        name: the operation (``load``, ``update``, ``delete``, ``list``, ``purge_expired``, ``cli.export``, ...).
         memory_id: the memory, logged at DEBUG, on the span only when ids are recorded (:func:`configure`).
         logger: the calling module's logger (``logging.getLogger(__name__)``); this module's by default.
+        ambient: make the operation current while it runs (:func:`current`, and its span the current
+            span). ``False`` for an operation that spans a generator's life, which the caller's code
+            interleaves with.
     """
-    return Operation(backend, name, memory_id, logger or _log)
+    return Operation(backend, name, memory_id, logger or _log, ambient)
+
+
+# ------------------------------------------------------------------ what shared code reports
+
+_current: ContextVar[Operation | None] = ContextVar("chatmemory_operation", default=None)
+
+
+def current() -> Operation | None:
+    """The operation running in this thread or task (``None`` outside any).
+
+    The functions below report into it only if it is a store's (its ``owner`` is set): shared code such as
+    a codec or the retry policy also runs outside store operations (in a memory, in the CLI).
+    """
+    return _current.get()
+
+
+def note(
+    *,
+    attempts: int | None = None,
+    appended: int | None = None,
+    evicted: int | None = None,
+    bytes: int | None = None,
+    version: int | None = None,
+    items: int | None = None,
+) -> None:
+    """Set figures of the current operation, if one runs (see :meth:`Operation.record`)."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        values = op.values
+        if attempts is not None:
+            values["attempts"] = attempts
+        if appended is not None:
+            values["appended"] = appended
+        if evicted is not None:
+            values["evicted"] = evicted
+        if bytes is not None:
+            values["bytes"] = bytes
+        if version is not None:
+            values["version"] = version
+        if items is not None:
+            values["items"] = items
+
+
+def note_write(*, appended: int, evicted: int | None, bytes: int) -> None:
+    """Set what the current operation's write sends; ``evicted=None`` when it is not known (a whole rewrite).
+
+    Each plan of a write replaces what an earlier plan of it noted: the figures are the last plan's.
+    """
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        values = op.values
+        values["appended"] = appended
+        values["bytes"] = bytes
+        if evicted is None:
+            values.pop("evicted", None)
+        else:
+            values["evicted"] = evicted
+
+
+def retried(operation: str | None = None) -> None:
+    """Count one more attempt of the current store operation; outside one, a retry of ``operation``.
+
+    Args:
+        operation: what is retried when no store operation runs (``memory.add``: a memory reading and
+            writing again after a conflict); ``None`` counts nothing then.
+    """
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.retry()
+    elif operation is not None:
+        instruments = _instruments()
+        if instruments is not None:
+            instruments.retries.add(1, {"chatmemory.operation": operation})
+
+
+def conflicted() -> None:
+    """Count a conflict in the current operation, if one runs."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.conflict()
+
+
+def retries_exhausted() -> None:
+    """Note that the current operation's retries ran out (its error is then logged as a WARNING)."""
+    op = _current.get()
+    if op is not None and op.owner is not None:
+        op.exhausted()
 
 
 def oversized_message_evicted(

@@ -216,6 +216,41 @@ def test_a_damaged_or_half_evicted_memory_is_corrupted_never_empty_and_never_ove
     assert cold.get_messages("m") == [UserMessage("repaired"), UserMessage("after")]
 
 
+def _damage_list(client: Redis, messages: bytes, damage: str) -> None:
+    if damage == "list evicted":
+        client.delete(messages)
+    elif damage == "record added":
+        client.rpush(messages, dumps_message(UserMessage("stray")))
+    else:
+        client.rpop(messages)
+
+
+@pytest.mark.parametrize("appended", [1, 2])
+@pytest.mark.parametrize("damage", ["list evicted", "record added", "record lost"])
+def test_a_diff_onto_a_list_of_the_wrong_length_writes_nothing(
+    redis_direct: Redis, prefix: str, damage: str, appended: int
+) -> None:
+    # The diffs are sent from a warm cache (no read first): the script finds the damage itself. It appends
+    # before it knows the list's length, so it must take the append back.
+    store = RedisChatMemoryStore(redis_direct, key_prefix=prefix, ttl=60)
+    window = [UserMessage(f"m{n}") for n in range(3)]
+    new = [*window[1:], *(UserMessage(f"new{n}") for n in range(appended))]
+    version = store.save("m", window, 0)
+    store.update_messages("n", window)
+    for memory_id in ("m", "n"):
+        _damage_list(redis_direct, store.keys_of(memory_id)[1], damage)
+    meta, messages = _keys(store)
+    raw, head = redis_direct.lrange(messages, 0, -1), redis_direct.hgetall(meta)
+    with pytest.raises(CorruptedMemoryError, match="'m'"):
+        store.save("m", new, version)
+    assert redis_direct.lrange(messages, 0, -1) == raw and redis_direct.hgetall(meta) == head
+    assert redis_direct.exists(messages) == (damage != "list evicted")
+    # Through the plain contract the refused diff is followed by a whole write: the new list, nothing more.
+    store.update_messages("n", new)
+    assert store.read_raw("n") == [dumps_message(message) for message in new]
+    assert RedisChatMemoryStore(redis_direct, key_prefix=prefix, snapshot_cache_size=0).get_messages("n") == new
+
+
 def test_invalidate_drops_a_cached_snapshot_after_a_hand_edit(redis_direct: Redis, prefix: str) -> None:
     store = RedisChatMemoryStore(redis_direct, key_prefix=prefix)
     store.update_messages("m", [UserMessage("typo")])

@@ -6,56 +6,15 @@ import contextlib
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from chatmemory import ConcurrentUpdateError, InMemoryChatMemoryStore, UserMessage, telemetry
 from chatmemory.cli import main
-
-
-class Recorded:
-    """Spans and metric points the SDK's in-memory exporters collected."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def finished(self) -> list[Any]:
-        return list(self.spans.get_finished_spans())
-
-    def points(self, name: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        found = []
-        for resource in data.resource_metrics if data else []:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        found.extend(metric.data.data_points)
-        return found
-
-
-@pytest.fixture
-def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorded]:
-    monkeypatch.delenv("CHATMEMORY_OTEL_RECORD_MEMORY_IDS", raising=False)
-    made = Recorded()
-    telemetry.configure(tracer_provider=made.tracer_provider, meter_provider=made.meter_provider)
-    yield made
-    telemetry.configure()
-    made.meter_provider.shutdown()
-    made.tracer_provider.shutdown()
+from telemetry.recording import Recorded
 
 
 def test_a_span_per_operation_with_its_figures(recorded: Recorded) -> None:
@@ -179,8 +138,12 @@ def test_the_cli_reports_its_long_operations(recorded: Recorded, tmp_path: Path,
         yield store
 
     assert main(["export", "memory://", "-o", str(tmp_path / "x.jsonl"), "-q"], open_store=opener) == 0
-    (span,) = recorded.finished()
+    *store_spans, span = recorded.finished()
     assert span.name == "chatmemory cli.export"
+    # The store's reads nest under the command's span.
+    loads = [child for child in store_spans if child.name == "chatmemory load"]
+    assert len(loads) == 3
+    assert {child.parent.span_id for child in loads} == {span.context.span_id}
     assert span.attributes["chatmemory.items"] == 3
     assert span.attributes["chatmemory.bytes"] == (tmp_path / "x.jsonl").stat().st_size
 
@@ -197,5 +160,26 @@ def test_without_opentelemetry_an_operation_is_a_log_line_only() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert completed.returncode == 0, completed.stderr
-    assert "chatmemory.telemetry memory save memory='m' bytes=3 conflicts=1 " in completed.stdout
+    assert "chatmemory.telemetry memory save memory='m' bytes=3 attempts=2 conflicts=1 " in completed.stdout
     assert "a message of 2 tokens was evicted" in completed.stdout
+
+
+def test_spans_start_once_the_application_sets_a_global_tracer_provider() -> None:
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from chatmemory import InMemoryChatMemoryStore, UserMessage\n"
+        "store = InMemoryChatMemoryStore()\n"
+        "store.update_messages('m', [UserMessage('before')])  # no SDK yet: no span\n"
+        "exporter = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "store.load('m')\n"
+        "print([span.name for span in exporter.get_finished_spans()])\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "['chatmemory load']"

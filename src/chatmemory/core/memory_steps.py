@@ -278,7 +278,7 @@ def add_steps(
             yield UpdateMessages(memory_id, update.messages)
         rules.report(update)
         return update
-    attempts = retry.start()
+    attempts = retry.start("memory.add")
     while True:
         snapshot: Snapshot = yield Load(memory_id)
         update = rules.add(snapshot.messages, added)
@@ -292,6 +292,11 @@ def add_steps(
                     break
                 delay = None if spent else attempts.backoff()
                 if delay is None:
+                    logger.warning(
+                        "memory %r: add gave up after %d attempts: other writers kept changing it",
+                        memory_id,
+                        attempts.count,
+                    )
                     raise ConcurrentUpdateError(memory_id, attempts=attempts.count) from None
                 yield Sleep(delay)
                 continue

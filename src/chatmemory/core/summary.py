@@ -269,7 +269,7 @@ def summarizing_add_steps(
     memory_id = rules.window.memory_id
     rules.window.refuse_oversized(added)
     cache: _Cache = {}
-    attempts = retry.start()
+    attempts = retry.start("memory.add")
     while True:
         if not versioned:
             stored: list[ChatMessage] = yield GetMessages(memory_id)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
 from chatmemory.core.history import (
     DEFAULT_HISTORY_PAGE,
@@ -26,8 +27,11 @@ from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds
+from chatmemory.stores.base.telemetry import StoreTelemetry
 
 __all__ = ["InMemoryChatMemoryStore"]
+
+_traced = StoreTelemetry("memory", __name__)
 
 
 @dataclass(slots=True)
@@ -110,10 +114,12 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         old = entry.messages if entry is not None and entry.messages is not None else ()
         # Encode what is new, as a persistent store would, so that a message no store can hold (an
         # unencodable string, an attribute changed after construction) fails here too, changing nothing.
-        appended = diff_messages(old, messages).appended
-        for message in appended:
-            dumps_message(message)
+        change = diff_messages(old, messages)
+        appended = change.appended
+        encoded = sum(len(dumps_message(message)) for message in appended)
+        telemetry.note_write(appended=len(appended), evicted=len(change.deleted), bytes=encoded)
         version = next(self._versions)
+        telemetry.note(version=version)
         now = self._clock()
         written_at = _utc_now()
         expires_at = None if self._ttl is None else now + self._ttl
@@ -139,6 +145,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             return None
         return history
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
         memory_id = validate_memory_id(memory_id)
@@ -153,10 +160,12 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 entry.raw = None
             return Snapshot(list(entry.messages), entry.version)
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         memory_id = validate_memory_id(memory_id)
@@ -169,6 +178,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 raise ConcurrentUpdateError(memory_id, expected_version)
             return self._write(memory_id, messages)
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
@@ -177,6 +187,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         with self._lock:
             self._write(memory_id, messages)
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id``; idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -190,6 +201,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         """Whether this store keeps the history of its memories (``history=True``)."""
         return self._keeps_history
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -210,6 +222,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             page = list(itertools.islice((entry for entry in ordered if query.includes(entry.sequence)), limit + 1))
         return query.page(page)
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than``; the windows stay as they are.
 
@@ -233,6 +246,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 history.entries = kept
         return removed
 
+    @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the live memories, in insertion order."""
         self._check_open(Operation.LIST)
@@ -240,6 +254,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             ids = [memory_id for memory_id in list(self._entries) if self._live(memory_id) is not None]
         return iter(ids)
 
+    @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` (``dumps_message`` payloads), undecoded; ``[]`` if unknown."""
         memory_id = validate_memory_id(memory_id)
@@ -253,6 +268,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             messages = entry.messages or ()
         return [dumps_message(message) for message in messages]
 
+    @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
@@ -266,6 +282,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             expires_at = None if self._ttl is None else self._clock() + self._ttl
             self._entries[memory_id] = _Entry(next(self._versions), None, records, expires_at, _utc_now())
 
+    @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (UTC); ``None`` if absent or expired."""
         memory_id = validate_memory_id(memory_id)
@@ -279,6 +296,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             remaining = datetime.timedelta(seconds=entry.expires_at - self._clock())
             return MemoryTimes(entry.written_at, _utc_now() + remaining)
 
+    @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
 

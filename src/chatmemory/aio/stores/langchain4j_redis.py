@@ -20,6 +20,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
+from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.langchain4j_redis.history import (
     Command,
     Get,
@@ -57,6 +58,8 @@ from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # noqa: E402 -
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
 T = TypeVar("T")
+
+_traced = StoreTelemetry("langchain4j-redis", __name__)
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -178,6 +181,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
         return value
 
+    @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
         value = await self._get(memory_id)
@@ -186,11 +190,13 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             self._history.loaded(memory_id, value, messages)
         return Snapshot(messages, self._book.read(memory_id, digest(value)))
 
+    @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         value = await self._get(memory_id)
         return [] if value is None else decode(value, memory_id)
 
+    @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -211,6 +217,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         return written_version(self._book, memory_id, plan, reply, expected_version)
 
+    @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -227,6 +234,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id`` and its history; idempotent."""
         self._check_open(Operation.DELETE, memory_id)
@@ -239,6 +247,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)
@@ -291,6 +300,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return self._history
 
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -303,6 +313,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         steps = self._require_history()
         return await self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
 
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:

@@ -23,6 +23,7 @@ from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
+from chatmemory.stores.base.telemetry import StoreTelemetry
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -96,6 +97,8 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
 
 __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
+
+_traced = StoreTelemetry("mongodb", __name__)
 
 
 class MongoChatMemoryStore(AsyncStoreLifecycle):
@@ -399,6 +402,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         self._cache.put(memory_id, state)
         return state
 
+    @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one ``find_one``)."""
         memory_id = validate_memory_id(memory_id)
@@ -408,10 +412,12 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             return Snapshot([], 0)
         return Snapshot(state.layout.messages(), state.version)
 
+    @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return (await self.load(memory_id)).messages
 
+    @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` in window order, undecoded; ``[]`` for an unknown id."""
         memory_id = validate_memory_id(memory_id)
@@ -419,6 +425,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         document = await self._find(memory_id)
         return [] if document is None else raw_records(memory_id, document)
 
+    @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the memories that have not expired, streamed from a cursor."""
         self._check_open(Operation.LIST)
@@ -430,6 +437,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
 
     # --------------------------------------------------------------------------------------------- write
 
+    @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
@@ -459,6 +467,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             raise ConcurrentUpdateError(memory_id, expected_version)
         return outcome.version
 
+    @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id`` (one write, whatever version it is at).
 
@@ -490,6 +499,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             Operation.WRITE, memory_id, f"other writers won {UPDATE_ATTEMPTS} times in a row; nothing was written"
         )
 
+    @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Replace the memory with ``records`` as they are; they are decoded only when read.
 
@@ -499,6 +509,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         self._check_open(Operation.WRITE, memory_id)
         await self._execute(plan_raw_write(memory_id, records, self._ttl, self._history))
 
+    @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
@@ -511,6 +522,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
         return memory_times_of(document, self._window_field)
 
+    @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
         memory_id = validate_memory_id(memory_id)
@@ -524,6 +536,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise write_error(memory_id, exc) from exc
 
+    @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its history too); idempotent."""
         memory_id = validate_memory_id(memory_id)

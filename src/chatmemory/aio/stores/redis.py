@@ -22,6 +22,7 @@ from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
+from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.redis.config import (
     DEFAULT_SOCKET_CONNECT_TIMEOUT,
     DEFAULT_SOCKET_TIMEOUT,
@@ -40,6 +41,8 @@ from redis.asyncio.cluster import RedisCluster  # isort: skip
 from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # isort: skip - imports redis
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
+
+_traced = StoreTelemetry("redis", __name__)
 
 T = TypeVar("T")
 
@@ -191,26 +194,32 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
 
     # ---------------------------------------------------------------------------------- operations
 
+    @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
         return await self._drive(Operation.READ, memory_id, self._steps.load(memory_id))
 
+    @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return (await self.load(memory_id)).messages
 
+    @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return await self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
 
+    @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         await self._drive(Operation.WRITE, memory_id, self._steps.update(memory_id, messages))
 
+    @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
         await self._drive(Operation.WRITE, memory_id, self._steps.write_raw(memory_id, records))
 
+    @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
         memory_id = validate_memory_id(memory_id)
@@ -221,6 +230,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             raise store_error(exc, Operation.READ, memory_id) from exc
         return cast("list[bytes]", records)  # the client does not decode responses
 
+    @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its window and its history); idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -232,6 +242,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.DELETE, memory_id) from exc
 
+    @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the stored memories, in no particular order (SCAN over every primary)."""
         self._check_open(Operation.LIST)
@@ -246,6 +257,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.LIST) from exc
 
+    @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires, by the server's clock; ``None`` if absent.
 
@@ -256,6 +268,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
         self._check_open(Operation.READ, call.memory_id)
         return times_of(call, await self._run(call))
 
+    @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make ``memory_id`` expire at ``when`` (aware), or never with ``None``; its keys at once.
 
@@ -277,6 +290,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
         return self._client.scan_iter(match=pattern, count=1000)
 
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -291,6 +305,7 @@ class RedisChatMemoryStore(AsyncStoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return await self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
 
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:

@@ -51,6 +51,7 @@ from chatmemory.stores.base import (  # noqa: E402
     ttl_seconds,
 )
 from chatmemory.stores.base.options import history_ttl_seconds  # noqa: E402
+from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -72,6 +73,8 @@ from chatmemory.stores.sql.times import expiry_parameter, stamp_parameter, times
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
+
+_traced = StoreTelemetry("sql", __name__)
 
 
 class _Abort(Exception):
@@ -257,6 +260,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # ------------------------------------------------------------------------------------------- reads
 
+    @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
         memory_id = validate_memory_id(memory_id)
@@ -287,10 +291,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             return decoded.snapshot
         raise AssertionError("unreachable: the last read attempt raises")
 
+    @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return (await self.load(memory_id)).messages
 
+    @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded."""
         memory_id = validate_memory_id(memory_id)
@@ -299,6 +305,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             result = await connection.execute(self._statements.read, plan.read_parameters(memory_id, None))
             return plan.raw_records(result.all())
 
+    @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
@@ -309,16 +316,19 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # ------------------------------------------------------------------------------------------ writes
 
+    @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
         return await self._write(self._request(memory_id, messages, expected_version))
 
+    @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
         await self._write(self._request(memory_id, messages, None))
 
+    @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
@@ -430,6 +440,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             insert = statements.insert_history if decision.recorded else statements.insert_messages
             await connection.execute(insert, decision.rows)
 
+    @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
         """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
         memory_id = validate_memory_id(memory_id)
@@ -505,6 +516,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # ----------------------------------------------------------------------------------------- history
 
+    @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -523,6 +535,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             rows = (await connection.execute(statement, history_parameters(memory_id, query))).all()
         return decode_history(memory_id, rows, query)
 
+    @_traced.coroutine("trim_history")
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
@@ -551,6 +564,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
         if not self._history:
             raise HistoryNotEnabledError(repr(self))
 
+    @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -569,6 +583,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
                 await asyncio.sleep(delay)
         self._cache.forget(memory_id)
 
+    @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
 
@@ -595,6 +610,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
 
     # --------------------------------------------------------------------------------- listing and TTL
 
+    @_traced.async_iterator("list")
     async def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> AsyncIterator[str]:
         """The ids of live memories, by id or most recently written first (see the sync store)."""
         if order not in ("id", "newest"):
@@ -625,6 +641,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
                 if begin is not None:
                     await connection.exec_driver_sql("ROLLBACK")
 
+    @_traced.coroutine("purge_expired")
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

@@ -44,7 +44,7 @@ def _read_modify_write(
         if new is not None:
             yield UpdateMessages(memory_id, new)
         return result
-    attempts = retry.start()
+    attempts = retry.start("session.change")
     while True:
         snapshot: Snapshot = yield Load(memory_id)
         new, result = change(snapshot.messages)

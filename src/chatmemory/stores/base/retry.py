@@ -15,6 +15,9 @@ spread out. The policy only computes delays; a sync caller sleeps with ``time.sl
         if delay is None:
             raise ConcurrentUpdateError(memory_id, attempts=attempts.count)
         time.sleep(delay)
+
+Inside a store operation (see :mod:`chatmemory.stores.base.telemetry`) each new attempt is counted as a
+retry of it, and a spent budget marks it so that its error is logged as a WARNING.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import math
 import random
 import time
 from dataclasses import dataclass
+
+from chatmemory import telemetry
 
 __all__ = ["Attempts", "RetryPolicy"]
 
@@ -55,16 +60,21 @@ class RetryPolicy:
         if self.base_delay > self.max_delay:
             raise ValueError(f"RetryPolicy base_delay ({self.base_delay}) must not exceed max_delay ({self.max_delay})")
 
-    def start(self) -> Attempts:
-        """Begin retrying one operation (its first attempt starts now)."""
-        return Attempts(self)
+    def start(self, operation: str | None = None) -> Attempts:
+        """Begin retrying one operation (its first attempt starts now).
+
+        Args:
+            operation: what retries are counted as when no store operation runs (``memory.add``).
+        """
+        return Attempts(self, operation)
 
 
 class Attempts:
     """The retries of one operation under a :class:`RetryPolicy`."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
+    def __init__(self, policy: RetryPolicy, operation: str | None = None) -> None:
         self._policy = policy
+        self._operation = operation
         self._deadline = time.monotonic() + policy.budget
         self.count = 1
         """Attempts made so far (the first one included)."""
@@ -73,6 +83,13 @@ class Attempts:
         """Seconds to wait before the next attempt, or ``None`` when the budget is spent."""
         delay = random.uniform(0, min(self._policy.max_delay, self._policy.base_delay * 2 ** min(self.count, 30)))
         if time.monotonic() + delay >= self._deadline:
+            telemetry.retries_exhausted()
             return None
         self.count += 1
+        telemetry.retried(self._operation)
         return delay
+
+    @staticmethod
+    def again() -> None:
+        """Count an attempt that follows at once, without backoff (a resend on a new connection)."""
+        telemetry.retried()

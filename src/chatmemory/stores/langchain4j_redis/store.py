@@ -15,6 +15,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
+from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.langchain4j_redis.history import (
     Command,
     Get,
@@ -50,6 +51,8 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError, R
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
 T = TypeVar("T")
+
+_traced = StoreTelemetry("langchain4j-redis", __name__)
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -200,6 +203,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
         return value
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
         value = self._get(memory_id)
@@ -208,11 +212,13 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             self._history.loaded(memory_id, value, messages)
         return Snapshot(messages, self._book.read(memory_id, digest(value)))
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         value = self._get(memory_id)
         return [] if value is None else decode(value, memory_id)
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -232,6 +238,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         return written_version(self._book, memory_id, plan, reply, expected_version)
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
         self._check_open(Operation.WRITE, memory_id)
@@ -247,6 +254,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id`` and its history; idempotent."""
         self._check_open(Operation.DELETE, memory_id)
@@ -258,6 +266,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         finally:
             self._book.forget(memory_id)
 
+    @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)
@@ -314,6 +323,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return self._history
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -326,6 +336,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         steps = self._require_history()
         return self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from chatmemory import telemetry
 from chatmemory.core.errors import SerializationError
 from chatmemory.core.messages import ChatMessage, Content, ImageContent, PdfFileContent, UserMessage
 from chatmemory.serialization import langchain4j
@@ -63,7 +64,10 @@ def encode(messages: Iterable[ChatMessage]) -> bytes:
         SerializationError: a message LangChain4j's format cannot hold (an image detail level it has no
             name for, text JSON cannot carry), or a user message using the reserved attribute.
     """
-    return langchain4j.dumps(_exact(message) for message in messages).encode("utf-8")
+    listed = [_exact(message) for message in messages]
+    value = langchain4j.dumps(listed).encode("utf-8")
+    telemetry.note_write(appended=len(listed), evicted=None, bytes=len(value))
+    return value
 
 
 def _restore(part: Content, kept: Any) -> Content:
@@ -100,4 +104,5 @@ def decode(value: bytes | str, memory_id: str) -> list[ChatMessage]:
     Raises:
         CorruptedMemoryError: the value is not LangChain4j chat messages JSON chatmemory can hold.
     """
+    telemetry.note(bytes=len(value))
     return [_read_back(message) for message in langchain4j.loads(value, memory_id=memory_id)]

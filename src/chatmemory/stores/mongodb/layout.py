@@ -32,6 +32,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from chatmemory import telemetry
 from chatmemory.core.errors import CorruptedMemoryError
 from chatmemory.core.messages import ChatMessage, SystemMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
@@ -213,6 +214,7 @@ def decode_document(memory_id: str, document: Mapping[str, Any], previous: Memor
         UnsupportedFormatVersionError: a record was written by a newer format version.
     """
     records = _checked_array(memory_id, document)
+    telemetry.note(bytes=sum(len(record) for record in records if isinstance(record, (str, bytes))))
     # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
     known = previous.decoded() if previous is not None else {}
     array = tuple(_message(memory_id, record, f"messages[{index}]", known) for index, record in enumerate(records))

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from chatmemory import telemetry
 from chatmemory.core.history import history_appends
 from chatmemory.core.messages import ChatMessage
 from chatmemory.memory_times import MemoryTimes
@@ -250,6 +251,13 @@ def _by_write_id(plan: WritePlan, document: Mapping[str, Any]) -> Written | None
 
 def outcome_of(plan: WritePlan, reply: WriteReply, *, resent: bool = False) -> WriteOutcome:
     """What ``reply`` means for ``plan``; ``resent``: an earlier send of the same plan got no answer."""
+    outcome = _outcome_of(plan, reply, resent)
+    if isinstance(outcome, Written):
+        telemetry.note(version=outcome.version)
+    return outcome
+
+
+def _outcome_of(plan: WritePlan, reply: WriteReply, resent: bool) -> WriteOutcome:
     if reply.lost or reply.error_code in RESEND_CODES:
         return Resend()
     document = reply.document
@@ -277,7 +285,15 @@ def outcome_of(plan: WritePlan, reply: WriteReply, *, resent: bool = False) -> W
 def verified_outcome(plan: WritePlan, document: Mapping[str, Any] | None) -> Written | Conflict:
     """What the write ids read for a :class:`Verify` say: an earlier send landed, or another writer won."""
     written = None if document is None else _by_write_id(plan, document)
-    return Conflict() if written is None else written
+    if written is None:
+        return Conflict()
+    telemetry.note(version=written.version)
+    return written
+
+
+def _note_whole(records: Sequence[Record]) -> None:
+    """Report a write of the whole list (text records counted in characters)."""
+    telemetry.note_write(appended=len(records), evicted=None, bytes=sum(map(len, records)))
 
 
 # ----------------------------------------------------------------------------------------- planning
@@ -507,6 +523,7 @@ def plan_save(
         check_size(memory_id, (*_records(layout), *history_records, STAGED_ROOM))
     if expected_version == 0:
         records = _records(layout)
+        _note_whole(records)
         incarnation = new_incarnation()
         if history is None:
             condition: Any = {"$or": [IS_NEW, {"$not": [NOT_EXPIRED]}]}
@@ -530,6 +547,7 @@ def plan_save(
     hid = new_history_id() if history is not None and (history_state is None or history_state.hid is None) else None
     if trim is None or cached is None or cached.incarnation is None:
         records = _records(layout)
+        _note_whole(records)
         incarnation = new_incarnation()
         fields = _whole_fields(layout, records, incarnation, ttl, history)
         if history is not None:
@@ -542,6 +560,7 @@ def plan_save(
     incarnation = cached.incarnation  # type: ignore[assignment]  # an int or an earlier store's token
     array_end = len(records) - (layout.system is not None)
     appended = list(records[array_end - len(trim.appended) : array_end])
+    telemetry.note_write(appended=len(appended), evicted=trim.head_trim, bytes=sum(map(len, appended)))
     # The incarnation pins the exact document the cached layout came from, so a memory deleted and
     # created again can never receive a diff computed against its predecessor.
     pinned = {"incarnation": {"$eq": incarnation}, "messages": {"$type": "array"}}
@@ -633,6 +652,7 @@ def _unconditional(
     history_id: int | None = None,
 ) -> WritePlan:
     write_id = new_write_id()
+    _note_whole(records)
     fields = _whole_fields(layout, records, incarnation, ttl, history)
     fields.update(history_fields or {})
     # Applies once: a resend after a lost reply finds its write id and changes nothing.

@@ -24,6 +24,7 @@ from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, StoreLifecycle, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
+from chatmemory.stores.base.telemetry import StoreTelemetry
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -97,6 +98,8 @@ if TYPE_CHECKING:
     from pymongo.collection import Collection
 
 __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
+
+_traced = StoreTelemetry("mongodb", __name__)
 
 
 class MongoChatMemoryStore(StoreLifecycle):
@@ -404,6 +407,7 @@ class MongoChatMemoryStore(StoreLifecycle):
         self._cache.put(memory_id, state)
         return state
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one ``find_one``)."""
         memory_id = validate_memory_id(memory_id)
@@ -413,10 +417,12 @@ class MongoChatMemoryStore(StoreLifecycle):
             return Snapshot([], 0)
         return Snapshot(state.layout.messages(), state.version)
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
+    @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` in window order, undecoded; ``[]`` for an unknown id."""
         memory_id = validate_memory_id(memory_id)
@@ -424,6 +430,7 @@ class MongoChatMemoryStore(StoreLifecycle):
         document = self._find(memory_id)
         return [] if document is None else raw_records(memory_id, document)
 
+    @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the memories that have not expired, streamed from a cursor."""
         self._check_open(Operation.LIST)
@@ -435,6 +442,7 @@ class MongoChatMemoryStore(StoreLifecycle):
 
     # --------------------------------------------------------------------------------------------- write
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
@@ -464,6 +472,7 @@ class MongoChatMemoryStore(StoreLifecycle):
             raise ConcurrentUpdateError(memory_id, expected_version)
         return outcome.version
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id`` (one write, whatever version it is at).
 
@@ -495,6 +504,7 @@ class MongoChatMemoryStore(StoreLifecycle):
             Operation.WRITE, memory_id, f"other writers won {UPDATE_ATTEMPTS} times in a row; nothing was written"
         )
 
+    @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Replace the memory with ``records`` as they are; they are decoded only when read.
 
@@ -504,6 +514,7 @@ class MongoChatMemoryStore(StoreLifecycle):
         self._check_open(Operation.WRITE, memory_id)
         self._execute(plan_raw_write(memory_id, records, self._ttl, self._history))
 
+    @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
@@ -516,6 +527,7 @@ class MongoChatMemoryStore(StoreLifecycle):
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
         return memory_times_of(document, self._window_field)
 
+    @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
         memory_id = validate_memory_id(memory_id)
@@ -529,6 +541,7 @@ class MongoChatMemoryStore(StoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise write_error(memory_id, exc) from exc
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its history too); idempotent."""
         memory_id = validate_memory_id(memory_id)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from chatmemory import telemetry
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, trim_cutoff
 from chatmemory.core.messages import ChatMessage, require_message
@@ -65,7 +66,34 @@ __all__ = [
     "history_read_args",
     "history_records",
     "trim_args",
+    "window_shift",
 ]
+
+
+def window_shift(old: tuple[ChatMessage, ...], new: tuple[ChatMessage, ...]) -> tuple[int, int] | None:
+    """The common turn of a window memory, found without the general diff: ``(span, kept)`` or ``None``.
+
+    When ``new`` starts with all of ``old`` but its first ``span`` messages (and then appends ``new[kept:]``),
+    this is exactly the plan :func:`~chatmemory.core.sequence_diff.diff_messages` would make (delete the
+    first ``span``, keep the rest in place, append the others), at the cost of a few comparisons instead
+    of a walk over both lists; ``None`` sends the caller to the general diff.
+
+    Why it is the same plan: the general diff keeps the longest prefix of ``new`` that is a subsequence of
+    ``old``, at the latest positions. That prefix is at least ``old[span:]`` (``kept`` messages, kept at the
+    last positions); it would be longer only if ``old[span:]`` also fitted into ``old[:-1]``, starting at
+    or after ``span`` (``span`` is where ``new[0]`` first occurs): ``kept`` messages in ``kept - 1``
+    places, impossible. Elements compare as in the general diff (the same object, or equal).
+    """
+    if not old or not new:
+        return None
+    try:
+        span = old.index(new[0])
+    except ValueError:
+        return None
+    kept = len(old) - span
+    if kept > len(new) or old[span:] != new[:kept]:
+        return None
+    return span, kept
 
 
 def encode(message: ChatMessage) -> bytes:
@@ -344,12 +372,21 @@ class Planner:
 
     def diff(self, memory_id: str, cached: CachedMemory, messages: tuple[ChatMessage, ...]) -> WritePlan | None:
         """``messages`` as a diff against ``cached`` (at its version), or ``None`` if nothing of it stays."""
-        change = diff_messages(cached.messages, messages)
-        if change.is_rewrite:
-            return None
-        span = change.deleted_span
-        # Positions after the span all stay where they are; only those inside it are put back.
-        kept_in_span = change.kept[: bisect.bisect_left(change.kept, span)]
+        shift = window_shift(cached.messages, messages)
+        if shift is not None:
+            span, kept = shift
+            kept_in_span: tuple[int, ...] = ()
+            appended = messages[kept:]
+        else:
+            change = diff_messages(cached.messages, messages)
+            if change.is_rewrite:
+                return None
+            span = change.deleted_span
+            # Positions after the span all stay where they are; only those inside it are put back.
+            kept_in_span = change.kept[: bisect.bisect_left(change.kept, span)]
+            appended = change.appended
+        records = [encode(message) for message in appended]
+        telemetry.note_write(appended=len(records), evicted=span - len(kept_in_span), bytes=sum(map(len, records)))
         if self.keeps_history:
             # The appended messages are the last records sent: the history gets all of them.
             args = (
@@ -358,12 +395,12 @@ class Planner:
                 self._ttl_arg,
                 b"d",
                 self._history_ttl_arg,
-                b"%d" % len(change.appended),
+                b"%d" % len(appended),
                 cached.incarnation,
                 b"%d" % span,
                 b"%d" % len(kept_in_span),
                 *[b"%d" % position for position in kept_in_span],
-                *[encode(message) for message in change.appended],
+                *records,
             )
             call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id, cached.keys.with_history)
             return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
@@ -376,7 +413,7 @@ class Planner:
             b"%d" % span,
             b"%d" % len(kept_in_span),
             *[b"%d" % position for position in kept_in_span],
-            *[encode(message) for message in change.appended],
+            *records,
         )
         call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id, cached.keys.window)
         return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
@@ -423,6 +460,7 @@ class Planner:
         messages: tuple[ChatMessage, ...] | None,
         recorded: int,
     ) -> WritePlan:
+        telemetry.note_write(appended=len(records), evicted=None, bytes=sum(map(len, records)))
         expected = b"" if expected_version is None else b"%d" % expected_version
         keys = self.key_space.keys_of(memory_id)
         if self.keeps_history:

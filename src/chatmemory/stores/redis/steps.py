@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Sequence
 
+from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
@@ -87,6 +88,7 @@ class Steps:
         if isinstance(outcome, Unchanged):
             return Snapshot(list(outcome.cached.messages), outcome.cached.version)
         if isinstance(outcome, Loaded):
+            telemetry.note(bytes=sum(map(len, outcome.records)))
             try:
                 messages = [loads_message(record, memory_id=memory_id) for record in outcome.records]
             except Exception:
@@ -136,6 +138,7 @@ class Steps:
             if isinstance(outcome, StaleIncarnation):
                 # The cached list is not the stored one: send the whole list, still conditionally.
                 plan = self.planner.full(memory_id, new, expected_version)
+                telemetry.retried()
                 continue
             raise CorruptedMemoryError(memory_id, outcome.reason)
 
@@ -157,6 +160,7 @@ class Steps:
             # The diff did not apply (moved, other incarnation, damaged): replace the list whole.
             self.cache.forget(memory_id)
             plan = self.planner.full(memory_id, new, None)
+            telemetry.retried()
 
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Generator[ScriptCall, object, None]:
         """Replace the memory with ``records`` as they are."""
@@ -259,6 +263,7 @@ class Steps:
         return self.planner.trimmed(call, (yield call))
 
     def _written(self, memory_id: str, plan: WritePlan, outcome: Written) -> int:
+        telemetry.note(version=outcome.version)
         state = self.planner.cached_after(plan, outcome)
         if state is None:
             self.cache.forget(memory_id)

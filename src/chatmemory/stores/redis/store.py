@@ -21,6 +21,7 @@ from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
+from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.redis.config import (
     DEFAULT_SOCKET_CONNECT_TIMEOUT,
     DEFAULT_SOCKET_TIMEOUT,
@@ -37,6 +38,8 @@ from redis import Redis  # isort: skip - after driver.py checked that the extra 
 from redis.cluster import RedisCluster  # isort: skip
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
+
+_traced = StoreTelemetry("redis", __name__)
 
 T = TypeVar("T")
 
@@ -184,26 +187,32 @@ class RedisChatMemoryStore(StoreLifecycle):
 
     # ---------------------------------------------------------------------------------- operations
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
         return self._drive(Operation.READ, memory_id, self._steps.load(memory_id))
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         self._drive(Operation.WRITE, memory_id, self._steps.update(memory_id, messages))
 
+    @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
         self._drive(Operation.WRITE, memory_id, self._steps.write_raw(memory_id, records))
 
+    @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
         memory_id = validate_memory_id(memory_id)
@@ -214,6 +223,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             raise store_error(exc, Operation.READ, memory_id) from exc
         return cast("list[bytes]", records)  # the client does not decode responses
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its window and its history); idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -225,6 +235,7 @@ class RedisChatMemoryStore(StoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.DELETE, memory_id) from exc
 
+    @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the stored memories, in no particular order (SCAN over every primary)."""
         self._check_open(Operation.LIST)
@@ -239,6 +250,7 @@ class RedisChatMemoryStore(StoreLifecycle):
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.LIST) from exc
 
+    @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires, by the server's clock; ``None`` if absent.
 
@@ -249,6 +261,7 @@ class RedisChatMemoryStore(StoreLifecycle):
         self._check_open(Operation.READ, call.memory_id)
         return times_of(call, self._run(call))
 
+    @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make ``memory_id`` expire at ``when`` (aware), or never with ``None``; its keys at once.
 
@@ -270,6 +283,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
         return self._client.scan_iter(match=pattern, count=1000)
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -284,6 +298,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             raise HistoryNotEnabledError(repr(self))
         return self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 

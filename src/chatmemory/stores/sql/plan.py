@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages
@@ -313,6 +314,7 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
     next_seq = cached.next_seq + len(diff.appended)
     new_seqs = tuple(range(cached.next_seq, next_seq))
     payloads = tuple(dumps_message(message) for message in diff.appended)
+    telemetry.note_write(appended=len(payloads), evicted=len(evicted), bytes=sum(map(len, payloads)))
     window = tuple(cached.seqs[index] for index in diff.kept) + new_seqs
     cover = cover_window(window, cached.window_start, next_seq)
     deleted, flagged = _removed(request, evicted, cover)
@@ -441,6 +443,7 @@ def plan_locked(
     evicted: tuple[int, ...] = ()
     delete_all = head.present and not keep_rows
     old_start = first_seq
+    diffed = False
     if request.messages is not None:
         appended: tuple[ChatMessage, ...] = request.messages
         if live and cached is not None and (cached.version, cached.incarnation) == (head.version, head.incarnation):
@@ -451,10 +454,14 @@ def plan_locked(
                 evicted = tuple(cached.seqs[index] for index in diff.deleted)
                 delete_all = False
                 old_start = cached.window_start
+                diffed = True
         # Encoded under the lock, only what is new; an unencodable message rolls the transaction back.
         payloads = tuple(dumps_message(message) for message in appended)
     else:
         payloads = request.records or ()
+    telemetry.note_write(
+        appended=len(payloads), evicted=len(evicted) if diffed or not live else None, bytes=sum(map(len, payloads))
+    )
     new_seqs = tuple(range(first_seq, first_seq + len(payloads)))
     cover = cover_window(kept_seqs + new_seqs, old_start, first_seq + len(payloads))
     deleted_seqs, flagged_seqs = _removed(request, evicted, cover)

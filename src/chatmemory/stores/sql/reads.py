@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any, NamedTuple, Protocol, cast
 
+from chatmemory import telemetry
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
@@ -113,6 +114,7 @@ def decode_read(
     pairs = list(map(_seq_and_payload, rows))
     if pairs[0][0] is None:  # a live head without messages: one row, joined to nothing
         pairs = []
+    telemetry.note(bytes=sum(len(payload) for _, payload in pairs if payload is not None))
     lookup = known.get
     messages: list[ChatMessage | object] = [
         lookup(seq, _MISSING) if payload is None else loads_message(payload, memory_id=memory_id)

@@ -45,6 +45,7 @@ from chatmemory.stores.base import (  # noqa: E402
     ttl_seconds,
 )
 from chatmemory.stores.base.options import history_ttl_seconds  # noqa: E402
+from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -63,6 +64,8 @@ from chatmemory.stores.sql.times import expiry_parameter, stamp_parameter, times
 from chatmemory.stores.sql.writes import WriteLoop, retry_read  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
+
+_traced = StoreTelemetry("sql", __name__)
 
 
 class _Abort(Exception):
@@ -288,6 +291,7 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # ---------------------------------------------------------------------------------------------- reads
 
+    @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
         memory_id = validate_memory_id(memory_id)
@@ -315,10 +319,12 @@ class SQLChatMemoryStore(StoreLifecycle):
             return result.snapshot
         raise AssertionError("unreachable: the last read attempt raises")
 
+    @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         return self.load(memory_id).messages
 
+    @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
         memory_id = validate_memory_id(memory_id)
@@ -327,6 +333,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             rows = connection.execute(self._statements.read, plan.read_parameters(memory_id, None)).all()
         return plan.raw_records(rows)
 
+    @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
@@ -337,16 +344,19 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # --------------------------------------------------------------------------------------------- writes
 
+    @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         memory_id = validate_memory_id(memory_id)
         return self._write(self._request(memory_id, messages, expected_version))
 
+    @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
         self._write(self._request(memory_id, messages, None))
 
+    @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
@@ -458,6 +468,7 @@ class SQLChatMemoryStore(StoreLifecycle):
                 statements.insert_history if decision.recorded else statements.insert_messages, decision.rows
             )
 
+    @_traced("modify")
     def modify(self, memory_id: str, change: Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]) -> int:
         """Read, change and write ``memory_id`` under its head row's lock; return the version it is at.
 
@@ -539,6 +550,7 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # -------------------------------------------------------------------------------------------- history
 
+    @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
@@ -559,6 +571,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             rows = connection.execute(statement, history_parameters(memory_id, query)).all()
         return decode_history(memory_id, rows, query)
 
+    @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
         """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
 
@@ -590,6 +603,7 @@ class SQLChatMemoryStore(StoreLifecycle):
         if not self._history:
             raise HistoryNotEnabledError(repr(self))
 
+    @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
         memory_id = validate_memory_id(memory_id)
@@ -608,6 +622,7 @@ class SQLChatMemoryStore(StoreLifecycle):
                 time.sleep(delay)
         self._cache.forget(memory_id)
 
+    @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
 
@@ -634,6 +649,7 @@ class SQLChatMemoryStore(StoreLifecycle):
 
     # ------------------------------------------------------------------------------------ listing and TTL
 
+    @_traced.iterator("list")
     def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> Iterator[str]:
         """The ids of live memories, by id (code point order) or most recently written first.
 
@@ -687,6 +703,7 @@ class SQLChatMemoryStore(StoreLifecycle):
             finally:
                 connection.exec_driver_sql("ROLLBACK")
 
+    @_traced("purge_expired")
     def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
 

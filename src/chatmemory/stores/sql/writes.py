@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from sqlalchemy.exc import DBAPIError
 
+from chatmemory import telemetry
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.base import Attempts, Operation, RetryPolicy
 from chatmemory.stores.sql import plan
@@ -63,6 +64,7 @@ class WriteLoop:
                 self.may_diff = False
             elif is_conflict(self._dialect, exc):
                 self.may_diff = False
+                telemetry.conflicted()
             else:
                 raise
             self.failed = True
@@ -78,6 +80,7 @@ class WriteLoop:
         request = self._request
         assert request is not None
         if isinstance(outcome, plan.Written):
+            telemetry.note(version=outcome.version)
             return outcome
         if isinstance(outcome, plan.Corrupted):
             raise outcome.error(request.memory_id)
@@ -91,6 +94,7 @@ class WriteLoop:
     def conflicted(self) -> None:
         """The attempt lost to another writer (its outcome said so): back off before the next one."""
         self._conflicted = True
+        telemetry.conflicted()
 
     def delay(self) -> float:
         """Seconds to wait before the next attempt.
@@ -101,6 +105,7 @@ class WriteLoop:
         error, self._last_error = self._last_error, None
         conflicted, self._conflicted = self._conflicted, False
         if (error is None and not conflicted) or (error is not None and is_disconnect(error)):
+            self._attempts.again()
             return 0.0
         delay = self._attempts.backoff()
         if delay is None:
@@ -130,6 +135,7 @@ class ReadAttempts:
         if self._stale:
             raise AssertionError("a read without the cache cannot find the cache stale")
         self._stale = True
+        telemetry.retried()
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -142,6 +148,7 @@ class ReadAttempts:
                 raise
             self._disconnects += 1
             self.failed = True
+            telemetry.retried()
 
     def __iter__(self) -> Iterator[ReadAttempts]:
         """Yield this object once per attempt allowed."""

@@ -52,7 +52,28 @@ if KEYS[3] then
 else
   head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'seq')
 end
-local size = redis.call('LLEN', KEYS[2])
+-- The common turn of a store without history (a diff at the expected version and incarnation, appending
+-- 1 to 1000 records) appends first: RPUSH answers the list's new length, so the list's length is known
+-- without an LLEN. If the list was not as long as the metadata says, the append is taken back at once
+-- (LTRIM; a list it created goes) and the write is judged like any other: nothing stays written.
+local size, pushed = nil, false
+if not KEYS[3] and ARGV[4] == 'd' and conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2]
+    and head[2] ~= '' and head[2] == ARGV[5] and head[3] then
+  local from = 8 + tonumber(ARGV[7])
+  local count = #ARGV - from + 1
+  if count > 0 and count <= 1000 then
+    local length = redis.call('RPUSH', KEYS[2], unpack(ARGV, from))
+    size = length - count
+    if size == tonumber(head[3]) then
+      pushed = true
+    else
+      redis.call('LTRIM', KEYS[2], 0, -count - 1)
+    end
+  end
+end
+if not size then
+  size = redis.call('LLEN', KEYS[2])
+end
 local state, reason = 'memory', nil
 if not (conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2] and head[2] ~= ''
     and (not head[3] or tonumber(head[3]) == size)) then
@@ -142,6 +163,9 @@ else
   size = #ARGV - 4 - o
 end
 local last = #ARGV
+if pushed then
+  first = last + 1 -- appended above already
+end
 while first <= last do
   local upto = math.min(first + 999, last)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, first, upto))

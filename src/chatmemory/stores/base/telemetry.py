@@ -1,0 +1,218 @@
+"""One span, latency sample and DEBUG line per public store call, as decorators every executor shares.
+
+An executor names its backend and logger once and decorates each public method with one line::
+
+    _traced = StoreTelemetry("redis", __name__)
+
+    class RedisChatMemoryStore:
+        @_traced("load")
+        def load(self, memory_id): ...
+
+        @_traced.iterator("list")
+        def memory_ids(self): ...
+
+and the asyncio twin uses :meth:`StoreTelemetry.coroutine` and :meth:`StoreTelemetry.async_iterator`.
+The decorator opens :func:`chatmemory.telemetry.operation` around the call (the memory id is its first
+argument), records ``attempts=1``, the result's version (``load``, ``save``, ``modify``) or count
+(``purge_expired``), and counts a :class:`~chatmemory.ConcurrentUpdateError` leaving the call as a
+conflict. The rest is reported from shared, sans-IO code while the operation is current: the retry
+policy counts retries and attempts (:mod:`~chatmemory.stores.base.retry`), plans note what a write sends
+(:func:`chatmemory.telemetry.note_write`) and what a read received. A store method calling another
+public method of the same store (``get_messages`` calling ``load``) stays one operation.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from chatmemory import telemetry
+from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.history import HistoryPage
+from chatmemory.core.store import Snapshot
+
+__all__ = ["StoreTelemetry"]
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+_VERSION_RESULTS = frozenset({"save", "modify"})
+_COUNT_RESULTS = frozenset({"purge_expired", "trim_history"})
+
+
+def _memory_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    memory_id = args[0] if args else kwargs.get("memory_id")
+    return memory_id if isinstance(memory_id, str) else None
+
+
+def _record_result(op: telemetry.Operation, name: str, result: object) -> None:
+    if isinstance(result, Snapshot):
+        op.values["version"] = result.version
+    elif isinstance(result, HistoryPage):
+        op.values["items"] = len(result.entries)
+    elif isinstance(result, int) and not isinstance(result, bool):
+        if name in _VERSION_RESULTS:
+            op.values["version"] = result
+        elif name in _COUNT_RESULTS:
+            op.values["items"] = result
+
+
+class StoreTelemetry:
+    """Decorators that report each public call of one backend's store.
+
+    Args:
+        backend: what spans and metrics call the backend (``redis``, ``sql``, ``mongodb``, ...).
+        module: the executor's module name; DEBUG and WARNING lines go to its logger.
+    """
+
+    __slots__ = ("backend", "logger")
+
+    def __init__(self, backend: str, module: str) -> None:
+        self.backend = backend
+        self.logger = logging.getLogger(module)
+
+    def _start(self, store: object, name: str, memory_id: str | None) -> telemetry.Operation:
+        op = telemetry.operation(backend=self.backend, name=name, memory_id=memory_id, logger=self.logger)
+        op.owner = store
+        op.values["attempts"] = 1
+        return op
+
+    def __call__(self, name: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+        """Report each call of a blocking method as operation ``name``."""
+
+        def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+            @functools.wraps(method)
+            def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+                running = telemetry.current()
+                if running is not None and running.owner is store:
+                    result = method(store, *args, **kwargs)
+                    _record_result(running, name, result)
+                    return result
+                with self._start(store, name, _memory_id(args, kwargs)) as op:
+                    try:
+                        result = method(store, *args, **kwargs)
+                    except ConcurrentUpdateError:
+                        op.conflict()
+                        raise
+                    _record_result(op, name, result)
+                    return result
+
+            return traced
+
+        return decorate
+
+    def coroutine(
+        self, name: str
+    ) -> Callable[
+        [Callable[Concatenate[S, P], Coroutine[Any, Any, R]]], Callable[Concatenate[S, P], Coroutine[Any, Any, R]]
+    ]:
+        """Report each call of a coroutine method as operation ``name``."""
+
+        def decorate(
+            method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
+        ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+            @functools.wraps(method)
+            async def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+                running = telemetry.current()
+                if running is not None and running.owner is store:
+                    result = await method(store, *args, **kwargs)
+                    _record_result(running, name, result)
+                    return result
+                with self._start(store, name, _memory_id(args, kwargs)) as op:
+                    try:
+                        result = await method(store, *args, **kwargs)
+                    except ConcurrentUpdateError:
+                        op.conflict()
+                        raise
+                    _record_result(op, name, result)
+                    return result
+
+            return traced
+
+        return decorate
+
+    def iterator(
+        self, name: str
+    ) -> Callable[[Callable[Concatenate[S, P], Iterator[T]]], Callable[Concatenate[S, P], Iterator[T]]]:
+        """Report the iteration of a method's iterator (from its first item to its end) as operation ``name``.
+
+        The operation is not current while the caller handles an item, so nothing the caller does between
+        items is counted in it or nested under its span; ``items`` is how many were yielded.
+        """
+
+        def decorate(method: Callable[Concatenate[S, P], Iterator[T]]) -> Callable[Concatenate[S, P], Iterator[T]]:
+            @functools.wraps(method)
+            def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+                return self._iterate(name, method(store, *args, **kwargs))
+
+            return traced
+
+        return decorate
+
+    def _iterate(self, name: str, items: Iterator[T]) -> Iterator[T]:
+        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+        count = 0
+        op.__enter__()
+        try:
+            for item in items:
+                count += 1
+                yield item
+        except GeneratorExit:  # the caller stopped early: not an error
+            op.record(items=count)
+            op.__exit__(None, None, None)
+            raise
+        except BaseException as exc:
+            op.record(items=count)
+            op.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        else:
+            op.record(items=count)
+            op.__exit__(None, None, None)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def async_iterator(
+        self, name: str
+    ) -> Callable[[Callable[Concatenate[S, P], AsyncIterator[T]]], Callable[Concatenate[S, P], AsyncIterator[T]]]:
+        """The asyncio twin of :meth:`iterator`."""
+
+        def decorate(
+            method: Callable[Concatenate[S, P], AsyncIterator[T]],
+        ) -> Callable[Concatenate[S, P], AsyncIterator[T]]:
+            @functools.wraps(method)
+            def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+                return self._aiterate(name, method(store, *args, **kwargs))
+
+            return traced
+
+        return decorate
+
+    async def _aiterate(self, name: str, items: AsyncIterator[T]) -> AsyncIterator[T]:
+        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+        count = 0
+        op.__enter__()
+        try:
+            async for item in items:
+                count += 1
+                yield item
+        except GeneratorExit:
+            op.record(items=count)
+            op.__exit__(None, None, None)
+            raise
+        except BaseException as exc:
+            op.record(items=count)
+            op.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        else:
+            op.record(items=count)
+            op.__exit__(None, None, None)
+        finally:
+            aclose = getattr(items, "aclose", None)
+            if aclose is not None:
+                await aclose()
