@@ -242,3 +242,38 @@ def test_a_diff_plan_describes_the_new_list(words: list[int], evicted: int, appe
     assert diff.state.seqs == (*kept, *diff.new_seqs)
     assert [loads_message(payload) for payload in diff.payloads] == list(new[len(kept) :])
     assert diff.state.messages == new
+
+
+# ----------------------------------------------------------------------- rendered statements (#16)
+
+
+def _dialects() -> list[object]:
+    from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+    return [postgresql.psycopg.dialect(), sqlite.dialect(), mysql.pymysql.dialect()]  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize("dialect", _dialects(), ids=["postgresql", "sqlite", "mysql"])
+@pytest.mark.parametrize("history", [False, True])
+def test_rendered_statements_bind_named_values_as_the_driver_takes_them(dialect: object, history: bool) -> None:
+    from chatmemory.stores.sql.schema import build_tables
+    from chatmemory.stores.sql.statements import Statements
+
+    statements = Statements(build_tables("t_"), dialect, expires=True, history=history)  # type: ignore[arg-type]
+    removal = statements.removal(2)
+    assert removal is statements.removal(2)  # rendered once per count
+    assert ("UPDATE" if history else "DELETE") in removal.sql
+    bound = removal.bind({"p_id": "mé", "p_d0": 3, "p_d1": 4})
+    expected = {"p_id": "mé".encode(), "p_d0": 3, "p_d1": 4}
+    if removal.positional:
+        assert [
+            bytes(value) if name == "p_id" else value for name, value in zip(removal.names, bound, strict=True)
+        ] == [expected[name] for name in removal.names]
+    else:
+        assert {name: bytes(value) if name == "p_id" else value for name, value in bound.items()} == expected
+    insert = statements.fast_insert_history if history else statements.fast_insert_messages
+    rows = plan.message_rows("mé", (5, 6), (b"x", b"y"), recorded=history)
+    many = insert.bind_many(rows)
+    assert len(many) == 2
+    with pytest.raises(KeyError):
+        statements.fast_bump_head.bind({"p_id": "mé"})  # a missing parameter is an error, not NULL

@@ -269,7 +269,10 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             cached = self._cache.get(memory_id) if attempt.use_cache else None
             async with self._connect(Operation.READ, memory_id) as connection:
                 with attempt.errors():
-                    result = await connection.execute(self._statements.read, plan.read_parameters(memory_id, cached))
+                    read = self._statements.fast_read
+                    result = await connection.exec_driver_sql(
+                        read.sql, read.bind(plan.read_parameters(memory_id, cached))
+                    )
                     rows = result.all()
             if attempt.failed:
                 continue
@@ -374,18 +377,20 @@ class SQLChatMemoryStore(AsyncStoreLifecycle):
             result = await connection.exec_driver_sql(statement, diff.postgresql_parameters())
             return plan.diff_outcome(diff, result.first() is not None)
         try:
+            statements = self._statements
             async with self._transaction(connection):
-                bumped = await connection.execute(self._statements.bump_head, diff.head_parameters())
+                bump = statements.fast_bump_head
+                bumped = await connection.exec_driver_sql(bump.sql, bump.bind(diff.head_parameters()))
                 if bumped.rowcount != 1:
                     raise _Abort(plan.Conflict())
-                if diff.deleted_seqs:
-                    await connection.execute(self._statements.delete_seqs, diff.delete_parameters())
-                if diff.flagged_seqs:
-                    await connection.execute(self._statements.flag_seqs, diff.delete_parameters())
+                if diff.removed_seqs:
+                    removal = statements.removal(len(diff.removed_seqs))
+                    await connection.exec_driver_sql(removal.sql, removal.bind(diff.removal_parameters()))
                 if diff.payloads:
-                    statements = self._statements
-                    insert = statements.insert_history if diff.request.recorded else statements.insert_messages
-                    await connection.execute(insert, diff.rows())
+                    insert = (
+                        statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
+                    )
+                    await connection.exec_driver_sql(insert.sql, insert.bind_many(diff.rows()))
         except _Abort:
             return plan.diff_outcome(diff, False)
         return plan.diff_outcome(diff, True)

@@ -245,6 +245,13 @@ class DiffWrite:
         """Parameters of the delete (or the mark) of the evicted rows."""
         return {"p_id": self.request.memory_id, "p_seqs": list(self.removed_seqs)}
 
+    def removal_parameters(self) -> dict[str, Any]:
+        """Parameters of the delete (or mark) of :attr:`removed_seqs` as scalars ``p_d0``, ``p_d1``…."""
+        parameters: dict[str, Any] = {"p_id": self.request.memory_id}
+        for index, seq in enumerate(self.removed_seqs):
+            parameters[f"p_d{index}"] = seq
+        return parameters
+
     def rows(self) -> list[dict[str, Any]]:
         """The rows to insert."""
         return message_rows(self.request.memory_id, self.new_seqs, self.payloads, recorded=self.request.recorded)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from chatmemory import telemetry
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
@@ -16,6 +16,7 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult
 from chatmemory.stores.sql.times import aware
 
 __all__ = [
+    "ReadRecord",
     "HISTORY_OFFSET",
     "HistoryRow",
     "ReadRow",
@@ -33,6 +34,38 @@ _MISSING = object()
 
 class ReadRow(Protocol):
     """A row of the read statement (head columns repeat on every row; ``seq`` is ``None`` without messages)."""
+
+    @property
+    def version(self) -> int | None:
+        """The head row's version."""
+
+    @property
+    def incarnation(self) -> int | None:
+        """The head row's incarnation."""
+
+    @property
+    def next_seq(self) -> int | None:
+        """The head row's next sequence number."""
+
+    @property
+    def live(self) -> int | None:
+        """Whether the window has not expired (1 or 0)."""
+
+    @property
+    def window_start(self) -> int | None:
+        """The start of the window's open range."""
+
+    @property
+    def seq(self) -> int | None:
+        """The message row's sequence number."""
+
+    @property
+    def payload(self) -> bytes | None:
+        """The message row's payload (``None`` for a row the cached snapshot holds)."""
+
+
+class ReadRecord(NamedTuple):
+    """A row of the read statement fetched from the driver's cursor (the columns of :class:`ReadRow`)."""
 
     version: int | None
     incarnation: int | None

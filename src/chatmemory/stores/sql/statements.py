@@ -12,10 +12,13 @@ instead of deleting them, and stamps the rows it adds with the head row's write 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    ClauseElement,
     ColumnElement,
     Delete,
     Dialect,
@@ -47,10 +50,62 @@ from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerN
 from chatmemory.stores.sql.plan import SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 
-__all__ = ["Statements"]
+__all__ = ["Rendered", "Statements", "render"]
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A statement rendered once in the driver's SQL, with what turns named parameters into the driver's.
+
+    Executors run :attr:`sql` with ``exec_driver_sql`` and :meth:`bind` (one row) or :meth:`bind_many`:
+    no compile-cache lookup, parameter construction or post-compile step per execution.
+
+    Attributes:
+        sql: the statement in the driver's paramstyle.
+        names: the parameter names (in the statement's order when :attr:`positional`).
+        positional: whether the driver takes a tuple (else a mapping).
+        processors: bind processors by parameter name (a memory id's encoding, a blob wrapper).
+        defaults: values of parameters the statement fixes itself.
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    positional: bool
+    processors: Mapping[str, Callable[[Any], Any]]
+    defaults: Mapping[str, Any]
+
+    def bind(self, values: Mapping[str, Any]) -> Any:
+        """The driver's parameters (a tuple, or a dict for a named paramstyle) for named ``values``."""
+        processors = self.processors
+        if self.defaults:
+            values = {**self.defaults, **values}
+        bound = [processors[name](values[name]) if name in processors else values[name] for name in self.names]
+        return tuple(bound) if self.positional else dict(zip(self.names, bound, strict=True))
+
+    def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """The driver's parameters of an ``executemany`` of ``rows``."""
+        return [self.bind(row) for row in rows]
+
+
+def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Rendered:
+    """Compile ``statement`` once for ``dialect`` into a :class:`Rendered` (``column_keys``: an INSERT's)."""
+    compiled: Any = statement.compile(
+        dialect=dialect,
+        column_keys=list(column_keys) if column_keys is not None else None,
+        compile_kwargs={"render_postcompile": True},
+    )
+    positional = bool(compiled.positional)
+    names = tuple(compiled.positiontup) if positional else tuple(compiled.binds)
+    processors = {name: processor for name, processor in compiled._bind_processors.items() if processor is not None}
+    defaults = {
+        name: bind.effective_value
+        for name, bind in compiled.binds.items()
+        if not bind.required and not name.startswith("p_")
+    }
+    return Rendered(str(compiled), names, positional, processors, defaults)
 
 
 class Statements:
@@ -243,6 +298,34 @@ class Statements:
         self.max_allowed_packet: TextClause = text("SELECT @@max_allowed_packet")
         self._diffs: dict[tuple[int, int], str] = {}
         self._diffs_lock = threading.Lock()
+        # The statements of a steady-state turn and read, rendered once (see Rendered).
+        self.fast_read = render(self.read, dialect)
+        """:attr:`read`, rendered."""
+        self.fast_bump_head = render(self.bump_head, dialect)
+        """:attr:`bump_head`, rendered."""
+        row_columns = ["memory_id", "seq", "payload"]
+        self.fast_insert_messages = render(self.insert_messages, dialect, row_columns)
+        """:attr:`insert_messages`, rendered (rows of ``memory_id``, ``seq``, ``payload``)."""
+        self.fast_insert_history = render(self.insert_history, dialect, row_columns)
+        """:attr:`insert_history`, rendered (rows also name their head as ``p_head``)."""
+        self._removals: dict[int, Rendered] = {}
+
+    def removal(self, count: int) -> Rendered:
+        """The delete (or, with history, the mark) of ``count`` rows ``p_d0``… of ``p_id``, rendered once per count."""
+        rendered = self._removals.get(count)
+        if rendered is None:
+            messages = self._tables.messages
+            seqs = messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(count)])
+            where = (messages.c.memory_id == bindparam("p_id"), seqs)
+            statement = (
+                update(messages).where(*where).values(evicted=literal_column("1"))
+                if self._history
+                else delete(messages).where(*where)
+            )
+            rendered = render(statement, self._dialect)
+            with self._diffs_lock:
+                self._removals[count] = rendered
+        return rendered
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
         """One page of a memory's history entries by sequence (``p_limit`` rows, after ``p_after``).

@@ -56,7 +56,7 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
     snapshot_statements,
 )
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest  # noqa: E402
-from chatmemory.stores.sql.reads import clock_time, decode_history, history_parameters  # noqa: E402
+from chatmemory.stores.sql.reads import ReadRecord, clock_time, decode_history, history_parameters  # noqa: E402
 from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables  # noqa: E402
 from chatmemory.stores.sql.schema_admin import SchemaAdmin  # noqa: E402
 from chatmemory.stores.sql.statements import Statements  # noqa: E402
@@ -150,6 +150,7 @@ class SQLChatMemoryStore(StoreLifecycle):
         # already in autocommit is used as it is (no isolation switch at each pool checkout).
         self._autocommit = self._engine.execution_options(**autocommit_options(engine_isolation_level(self._engine)))
         self._begin = begin_statement(self._dialect)
+        self._dbapi_error: type[Exception] = self._engine.dialect.loaded_dbapi.Error
         self._statements = Statements(
             self._tables,
             self._engine.dialect,
@@ -232,13 +233,52 @@ class SQLChatMemoryStore(StoreLifecycle):
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
         with self._autocommit.connect() as connection:
-            connection.exec_driver_sql(self._begin)
+            self._run(connection, self._begin)
             try:
                 yield connection
             except BaseException:
-                connection.exec_driver_sql("ROLLBACK")
+                self._run(connection, "ROLLBACK")
                 raise
-            connection.exec_driver_sql("COMMIT")
+            self._run(connection, "COMMIT")
+
+    def _run(self, connection: Connection, sql: str, parameters: Any = None, *, many: bool = False) -> int:
+        """Run driver SQL (a rendered statement) on ``connection``; return the row count.
+
+        Straight on the DBAPI cursor of the checked-out connection, errors handled as SQLAlchemy does
+        (wrapped, a lost connection invalidated); through ``exec_driver_sql`` when cursor events are
+        listened to, so that they see every statement.
+        """
+        if connection._has_events or self._engine._has_events:
+            return int(connection.exec_driver_sql(sql, parameters).rowcount)
+        cursor = connection.connection.cursor()
+        try:
+            if many:
+                cursor.executemany(sql, parameters)
+            elif parameters is None:
+                cursor.execute(sql)
+            else:
+                cursor.execute(sql, parameters)
+            return int(cursor.rowcount)
+        except self._dbapi_error as exc:
+            connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
+            raise  # pragma: no cover - the handler raises
+        finally:
+            cursor.close()
+
+    def _fetch_read(self, connection: Connection, parameters: Any) -> list[ReadRecord]:
+        """The rows of the rendered read statement (see :meth:`_run`)."""
+        sql = self._statements.fast_read.sql
+        if connection._has_events or self._engine._has_events:
+            return [ReadRecord._make(row) for row in connection.exec_driver_sql(sql, parameters)]
+        cursor = connection.connection.cursor()
+        try:
+            cursor.execute(sql, parameters)
+            return [ReadRecord._make(row) for row in cursor.fetchall()]
+        except self._dbapi_error as exc:
+            connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
+            raise  # pragma: no cover - the handler raises
+        finally:
+            cursor.close()
 
     @contextlib.contextmanager
     def _driver_errors(self, operation: str, memory_id: str | None) -> Iterator[None]:
@@ -259,8 +299,9 @@ class SQLChatMemoryStore(StoreLifecycle):
         for attempt in retry_read():
             cached = self._cache.get(memory_id) if attempt.use_cache else None
             with self._driver_errors(Operation.READ, memory_id), attempt.errors():
+                parameters = self._statements.fast_read.bind(plan.read_parameters(memory_id, cached))
                 with self._autocommit.connect() as connection:
-                    rows = connection.execute(self._statements.read, plan.read_parameters(memory_id, cached)).all()
+                    rows = self._fetch_read(connection, parameters)
             if attempt.failed:
                 continue
             result = plan.decode_read(memory_id, rows, cached)
@@ -368,18 +409,19 @@ class SQLChatMemoryStore(StoreLifecycle):
                 matched = connection.exec_driver_sql(statement, diff.postgresql_parameters()).first() is not None
             return plan.diff_outcome(diff, matched)
         try:
+            statements = self._statements
             with self._transaction() as connection:
-                if connection.execute(self._statements.bump_head, diff.head_parameters()).rowcount != 1:
+                bump = statements.fast_bump_head
+                if self._run(connection, bump.sql, bump.bind(diff.head_parameters())) != 1:
                     raise _Abort(plan.Corrupted("stale"))
-                if diff.deleted_seqs:
-                    connection.execute(self._statements.delete_seqs, diff.delete_parameters())
-                if diff.flagged_seqs:
-                    connection.execute(self._statements.flag_seqs, diff.delete_parameters())
+                if diff.removed_seqs:
+                    removal = statements.removal(len(diff.removed_seqs))
+                    self._run(connection, removal.sql, removal.bind(diff.removal_parameters()))
                 if diff.payloads:
                     insert = (
-                        self._statements.insert_history if diff.request.recorded else self._statements.insert_messages
+                        statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
                     )
-                    connection.execute(insert, diff.rows())
+                    self._run(connection, insert.sql, insert.bind_many(diff.rows()), many=True)
         except _Abort:
             return plan.diff_outcome(diff, False)
         return plan.diff_outcome(diff, True)
