@@ -1,0 +1,65 @@
+"""What a LangChain4j-layout store's operations ask an executor to send (pure: no driver, no I/O).
+
+The operations (:mod:`.operations`, :class:`.history.HistorySteps`) are generators that yield these
+commands and receive the driver's replies; the sync executor sends them with redis-py's blocking client,
+the asyncio one with ``redis.asyncio``, and both throw a driver exception back in at the ``yield`` where
+the command was made (:func:`chatmemory.stores.redis.driving.drive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TypeVar
+
+__all__ = ["Command", "Delete", "Get", "Scan", "Script", "Sends", "Set"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    """``GET key``: the reply is the value, or ``None``."""
+
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """``EVALSHA sha len(keys) *keys *args`` (``EVAL source ...`` when the server does not know it)."""
+
+    source: str
+    sha: str
+    keys: tuple[bytes, ...]
+    args: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Set:
+    """``SET key value [PX px]``, as LangChain4j writes (``px`` ``None``: no expiry)."""
+
+    key: bytes
+    value: bytes
+    px: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """``DEL *keys``."""
+
+    keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """Every key of type ``type`` matching ``pattern`` (over every primary of a cluster), replied as a set."""
+
+    pattern: bytes
+    type: str
+
+
+Command = Get | Script | Set | Delete | Scan
+"""Anything an operation yields."""
+
+Sends = Generator[Command, object, _T]
+"""An operation: yields commands, receives each reply, returns its result."""
