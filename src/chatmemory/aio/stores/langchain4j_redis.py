@@ -25,13 +25,14 @@ require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
 from redis.asyncio import Redis  # noqa: E402 - only once the extra is known to be installed
 from redis.asyncio.cluster import RedisCluster  # noqa: E402
-from redis.exceptions import NoScriptError, RedisError  # noqa: E402
+from redis.exceptions import RedisError  # noqa: E402
 
-from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # noqa: E402 - imports redis
-from chatmemory.stores.langchain4j_redis.commands import Command, Delete, Get, Script, Sends, Set  # noqa: E402
+from chatmemory.aio.stores.redis_cluster_gate import GatedClient  # noqa: E402 - imports redis
+from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends  # noqa: E402
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402
 from chatmemory.stores.redis.driving import drive_async  # noqa: E402
+from chatmemory.stores.redis.sending import send_async  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
@@ -40,26 +41,17 @@ T = TypeVar("T")
 _traced = StoreTelemetry("langchain4j-redis", __name__)
 
 
-class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
+class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
     """A memory per Redis string holding LangChain4j's JSON, with coroutine methods (see the sync store).
 
     Every ``save`` is a compare-and-set of the whole value, so a Python writer never overwrites a Java
     write it has not seen; a Java writer (a plain ``SET``) can overwrite a Python write it has not seen.
     Versions are this store object's own. Supports versioning, TTL, listing and history.
 
-    Args:
-        url_or_client: a Redis URL (the store owns and closes the client), or a ``redis.asyncio.Redis`` /
-            ``redis.asyncio.cluster.RedisCluster`` client with ``decode_responses=False`` (you close it).
-        key_prefix: what the LangChain4j service puts before memory ids (``""``: nothing).
-        ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
-        version_book_size: how many memories' versions to remember (at least 1).
-        history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
-            beside its key, in the same hash slot, that LangChain4j never reads
-            (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
-            (``update_messages`` too), appending to the history in the same script run; a memory written
-            by Java meanwhile records what the next chatmemory write appends to Java's value.
-        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
-            at least ``ttl``; ``None``: as the value.
+    Takes the arguments of :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore`, with a
+    ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client (``decode_responses=False``; you
+    close it) in place of a blocking one; a store built from a URL owns its client and closes it in
+    :meth:`aclose`.
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an asyncio redis-py client.
@@ -73,35 +65,17 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle, LangChain4jOperations
         "redis.asyncio.cluster.RedisCluster client, not {name}"
     )
 
-    def _started(self) -> None:
-        self._gate = ClusterGate(self._client)
-
-    async def _release(self) -> None:
-        await self._client.aclose()
-
     # ------------------------------------------------------------------------------------ driving
 
     async def _perform(self, command: Command) -> object:
         await self._gate.ready()
-        client = self._client
-        if isinstance(command, Script):
-            try:
-                return await client.evalsha(command.sha, len(command.keys), *command.keys, *command.args)
-            except NoScriptError:
-                # A server that has not run the script yet (restarted, a new cluster node): EVAL caches it there.
-                return await client.eval(command.source, len(command.keys), *command.keys, *command.args)
-        if isinstance(command, Get):
-            return await client.get(command.key)
-        if isinstance(command, Set):
-            return await client.set(command.key, command.value, px=command.px)
-        if isinstance(command, Delete):
-            return await client.delete(*command.keys)
+        if not isinstance(command, Scan):
+            return await send_async(self._client, command)
+        client, pattern, kind = self._client, command.pattern, command.type
         if isinstance(client, RedisCluster):
-            found = client.scan_iter(
-                match=command.pattern, count=1000, _type=command.type, target_nodes=client.PRIMARIES
-            )
+            found = client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
         else:
-            found = client.scan_iter(match=command.pattern, count=1000, _type=command.type)
+            found = client.scan_iter(match=pattern, count=1000, _type=kind)
         return {key async for key in found}
 
     async def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:

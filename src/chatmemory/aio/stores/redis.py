@@ -20,17 +20,18 @@ from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.redis.base import RedisStoreBase
-from chatmemory.stores.redis.commands import Call, Command, ScriptCall, Sends
+from chatmemory.stores.redis.commands import Command, Scan, Sends
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
-from chatmemory.stores.redis.driver import DRIVER_ERRORS, NoScriptError, store_error
+from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.driving import drive_async
+from chatmemory.stores.redis.sending import send_async
 from chatmemory.stores.redis.steps import Steps
 from chatmemory.stores.redis.times import expire_at_call, times_call
 
 from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
 
-from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # isort: skip - imports redis
+from chatmemory.aio.stores.redis_cluster_gate import GatedClient  # isort: skip - imports redis
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
 
@@ -39,7 +40,7 @@ _traced = StoreTelemetry("redis", __name__)
 T = TypeVar("T")
 
 
-class RedisChatMemoryStore(AsyncStoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
+class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
     """An asyncio store on Redis or Redis Cluster; supports versioning, listing, TTL, raw records and history.
 
     The memories are the ones the blocking :class:`chatmemory.stores.redis.RedisChatMemoryStore` reads and
@@ -88,28 +89,14 @@ class RedisChatMemoryStore(AsyncStoreLifecycle, RedisStoreBase[Redis | RedisClus
         # ``timeout`` in the URL's query override the pool's defaults.
         return Redis.from_pool(BlockingConnectionPool.from_url(target.url, **options.client_options()))
 
-    def _started(self) -> None:
-        self._gate = ClusterGate(self._client)
-
-    async def _release(self) -> None:
-        await self._client.aclose()
-
     # ------------------------------------------------------------------------------------ driving
 
     async def _perform(self, command: Command) -> object:
         await self._gate.ready()
-        client = self._client
         try:
-            if isinstance(command, ScriptCall):
-                try:
-                    return await client.evalsha(command.script.sha, len(command.names), *command.names, *command.args)
-                except NoScriptError:
-                    # The server has not seen the script (restarted, flushed, a new cluster node): EVAL runs
-                    # it and caches it there.
-                    return await client.eval(command.script.source, len(command.names), *command.names, *command.args)
-            if isinstance(command, Call):
-                return await getattr(client, command.method)(*command.args)
-            return {key async for key in self._scan(command.pattern)}
+            if isinstance(command, Scan):
+                return {key async for key in self._scan(command.pattern)}
+            return await send_async(self._client, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
 

@@ -9,7 +9,7 @@ imports redis-py's exceptions, never sends anything.
 from __future__ import annotations
 
 import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, TypeVar
 
 from chatmemory.core.errors import HistoryNotEnabledError, StoreError
 from chatmemory.core.memory_id import validate_memory_id
@@ -18,6 +18,7 @@ from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.langchain4j_redis.history import HistorySteps, KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, check_client, client_url, key
+from chatmemory.stores.redis.client import ClientHolder
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -31,7 +32,7 @@ _Store = TypeVar("_Store", bound="LangChain4jStoreBase[Any]")
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
-class LangChain4jStoreBase(Generic[_Client]):
+class LangChain4jStoreBase(ClientHolder[_Client]):
     """The state every LangChain4j-layout store keeps, checked at construction (see the executors' arguments).
 
     Raises:
@@ -39,12 +40,6 @@ class LangChain4jStoreBase(Generic[_Client]):
         ValueError: a bad ``ttl`` or ``key_prefix``, a client with ``decode_responses=True``.
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
-
-    _repr_name: ClassVar[str]
-    _client_types: ClassVar[tuple[type[Any], type[Any]]]
-    """The standalone and the cluster client class the executor sends with."""
-    _wrong_client: ClassVar[str]
-    """The ``TypeError`` message for a ``url_or_client`` of another type (``{name}``: its type's name)."""
 
     def __init__(
         self,
@@ -68,22 +63,10 @@ class LangChain4jStoreBase(Generic[_Client]):
         if history:
             history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
             self._history = HistorySteps(self._book, self._known, self._prefix, self._ttl_ms, history_ms)
-        client: Any
-        if isinstance(url_or_client, str):
-            client = self._client_from_url(url_or_client)
-            self._owns_client = True
-        elif isinstance(url_or_client, self._client_types):
-            client = url_or_client
-            self._owns_client = False
-        else:
-            raise TypeError(self._wrong_client.format(name=type(url_or_client).__name__))
-        try:
-            check_client(client, self._owns_client, type(self).__name__)
-        except ValueError:
-            self._discard(client)
-            raise
-        self._client: _Client = client
-        self._started()
+        self._hold(url_or_client, self._client_from_url, self._check)
+
+    def _check(self, client: Any) -> None:
+        check_client(client, self._owns_client, type(self).__name__)
 
     @classmethod
     def _client_from_url(cls, url: str) -> Any:
@@ -98,12 +81,6 @@ class LangChain4jStoreBase(Generic[_Client]):
             return standalone.from_url(url)
         except (RedisError, RedisClusterException) as exc:
             raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
-
-    def _discard(self, client: Any) -> None:
-        """Let go of a client the store will not use (it decodes responses)."""
-
-    def _started(self) -> None:
-        """Set up what the executor needs once the client is known."""
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
@@ -123,11 +100,6 @@ class LangChain4jStoreBase(Generic[_Client]):
     def key_prefix(self) -> str:
         """What is put before memory ids."""
         return self._key_prefix
-
-    @property
-    def client(self) -> _Client:
-        """The redis-py client."""
-        return self._client
 
     @property
     def keeps_history(self) -> bool:

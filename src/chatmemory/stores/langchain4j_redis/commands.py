@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["Command", "Delete", "Get", "Scan", "Script", "Sends", "Set"]
 
@@ -23,6 +23,10 @@ class Get:
 
     key: bytes
 
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments."""
+        return "get", (self.key,)
+
 
 @dataclass(frozen=True, slots=True)
 class Script:
@@ -33,6 +37,14 @@ class Script:
     keys: tuple[bytes, ...]
     args: tuple[bytes, ...]
 
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments: ``evalsha(sha, len(keys), *keys, *args)``."""
+        return "evalsha", (self.sha, len(self.keys), *self.keys, *self.args)
+
+    def fallback(self) -> tuple[Any, ...]:
+        """``eval``'s arguments, for a server that does not know the script: its source in place of its sha."""
+        return (self.source, len(self.keys), *self.keys, *self.args)
+
 
 @dataclass(frozen=True, slots=True)
 class Set:
@@ -42,12 +54,20 @@ class Set:
     value: bytes
     px: int | None
 
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments (``set(name, value, ex, px)``)."""
+        return "set", (self.key, self.value, None, self.px)
+
 
 @dataclass(frozen=True, slots=True)
 class Delete:
     """``DEL *keys``."""
 
     keys: tuple[bytes, ...]
+
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments."""
+        return "delete", self.keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,14 +17,15 @@ from chatmemory.core.store import Snapshot
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.langchain4j_redis.commands import Command, Delete, Get, Script, Sends, Set
+from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
 from chatmemory.stores.redis.driving import drive
+from chatmemory.stores.redis.sending import send
 
 from redis import Redis  # isort: skip - after base.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
-from redis.exceptions import NoScriptError, RedisError  # isort: skip
+from redis.exceptions import RedisError  # isort: skip
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
@@ -101,20 +102,9 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     # ------------------------------------------------------------------------------------ driving
 
     def _perform(self, command: Command) -> object:
-        client = self._client
-        if isinstance(command, Script):
-            try:
-                return client.evalsha(command.sha, len(command.keys), *command.keys, *command.args)
-            except NoScriptError:
-                # A server that has not run the script yet (restarted, a new cluster node): EVAL caches it there.
-                return client.eval(command.source, len(command.keys), *command.keys, *command.args)
-        if isinstance(command, Get):
-            return client.get(command.key)
-        if isinstance(command, Set):
-            return client.set(command.key, command.value, px=command.px)
-        if isinstance(command, Delete):
-            return client.delete(*command.keys)
-        return set(self._scan(command.pattern, command.type))
+        if isinstance(command, Scan):
+            return set(self._scan(command.pattern, command.type))
+        return send(self._client, command)
 
     def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
         self._check_open(operation, memory_id)

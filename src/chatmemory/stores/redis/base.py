@@ -9,7 +9,7 @@ This module imports redis-py (through :mod:`~chatmemory.stores.redis.driver`), n
 from __future__ import annotations
 
 import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, TypeVar
 
 from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.history import HistoryQuery, history_query
@@ -18,6 +18,7 @@ from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.redis.cached import CachedMemory
+from chatmemory.stores.redis.client import ClientHolder
 from chatmemory.stores.redis.commands import Sends
 from chatmemory.stores.redis.config import (
     DEFAULT_SOCKET_CONNECT_TIMEOUT,
@@ -37,7 +38,7 @@ _Client = TypeVar("_Client")
 _Store = TypeVar("_Store", bound="RedisStoreBase[Any]")
 
 
-class RedisStoreBase(Generic[_Client]):
+class RedisStoreBase(ClientHolder[_Client]):
     """The state every Redis store keeps, checked at construction (see the executors for the arguments).
 
     Raises:
@@ -46,12 +47,6 @@ class RedisStoreBase(Generic[_Client]):
         ValueError: a bad URL, a client that decodes responses, or an option out of range.
         StoreError: a cluster URL whose nodes cannot be reached or are not in cluster mode.
     """
-
-    _repr_name: ClassVar[str]
-    _client_types: ClassVar[tuple[type[Any], type[Any]]]
-    """The standalone and the cluster client class the executor sends with."""
-    _wrong_client: ClassVar[str]
-    """The ``TypeError`` message for a ``url_or_client`` of another type (``{name}``: its type's name)."""
 
     def __init__(
         self,
@@ -76,24 +71,6 @@ class RedisStoreBase(Generic[_Client]):
             history=history,
             history_ttl=history_ttl,
         )
-        client: Any
-        if isinstance(url_or_client, str):
-            target = ClientTarget.parse(url_or_client)
-            try:
-                client = self._connect(target, options)
-            except DRIVER_ERRORS as exc:
-                raise store_error(exc, Operation.CONNECT) from exc
-            self._owns_client = True
-        elif isinstance(url_or_client, self._client_types):
-            client = url_or_client
-            self._owns_client = False
-        else:
-            raise TypeError(self._wrong_client.format(name=type(url_or_client).__name__))
-        if client.get_encoder().decode_responses:
-            self._discard(client)
-            raise ValueError(DECODING_CLIENT)
-        self._client: _Client = client
-        self._cluster = isinstance(client, self._client_types[1])
         self._options = options
         self._key_space = KeySpace(options.key_prefix)
         self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
@@ -101,18 +78,19 @@ class RedisStoreBase(Generic[_Client]):
             self._key_space, options.ttl, options.refresh_ttl_on_read, options.history, options.history_ttl
         )
         self._steps = Steps(self._planner, self._cache)
-        self._started()
+        self._hold(url_or_client, self._from_url, _check_client)
+
+    def _from_url(self, url: str) -> Any:
+        target = ClientTarget.parse(url)
+        try:
+            return self._connect(target, self._options)
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, Operation.CONNECT) from exc
 
     @classmethod
     def _connect(cls, target: ClientTarget, options: StoreOptions) -> Any:
         """A client for ``target``, built without connecting (the executor's client classes)."""
         raise NotImplementedError
-
-    def _discard(self, client: Any) -> None:
-        """Let go of a client the store will not use (it decodes responses)."""
-
-    def _started(self) -> None:
-        """Set up what the executor needs once the client is known."""
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
@@ -128,11 +106,6 @@ class RedisStoreBase(Generic[_Client]):
     def keeps_history(self) -> bool:
         """Whether this store was built with history on."""
         return self._options.history
-
-    @property
-    def client(self) -> _Client:
-        """The Redis client the store uses."""
-        return self._client
 
     def keys_of(self, memory_id: str) -> tuple[bytes, bytes]:
         """The metadata and message-list keys of ``memory_id`` (in one hash slot)."""
@@ -182,3 +155,8 @@ class RedisStoreBase(Generic[_Client]):
             f"{self._repr_name}({'cluster' if self._cluster else 'server'}, key_prefix={options.key_prefix!r}, "
             f"ttl={options.ttl!r}, refresh_ttl_on_read={options.refresh_ttl_on_read!r}{history})"
         )
+
+
+def _check_client(client: Any) -> None:
+    if client.get_encoder().decode_responses:
+        raise ValueError(DECODING_CLIENT)

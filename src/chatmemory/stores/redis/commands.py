@@ -40,6 +40,14 @@ class ScriptCall(NamedTuple):
     memory_id: str
     names: tuple[bytes, ...]
 
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments: ``evalsha(sha, len(names), *names, *args)``."""
+        return "evalsha", (self.script.sha, len(self.names), *self.names, *self.args)
+
+    def fallback(self) -> tuple[Any, ...]:
+        """``eval``'s arguments, for a server that does not know the script: its source in place of its sha."""
+        return (self.script.source, len(self.names), *self.names, *self.args)
+
 
 class Call(NamedTuple):
     """One plain client command: ``client.<method>(*args)`` (``lrange``, ``delete``), its reply as it comes.
@@ -55,6 +63,10 @@ class Call(NamedTuple):
     args: tuple[Any, ...]
     operation: str
     memory_id: str
+
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments."""
+        return self.method, self.args
 
 
 class Scan(NamedTuple):

@@ -35,6 +35,7 @@ from chatmemory.stores.redis.outcomes import (
     Loaded,
     StaleIncarnation,
     Unchanged,
+    WriteOutcome,
     Written,
     read_outcome,
     write_outcome,
@@ -119,23 +120,13 @@ class Steps:
             return (yield from self._save_recorded(memory_id, new, expected_version, cached))
         plan = self.planner.save(memory_id, new, expected_version, cached)
         while True:
-            outcome = write_outcome(plan.call, plan.incarnation, (yield plan.call))
-            if isinstance(outcome, Written):
-                return self._written(memory_id, plan, outcome)
-            if isinstance(outcome, Conflict):
-                # Another writer moved the memory on. A state this store cached since (the winner may be
-                # a thread or task sharing it) is kept: the retry's read is then an "unchanged" round trip.
-                current = self.cache.get(memory_id)
-                if current is not None and current.version <= expected_version:
-                    self.cache.forget(memory_id)
-                raise ConcurrentUpdateError(memory_id, expected_version)
-            self.cache.forget(memory_id)
-            if isinstance(outcome, StaleIncarnation):
-                # The cached list is not the stored one: send the whole list, still conditionally.
-                plan = self.planner.full(memory_id, new, expected_version)
-                telemetry.retried()
-                continue
-            raise CorruptedMemoryError(memory_id, outcome.reason)
+            reply = yield plan.call
+            version = self._saved(memory_id, plan, write_outcome(plan.call, plan.incarnation, reply), expected_version)
+            if version is not None:
+                return version
+            # The cached list is not the stored one: send the whole list, still conditionally.
+            plan = self.planner.full(memory_id, new, expected_version)
+            telemetry.retried()
 
     def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
         """Replace the list of ``memory_id`` whatever it holds (a damaged memory included)."""
@@ -145,13 +136,7 @@ class Steps:
             yield from self._update_recorded(memory_id, new)
             return
         plan = self.planner.update(memory_id, new, self.cache.get(memory_id))
-        while True:
-            outcome = write_outcome(plan.call, plan.incarnation, (yield plan.call))
-            if isinstance(outcome, Written):
-                self._written(memory_id, plan, outcome)
-                return
-            if plan.expected_version is None:
-                raise _refused(memory_id, outcome)
+        while not self._landed(memory_id, plan, (yield plan.call)):
             # The diff did not apply (moved, other incarnation, damaged): replace the list whole.
             self.cache.forget(memory_id)
             plan = self.planner.full(memory_id, new, None)
@@ -227,23 +212,15 @@ class Steps:
             known = found.cached
         while True:
             plan = self.planner.recorded(memory_id, new, expected_version, known)
-            outcome = write_outcome(plan.call, plan.incarnation, (yield plan.call))
-            if isinstance(outcome, Written):
-                return self._written(memory_id, plan, outcome)
-            if isinstance(outcome, Conflict):
-                current = self.cache.get(memory_id)
-                if current is not None and current.version <= expected_version:
-                    self.cache.forget(memory_id)
+            reply = yield plan.call
+            version = self._saved(memory_id, plan, write_outcome(plan.call, plan.incarnation, reply), expected_version)
+            if version is not None:
+                return version
+            # The cached list is not the stored one: read the stored one, still at the expected version?
+            found = yield from self._known(memory_id)
+            if found.version != expected_version or found.damaged:
                 raise ConcurrentUpdateError(memory_id, expected_version)
-            self.cache.forget(memory_id)
-            if isinstance(outcome, StaleIncarnation):
-                # The cached list is not the stored one: read the stored one, still at the expected version?
-                found = yield from self._known(memory_id)
-                if found.version != expected_version or found.damaged:
-                    raise ConcurrentUpdateError(memory_id, expected_version)
-                known = found.cached
-                continue
-            raise CorruptedMemoryError(memory_id, outcome.reason)
+            known = found.cached
 
     def _update_recorded(self, memory_id: str, new: tuple[ChatMessage, ...]) -> Sends[None]:
         cached = self.cache.get(memory_id)
@@ -254,12 +231,8 @@ class Steps:
                 plan = self.planner.full(memory_id, new, None)
             else:
                 plan = self.planner.recorded(memory_id, new, found.version, found.cached)
-            outcome = write_outcome(plan.call, plan.incarnation, (yield plan.call))
-            if isinstance(outcome, Written):
-                self._written(memory_id, plan, outcome)
+            if self._landed(memory_id, plan, (yield plan.call)):
                 return
-            if plan.expected_version is None:
-                raise _refused(memory_id, outcome)
             # Another writer moved the memory on (or it is another incarnation, or damaged): start again
             # from what is stored now, so the history records what this write appends to it.
             found = yield from self._known(memory_id)
@@ -289,6 +262,41 @@ class Steps:
             if owner is not None:
                 removed += yield from self.trim(owner, args)
         return removed
+
+    def _landed(self, memory_id: str, plan: WritePlan, reply: object) -> bool:
+        """Whether an update's write ``plan`` landed (``reply``); a conditional one that did not is retried.
+
+        Raises:
+            StoreError: an unconditional write was refused.
+        """
+        outcome = write_outcome(plan.call, plan.incarnation, reply)
+        if isinstance(outcome, Written):
+            self._written(memory_id, plan, outcome)
+            return True
+        if plan.expected_version is None:
+            raise _refused(memory_id, outcome)
+        return False
+
+    def _saved(self, memory_id: str, plan: WritePlan, outcome: WriteOutcome, expected_version: int) -> int | None:
+        """The version a save's ``outcome`` lands at; ``None`` for another incarnation (the save goes on).
+
+        Raises:
+            ConcurrentUpdateError: another writer moved the memory on from ``expected_version``.
+            CorruptedMemoryError: the memory is damaged; nothing was written.
+        """
+        if isinstance(outcome, Written):
+            return self._written(memory_id, plan, outcome)
+        if isinstance(outcome, Conflict):
+            # A state this store cached since (the winner may be a thread or task sharing it) is kept:
+            # the retry's read is then an "unchanged" round trip.
+            current = self.cache.get(memory_id)
+            if current is not None and current.version <= expected_version:
+                self.cache.forget(memory_id)
+            raise ConcurrentUpdateError(memory_id, expected_version)
+        self.cache.forget(memory_id)
+        if isinstance(outcome, StaleIncarnation):
+            return None
+        raise CorruptedMemoryError(memory_id, outcome.reason)
 
     def _written(self, memory_id: str, plan: WritePlan, outcome: Written) -> int:
         telemetry.note(version=outcome.version)

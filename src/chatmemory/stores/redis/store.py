@@ -20,11 +20,12 @@ from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.redis.base import RedisStoreBase
-from chatmemory.stores.redis.commands import Call, Command, ScriptCall, Sends
+from chatmemory.stores.redis.commands import Command, Scan, Sends
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
-from chatmemory.stores.redis.driver import DRIVER_ERRORS, NoScriptError, store_error
+from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.driving import drive
 from chatmemory.stores.redis.keys import KeySpace
+from chatmemory.stores.redis.sending import send
 from chatmemory.stores.redis.steps import Steps
 from chatmemory.stores.redis.times import expire_at_call, times_call
 
@@ -94,18 +95,10 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
     # ------------------------------------------------------------------------------------ driving
 
     def _perform(self, command: Command) -> object:
-        client = self._client
         try:
-            if isinstance(command, ScriptCall):
-                try:
-                    return client.evalsha(command.script.sha, len(command.names), *command.names, *command.args)
-                except NoScriptError:
-                    # The server has not seen the script (restarted, flushed, a new cluster node): EVAL runs
-                    # it and caches it there.
-                    return client.eval(command.script.source, len(command.names), *command.names, *command.args)
-            if isinstance(command, Call):
-                return getattr(client, command.method)(*command.args)
-            return set(self._scan(command.pattern))
+            if isinstance(command, Scan):
+                return set(self._scan(command.pattern))
+            return send(self._client, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
 
