@@ -92,7 +92,7 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
-        return await self._drive(Operation.READ, memory_id, self._messages(memory_id))
+        return (await self._drive(Operation.READ, memory_id, self._load(memory_id, versioned=False))).messages
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:

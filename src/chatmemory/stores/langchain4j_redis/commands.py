@@ -3,22 +3,21 @@
 The operations (:mod:`.operations`, :class:`.history.HistorySteps`) are generators that yield these
 commands and receive the driver's replies; the sync executor sends them with redis-py's blocking client,
 the asyncio one with ``redis.asyncio``, and both throw a driver exception back in at the ``yield`` where
-the command was made (:func:`chatmemory.stores.redis.driving.drive`).
+the command was made (:func:`chatmemory.stores.redis.driving.drive`). Named tuples: one or two are
+built on every turn, several times faster than frozen dataclasses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["Command", "Delete", "Get", "Scan", "Script", "Sends", "Set"]
 
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class Get:
+class Get(NamedTuple):
     """``GET key``: the reply is the value, or ``None``."""
 
     key: bytes
@@ -28,8 +27,7 @@ class Get:
         return "get", (self.key,)
 
 
-@dataclass(frozen=True, slots=True)
-class Script:
+class Script(NamedTuple):
     """``EVALSHA sha len(keys) *keys *args`` (``EVAL source ...`` when the server does not know it)."""
 
     source: str
@@ -46,8 +44,7 @@ class Script:
         return (self.source, len(self.keys), *self.keys, *self.args)
 
 
-@dataclass(frozen=True, slots=True)
-class Set:
+class Set(NamedTuple):
     """``SET key value [PX px]``, as LangChain4j writes (``px`` ``None``: no expiry)."""
 
     key: bytes
@@ -59,8 +56,7 @@ class Set:
         return "set", (self.key, self.value, None, self.px)
 
 
-@dataclass(frozen=True, slots=True)
-class Delete:
+class Delete(NamedTuple):
     """``DEL *keys``."""
 
     keys: tuple[bytes, ...]
@@ -70,8 +66,7 @@ class Delete:
         return "delete", self.keys
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(NamedTuple):
     """Every key of type ``type`` matching ``pattern`` (over every primary of a cluster), replied as a set."""
 
     pattern: bytes

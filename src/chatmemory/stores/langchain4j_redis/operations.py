@@ -46,16 +46,6 @@ _T = TypeVar("_T")
 class LangChain4jOperations(LangChain4jStoreBase[_Client]):
     """Every operation of a LangChain4j-layout store as a command generator (the executors run them)."""
 
-    def _value(self, memory_id: str) -> Sends[bytes | None]:
-        try:
-            value = yield Get(self.key_of(memory_id))
-        except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
-            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
-        except RedisError as exc:
-            raise StoreError(Operation.READ, memory_id, str(exc)) from exc
-        assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
-        return value
-
     def _recorded(self, operation: str, memory_id: str, step: Sends[_T]) -> Sends[_T]:
         """Run ``step`` of the history steps, its driver errors as the store's."""
         try:
@@ -69,16 +59,21 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
 
     # ---------------------------------------------------------------------------------------------- read
 
-    def _load(self, memory_id: str) -> Sends[Snapshot]:
-        value = yield from self._value(memory_id)
+    def _load(self, memory_id: str, versioned: bool = True) -> Sends[Snapshot]:
+        """Read the value of ``memory_id``: its messages, and their version if ``versioned`` (else ``0``)."""
+        try:
+            value = yield Get(self.key_of(memory_id))
+        except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
+            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
+        except RedisError as exc:
+            raise StoreError(Operation.READ, memory_id, str(exc)) from exc
+        assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
         messages = [] if value is None else decode(value, memory_id)
+        if not versioned:
+            return Snapshot(messages, 0)
         if self._history is not None:
             self._history.loaded(memory_id, value, messages)
         return Snapshot(messages, self._book.read(memory_id, digest(value)))
-
-    def _messages(self, memory_id: str) -> Sends[list[ChatMessage]]:
-        value = yield from self._value(memory_id)
-        return [] if value is None else decode(value, memory_id)
 
     # --------------------------------------------------------------------------------------------- write
 

@@ -126,7 +126,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
-        return self._drive(Operation.READ, memory_id, self._messages(memory_id))
+        return self._drive(Operation.READ, memory_id, self._load(memory_id, versioned=False)).messages
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
