@@ -2,7 +2,7 @@
 
 LangChain4j reads one string per memory and nothing else, so the history lives in a second key that Java
 never reads: a list (the same entries, read and trimmed by the same scripts as the native Redis store's,
-:mod:`chatmemory.stores.redis.plan`) at the memory key followed by :data:`HISTORY_SUFFIX`, made to hash
+:mod:`chatmemory.stores.redis.history`) at the memory key followed by :data:`HISTORY_SUFFIX`, made to hash
 to the memory key's slot so that one script can change both on Redis Cluster (:func:`history_key`).
 
 Every write of a store with history is a compare-and-set on the value it diffed against, so the history

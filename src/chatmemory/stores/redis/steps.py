@@ -249,7 +249,7 @@ class Steps:
         return history_page(memory_id, records, query)
 
     def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Sends[int]:
-        """Trim the history of ``memory_id`` (``args`` from :meth:`Planner.trim_args`); how many entries went."""
+        """Trim the history of ``memory_id`` (``args`` from :func:`.history.trim_args`); how many entries went."""
         call = self.planner.trim(validate_memory_id(memory_id), args)
         return self.planner.trimmed(call, (yield call))
 
