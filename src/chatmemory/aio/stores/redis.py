@@ -46,24 +46,10 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
     The memories are the ones the blocking :class:`chatmemory.stores.redis.RedisChatMemoryStore` reads and
     writes: both stores can share a server, a key prefix and each memory.
 
-    Args:
-        url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
-            ``rediss+cluster://`` URL (the store builds the client, owns it and closes it in
-            :meth:`aclose`), or a ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client
-            created with ``decode_responses=False`` (the caller owns and closes it). A cluster client
-            built from a URL finds the cluster on its first command.
-        key_prefix: put before every key; stores with different prefixes share nothing (``""``: none).
-        ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever.
-        refresh_ttl_on_read: reads slide the expiry too.
-        snapshot_cache_size: how many memories' last snapshots to keep for diffing writes and skipping
-            unchanged reads (``0``: none; every write then sends the whole list).
-        socket_timeout: seconds to wait for a reply, for a client built from a URL (a ``socket_timeout``
-            in the URL's query wins).
-        history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`), in a
-            third key of the memory's hash slot, appended by the same script run as the window.
-        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
-            ``ttl``; ``None``: it expires with the window.
-        socket_connect_timeout: seconds to wait for a connection, likewise.
+    Takes the arguments of :class:`chatmemory.stores.redis.RedisChatMemoryStore`, with a
+    ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client (``decode_responses=False``; the
+    caller owns and closes it) in place of a blocking one. A store built from a URL owns its client and
+    closes it in :meth:`aclose`; a cluster client built from a URL finds the cluster on its first command.
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an asyncio client, or an option has the wrong type.
