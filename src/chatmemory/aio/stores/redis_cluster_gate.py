@@ -10,6 +10,7 @@ let one task initialize the client while the others wait, and only then send com
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -18,7 +19,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.base.operations import Operation
 
-__all__ = ["ClusterGate"]
+__all__ = ["ClusterGate", "GatedClient"]
 
 
 class ClusterGate:
@@ -49,3 +50,18 @@ class ClusterGate:
             except (RedisError, RedisClusterException) as exc:
                 raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
             self._cluster = None
+
+
+class _Gated(Protocol):
+    _client: Any
+    _gate: ClusterGate
+
+
+class GatedClient:
+    """What the asyncio Redis stores do with their client: gate it (:class:`ClusterGate`) and close it."""
+
+    def _started(self: _Gated) -> None:
+        self._gate = ClusterGate(self._client)
+
+    async def _release(self: _Gated) -> None:
+        await self._client.aclose()
