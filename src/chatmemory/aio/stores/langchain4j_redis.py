@@ -23,7 +23,7 @@ from chatmemory.stores.base.telemetry import StoreTelemetry
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
-from redis.asyncio import Redis  # noqa: E402 - only once the extra is known to be installed
+from redis.asyncio import BlockingConnectionPool, Redis  # noqa: E402 - only once the extra is known to be installed
 from redis.asyncio.cluster import RedisCluster  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
@@ -60,6 +60,13 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     _repr_name = "chatmemory.aio.LangChain4jRedisChatMemoryStore"
     _client_types = (Redis, RedisCluster)
+
+    @classmethod
+    def _standalone_from_url(cls, url: str) -> Redis:
+        # A blocking pool, as the native asyncio store's: a command waits for a free connection instead of
+        # failing with "Too many connections"; ``max_connections`` and ``timeout`` in the URL's query apply.
+        return Redis.from_pool(BlockingConnectionPool.from_url(url))
+
     _wrong_client = (
         "chatmemory.aio LangChain4jRedisChatMemoryStore takes a Redis URL or a redis.asyncio.Redis / "
         "redis.asyncio.cluster.RedisCluster client, not {name}"
@@ -67,8 +74,7 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     # ------------------------------------------------------------------------------------ driving
 
-    async def _perform(self, command: Command) -> object:
-        await self._gate.ready()
+    async def _send(self, command: Command) -> object:
         if not isinstance(command, Scan):
             return await send_async(self._client, command)
         client, pattern, kind = self._client, command.pattern, command.type

@@ -77,8 +77,7 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
 
     # ------------------------------------------------------------------------------------ driving
 
-    async def _perform(self, command: Command) -> object:
-        await self._gate.ready()
+    async def _send(self, command: Command) -> object:
         try:
             if isinstance(command, Scan):
                 return {key async for key in self._scan(command.pattern)}

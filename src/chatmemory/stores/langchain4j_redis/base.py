@@ -74,13 +74,18 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         if not separator:
             raise ValueError(f"{url!r} is not a Redis URL (e.g. redis://localhost:6379/0)")
         base = _CLUSTER_SCHEMES.get(scheme.lower())
-        standalone, cluster = cls._client_types
+        cluster = cls._client_types[1]
         try:
             if base is not None:
                 return cluster.from_url(f"{base}://{rest}")
-            return standalone.from_url(url)
+            return cls._standalone_from_url(url)
         except (RedisError, RedisClusterException) as exc:
             raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
+
+    @classmethod
+    def _standalone_from_url(cls, url: str) -> Any:
+        """A standalone client for ``url`` (the asyncio store's waits for a free connection)."""
+        return cls._client_types[0].from_url(url)
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
@@ -112,7 +117,7 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
-        self._book.forget(memory_id)
+        self._book.forget(validate_memory_id(memory_id))
 
     def invalidate_all(self) -> None:
         """Forget every version handed out."""
