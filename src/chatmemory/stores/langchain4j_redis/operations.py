@@ -61,6 +61,7 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
 
     def _load(self, memory_id: str, versioned: bool = True) -> Sends[Snapshot]:
         """Read the value of ``memory_id``: its messages, and their version if ``versioned`` (else ``0``)."""
+        memory_id = validate_memory_id(memory_id)  # versions are kept under the id's text (a UUID's too)
         try:
             value = yield Get(self.key_of(memory_id))
         except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
@@ -78,11 +79,11 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
     # --------------------------------------------------------------------------------------------- write
 
     def _save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Sends[int]:
+        memory_id = validate_memory_id(memory_id)
         listed = message_list(messages)
         if self._history is not None:
             step = self._history.save(memory_id, listed, expected_version)
             return (yield from self._recorded(Operation.WRITE, memory_id, step))
-        memory_id = validate_memory_id(memory_id)
         plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms)
         try:
             reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, (plan.key,), plan.script_args())
@@ -91,6 +92,7 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
         return written_version(self._book, memory_id, plan, reply, expected_version)
 
     def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
+        memory_id = validate_memory_id(memory_id)
         if self._history is not None:
             step = self._history.update(memory_id, message_list(messages))
             yield from self._recorded(Operation.WRITE, memory_id, step)
