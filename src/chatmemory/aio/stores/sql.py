@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import datetime
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 from chatmemory.stores._optional import require
@@ -36,6 +36,7 @@ require("sqlalchemy", feature="chatmemory.aio.stores.sql.SQLChatMemoryStore", ex
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402 - after the dependency check
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine  # noqa: E402
 
+from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
@@ -43,17 +44,6 @@ from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
-from chatmemory.stores.sql.commands import (  # noqa: E402
-    CHECK_SCHEMA,
-    RELEASE,
-    Batch,
-    Emit,
-    ListingClosed,
-    Sleep,
-    Statement,
-    Steps,
-    result_of,
-)
 from chatmemory.stores.sql.engine import driver_options, install_connect_hooks, missing_driver, normalize_url  # noqa: E402
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
@@ -108,11 +98,6 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     def _schema_lock(self) -> asyncio.Lock:
         return asyncio.Lock()
 
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> SQLChatMemoryStore:
-        """Build from a URL (the store owns the engine)."""
-        return cls(url, **options)
-
     @property
     def engine(self) -> AsyncEngine:
         """The asyncio engine the store uses."""
@@ -162,62 +147,16 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     # -------------------------------------------------------------------------------------- the driver
 
-    async def _run(self, steps: Steps[_T]) -> _T:
-        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        session = _Session(self)
-        reply: Any = None
-        error: Exception | None = None
-        try:
-            while True:
-                try:
-                    command = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]
-                try:
-                    reply, error = await session.perform(command), None
-                except Exception as exc:  # the operation handles it, as around a direct call
-                    reply, error = None, exc
-        except BaseException as exc:
-            await session.end(exc)
-            raise
-        finally:
-            await session.end(None)
-
-    async def _iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
-        """Like :meth:`_run`, handing out the ids the operation emits; a caller that stops ends it."""
-        session = _Session(self)
-        reply: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    command = steps.send(reply) if error is None else steps.throw(error)
-                except (StopIteration, ListingClosed):
-                    return
-                reply, error = None, None
-                if isinstance(command, Emit):
-                    try:
-                        for memory_id in command.ids:
-                            yield memory_id
-                    except GeneratorExit:
-                        error = ListingClosed()
-                    continue
-                try:
-                    reply = await session.perform(command)
-                except Exception as exc:
-                    error = exc
-        except BaseException as exc:
-            await session.end(exc)
-            raise
-        finally:
-            await session.end(None)
+    @functools.cached_property
+    def _driver(self) -> AsyncDriver:
+        return AsyncDriver(self._autocommit, self._check_schema)
 
     # ------------------------------------------------------------------------------------------- reads
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
-        return await self._run(self._load(memory_id))
+        return await self._driver.run(self._load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -227,24 +166,24 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded."""
-        return await self._run(self._read_raw(memory_id))
+        return await self._driver.run(self._read_raw(memory_id))
 
     @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
-        return await self._run(self._memory_times(memory_id))
+        return await self._driver.run(self._memory_times(memory_id))
 
     # ------------------------------------------------------------------------------------------ writes
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return await self._run(self._save(memory_id, messages, expected_version))
+        return await self._driver.run(self._save(memory_id, messages, expected_version))
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        await self._run(self._update(memory_id, messages))
+        await self._driver.run(self._update(memory_id, messages))
 
     @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -252,17 +191,17 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
         With history it records nothing and keeps the history the memory had (see the sync store).
         """
-        await self._run(self._write_raw(memory_id, records))
+        await self._driver.run(self._write_raw(memory_id, records))
 
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
-        return await self._run(self._modify(memory_id, change))
+        return await self._driver.run(self._modify(memory_id, change))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
-        await self._run(self._delete(memory_id))
+        await self._driver.run(self._delete(memory_id))
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -274,7 +213,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Raises:
             ValueError: ``when`` is not an aware datetime.
         """
-        await self._run(self._expire_at(memory_id, when))
+        await self._driver.run(self._expire_at(memory_id, when))
 
     # ----------------------------------------------------------------------------------------- history
 
@@ -288,7 +227,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             HistoryNotEnabledError: the store was built without ``history=True``.
             CorruptedMemoryError: an entry does not decode.
         """
-        return await self._run(self._history_page(memory_id, after, limit, reverse))
+        return await self._driver.run(self._history_page(memory_id, after, limit, reverse))
 
     @_traced.coroutine("trim_history")
     async def trim_history(
@@ -299,7 +238,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return await self._run(self._trim(older_than, memory_id))
+        return await self._driver.run(self._trim(older_than, memory_id))
 
     # --------------------------------------------------------------------------------- listing and TTL
 
@@ -307,8 +246,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     async def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> AsyncIterator[str]:
         """The ids of live memories, by id or most recently written first (see the sync store)."""
         check_listing(order, page_size)
-        await self._run(self._ready(Operation.LIST))
-        pages = self._iterate(self._pages(order, page_size))
+        await self._driver.run(self._ready(Operation.LIST))
+        pages = self._driver.iterate(self._pages(order, page_size))
         try:
             async for memory_id in pages:
                 yield memory_id
@@ -318,78 +257,4 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("purge_expired")
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
-        return await self._run(self._purge(batch_size))
-
-
-class _Session:
-    """The connection one operation holds (checked out by its first statement) and how it sends commands."""
-
-    __slots__ = ("_connection", "_store")
-
-    def __init__(self, store: SQLChatMemoryStore) -> None:
-        self._store = store
-        self._connection: AsyncConnection | None = None
-
-    async def perform(self, command: Any) -> Any:
-        """Send ``command``; return what the operation receives."""
-        if type(command) is Statement:
-            return await self._send(command)
-        if type(command) is Batch:
-            results = []
-            for statement in command.statements:
-                result = await self._send(statement)
-                results.append(result)
-                if statement.expect is not None and result != statement.expect:
-                    break
-            return results
-        if command is RELEASE:
-            await self.end(None)
-        elif command is CHECK_SCHEMA:
-            await self._store._check_schema()
-        elif isinstance(command, Sleep):
-            await asyncio.sleep(command.seconds)
-        else:  # pragma: no cover - every command is handled above
-            raise TypeError(f"not a command: {command!r}")
-        return None
-
-    async def _send(self, command: Statement) -> Any:
-        connection: Any = self._connection
-        if connection is None:
-            connection = self._store._autocommit.connect()
-            self._connection = await connection.start()
-        statement = command.statement
-        if type(statement) is str:
-            result = await connection.exec_driver_sql(statement, command.parameters)
-        else:
-            result = await connection.execute(statement, command.parameters)
-        return result_of(command.result, result)
-
-    async def end(self, error: BaseException | None) -> None:
-        """Hand the connection back; one interrupted mid-call (cancelled) is invalidated, never reused."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            if error is not None and not isinstance(error, Exception):
-                # Interrupted mid-protocol: never reuse it; closing it rolls back any transaction.
-                await _to_completion(connection.invalidate())
-            await _to_completion(connection.close())
-
-
-async def _to_completion(cleanup: Coroutine[Any, Any, None]) -> None:
-    """Await ``cleanup`` to its end even if the task is cancelled meanwhile (the cancellation then follows).
-
-    A call that returned (or raised) before its connection was back in the pool would leave the slot
-    taken after the call, and a cancelled cleanup would be abandoned halfway.
-    """
-    task = asyncio.ensure_future(cleanup)
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError as exc:
-            if task.done():
-                raise
-            cancelled = exc
-        else:
-            break
-    if cancelled is not None:
-        raise cancelled
+        return await self._driver.run(self._purge(batch_size))

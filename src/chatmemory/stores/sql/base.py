@@ -28,6 +28,7 @@ __all__ = ["SQLStoreBase"]
 _DIALECTS = ("postgresql", "sqlite", "mysql")
 _T = TypeVar("_T")
 _Engine = TypeVar("_Engine")
+_Store = TypeVar("_Store", bound="SQLStoreBase[Any]")
 
 
 class SQLStoreBase(Generic[_Engine]):
@@ -93,6 +94,11 @@ class SQLStoreBase(Generic[_Engine]):
             history_expires=self._history_ttl is not None,
         )
         self._schema = SchemaAdmin(self._schema_engine(), engine.url, self._tables.prefix, self._dialect)
+
+    @classmethod
+    def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
+        """Build from a ``sqlite:``, ``postgresql:`` or ``mysql:``/``mariadb:`` URL (the store owns the engine)."""
+        return cls(url, **options)
 
     def _engine_from_url(self, url: str, options: dict[str, Any]) -> _Engine:
         """The engine a store given ``url`` makes (and disposes of when it closes)."""

@@ -9,10 +9,8 @@ With ``history=True`` a write deletes nothing: the head row's window ranges move
 evicts (see :mod:`chatmemory.stores.sql.window`), which stay as the memory's history, and the rows it
 adds carry the write's time. A steady-state turn is then one head update and one insert.
 
-The operations are written once for this store and the asyncio one; this module only sends their
-commands: driver SQL straight on the DBAPI cursor of the checked-out connection (through
-``exec_driver_sql`` when cursor events are listened to, so that they see every statement), SQLAlchemy
-statements with ``Connection.execute``.
+The operations are written once for this store and the asyncio one
+(:mod:`~chatmemory.stores.sql.operations`); :mod:`~chatmemory.stores.sql.driver` sends their commands.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -36,22 +33,10 @@ from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
-from chatmemory.stores.sql.commands import (  # noqa: E402
-    CHECK_SCHEMA,
-    RELEASE,
-    Batch,
-    Emit,
-    ListingClosed,
-    Result,
-    Sleep,
-    Statement,
-    Steps,
-    result_of,
-)
+from chatmemory.stores.sql.driver import SyncDriver  # noqa: E402
 from chatmemory.stores.sql.engine import engine_from_url  # noqa: E402
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
-from chatmemory.stores.sql.reads import ReadRecord  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -108,17 +93,6 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     def _schema_engine(self) -> Engine:
         return self._engine
 
-    @functools.cached_property
-    def _dbapi_error(self) -> type[Exception]:
-        """The driver's base exception class (what the cursor path hands to SQLAlchemy's handler)."""
-        error: type[Exception] = self._engine.dialect.loaded_dbapi.Error
-        return error
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> SQLChatMemoryStore:
-        """Build from a ``sqlite:``, ``postgresql:`` or ``mysql:``/``mariadb:`` URL (the store owns the engine)."""
-        return cls(url, **options)
-
     @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine the store uses (made from the URL: its connections are in autocommit)."""
@@ -159,61 +133,16 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
                 raise
             connection.exec_driver_sql("COMMIT")
 
-    def _run(self, steps: Steps[_T]) -> _T:
-        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        session = _Session(self)
-        reply: Any = None
-        error: Exception | None = None
-        try:
-            while True:
-                try:
-                    command = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]
-                try:
-                    reply, error = session.perform(command), None
-                except Exception as exc:  # the operation handles it, as around a direct call
-                    reply, error = None, exc
-        except BaseException as exc:
-            session.end(exc)
-            raise
-        finally:
-            session.end(None)
-
-    def _iterate(self, steps: Steps[None]) -> Iterator[str]:
-        """Like :meth:`_run`, handing out the ids the operation emits; a caller that stops ends it."""
-        session = _Session(self)
-        reply: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    command = steps.send(reply) if error is None else steps.throw(error)
-                except (StopIteration, ListingClosed):
-                    return
-                reply, error = None, None
-                if isinstance(command, Emit):
-                    try:
-                        yield from command.ids
-                    except GeneratorExit:
-                        error = ListingClosed()
-                    continue
-                try:
-                    reply = session.perform(command)
-                except Exception as exc:
-                    error = exc
-        except BaseException as exc:
-            session.end(exc)
-            raise
-        finally:
-            session.end(None)
+    @functools.cached_property
+    def _driver(self) -> SyncDriver:
+        return SyncDriver(self._engine, self._autocommit, self._schema.check)
 
     # ---------------------------------------------------------------------------------------------- reads
 
     @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
-        return self._run(self._load(memory_id))
+        return self._driver.run(self._load(memory_id))
 
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -223,24 +152,24 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
-        return self._run(self._read_raw(memory_id))
+        return self._driver.run(self._read_raw(memory_id))
 
     @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
-        return self._run(self._memory_times(memory_id))
+        return self._driver.run(self._memory_times(memory_id))
 
     # --------------------------------------------------------------------------------------------- writes
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return self._run(self._save(memory_id, messages, expected_version))
+        return self._driver.run(self._save(memory_id, messages, expected_version))
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        self._run(self._update(memory_id, messages))
+        self._driver.run(self._update(memory_id, messages))
 
     @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -250,7 +179,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         plants corrupted data. With history it records nothing (the records are not history entries) and
         keeps the history the memory had.
         """
-        self._run(self._write_raw(memory_id, records))
+        self._driver.run(self._write_raw(memory_id, records))
 
     @_traced("modify")
     def modify(self, memory_id: str, change: Change) -> int:
@@ -267,12 +196,12 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             StoreError: the database failed, or writers creating the memory collided for the whole retry
                 budget.
         """
-        return self._run(self._modify(memory_id, change))
+        return self._driver.run(self._modify(memory_id, change))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
-        self._run(self._delete(memory_id))
+        self._driver.run(self._delete(memory_id))
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -284,7 +213,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         Raises:
             ValueError: ``when`` is not an aware datetime.
         """
-        self._run(self._expire_at(memory_id, when))
+        self._driver.run(self._expire_at(memory_id, when))
 
     # -------------------------------------------------------------------------------------------- history
 
@@ -300,7 +229,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             HistoryNotEnabledError: the store was built without ``history=True``.
             CorruptedMemoryError: an entry does not decode.
         """
-        return self._run(self._history_page(memory_id, after, limit, reverse))
+        return self._driver.run(self._history_page(memory_id, after, limit, reverse))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
@@ -313,7 +242,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return self._run(self._trim(older_than, memory_id))
+        return self._driver.run(self._trim(older_than, memory_id))
 
     # ------------------------------------------------------------------------------------ listing and TTL
 
@@ -329,8 +258,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         would tax every turn; list by id to walk a very large store.
         """
         check_listing(order, page_size)
-        self._run(self._ready(Operation.LIST))
-        return self._iterate(self._pages(order, page_size))
+        self._driver.run(self._ready(Operation.LIST))
+        return self._driver.iterate(self._pages(order, page_size))
 
     @_traced("purge_expired")
     def purge_expired(self, *, batch_size: int = 1000) -> int:
@@ -339,74 +268,4 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         Each batch scans the head table for expired rows (expiry times are not indexed, for the same
         reason as write times: see :meth:`memory_ids`); run it now and then, not per request.
         """
-        return self._run(self._purge(batch_size))
-
-
-class _Session:
-    """The connection one operation holds (checked out by its first statement) and how it sends commands."""
-
-    __slots__ = ("_connection", "_store")
-
-    def __init__(self, store: SQLChatMemoryStore) -> None:
-        self._store = store
-        self._connection: Connection | None = None
-
-    def perform(self, command: Any) -> Any:
-        """Send ``command``; return what the operation receives."""
-        if type(command) is Statement:
-            return self._send(command)
-        if type(command) is Batch:
-            results = []
-            for statement in command.statements:
-                result = self._send(statement)
-                results.append(result)
-                if statement.expect is not None and result != statement.expect:
-                    break
-            return results
-        if command is RELEASE:
-            self.end(None)
-        elif command is CHECK_SCHEMA:
-            self._store._schema.check()
-        elif isinstance(command, Sleep):
-            time.sleep(command.seconds)
-        else:  # pragma: no cover - every command is handled above
-            raise TypeError(f"not a command: {command!r}")
-        return None
-
-    def _send(self, command: Statement) -> Any:
-        connection = self._connection
-        if connection is None:
-            connection = self._connection = self._store._autocommit.connect()
-        sql = command.statement
-        if type(sql) is not str:
-            return result_of(command.result, connection.execute(sql, command.parameters))
-        parameters = command.parameters
-        if connection._has_events or self._store._engine._has_events:
-            return result_of(command.result, connection.exec_driver_sql(sql, parameters))
-        cursor = connection.connection.cursor()
-        try:
-            if command.many:
-                cursor.executemany(sql, parameters)
-            elif parameters is None:
-                cursor.execute(sql)
-            else:
-                cursor.execute(sql, parameters)
-            kind = command.result
-            if kind is Result.ROWCOUNT:
-                return int(cursor.rowcount)
-            if kind is Result.RECORDS:
-                return [ReadRecord._make(row) for row in cursor.fetchall()]
-            return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
-        except self._store._dbapi_error as exc:
-            connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
-            raise  # pragma: no cover - the handler raises
-        finally:
-            cursor.close()
-
-    def end(self, error: BaseException | None) -> None:
-        """Hand the connection back (a connection interrupted mid-call is never reused)."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            if error is not None and not isinstance(error, Exception):
-                connection.invalidate()
-            connection.close()
+        return self._driver.run(self._purge(batch_size))
