@@ -27,7 +27,7 @@ import contextlib
 import datetime
 import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from chatmemory.stores._optional import require
 
@@ -52,8 +52,6 @@ from chatmemory.stores.sql.schema_admin import revision_on  # noqa: E402
 __all__ = ["SQLChatMemoryStore"]
 
 _traced = StoreTelemetry("sql", __name__)
-
-_T = TypeVar("_T")
 
 
 class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):

@@ -23,10 +23,10 @@ from chatmemory.stores.sql.commands import (
     ListingClosed,
     Sleep,
     Statement,
-    Stepper,
     Steps,
     result_of,
 )
+from chatmemory.stores.sql.stepper import Stepper
 
 __all__ = ["AsyncDriver"]
 
@@ -55,7 +55,10 @@ class AsyncDriver:
             command = stepper.start()
             while command is not None:
                 try:
-                    reply = await session.perform(command)
+                    if type(command) is Statement:  # the hot path: one call
+                        reply = await session.send(command)
+                    else:
+                        reply = await session.perform(command)
                 except Exception as exc:  # noqa: PERF203 - it goes back into the operation, as around a direct call
                     command = stepper.fail(exc)
                 else:
@@ -108,7 +111,7 @@ class _Session:
     async def perform(self, command: Any) -> Any:
         """Send ``command``; return what the operation receives."""
         if type(command) is Statement:
-            return await self._send(command)
+            return await self.send(command)
         if command is RELEASE:
             await self.end(None)
         elif command is CHECK_SCHEMA:
@@ -119,7 +122,8 @@ class _Session:
             raise TypeError(f"not a command: {command!r}")
         return None
 
-    async def _send(self, command: Statement) -> Any:
+    async def send(self, command: Statement) -> Any:
+        """Send a statement on the operation's connection (checked out by the first); return its result."""
         connection: Any = self._connection
         if connection is None:
             connection = self._driver._autocommit.connect()

@@ -163,7 +163,10 @@ class SQLStoreBase(Generic[_Engine]):
     def _in_transaction(self, body: Steps[_T]) -> Steps[_T]:
         """Run ``body`` in a transaction: ``BEGIN``, its statements, ``COMMIT``; ``ROLLBACK`` if it raises.
 
-        A ``BEGIN`` or ``COMMIT`` that fails is not rolled back: nothing was begun, or the outcome is unknown.
+        For a transaction of several rounds (it reads, then decides what to write); one whose statements
+        are known up front is one :class:`~chatmemory.stores.sql.commands.Batch` with ``begin``, which
+        ends the same way. A ``BEGIN`` or ``COMMIT`` that fails is not rolled back: nothing was begun, or
+        the outcome is unknown.
         """
         yield self._begin_statement
         try:

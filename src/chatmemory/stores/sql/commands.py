@@ -15,9 +15,9 @@ are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Final, Generic, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 __all__ = [
     "CHECK_SCHEMA",
@@ -25,12 +25,13 @@ __all__ = [
     "RELEASE",
     "ROLLBACK",
     "Batch",
+    "Command",
     "Emit",
     "ListingClosed",
     "Result",
+    "Sent",
     "Sleep",
     "Statement",
-    "Stepper",
     "Steps",
     "result_of",
 ]
@@ -79,11 +80,18 @@ class Statement(NamedTuple):
 class Batch(NamedTuple):
     """Statements (at least one) sent in order on the operation's connection, in one round of the operation.
 
-    The executor hands back the list of their results; it stops after the first statement whose result
-    differs from its :attr:`Statement.expect` (when that is not ``None``), so the list is shorter.
+    The operation gets the list of their results; sending stops after the first statement whose result
+    differs from its :attr:`Statement.expect` (when that is not ``None``), so the list is then shorter.
+
+    With :attr:`begin` the batch is a transaction of its own: ``begin`` first, ``COMMIT`` last; a
+    statement that raises or misses its ``expect`` is followed by ``ROLLBACK`` instead, before the error
+    (or the shorter list) goes back. A ``begin`` or ``COMMIT`` that raises is not rolled back: nothing
+    was begun, or the outcome is unknown. (:class:`~chatmemory.stores.sql.stepper.Stepper` takes batches
+    apart, the same way for both executors.)
     """
 
     statements: tuple[Statement, ...]
+    begin: Statement | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,8 @@ ROLLBACK: Final = Statement("ROLLBACK")
 
 Command = Statement | Batch | Sleep | Emit | _Signal
 """Anything an operation yields."""
+Sent = Statement | Sleep | Emit | _Signal
+"""Anything an executor sends (a :class:`Batch` is taken apart before)."""
 
 Steps = Generator[Command, Any, _T]
 """An operation: yields commands, receives each one's result, returns its own result."""
@@ -134,59 +144,3 @@ def result_of(kind: Result, result: Any) -> Any:
     if kind is Result.SCALAR:
         return result.scalar()
     return result.scalars().all()
-
-
-class Stepper(Generic[_T]):
-    """Drives one operation for an executor: the next statement or signal to send, one at a time.
-
-    The executor sends what :meth:`start`, :meth:`next` and :meth:`fail` return, until they return
-    ``None`` (the operation's result is then :attr:`value`). A :class:`Batch` is taken apart here: its
-    statements come one by one, and the operation gets their results as one list, without the round
-    trip through the generator per statement and without each executor writing the loop.
-    """
-
-    __slots__ = ("_batch", "_results", "_steps", "value")
-
-    def __init__(self, steps: Steps[_T]) -> None:
-        self._steps = steps
-        self._batch: tuple[Statement, ...] = ()
-        self._results: list[Any] = []
-        self.value: _T | None = None
-        """What the operation returned (once :meth:`next` or :meth:`fail` returned ``None``)."""
-
-    def start(self) -> Statement | Sleep | Emit | _Signal | None:
-        """The operation's first command (``None``: it returned without one)."""
-        return self.next(None)
-
-    def next(self, reply: Any) -> Statement | Sleep | Emit | _Signal | None:
-        """The command after the one that got ``reply`` (``None``: the operation returned)."""
-        batch = self._batch
-        if batch:
-            results = self._results
-            results.append(reply)
-            sent = batch[len(results) - 1]
-            if len(results) < len(batch) and (sent.expect is None or reply == sent.expect):
-                return batch[len(results)]
-            reply, self._batch, self._results = results, (), []
-        return self._resume(self._steps.send, reply)
-
-    def fail(self, error: BaseException) -> Statement | Sleep | Emit | _Signal | None:
-        """The command after the one that raised ``error``, which goes into the operation where it was yielded.
-
-        Raises:
-            BaseException: whatever the operation raises (``error`` itself, if it does not handle it).
-        """
-        self._batch, self._results = (), []
-        return self._resume(self._steps.throw, error)
-
-    def _resume(self, step: Callable[[Any], Command], value: Any) -> Statement | Sleep | Emit | _Signal | None:
-        """Resume the operation with ``step(value)``; a batch it yields comes back statement by statement."""
-        try:
-            command = step(value)
-        except StopIteration as stop:
-            self.value = stop.value
-            return None
-        if type(command) is Batch:
-            self._batch = command.statements
-            return command.statements[0]
-        return command  # type: ignore[return-value]  # a Batch was taken apart above

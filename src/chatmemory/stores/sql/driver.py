@@ -25,11 +25,11 @@ from chatmemory.stores.sql.commands import (
     Result,
     Sleep,
     Statement,
-    Stepper,
     Steps,
     result_of,
 )
 from chatmemory.stores.sql.reads import ReadRecord
+from chatmemory.stores.sql.stepper import Stepper
 
 __all__ = ["SyncDriver"]
 
@@ -61,7 +61,10 @@ class SyncDriver:
             command = stepper.start()
             while command is not None:
                 try:
-                    reply = session.perform(command)
+                    if type(command) is Statement:  # the hot path: one call
+                        reply = session.send(command)
+                    else:
+                        reply = session.perform(command)
                 except Exception as exc:  # noqa: PERF203 - it goes back into the operation, as around a direct call
                     command = stepper.fail(exc)
                 else:
@@ -113,7 +116,7 @@ class _Session:
     def perform(self, command: Any) -> Any:
         """Send ``command``; return what the operation receives."""
         if type(command) is Statement:
-            return self._send(command)
+            return self.send(command)
         if command is RELEASE:
             self.end(None)
         elif command is CHECK_SCHEMA:
@@ -124,7 +127,8 @@ class _Session:
             raise TypeError(f"not a command: {command!r}")
         return None
 
-    def _send(self, command: Statement) -> Any:
+    def send(self, command: Statement) -> Any:
+        """Send a statement on the operation's connection (checked out by the first); return its result."""
         driver = self._driver
         connection = self._connection
         if connection is None:

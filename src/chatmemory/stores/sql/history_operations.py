@@ -55,12 +55,9 @@ class HistoryOperations(SQLStoreBase[_Engine]):
             parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
             if memory_id is not None:
                 parameters["p_id"] = memory_id
-            removed = yield from self._in_transaction(self._trim_rows(delete, unrecord, parameters))
+            # One transaction: delete the entries outside their window, then unrecord those left in it.
+            batch = (Statement(delete, parameters), Statement(unrecord, parameters))
+            deleted, unrecorded = yield Batch(batch, self._begin_statement)
         except SQLAlchemyError as exc:
             raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
-        return removed
-
-    def _trim_rows(self, delete: Any, unrecord: Any, parameters: dict[str, Any]) -> Steps[int]:
-        """Delete the entries outside their window, then unrecord those left in it (in this order)."""
-        deleted, unrecorded = yield Batch((Statement(delete, parameters), Statement(unrecord, parameters)))
         return int(deleted) + int(unrecorded)

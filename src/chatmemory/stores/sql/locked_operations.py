@@ -24,7 +24,7 @@ from chatmemory.stores.sql.history_operations import HistoryOperations
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
 from chatmemory.stores.sql.writes import WriteLoop
 
-__all__ = ["Abort", "LockedOperations"]
+__all__ = ["Change", "LockedOperations"]
 
 _Engine = TypeVar("_Engine")
 
@@ -32,10 +32,10 @@ Change = Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]
 """What :meth:`LockedOperations._modify` is given: the stored messages to the new list, or ``None``."""
 
 
-class Abort(Exception):
-    """Rolls a write transaction back with an outcome (a stale diff, stray rows)."""
+class _Abort(Exception):
+    """Rolls a locked write's transaction back with an outcome (stray rows found)."""
 
-    def __init__(self, outcome: plan.Corrupted | plan.Conflict) -> None:
+    def __init__(self, outcome: plan.Corrupted) -> None:
         super().__init__(type(outcome).__name__)
         self.outcome = outcome
 
@@ -49,7 +49,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         """One attempt of a write under the head row's lock, in a transaction of its own."""
         try:
             return (yield from self._in_transaction(self._locked_write(request, cached)))
-        except Abort as aborted:
+        except _Abort as aborted:
             return aborted.outcome
 
     def _locked_write(
@@ -86,7 +86,7 @@ class LockedOperations(HistoryOperations[_Engine]):
             yield Statement(statements.insert_head, decision.head)
             damage = plan.stray_rows(decision, (yield Statement(statements.delete_all, decision.head)))
             if damage is not None:
-                raise Abort(damage)
+                raise _Abort(damage)
         else:
             if decision.delete_all:
                 yield Statement(statements.delete_all, decision.head)
@@ -153,7 +153,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         cached = self._cache.get(memory_id)
         try:
             return (yield from self._in_transaction(self._modify_locked(memory_id, change, cached)))
-        except Abort as aborted:
+        except _Abort as aborted:
             return aborted.outcome
 
     def _modify_locked(

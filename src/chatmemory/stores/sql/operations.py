@@ -9,8 +9,9 @@ would around a direct call. What each read and write sends is decided in
 module adds the order of the statements and the cache. Writes under the head row's lock are in
 :mod:`~chatmemory.stores.sql.locked_operations`, histories in :mod:`~chatmemory.stores.sql.history_operations`.
 
-The hot path takes few rounds: a read is one statement; a diffed turn is one statement on PostgreSQL
-and elsewhere ``BEGIN``, one batch (head update, delete or mark, insert) and ``COMMIT``.
+The hot path takes one round each: a read is one statement; a diffed turn is one statement on PostgreSQL
+and elsewhere one :class:`~chatmemory.stores.sql.commands.Batch` that is a transaction of its own
+(``BEGIN``, head update, delete or mark, insert, ``COMMIT``).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.commands import RELEASE, ROLLBACK, Batch, Emit, Result, Statement, Steps
+from chatmemory.stores.sql.commands import CHECK_SCHEMA, RELEASE, ROLLBACK, Batch, Emit, Result, Statement, Steps
 from chatmemory.stores.sql.engine import snapshot_statements
-from chatmemory.stores.sql.locked_operations import Abort, LockedOperations
+from chatmemory.stores.sql.locked_operations import LockedOperations
 from chatmemory.stores.sql.plan import WriteRequest
 from chatmemory.stores.sql.times import expiry_parameter, times_of
 from chatmemory.stores.sql.writes import WriteLoop, retry_read
@@ -69,18 +70,18 @@ class SQLOperations(LockedOperations[_Engine]):
     def _load(self, memory_id: str) -> Steps[Snapshot]:
         """The messages of ``memory_id`` and their version: one query (again without the cache if stale)."""
         memory_id = validate_memory_id(memory_id)
-        yield from self._ready(Operation.READ, memory_id)
+        self._check_open(Operation.READ, memory_id)  # _ready, inline on the hot path
+        if not self._schema.checked:
+            yield CHECK_SCHEMA
         read = self._statements.fast_read
         for attempt in retry_read():
             cached = self._cache.get(memory_id) if attempt.use_cache else None
             try:
-                with attempt.errors():
-                    parameters = read.bind(plan.read_parameters(memory_id, cached))
-                    rows = yield Statement(read.sql, parameters, Result.RECORDS)
+                rows = yield Statement(read.sql, read.bind(plan.read_parameters(memory_id, cached)), Result.RECORDS)
             except SQLAlchemyError as exc:
-                raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
-            if attempt.failed:
-                yield RELEASE
+                if not attempt.lost(exc):
+                    raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
+                yield RELEASE  # read again, on a new connection
                 continue
             result = plan.decode_read(memory_id, rows, cached)
             if isinstance(result, plan.Corrupted):
@@ -114,32 +115,35 @@ class SQLOperations(LockedOperations[_Engine]):
 
     # ------------------------------------------------------------------------------------------ writes
 
+    # The write's arguments are checked when its operation is made, before any command is sent.
+
     def _save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Steps[int]:
-        return (yield from self._write(self._request(validate_memory_id(memory_id), messages, expected_version)))
+        return self._write(self._request(validate_memory_id(memory_id), messages, expected_version))
 
     def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[int]:
-        return (yield from self._write(self._request(validate_memory_id(memory_id), messages, None)))
+        return self._write(self._request(validate_memory_id(memory_id), messages, None))
 
     def _write_raw(self, memory_id: str, records: Iterable[bytes]) -> Steps[int]:
-        return (yield from self._write(self._records_request(validate_memory_id(memory_id), records)))
+        return self._write(self._records_request(validate_memory_id(memory_id), records))
 
     def _write(self, request: WriteRequest) -> Steps[int]:
         """Write ``request``: a diff against the cached snapshot if it has one, else under the lock."""
-        yield from self._ready(Operation.WRITE, request.memory_id)
+        self._check_open(Operation.WRITE, request.memory_id)  # _ready, inline on the hot path
+        if not self._schema.checked:
+            yield CHECK_SCHEMA
         loop = WriteLoop(request, self._retry, self._dialect)
         while True:
             outcome: plan.Written | plan.Conflict | plan.Corrupted | None = None
-            diff = None
+            cached = self._cache.get(request.memory_id)
+            diff = plan.plan_diff(request, cached) if loop.may_diff else None
             try:
-                with loop.errors():
-                    cached = self._cache.get(request.memory_id)
-                    diff = plan.plan_diff(request, cached) if loop.may_diff else None
-                    if diff is not None:
-                        outcome = yield from self._write_diff(diff)
-                    else:
-                        outcome = yield from self._write_locked(request, cached)
+                if diff is not None:
+                    outcome = yield from self._write_diff(diff)
+                else:
+                    outcome = yield from self._write_locked(request, cached)
             except SQLAlchemyError as exc:
-                raise self._schema.store_error(Operation.WRITE, request.memory_id, exc) from exc
+                if not loop.retryable(exc):
+                    raise self._schema.store_error(Operation.WRITE, request.memory_id, exc) from exc
             if outcome is not None:
                 written = loop.settle(outcome, diffed=diff is not None)
                 if written is not None:
@@ -163,38 +167,27 @@ class SQLOperations(LockedOperations[_Engine]):
         if diff.payloads:
             insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
             batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
-        try:
-            yield from self._in_transaction(self._diff_batch(tuple(batch)))
-        except Abort:
-            return plan.diff_outcome(diff, False)
-        return plan.diff_outcome(diff, True)
-
-    def _diff_batch(self, batch: tuple[Statement, ...]) -> Steps[None]:
-        """The statements of a diffed write; a head update that matched no row (a stale snapshot) aborts."""
-        counts = yield Batch(batch)
-        if counts[0] != 1:
-            raise Abort(plan.Conflict())
+        # One transaction; a head update that matched no row (a stale snapshot) rolls it back.
+        counts = yield Batch(tuple(batch), self._begin_statement)
+        return plan.diff_outcome(diff, counts[0] == 1)
 
     def _delete(self, memory_id: str) -> Steps[None]:
         """Remove ``memory_id`` and its messages in one transaction (tried again on conflicts)."""
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.DELETE, memory_id)
+        statements, key, begin = self._statements, {"p_id": memory_id}, self._begin_statement
         loop = WriteLoop(None, self._retry, self._dialect)
         while True:
             try:
                 with loop.errors():
-                    yield from self._in_transaction(self._delete_rows(memory_id))
+                    # The head row first: writers lock it before any message row, so this order cannot deadlock.
+                    yield Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), begin)
             except SQLAlchemyError as exc:
                 raise self._schema.store_error(Operation.DELETE, memory_id, exc) from exc
             if not loop.failed:
                 break
             yield from self._pause(loop)
         self._cache.forget(memory_id)
-
-    def _delete_rows(self, memory_id: str) -> Steps[None]:
-        # The head row first: writers lock it before any message row, so this order cannot deadlock.
-        key = {"p_id": memory_id}
-        yield Batch((Statement(self._statements.delete_head, key), Statement(self._statements.delete_all, key)))
 
     def _expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[None]:
         """One statement on the head row (an absent or expired memory is left as it is)."""

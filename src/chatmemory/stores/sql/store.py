@@ -19,7 +19,7 @@ import contextlib
 import datetime
 import functools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from chatmemory.stores._optional import require
 
@@ -41,8 +41,6 @@ from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noq
 __all__ = ["SQLChatMemoryStore"]
 
 _traced = StoreTelemetry("sql", __name__)
-
-_T = TypeVar("_T")
 
 
 class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
