@@ -111,7 +111,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         """A pooled autocommit connection for a schema command; driver errors become StoreErrors."""
         try:
             async with self._autocommit.connect() as connection:
-                yield connection
+                try:
+                    yield connection
+                except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+                    # Interrupted mid-protocol: never reuse it; closing it rolls back any transaction.
+                    await asyncio.shield(connection.invalidate())
+                    raise
         except ChatMemoryError:
             raise
         except SQLAlchemyError as exc:
