@@ -239,7 +239,7 @@ def test_rediss_urls_name_this_store_too() -> None:
 def test_a_server_that_does_not_know_the_script_runs_it_with_eval(
     monkeypatch: pytest.MonkeyPatch, store: LangChain4jRedisChatMemoryStore
 ) -> None:
-    import chatmemory.stores.langchain4j_redis.store as module
+    import chatmemory.stores.langchain4j_redis.operations as module
 
     monkeypatch.setattr(module, "WRITE_SCRIPT_SHA", "0" * 40)  # a script no server has cached
     version = store.save("m", [UserMessage("via EVAL")], 0)

@@ -1,59 +1,38 @@
 """The asyncio twin of :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore`.
 
-Same layout, arguments and decisions (:mod:`chatmemory.stores.langchain4j_redis.plan`), on redis-py's
-asyncio clients: ``await store.load(...)``, ``async for memory_id in store.memory_ids()``,
-``await store.aclose()``. A Java service and sync or async Python services share one memory.
+Same layout, arguments, decisions (:mod:`chatmemory.stores.langchain4j_redis.plan`) and operations
+(:mod:`chatmemory.stores.langchain4j_redis.operations`), on redis-py's asyncio clients:
+``await store.load(...)``, ``async for memory_id in store.memory_ids()``, ``await store.aclose()``.
+A Java service and sync or async Python services share one memory.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import AsyncIterator, Generator, Iterable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterable
+from typing import TypeVar
 
-from chatmemory.core.errors import CorruptedMemoryError, HistoryNotEnabledError, StoreError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.errors import StoreError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.langchain4j_redis.history import (
-    Command,
-    Get,
-    HistorySteps,
-    KnownValues,
-    history_key,
-    history_pattern,
-    memory_id_of_history_key,
-)
-from chatmemory.stores.langchain4j_redis.plan import (
-    WRITE_SCRIPT,
-    WRITE_SCRIPT_SHA,
-    VersionBook,
-    check_client,
-    client_url,
-    digest,
-    glob_literal,
-    key,
-    memory_id_of,
-    message_list,
-    plan_write,
-    written_version,
-)
-from chatmemory.stores.langchain4j_redis.value import decode, encode
-from chatmemory.stores.redis.plan import trim_args
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
-from redis.asyncio import Redis  # noqa: E402 - only once the extra is known to be installed
+from redis.asyncio import BlockingConnectionPool, Redis  # noqa: E402 - only once the extra is known to be installed
 from redis.asyncio.cluster import RedisCluster  # noqa: E402
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
+from redis.exceptions import RedisError  # noqa: E402
 
-from chatmemory.aio.stores.redis_cluster_gate import ClusterGate  # noqa: E402 - imports redis
+from chatmemory.aio.stores.redis_cluster_gate import GatedClient  # noqa: E402 - imports redis
+from chatmemory.stores.base.driving import drive_async  # noqa: E402
+from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends  # noqa: E402
+from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
+from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402
+from chatmemory.stores.redis.sending import send_async  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
@@ -61,191 +40,80 @@ T = TypeVar("T")
 
 _traced = StoreTelemetry("langchain4j-redis", __name__)
 
-_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
-
-class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
+class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
     """A memory per Redis string holding LangChain4j's JSON, with coroutine methods (see the sync store).
 
     Every ``save`` is a compare-and-set of the whole value, so a Python writer never overwrites a Java
     write it has not seen; a Java writer (a plain ``SET``) can overwrite a Python write it has not seen.
     Versions are this store object's own. Supports versioning, TTL, listing and history.
 
-    Args:
-        url_or_client: a Redis URL (the store owns and closes the client), or a ``redis.asyncio.Redis`` /
-            ``redis.asyncio.cluster.RedisCluster`` client with ``decode_responses=False`` (you close it).
-        key_prefix: what the LangChain4j service puts before memory ids (``""``: nothing).
-        ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
-        version_book_size: how many memories' versions to remember (at least 1).
-        history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
-            beside its key, in the same hash slot, that LangChain4j never reads
-            (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
-            (``update_messages`` too), appending to the history in the same script run; a memory written
-            by Java meanwhile records what the next chatmemory write appends to Java's value.
-        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
-            at least ``ttl``; ``None``: as the value.
+    Takes the arguments of :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore`, with a
+    ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client (``decode_responses=False``; you
+    close it) in place of a blocking one; a store built from a URL owns its client and closes it in
+    :meth:`aclose`.
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an asyncio redis-py client.
         ValueError: a bad ``ttl`` or ``key_prefix``, a client with ``decode_responses=True``.
     """
 
-    def __init__(
-        self,
-        url_or_client: str | Redis | RedisCluster,
-        *,
-        key_prefix: str = "",
-        ttl: float | datetime.timedelta | None = None,
-        version_book_size: int = 1024,
-        history: bool = False,
-        history_ttl: TTL = None,
-    ) -> None:
-        self._key_prefix = validate_prefix("key_prefix", key_prefix)
-        self._prefix = key_prefix.encode("utf-8")
-        self._ttl = ttl_seconds(ttl)
-        self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
-        self._book = VersionBook(version_book_size)
-        history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
-        self._history_ttl = history_seconds
-        self._known = KnownValues(version_book_size)
-        self._history: HistorySteps | None = None
-        if history:
-            history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
-            self._history = HistorySteps(self._book, self._known, self._prefix, self._ttl_ms, history_ms)
-        client: Redis | RedisCluster
-        if isinstance(url_or_client, str):
-            client = self._client_from_url(url_or_client)
-            self._owns_client = True
-        elif isinstance(url_or_client, (Redis, RedisCluster)):
-            client = url_or_client
-            self._owns_client = False
-        else:
-            raise TypeError(
-                "chatmemory.aio LangChain4jRedisChatMemoryStore takes a Redis URL or a redis.asyncio.Redis / "
-                f"redis.asyncio.cluster.RedisCluster client, not {type(url_or_client).__name__}"
-            )
-        check_client(client, self._owns_client, type(self).__name__)
-        self._client = client
-        self._gate = ClusterGate(client)
-
-    @staticmethod
-    def _client_from_url(url: str) -> Redis | RedisCluster:
-        scheme, separator, rest = url.partition("://")
-        if not separator:
-            raise ValueError(f"{url!r} is not a Redis URL (e.g. redis://localhost:6379/0)")
-        base = _CLUSTER_SCHEMES.get(scheme.lower())
-        try:
-            if base is not None:
-                return RedisCluster.from_url(f"{base}://{rest}")
-            return Redis.from_url(url)
-        except (RedisError, RedisClusterException) as exc:
-            raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
+    _repr_name = "chatmemory.aio.LangChain4jRedisChatMemoryStore"
+    _client_types = (Redis, RedisCluster)
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> LangChain4jRedisChatMemoryStore:
-        """Build from ``redis+langchain4j://host:6379/0?key_prefix=chat:&ttl=3600`` (or any URL of the class)."""
-        driver_url, from_query = client_url(url)
-        merged: dict[str, Any] = {**from_query, **options}
-        if "ttl" in from_query and "ttl" not in options:
-            merged["ttl"] = float(from_query["ttl"])
-        return cls(driver_url, **merged)
+    def _standalone_from_url(cls, url: str) -> Redis:
+        # A blocking pool, as the native asyncio store's: a command waits for a free connection instead of
+        # failing with "Too many connections"; ``max_connections`` and ``timeout`` in the URL's query apply.
+        return Redis.from_pool(BlockingConnectionPool.from_url(url))
 
-    @property
-    def ttl(self) -> float | None:
-        """Seconds a memory lives after each chatmemory write, or ``None``."""
-        return self._ttl
+    _wrong_client = (
+        "chatmemory.aio LangChain4jRedisChatMemoryStore takes a Redis URL or a redis.asyncio.Redis / "
+        "redis.asyncio.cluster.RedisCluster client, not {name}"
+    )
 
-    @property
-    def key_prefix(self) -> str:
-        """What is put before memory ids."""
-        return self._key_prefix
+    # ------------------------------------------------------------------------------------ driving
 
-    @property
-    def client(self) -> Redis | RedisCluster:
-        """The asyncio redis-py client."""
-        return self._client
+    async def _send(self, command: Command) -> object:
+        if not isinstance(command, Scan):
+            return await send_async(self._client, command)
+        client, pattern, kind = self._client, command.pattern, command.type
+        if isinstance(client, RedisCluster):
+            found = client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
+        else:
+            found = client.scan_iter(match=pattern, count=1000, _type=kind)
+        return {key async for key in found}
 
-    def key_of(self, memory_id: str) -> bytes:
-        """The Redis key of ``memory_id``."""
-        return key(self._prefix, validate_memory_id(memory_id))
+    async def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
+        self._check_open(operation, memory_id)
+        return await drive_async(step, self._perform)
 
-    async def _get(self, memory_id: str) -> bytes | None:
-        self._check_open(Operation.READ, memory_id)
-        try:
-            await self._gate.ready()
-            value: Any = await self._client.get(self.key_of(memory_id))
-        except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
-            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
-        except RedisError as exc:
-            raise StoreError(Operation.READ, memory_id, str(exc)) from exc
-        assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
-        return value
+    # ---------------------------------------------------------------------------------- operations
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
-        value = await self._get(memory_id)
-        messages = [] if value is None else decode(value, memory_id)
-        if self._history is not None:
-            self._history.loaded(memory_id, value, messages)
-        return Snapshot(messages, self._book.read(memory_id, digest(value)))
+        return await self._drive(Operation.READ, memory_id, self._load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
-        value = await self._get(memory_id)
-        return [] if value is None else decode(value, memory_id)
+        return (await self._drive(Operation.READ, memory_id, self._load(memory_id, versioned=False))).messages
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
-        self._check_open(Operation.WRITE, memory_id)
-        listed = message_list(messages)
-        if self._history is not None:
-            step = self._history.save(memory_id, listed, expected_version)
-            return await self._drive(Operation.WRITE, memory_id, step)
-        memory_id = validate_memory_id(memory_id)
-        plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms)
-        try:
-            try:
-                await self._gate.ready()
-                reply = await self._client.evalsha(WRITE_SCRIPT_SHA, 1, plan.key, *plan.script_args())
-            except NoScriptError:
-                # A server that has not run the script yet (restarted, a new cluster node): EVAL caches it there.
-                reply = await self._client.eval(WRITE_SCRIPT, 1, plan.key, *plan.script_args())
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-        return written_version(self._book, memory_id, plan, reply, expected_version)
+        return await self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
-        self._check_open(Operation.WRITE, memory_id)
-        if self._history is not None:
-            listed = message_list(messages)
-            await self._drive(Operation.WRITE, memory_id, self._history.update(memory_id, listed))
-            return
-        value = encode(message_list(messages))
-        try:
-            await self._gate.ready()
-            await self._client.set(self.key_of(memory_id), value, px=self._ttl_ms or None)
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-        finally:
-            self._book.forget(memory_id)
+        await self._drive(Operation.WRITE, memory_id, self._update(memory_id, messages))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id`` and its history; idempotent."""
-        self._check_open(Operation.DELETE, memory_id)
-        try:
-            await self._gate.ready()
-            memory_key = self.key_of(memory_id)
-            await self._client.delete(memory_key, history_key(memory_key))
-        except RedisError as exc:
-            raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
-        finally:
-            self._book.forget(memory_id)
+        await self._drive(Operation.DELETE, memory_id, self._delete(memory_id))
 
     @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
@@ -263,43 +131,6 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         except RedisError as exc:
             raise StoreError(Operation.LIST, detail=str(exc)) from exc
 
-    @property
-    def keeps_history(self) -> bool:
-        """Whether this store was built with history on."""
-        return self._history is not None
-
-    async def _execute(self, command: Command, operation: str, memory_id: str) -> object:
-        try:
-            await self._gate.ready()
-            if isinstance(command, Get):
-                return await self._client.get(command.key)
-            try:
-                return await self._client.evalsha(command.sha, len(command.keys), *command.keys, *command.args)
-            except NoScriptError:
-                return await self._client.eval(command.source, len(command.keys), *command.keys, *command.args)
-        except ResponseError as exc:
-            if str(exc).startswith("WRONGTYPE"):
-                raise CorruptedMemoryError(memory_id, f"a key of the memory is of another type ({exc})") from None
-            raise StoreError(operation, memory_id, str(exc)) from exc
-        except RedisError as exc:
-            raise StoreError(operation, memory_id, str(exc)) from exc
-
-    async def _drive(self, operation: str, memory_id: str, step: Generator[Command, object, T]) -> T:
-        self._check_open(operation, memory_id)
-        command = next(step)
-        while True:
-            reply = await self._execute(command, operation, memory_id)
-            try:
-                command = step.send(reply)
-            except StopIteration as done:
-                result: T = done.value
-                return result
-
-    def _require_history(self) -> HistorySteps:
-        if self._history is None:
-            raise HistoryNotEnabledError(repr(self))
-        return self._history
-
     @_traced.coroutine("history")
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
@@ -309,9 +140,7 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        query = history_query(after, limit, reverse)
-        steps = self._require_history()
-        return await self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
+        return await self._drive(Operation.READ, memory_id, self._history_page(memory_id, after, limit, reverse))
 
     @_traced.coroutine("trim_history")
     async def trim_history(
@@ -324,45 +153,4 @@ class LangChain4jRedisChatMemoryStore(AsyncStoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        args = trim_args(older_than)
-        steps = self._require_history()
-        if memory_id is not None:
-            return await self._drive(Operation.WRITE, memory_id, steps.trim(memory_id, args))
-        self._check_open(Operation.WRITE)
-        pattern = history_pattern(self._prefix)
-        try:
-            await self._gate.ready()
-            if isinstance(self._client, RedisCluster):
-                found = self._client.scan_iter(
-                    match=pattern, count=1000, _type="list", target_nodes=RedisCluster.PRIMARIES
-                )
-            else:
-                found = self._client.scan_iter(match=pattern, count=1000, _type="list")
-            keys = {key async for key in found}
-        except RedisError as exc:
-            raise StoreError(Operation.LIST, detail=str(exc)) from exc
-        removed = 0
-        for each in keys:
-            owner = memory_id_of_history_key(each, self._prefix)
-            if owner is not None:
-                removed += await self._drive(Operation.WRITE, owner, steps.trim(owner, args))
-        return removed
-
-    def invalidate(self, memory_id: str) -> None:
-        """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
-        self._book.forget(memory_id)
-
-    def invalidate_all(self) -> None:
-        """Forget every version handed out."""
-        self._book.clear()
-        self._known.clear()
-
-    async def _release(self) -> None:
-        await self._client.aclose()
-
-    def __repr__(self) -> str:
-        history = "" if self._history is None else f", history=True, history_ttl={self._history_ttl!r}"
-        return (
-            f"chatmemory.aio.LangChain4jRedisChatMemoryStore(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}"
-            f"{history})"
-        )
+        return await self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))

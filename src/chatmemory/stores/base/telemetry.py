@@ -154,28 +154,28 @@ class StoreTelemetry:
         return decorate
 
     def _iterate(self, name: str, items: Iterator[T]) -> Iterator[T]:
-        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+        op = self._iteration(name)
         count = 0
-        op.__enter__()
+        failure: BaseException | None = None
         try:
             for item in items:
                 count += 1
                 yield item
         except GeneratorExit:  # the caller stopped early: not an error
-            op.record(items=count)
-            op.__exit__(None, None, None)
             raise
         except BaseException as exc:
-            op.record(items=count)
-            op.__exit__(type(exc), exc, exc.__traceback__)
+            failure = exc
             raise
-        else:
-            op.record(items=count)
-            op.__exit__(None, None, None)
         finally:
+            _end_iteration(op, count, failure)
             close = getattr(items, "close", None)
             if close is not None:
                 close()
+
+    def _iteration(self, name: str) -> telemetry.Operation:
+        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+        op.__enter__()
+        return op
 
     def async_iterator(
         self, name: str
@@ -194,25 +194,29 @@ class StoreTelemetry:
         return decorate
 
     async def _aiterate(self, name: str, items: AsyncIterator[T]) -> AsyncIterator[T]:
-        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+        op = self._iteration(name)
         count = 0
-        op.__enter__()
+        failure: BaseException | None = None
         try:
             async for item in items:
                 count += 1
                 yield item
         except GeneratorExit:
-            op.record(items=count)
-            op.__exit__(None, None, None)
             raise
         except BaseException as exc:
-            op.record(items=count)
-            op.__exit__(type(exc), exc, exc.__traceback__)
+            failure = exc
             raise
-        else:
-            op.record(items=count)
-            op.__exit__(None, None, None)
         finally:
+            _end_iteration(op, count, failure)
             aclose = getattr(items, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+def _end_iteration(op: telemetry.Operation, count: int, failure: BaseException | None) -> None:
+    """Close an iteration's operation: ``items`` is how many were yielded; an early stop is no error."""
+    op.record(items=count)
+    if failure is None:
+        op.__exit__(None, None, None)
+    else:
+        op.__exit__(type(failure), failure, failure.__traceback__)

@@ -2,13 +2,13 @@
 
 LangChain4j reads one string per memory and nothing else, so the history lives in a second key that Java
 never reads: a list (the same entries, read and trimmed by the same scripts as the native Redis store's,
-:mod:`chatmemory.stores.redis.plan`) at the memory key followed by :data:`HISTORY_SUFFIX`, made to hash
+:mod:`chatmemory.stores.redis.history`) at the memory key followed by :data:`HISTORY_SUFFIX`, made to hash
 to the memory key's slot so that one script can change both on Redis Cluster (:func:`history_key`).
 
 Every write of a store with history is a compare-and-set on the value it diffed against, so the history
 records exactly what the sequence diff appends to the value it replaces, and a write that loses records
-nothing. The operations are generators of :data:`Command` (see :class:`HistorySteps`); the sync and asyncio
-stores only send the commands and hand the replies back.
+nothing. The operations are generators of :mod:`.commands` (see :class:`HistorySteps`); the sync and
+asyncio stores only send the commands and hand the replies back.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import binascii
 import functools
 import hashlib
 import threading
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from importlib import resources
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
@@ -28,10 +27,11 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.langchain4j_redis.commands import Get, Script, Sends
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, digest, glob_literal, key, written_version
 from chatmemory.stores.langchain4j_redis.plan import WritePlan as ValueWrite
 from chatmemory.stores.langchain4j_redis.value import decode, encode
-from chatmemory.stores.redis.plan import history_page, history_read_args, history_records
+from chatmemory.stores.redis.history import history_page, history_read_args, history_records
 from chatmemory.stores.redis.scripts import HISTORY, TRIM
 
 __all__ = [
@@ -139,26 +139,6 @@ def memory_id_of_history_key(found: bytes, prefix: bytes) -> str | None:
     return memory_id if history_key(key(prefix, memory_id)) == found else None
 
 
-@dataclass(frozen=True, slots=True)
-class Get:
-    """``GET key``: the reply is the value, or ``None``."""
-
-    key: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """``EVALSHA sha len(keys) *keys *args`` (``EVAL source ...`` when the server does not know it)."""
-
-    source: str
-    sha: str
-    keys: tuple[bytes, ...]
-    args: tuple[bytes, ...]
-
-
-Command = Get | Script
-
-
 class KnownValues:
     """The messages of the values a store with history last read or wrote, by memory, with their SHA-1.
 
@@ -195,7 +175,7 @@ class KnownValues:
 
 
 class HistorySteps:
-    """The operations of a LangChain4j store with history, as generators of :data:`Command`.
+    """The operations of a LangChain4j store with history, as generators of :mod:`.commands`.
 
     Args:
         book: the store's version book.
@@ -229,7 +209,7 @@ class HistorySteps:
         if value is not None:
             self.known.put(memory_id, digest(value), messages)
 
-    def save(self, memory_id: str, new: list[ChatMessage], expected_version: int) -> Generator[Command, object, int]:
+    def save(self, memory_id: str, new: list[ChatMessage], expected_version: int) -> Sends[int]:
         """Write ``new`` if the key still holds the value read at ``expected_version``; record what it appends.
 
         Raises:
@@ -251,7 +231,7 @@ class HistorySteps:
         self.known.put(memory_id, plan.new_digest, new)
         return version
 
-    def update(self, memory_id: str, new: list[ChatMessage]) -> Generator[Command, object, None]:
+    def update(self, memory_id: str, new: list[ChatMessage]) -> Sends[None]:
         """Replace the value whatever it holds, recording what ``new`` appends to it (retried on a race)."""
         memory_id = validate_memory_id(memory_id)
         self.book.forget(memory_id)
@@ -268,7 +248,7 @@ class HistorySteps:
                 self.known.put(memory_id, plan.new_digest, new)
                 return
 
-    def history(self, memory_id: str, query: HistoryQuery) -> Generator[Command, object, HistoryPage]:
+    def history(self, memory_id: str, query: HistoryQuery) -> Sends[HistoryPage]:
         """One page of the history of ``memory_id`` (``query`` validated)."""
         memory_id = validate_memory_id(memory_id)
         script = Script(
@@ -277,8 +257,8 @@ class HistorySteps:
         records = history_records(Operation.READ, memory_id, (yield script))
         return history_page(memory_id, records, query)
 
-    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Generator[Command, object, int]:
-        """Trim the history of ``memory_id`` (``args`` from :func:`chatmemory.stores.redis.plan.trim_args`)."""
+    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Sends[int]:
+        """Trim the history of ``memory_id`` (``args`` from :func:`chatmemory.stores.redis.history.trim_args`)."""
         memory_id = validate_memory_id(memory_id)
         reply = yield Script(TRIM.source, TRIM.sha, (history_key(key(self.prefix, memory_id)),), args)
         if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:

@@ -150,9 +150,9 @@ class WritePlan:
     new_digest: bytes
     ttl_ms: int
 
-    def script_args(self) -> list[bytes]:
+    def script_args(self) -> tuple[bytes, ...]:
         """The script's ARGV."""
-        return [self.expected_digest, self.value, self.new_digest, b"%d" % self.ttl_ms]
+        return (self.expected_digest, self.value, self.new_digest, b"%d" % self.ttl_ms)
 
 
 def plan_write(

@@ -1,52 +1,31 @@
-"""``LangChain4jRedisChatMemoryStore``: one live memory shared with a LangChain4j service through Redis."""
+"""``LangChain4jRedisChatMemoryStore``: one live memory shared with a LangChain4j service through Redis.
+
+The operations are written once in :mod:`.operations` (shared with the asyncio store); this executor
+sends their commands with redis-py's blocking client.
+"""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from chatmemory.core.errors import CorruptedMemoryError, HistoryNotEnabledError, StoreError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.errors import StoreError
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
-from chatmemory.stores._optional import require
+from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.langchain4j_redis.history import (
-    Command,
-    Get,
-    HistorySteps,
-    KnownValues,
-    history_key,
-    history_pattern,
-    memory_id_of_history_key,
-)
-from chatmemory.stores.langchain4j_redis.plan import (
-    WRITE_SCRIPT,
-    WRITE_SCRIPT_SHA,
-    VersionBook,
-    check_client,
-    client_url,
-    digest,
-    glob_literal,
-    key,
-    memory_id_of,
-    message_list,
-    plan_write,
-    written_version,
-)
-from chatmemory.stores.langchain4j_redis.value import decode, encode
-from chatmemory.stores.redis.plan import trim_args
+from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends
+from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
+from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
+from chatmemory.stores.redis.sending import send
 
-require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
-
-from redis import Redis  # noqa: E402 - only once the extra is known to be installed
-from redis.cluster import RedisCluster  # noqa: E402
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError  # noqa: E402
+from redis import Redis  # isort: skip - after base.py checked that the extra is installed
+from redis.cluster import RedisCluster  # isort: skip
+from redis.exceptions import RedisError  # isort: skip
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
@@ -54,10 +33,8 @@ T = TypeVar("T")
 
 _traced = StoreTelemetry("langchain4j-redis", __name__)
 
-_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
-
-class LangChain4jRedisChatMemoryStore(StoreLifecycle):
+class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
     """A memory per Redis string at ``key_prefix + memory_id``, holding LangChain4j's JSON, shared with Java.
 
     The value is exactly what LangChain4j's ``ChatMessageSerializer.messagesToJson(messages)`` writes, under
@@ -108,220 +85,77 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
 
-    def __init__(
-        self,
-        url_or_client: str | Redis | RedisCluster,
-        *,
-        key_prefix: str = "",
-        ttl: float | datetime.timedelta | None = None,
-        version_book_size: int = 1024,
-        history: bool = False,
-        history_ttl: TTL = None,
-    ) -> None:
-        self._key_prefix = validate_prefix("key_prefix", key_prefix)
-        self._prefix = key_prefix.encode("utf-8")
-        self._ttl = ttl_seconds(ttl)
-        self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
-        self._book = VersionBook(version_book_size)
-        history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
-        self._history_ttl = history_seconds
-        self._known = KnownValues(version_book_size)
-        self._history: HistorySteps | None = None
-        if history:
-            history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
-            self._history = HistorySteps(self._book, self._known, self._prefix, self._ttl_ms, history_ms)
-        client: Redis | RedisCluster
-        if isinstance(url_or_client, str):
-            client = self._client_from_url(url_or_client)
-            self._owns_client = True
-        elif isinstance(url_or_client, (Redis, RedisCluster)):
-            client = url_or_client
-            self._owns_client = False
-        else:
-            raise TypeError(
-                "LangChain4jRedisChatMemoryStore takes a Redis URL or a redis.Redis / redis.cluster.RedisCluster "
-                f"client, not {type(url_or_client).__name__}"
-            )
-        try:
-            check_client(client, self._owns_client, type(self).__name__)
-        except ValueError:
-            if self._owns_client:
-                client.close()
-            raise
-        self._client = client
-        self._cluster = isinstance(client, RedisCluster)
+    _repr_name = "LangChain4jRedisChatMemoryStore"
+    _client_types = (Redis, RedisCluster)
+    _wrong_client = (
+        "LangChain4jRedisChatMemoryStore takes a Redis URL or a redis.Redis / redis.cluster.RedisCluster "
+        "client, not {name}"
+    )
 
-    @staticmethod
-    def _client_from_url(url: str) -> Redis | RedisCluster:
-        scheme, separator, rest = url.partition("://")
-        if not separator:
-            raise ValueError(f"{url!r} is not a Redis URL (e.g. redis://localhost:6379/0)")
-        base = _CLUSTER_SCHEMES.get(scheme.lower())
-        try:
-            if base is not None:
-                return RedisCluster.from_url(f"{base}://{rest}")
-            return Redis.from_url(url)
-        except (RedisError, RedisClusterException) as exc:
-            raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
+    def _discard(self, client: Any) -> None:
+        if self._owns_client:
+            client.close()
 
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> LangChain4jRedisChatMemoryStore:
-        """Build from ``redis+langchain4j://host:6379/0?key_prefix=chat:&ttl=3600`` (or any URL of the class)."""
-        driver_url, from_query = client_url(url)
-        merged: dict[str, Any] = {**from_query, **options}
-        if "ttl" in from_query and "ttl" not in options:
-            merged["ttl"] = float(from_query["ttl"])
-        return cls(driver_url, **merged)
+    def _release(self) -> None:
+        self._client.close()
 
-    @property
-    def ttl(self) -> float | None:
-        """Seconds a memory lives after each chatmemory write, or ``None``."""
-        return self._ttl
+    # ------------------------------------------------------------------------------------ driving
 
-    @property
-    def key_prefix(self) -> str:
-        """What is put before memory ids."""
-        return self._key_prefix
+    def _perform(self, command: Command) -> object:
+        if isinstance(command, Scan):
+            return set(self._scan(command.pattern, command.type))
+        return send(self._client, command)
 
-    @property
-    def client(self) -> Redis | RedisCluster:
-        """The redis-py client."""
-        return self._client
+    def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
+        self._check_open(operation, memory_id)
+        return drive(step, self._perform)
 
-    def key_of(self, memory_id: str) -> bytes:
-        """The Redis key of ``memory_id``."""
-        return key(self._prefix, validate_memory_id(memory_id))
+    def _scan(self, pattern: bytes, kind: str) -> Iterator[bytes]:
+        """The keys of type ``kind`` matching ``pattern`` (on every primary of a cluster); maybe twice."""
+        if isinstance(self._client, RedisCluster):
+            return self._client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
+        return self._client.scan_iter(match=pattern, count=1000, _type=kind)
 
-    def _get(self, memory_id: str) -> bytes | None:
-        self._check_open(Operation.READ, memory_id)
-        try:
-            value: Any = self._client.get(self.key_of(memory_id))
-        except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
-            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
-        except RedisError as exc:
-            raise StoreError(Operation.READ, memory_id, str(exc)) from exc
-        assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
-        return value
+    # ---------------------------------------------------------------------------------- operations
 
     @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
-        value = self._get(memory_id)
-        messages = [] if value is None else decode(value, memory_id)
-        if self._history is not None:
-            self._history.loaded(memory_id, value, messages)
-        return Snapshot(messages, self._book.read(memory_id, digest(value)))
+        return self._drive(Operation.READ, memory_id, self._load(memory_id))
 
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
-        value = self._get(memory_id)
-        return [] if value is None else decode(value, memory_id)
+        return self._drive(Operation.READ, memory_id, self._load(memory_id, versioned=False)).messages
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
-        self._check_open(Operation.WRITE, memory_id)
-        listed = message_list(messages)
-        if self._history is not None:
-            return self._drive(Operation.WRITE, memory_id, self._history.save(memory_id, listed, expected_version))
-        plan = plan_write(
-            self._book, self._prefix, validate_memory_id(memory_id), listed, expected_version, self._ttl_ms
-        )
-        try:
-            try:
-                reply = self._client.evalsha(WRITE_SCRIPT_SHA, 1, plan.key, *plan.script_args())
-            except NoScriptError:
-                # A server that has not run the script yet (restarted, a new cluster node): EVAL caches it there.
-                reply = self._client.eval(WRITE_SCRIPT, 1, plan.key, *plan.script_args())
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-        return written_version(self._book, memory_id, plan, reply, expected_version)
+        return self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
-        self._check_open(Operation.WRITE, memory_id)
-        if self._history is not None:
-            listed = message_list(messages)
-            self._drive(Operation.WRITE, memory_id, self._history.update(memory_id, listed))
-            return
-        value = encode(message_list(messages))
-        try:
-            self._client.set(self.key_of(memory_id), value, px=self._ttl_ms or None)
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-        finally:
-            self._book.forget(memory_id)
+        self._drive(Operation.WRITE, memory_id, self._update(memory_id, messages))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id`` and its history; idempotent."""
-        self._check_open(Operation.DELETE, memory_id)
-        try:
-            memory_key = self.key_of(memory_id)
-            self._client.delete(memory_key, history_key(memory_key))
-        except RedisError as exc:
-            raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
-        finally:
-            self._book.forget(memory_id)
+        self._drive(Operation.DELETE, memory_id, self._delete(memory_id))
 
     @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)
-        pattern = glob_literal(self._prefix) + b"*"
         seen: set[str] = set()
         try:
-            if isinstance(self._client, RedisCluster):
-                keys = self._client.scan_iter(
-                    match=pattern, count=1000, _type="string", target_nodes=RedisCluster.PRIMARIES
-                )
-            else:
-                keys = self._client.scan_iter(match=pattern, count=1000, _type="string")
-            for found in keys:
+            for found in self._scan(glob_literal(self._prefix) + b"*", "string"):
                 memory_id = memory_id_of(found, self._prefix)
                 if memory_id is not None and memory_id not in seen:  # SCAN may return a key twice
                     seen.add(memory_id)
                     yield memory_id
         except RedisError as exc:
             raise StoreError(Operation.LIST, detail=str(exc)) from exc
-
-    @property
-    def keeps_history(self) -> bool:
-        """Whether this store was built with history on."""
-        return self._history is not None
-
-    def _execute(self, command: Command, operation: str, memory_id: str) -> object:
-        try:
-            if isinstance(command, Get):
-                return self._client.get(command.key)
-            try:
-                return self._client.evalsha(command.sha, len(command.keys), *command.keys, *command.args)
-            except NoScriptError:
-                return self._client.eval(command.source, len(command.keys), *command.keys, *command.args)
-        except ResponseError as exc:
-            if str(exc).startswith("WRONGTYPE"):
-                raise CorruptedMemoryError(memory_id, f"a key of the memory is of another type ({exc})") from None
-            raise StoreError(operation, memory_id, str(exc)) from exc
-        except RedisError as exc:
-            raise StoreError(operation, memory_id, str(exc)) from exc
-
-    def _drive(self, operation: str, memory_id: str, step: Generator[Command, object, T]) -> T:
-        self._check_open(operation, memory_id)
-        command = next(step)
-        while True:
-            reply = self._execute(command, operation, memory_id)
-            try:
-                command = step.send(reply)
-            except StopIteration as done:
-                result: T = done.value
-                return result
-
-    def _require_history(self) -> HistorySteps:
-        if self._history is None:
-            raise HistoryNotEnabledError(repr(self))
-        return self._history
 
     @_traced("history")
     def history(
@@ -332,9 +166,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        query = history_query(after, limit, reverse)
-        steps = self._require_history()
-        return self._drive(Operation.READ, memory_id, steps.history(memory_id, query))
+        return self._drive(Operation.READ, memory_id, self._history_page(memory_id, after, limit, reverse))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
@@ -345,41 +177,4 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        args = trim_args(older_than)
-        steps = self._require_history()
-        if memory_id is not None:
-            return self._drive(Operation.WRITE, memory_id, steps.trim(memory_id, args))
-        self._check_open(Operation.WRITE)
-        pattern = history_pattern(self._prefix)
-        try:
-            if isinstance(self._client, RedisCluster):
-                found = self._client.scan_iter(
-                    match=pattern, count=1000, _type="list", target_nodes=RedisCluster.PRIMARIES
-                )
-            else:
-                found = self._client.scan_iter(match=pattern, count=1000, _type="list")
-            keys = set(found)
-        except RedisError as exc:
-            raise StoreError(Operation.LIST, detail=str(exc)) from exc
-        removed = 0
-        for each in keys:
-            owner = memory_id_of_history_key(each, self._prefix)
-            if owner is not None:
-                removed += self._drive(Operation.WRITE, owner, steps.trim(owner, args))
-        return removed
-
-    def invalidate(self, memory_id: str) -> None:
-        """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
-        self._book.forget(memory_id)
-
-    def invalidate_all(self) -> None:
-        """Forget every version handed out."""
-        self._book.clear()
-        self._known.clear()
-
-    def _release(self) -> None:
-        self._client.close()
-
-    def __repr__(self) -> str:
-        history = "" if self._history is None else f", history=True, history_ttl={self._history_ttl!r}"
-        return f"LangChain4jRedisChatMemoryStore(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}{history})"
+        return self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))

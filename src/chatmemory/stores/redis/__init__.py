@@ -1,9 +1,14 @@
 """The Redis store: ``from chatmemory.stores.redis import RedisChatMemoryStore``.
 
 * :mod:`.keys` — where a memory lives (two keys in one hash slot);
-* :mod:`.plan` — script calls from state, outcomes from replies (no I/O, no driver);
-* :mod:`.steps` — each operation as a sequence of plans (no I/O, no driver);
+* :mod:`.plan` — script calls from state (no I/O, no driver), built on :mod:`.cached` (what a store
+  remembers of a memory), :mod:`.commands` (what an executor sends), :mod:`.outcomes` (what a script's
+  reply means), :mod:`.diff` (the turn shortcut) and :mod:`.history` (the history's reads and trims);
+* :mod:`.steps` — each operation written once, as a generator of commands (no I/O, no driver);
 * ``scripts/*.lua`` — the scripts, one atomic round trip each;
+* :mod:`.base` — what both executors share (options, client, cache, planner), with :mod:`.client` and
+  :mod:`.sending` (one command, ``EVALSHA`` with ``EVAL`` on ``NOSCRIPT``); the loop that runs an
+  operation is every store's (:mod:`chatmemory.stores.base.driving`);
 * :mod:`.store` — the blocking executor (``chatmemory.aio.stores.redis`` is the asyncio one).
 
 Importing this package imports no driver, so the plans can be used (and tested) without redis-py; the

@@ -91,6 +91,17 @@ class KeySpace:
         """The memory id whose metadata key is ``key``, or ``None`` for a key this store did not write."""
         return self._id_of(key, _META)
 
+    def new_id_of_meta_key(self, key: bytes, seen: set[str]) -> str | None:
+        """The memory id of the metadata key ``key`` unless it is in ``seen`` (then it is added there).
+
+        SCAN may give a key twice; a key that does not parse belongs to someone else (``None`` too).
+        """
+        memory_id = self._id_of(key, _META)
+        if memory_id is None or memory_id in seen:
+            return None
+        seen.add(memory_id)
+        return memory_id
+
     def id_of_history_key(self, key: bytes) -> str | None:
         """The memory id whose history key is ``key``, or ``None`` for a key this store did not write."""
         return self._id_of(key, _HISTORY)

@@ -6,9 +6,10 @@ arguments. Given the script's reply (as the driver returns it), it returns a typ
 and the asyncio store send the same plans and act on the same outcomes; the sequence of plans an
 operation needs (diff, then a full write if the diff was refused) is in :mod:`.steps`.
 
-Plans, cached states and the frequent outcomes are named tuples (immutable and typed like frozen
-dataclasses, and built several times faster: a turn makes a handful of them); the rare outcomes are
-frozen dataclasses.
+Plans are named tuples (immutable and typed like frozen dataclasses, and built several times faster: a
+turn makes one or two). What the planner starts from is in :mod:`.cached`, what it sends in
+:mod:`.commands`, what a reply means in :mod:`.outcomes`, the turn shortcut in :mod:`.diff` and the
+history's page and trim arguments in :mod:`.history`; their names are importable from here too.
 
 A write is a *diff* when it starts from the cached list: only the new messages go over the wire, with how
 many leading elements to drop (and which of them stay, for a system message kept first). The script
@@ -30,19 +31,34 @@ import datetime
 import itertools
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
 from chatmemory import telemetry
-from chatmemory.core.errors import StoreError
-from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, trim_cutoff
-from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.history import HistoryQuery
+from chatmemory.core.messages import ChatMessage
 from chatmemory.core.sequence_diff import diff_messages
-from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.redis.keys import KeySpace, MemoryKeys
-from chatmemory.stores.redis.scripts import HISTORY, READ, TRIM, WRITE, LuaScript
+from chatmemory.stores.redis.cached import CachedMemory
+from chatmemory.stores.redis.commands import ScriptCall
+from chatmemory.stores.redis.diff import encode, window_shift
+from chatmemory.stores.redis.history import HistoryRecord, history_page, history_read_args, history_records, trim_args
+from chatmemory.stores.redis.keys import KeySpace
+from chatmemory.stores.redis.outcomes import (
+    Absent,
+    Conflict,
+    Corrupted,
+    Loaded,
+    ReadOutcome,
+    StaleIncarnation,
+    Unchanged,
+    WriteOutcome,
+    Written,
+    read_outcome,
+    unexpected,
+    write_outcome,
+)
+from chatmemory.stores.redis.scripts import HISTORY, READ, TRIM, WRITE
 
 __all__ = [
     "Absent",
@@ -68,81 +84,6 @@ __all__ = [
     "trim_args",
     "window_shift",
 ]
-
-
-def window_shift(old: tuple[ChatMessage, ...], new: tuple[ChatMessage, ...]) -> tuple[int, int] | None:
-    """The common turn of a window memory, found without the general diff: ``(span, kept)`` or ``None``.
-
-    When ``new`` starts with all of ``old`` but its first ``span`` messages (and then appends ``new[kept:]``),
-    this is exactly the plan :func:`~chatmemory.core.sequence_diff.diff_messages` would make (delete the
-    first ``span``, keep the rest in place, append the others), at the cost of a few comparisons instead
-    of a walk over both lists; ``None`` sends the caller to the general diff.
-
-    Why it is the same plan: the general diff keeps the longest prefix of ``new`` that is a subsequence of
-    ``old``, at the latest positions. That prefix is at least ``old[span:]`` (``kept`` messages, kept at the
-    last positions); it would be longer only if ``old[span:]`` also fitted into ``old[:-1]``, starting at
-    or after ``span`` (``span`` is where ``new[0]`` first occurs): ``kept`` messages in ``kept - 1``
-    places, impossible. Elements compare as in the general diff (the same object, or equal).
-    """
-    if not old or not new:
-        return None
-    try:
-        span = old.index(new[0])
-    except ValueError:
-        return None
-    kept = len(old) - span
-    if kept > len(new) or old[span:] != new[:kept]:
-        return None
-    return span, kept
-
-
-def encode(message: ChatMessage) -> bytes:
-    """The stored record of ``message``.
-
-    Raises:
-        TypeError: ``message`` is not a chat message.
-    """
-    require_message(message)
-    return dumps_message(message)
-
-
-class CachedMemory(NamedTuple):
-    """What a store last read or wrote of one memory (the state its snapshot cache keeps).
-
-    Attributes:
-        version: the version it was read or written at.
-        incarnation: the memory's incarnation token then.
-        messages: the list, decoded.
-        keys: the memory's keys (computed once).
-        version_arg: ``version`` as the scripts compare it, encoded once.
-    """
-
-    version: int
-    incarnation: bytes
-    messages: tuple[ChatMessage, ...]
-    keys: MemoryKeys
-    version_arg: bytes
-
-
-class ScriptCall(NamedTuple):
-    """One script run: ``EVALSHA script.sha len(names) *names *args``.
-
-    Attributes:
-        script: the script to run.
-        keys: the keys of the memory it is for.
-        args: its arguments (bytes: the driver sends them as they are).
-        operation: what a driver failure is reported as (an :class:`~chatmemory.stores.base.Operation`).
-        memory_id: the memory it is for.
-        names: the keys sent (``KEYS`` in the script): ``keys.window``, ``keys.with_history`` or
-            ``(keys.history,)``.
-    """
-
-    script: LuaScript
-    keys: MemoryKeys
-    args: tuple[bytes, ...]
-    operation: str
-    memory_id: str
-    names: tuple[bytes, ...]
 
 
 class ReadPlan(NamedTuple):
@@ -179,95 +120,6 @@ class WritePlan(NamedTuple):
     expected_version: int | None
     messages: tuple[ChatMessage, ...] | None
     incarnation: bytes | None = None
-
-
-class Unchanged(NamedTuple):
-    """The read confirmed the cached state: the memory is still at its version and incarnation."""
-
-    cached: CachedMemory
-
-
-class Loaded(NamedTuple):
-    """The read returned the memory's records (not decoded yet)."""
-
-    version: int
-    incarnation: bytes
-    records: list[bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Absent:
-    """There is no memory under the id."""
-
-
-class Written(NamedTuple):
-    """The write landed at ``version``.
-
-    Attributes:
-        version: the memory's version after the write.
-        incarnation: the incarnation written (``None`` when ``replayed``).
-        replayed: the write had landed already (its first reply was lost and the driver sent it again);
-            the memory may have moved on since, so nothing is known of its current state.
-    """
-
-    version: int
-    incarnation: bytes | None
-    replayed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """The memory is not at the expected version; nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class StaleIncarnation:
-    """A diff's cached list is not the stored one (another incarnation); nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class Corrupted:
-    """The memory's head is damaged (``reason`` says how); nothing was written."""
-
-    reason: str
-
-
-class HistoryRecord(NamedTuple):
-    """One history entry as stored, its message not decoded yet.
-
-    Attributes:
-        sequence: its sequence number.
-        written_ms: the server clock in ms at the write that added it.
-        record: the message's record.
-    """
-
-    sequence: int
-    written_ms: int
-    record: bytes
-
-
-ReadOutcome = Unchanged | Loaded | Absent | Corrupted
-WriteOutcome = Written | Conflict | StaleIncarnation | Corrupted
-
-_MICROSECOND = datetime.timedelta(microseconds=1)
-_MILLISECOND = datetime.timedelta(milliseconds=1)
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_MAX_SEQUENCE = 2**53
-"""Sequences stay below this (exact in the scripts' doubles); a larger ``after`` reads as this."""
-
-
-def _unexpected(call: ScriptCall, reply: object) -> StoreError:
-    return StoreError(
-        call.operation,
-        call.memory_id,
-        f"the {call.script.name} script replied {reply!r}; is another program using these keys' script hash?",
-    )
-
-
-def _version(call: ScriptCall, raw: object) -> int:
-    if not isinstance(raw, bytes) or not raw.isdigit():
-        raise _unexpected(call, raw)
-    return int(raw)
 
 
 class Planner:
@@ -320,24 +172,12 @@ class Planner:
 
     @staticmethod
     def read_outcome(plan: ReadPlan, reply: object) -> ReadOutcome:
-        """What the read script's ``reply`` means.
+        """What the read script's ``reply`` means (see :func:`.outcomes.read_outcome`).
 
         Raises:
             StoreError: the reply is not one the read script gives.
         """
-        if reply == 1:
-            if plan.cached is None:
-                raise _unexpected(plan.call, reply)
-            return Unchanged(plan.cached)
-        if isinstance(reply, list) and reply:
-            status = reply[0]
-            if status == b"m" and len(reply) == 4 and isinstance(reply[2], bytes) and isinstance(reply[3], list):
-                return Loaded(_version(plan.call, reply[1]), reply[2], reply[3])
-            if status == b"a":
-                return Absent()
-            if status == b"c" and len(reply) == 2 and isinstance(reply[1], bytes):
-                return Corrupted(reply[1].decode("utf-8", "replace"))
-        raise _unexpected(plan.call, reply)
+        return read_outcome(plan.call, plan.cached, reply)
 
     # ----------------------------------------------------------------------------------- writes
 
@@ -473,26 +313,12 @@ class Planner:
 
     @staticmethod
     def write_outcome(plan: WritePlan, reply: object) -> WriteOutcome:
-        """What the write script's ``reply`` means.
+        """What the write script's ``reply`` means (see :func:`.outcomes.write_outcome`).
 
         Raises:
             StoreError: the reply is not one the write script gives.
         """
-        if isinstance(reply, int) and plan.incarnation is not None and reply > 0:
-            return Written(reply, plan.incarnation)
-        if isinstance(reply, list) and reply:
-            status = reply[0]
-            if status == b"w" and len(reply) == 3 and isinstance(reply[2], bytes):
-                return Written(_version(plan.call, reply[1]), reply[2])
-            if status == b"r" and len(reply) == 2:
-                return Written(_version(plan.call, reply[1]), None, replayed=True)
-            if status == b"x":
-                return Conflict()
-            if status == b"s":
-                return StaleIncarnation()
-            if status == b"c" and len(reply) == 2 and isinstance(reply[1], bytes):
-                return Corrupted(reply[1].decode("utf-8", "replace"))
-        raise _unexpected(plan.call, reply)
+        return write_outcome(plan.call, plan.incarnation, reply)
 
     @staticmethod
     def cached_after(plan: WritePlan, outcome: Written) -> CachedMemory | None:
@@ -538,64 +364,4 @@ class Planner:
         """
         if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
             return reply
-        raise _unexpected(call, reply)
-
-
-# -------------------------------------------------------------------- history, for any Redis layout
-# The history list, its scripts (``history.lua``, ``trim.lua``) and these helpers are shared with the
-# LangChain4j-layout store, which keeps the same kind of list beside its string key.
-
-
-def history_read_args(query: HistoryQuery) -> tuple[bytes, ...]:
-    """The history script's arguments for ``query``: ``limit + 1`` entries, in the query's order."""
-    after = b"" if query.after is None else b"%d" % min(query.after, _MAX_SEQUENCE)
-    return (after, b"%d" % (query.limit + 1), b"1" if query.reverse else b"0")
-
-
-def history_records(operation: str, memory_id: str, reply: object) -> list[HistoryRecord]:
-    """The entries of the history script's ``reply``, in the order it gave them.
-
-    Raises:
-        StoreError: the reply is not a list of entries as the write scripts store them.
-    """
-    if not isinstance(reply, list):
-        raise StoreError(operation, memory_id, f"the history script replied {reply!r}")
-    records = []
-    for entry in reply:
-        parts = entry.split(b":", 2) if isinstance(entry, bytes) else ()
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
-            raise StoreError(operation, memory_id, f"the history holds an entry this store did not write: {entry!r}")
-        records.append(HistoryRecord(int(parts[0]), int(parts[1]), parts[2]))
-    return records
-
-
-def history_page(memory_id: str, records: Sequence[HistoryRecord], query: HistoryQuery) -> HistoryPage:
-    """The page ``records`` (read for ``query``) make, their messages decoded.
-
-    Raises:
-        CorruptedMemoryError: an entry's message does not decode.
-    """
-    entries = [
-        HistoryEntry(
-            record.sequence,
-            loads_message(record.record, memory_id=memory_id),
-            _EPOCH + record.written_ms * _MILLISECOND,
-        )
-        for record in records
-    ]
-    return query.page(entries)
-
-
-def trim_args(older_than: datetime.datetime | datetime.timedelta) -> tuple[bytes, ...]:
-    """The trim script's arguments for ``older_than`` (a ``timedelta`` is counted on the server's clock).
-
-    Raises:
-        TypeError: ``older_than`` is neither an aware datetime nor a timedelta.
-        ValueError: a naive datetime or a negative timedelta.
-    """
-    if isinstance(older_than, datetime.timedelta):
-        if older_than < datetime.timedelta(0):
-            trim_cutoff(older_than, _EPOCH)  # raises the shared error
-        return (b"r", b"%d" % (older_than // _MICROSECOND))
-    cutoff = trim_cutoff(older_than, _EPOCH)
-    return (b"a", b"%d" % max(0, (cutoff - _EPOCH) // _MICROSECOND))
+        raise unexpected(call, reply)

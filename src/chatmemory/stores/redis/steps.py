@@ -1,17 +1,11 @@
-"""The operations of the Redis store as sans-IO steps: generators that yield script calls.
+"""The operations of the Redis store, written once for both executors: generators that yield commands.
 
-Each operation (load, save, update, raw write) is a generator: it yields a :class:`~.plan.ScriptCall`,
-receives the driver's reply through ``send`` and finally returns its result or raises the store's
-error. It keeps the snapshot cache up to date on the way. The sync store drives a step with blocking
-calls, the asyncio store with awaited ones; neither decides anything::
-
-    step = steps.load(memory_id)
-    call = next(step)
-    while True:
-        try:
-            call = step.send(run(call))
-        except StopIteration as done:
-            return done.value
+Each operation (load, save, update, raw write, delete, history ...) is a generator: it yields a
+:mod:`~.commands` command (most often a :class:`~.commands.ScriptCall`), receives the driver's reply
+through ``send`` and finally returns its result or raises the store's error; a driver failure comes back
+in at the ``yield`` as the store's error. It keeps the snapshot cache up to date on the way. The blocking
+store (:mod:`.store`) and the asyncio one (:mod:`chatmemory.aio.stores.redis`) only send the commands
+(:mod:`chatmemory.stores.base.driving`); neither decides anything. No driver and no I/O here.
 
 A store with history writes only over a window it knows (cached, or read first): the history appends
 are found from it, and the write is conditional on it, so a write that loses a conflict records nothing.
@@ -19,7 +13,7 @@ are found from it, and the write is conditional on it, so a write that loses a c
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
@@ -27,23 +21,27 @@ from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import loads_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
-from chatmemory.stores.redis.plan import (
+from chatmemory.stores.redis.cached import CachedMemory
+from chatmemory.stores.redis.commands import Call, Scan, ScriptCall, Sends
+from chatmemory.stores.redis.history import history_page
+from chatmemory.stores.redis.outcomes import (
     Absent,
-    CachedMemory,
     Conflict,
     Corrupted,
     Loaded,
-    Planner,
-    ScriptCall,
     StaleIncarnation,
     Unchanged,
-    WritePlan,
+    WriteOutcome,
     Written,
-    history_page,
+    read_outcome,
+    write_outcome,
 )
+from chatmemory.stores.redis.plan import Planner, WritePlan
+from chatmemory.stores.redis.times import expire_at_done, times_of
 
 __all__ = ["Steps"]
 
@@ -76,7 +74,7 @@ class Steps:
         self.planner = planner
         self.cache = cache
 
-    def load(self, memory_id: str) -> Generator[ScriptCall, object, Snapshot]:
+    def load(self, memory_id: str) -> Sends[Snapshot]:
         """Read ``memory_id``: its messages and version.
 
         Raises:
@@ -84,7 +82,7 @@ class Steps:
         """
         memory_id = validate_memory_id(memory_id)
         plan = self.planner.read(memory_id, self.cache.get(memory_id))
-        outcome = self.planner.read_outcome(plan, (yield plan.call))
+        outcome = read_outcome(plan.call, plan.cached, (yield plan.call))
         if isinstance(outcome, Unchanged):
             return Snapshot(list(outcome.cached.messages), outcome.cached.version)
         if isinstance(outcome, Loaded):
@@ -106,9 +104,7 @@ class Steps:
             return Snapshot([], 0)
         raise CorruptedMemoryError(memory_id, outcome.reason)
 
-    def save(
-        self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int
-    ) -> Generator[ScriptCall, object, int]:
+    def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Sends[int]:
         """Write ``messages`` if the memory is at ``expected_version``; return the new version.
 
         Raises:
@@ -124,25 +120,15 @@ class Steps:
             return (yield from self._save_recorded(memory_id, new, expected_version, cached))
         plan = self.planner.save(memory_id, new, expected_version, cached)
         while True:
-            outcome = self.planner.write_outcome(plan, (yield plan.call))
-            if isinstance(outcome, Written):
-                return self._written(memory_id, plan, outcome)
-            if isinstance(outcome, Conflict):
-                # Another writer moved the memory on. A state this store cached since (the winner may be
-                # a thread or task sharing it) is kept: the retry's read is then an "unchanged" round trip.
-                current = self.cache.get(memory_id)
-                if current is not None and current.version <= expected_version:
-                    self.cache.forget(memory_id)
-                raise ConcurrentUpdateError(memory_id, expected_version)
-            self.cache.forget(memory_id)
-            if isinstance(outcome, StaleIncarnation):
-                # The cached list is not the stored one: send the whole list, still conditionally.
-                plan = self.planner.full(memory_id, new, expected_version)
-                telemetry.retried()
-                continue
-            raise CorruptedMemoryError(memory_id, outcome.reason)
+            reply = yield plan.call
+            version = self._saved(memory_id, plan, write_outcome(plan.call, plan.incarnation, reply), expected_version)
+            if version is not None:
+                return version
+            # The cached list is not the stored one: send the whole list, still conditionally.
+            plan = self.planner.full(memory_id, new, expected_version)
+            telemetry.retried()
 
-    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Generator[ScriptCall, object, None]:
+    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
         """Replace the list of ``memory_id`` whatever it holds (a damaged memory included)."""
         memory_id = validate_memory_id(memory_id)
         new = tuple(messages)
@@ -150,34 +136,51 @@ class Steps:
             yield from self._update_recorded(memory_id, new)
             return
         plan = self.planner.update(memory_id, new, self.cache.get(memory_id))
-        while True:
-            outcome = self.planner.write_outcome(plan, (yield plan.call))
-            if isinstance(outcome, Written):
-                self._written(memory_id, plan, outcome)
-                return
-            if plan.expected_version is None:
-                raise _refused(memory_id, outcome)
+        while not self._landed(memory_id, plan, (yield plan.call)):
             # The diff did not apply (moved, other incarnation, damaged): replace the list whole.
             self.cache.forget(memory_id)
             plan = self.planner.full(memory_id, new, None)
             telemetry.retried()
 
-    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Generator[ScriptCall, object, None]:
+    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Sends[None]:
         """Replace the memory with ``records`` as they are."""
         memory_id = validate_memory_id(memory_id)
         self.cache.forget(memory_id)
         plan = self.planner.raw(memory_id, records)
-        outcome = self.planner.write_outcome(plan, (yield plan.call))
+        outcome = write_outcome(plan.call, plan.incarnation, (yield plan.call))
         if not isinstance(outcome, Written):
             raise _refused(memory_id, outcome)
 
+    def read_raw(self, memory_id: str) -> Sends[list[bytes]]:
+        """The stored records of ``memory_id`` as they are (``LRANGE``), even when the memory is damaged."""
+        memory_id = validate_memory_id(memory_id)
+        messages = self.planner.key_space.keys_of(memory_id).messages
+        records: list[bytes] = yield Call("lrange", (messages, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
+        return records  # the client does not decode responses
+
+    def delete(self, memory_id: str) -> Sends[None]:
+        """Remove ``memory_id``: its window and its history (``DEL``)."""
+        memory_id = validate_memory_id(memory_id)
+        self.cache.forget(memory_id)
+        yield Call("delete", self.planner.key_space.keys_of(memory_id).with_history, Operation.DELETE, memory_id)
+
+    @staticmethod
+    def times(call: ScriptCall) -> Sends[MemoryTimes | None]:
+        """Run the times script ``call`` (from :func:`.times.times_call`) and read its reply."""
+        return times_of(call, (yield call))
+
+    @staticmethod
+    def expire(call: ScriptCall) -> Sends[None]:
+        """Run the expire script ``call`` (from :func:`.times.expire_at_call`) and check its reply."""
+        expire_at_done(call, (yield call))
+
     # ------------------------------------------------------------------------------- with history
 
-    def _known(self, memory_id: str) -> Generator[ScriptCall, object, _Known]:
+    def _known(self, memory_id: str) -> Sends[_Known]:
         """Read the memory a write with history starts from (its cached state, if any, is not trusted)."""
         self.cache.forget(memory_id)
         plan = self.planner.read(memory_id, None)
-        outcome = self.planner.read_outcome(plan, (yield plan.call))
+        outcome = read_outcome(plan.call, plan.cached, (yield plan.call))
         if isinstance(outcome, Loaded):
             try:
                 messages = tuple(loads_message(record, memory_id=memory_id) for record in outcome.records)
@@ -195,7 +198,7 @@ class Steps:
 
     def _save_recorded(
         self, memory_id: str, new: tuple[ChatMessage, ...], expected_version: int, cached: CachedMemory | None
-    ) -> Generator[ScriptCall, object, int]:
+    ) -> Sends[int]:
         if expected_version == 0:
             known: CachedMemory | None = None  # the write is conditional on there being no memory
         elif cached is not None and cached.version == expected_version:
@@ -209,25 +212,17 @@ class Steps:
             known = found.cached
         while True:
             plan = self.planner.recorded(memory_id, new, expected_version, known)
-            outcome = self.planner.write_outcome(plan, (yield plan.call))
-            if isinstance(outcome, Written):
-                return self._written(memory_id, plan, outcome)
-            if isinstance(outcome, Conflict):
-                current = self.cache.get(memory_id)
-                if current is not None and current.version <= expected_version:
-                    self.cache.forget(memory_id)
+            reply = yield plan.call
+            version = self._saved(memory_id, plan, write_outcome(plan.call, plan.incarnation, reply), expected_version)
+            if version is not None:
+                return version
+            # The cached list is not the stored one: read the stored one, still at the expected version?
+            found = yield from self._known(memory_id)
+            if found.version != expected_version or found.damaged:
                 raise ConcurrentUpdateError(memory_id, expected_version)
-            self.cache.forget(memory_id)
-            if isinstance(outcome, StaleIncarnation):
-                # The cached list is not the stored one: read the stored one, still at the expected version?
-                found = yield from self._known(memory_id)
-                if found.version != expected_version or found.damaged:
-                    raise ConcurrentUpdateError(memory_id, expected_version)
-                known = found.cached
-                continue
-            raise CorruptedMemoryError(memory_id, outcome.reason)
+            known = found.cached
 
-    def _update_recorded(self, memory_id: str, new: tuple[ChatMessage, ...]) -> Generator[ScriptCall, object, None]:
+    def _update_recorded(self, memory_id: str, new: tuple[ChatMessage, ...]) -> Sends[None]:
         cached = self.cache.get(memory_id)
         found = _Known(cached.version, cached) if cached is not None else (yield from self._known(memory_id))
         while True:
@@ -236,17 +231,13 @@ class Steps:
                 plan = self.planner.full(memory_id, new, None)
             else:
                 plan = self.planner.recorded(memory_id, new, found.version, found.cached)
-            outcome = self.planner.write_outcome(plan, (yield plan.call))
-            if isinstance(outcome, Written):
-                self._written(memory_id, plan, outcome)
+            if self._landed(memory_id, plan, (yield plan.call)):
                 return
-            if plan.expected_version is None:
-                raise _refused(memory_id, outcome)
             # Another writer moved the memory on (or it is another incarnation, or damaged): start again
             # from what is stored now, so the history records what this write appends to it.
             found = yield from self._known(memory_id)
 
-    def history(self, memory_id: str, query: HistoryQuery) -> Generator[ScriptCall, object, HistoryPage]:
+    def history(self, memory_id: str, query: HistoryQuery) -> Sends[HistoryPage]:
         """Read one page of the history of ``memory_id`` (``query`` already validated).
 
         Raises:
@@ -257,10 +248,55 @@ class Steps:
         records = self.planner.history_records(call, (yield call))
         return history_page(memory_id, records, query)
 
-    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Generator[ScriptCall, object, int]:
-        """Trim the history of ``memory_id`` (``args`` from :meth:`Planner.trim_args`); how many entries went."""
+    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Sends[int]:
+        """Trim the history of ``memory_id`` (``args`` from :func:`.history.trim_args`); how many entries went."""
         call = self.planner.trim(validate_memory_id(memory_id), args)
         return self.planner.trimmed(call, (yield call))
+
+    def trim_all(self, args: tuple[bytes, ...]) -> Sends[int]:
+        """Trim the history of every memory (``args`` from :func:`.history.trim_args`); how many entries went."""
+        keys: set[bytes] = yield Scan(self.planner.key_space.history_pattern, Operation.LIST)  # type: ignore[assignment]
+        removed = 0
+        for key in keys:
+            owner = self.planner.key_space.id_of_history_key(key)
+            if owner is not None:
+                removed += yield from self.trim(owner, args)
+        return removed
+
+    def _landed(self, memory_id: str, plan: WritePlan, reply: object) -> bool:
+        """Whether an update's write ``plan`` landed (``reply``); a conditional one that did not is retried.
+
+        Raises:
+            StoreError: an unconditional write was refused.
+        """
+        outcome = write_outcome(plan.call, plan.incarnation, reply)
+        if isinstance(outcome, Written):
+            self._written(memory_id, plan, outcome)
+            return True
+        if plan.expected_version is None:
+            raise _refused(memory_id, outcome)
+        return False
+
+    def _saved(self, memory_id: str, plan: WritePlan, outcome: WriteOutcome, expected_version: int) -> int | None:
+        """The version a save's ``outcome`` lands at; ``None`` for another incarnation (the save goes on).
+
+        Raises:
+            ConcurrentUpdateError: another writer moved the memory on from ``expected_version``.
+            CorruptedMemoryError: the memory is damaged; nothing was written.
+        """
+        if isinstance(outcome, Written):
+            return self._written(memory_id, plan, outcome)
+        if isinstance(outcome, Conflict):
+            # A state this store cached since (the winner may be a thread or task sharing it) is kept:
+            # the retry's read is then an "unchanged" round trip.
+            current = self.cache.get(memory_id)
+            if current is not None and current.version <= expected_version:
+                self.cache.forget(memory_id)
+            raise ConcurrentUpdateError(memory_id, expected_version)
+        self.cache.forget(memory_id)
+        if isinstance(outcome, StaleIncarnation):
+            return None
+        raise CorruptedMemoryError(memory_id, outcome.reason)
 
     def _written(self, memory_id: str, plan: WritePlan, outcome: Written) -> int:
         telemetry.note(version=outcome.version)

@@ -1,38 +1,33 @@
-"""The Redis store: sends the plans of :mod:`.plan` with redis-py's blocking client.
+"""The Redis store: sends the operations of :mod:`.steps` with redis-py's blocking client.
 
 Every read and every write is one Lua script run (``EVALSHA``, falling back to ``EVAL`` when the server
 does not know the script), so each is atomic and one round trip, on a single server and on Redis Cluster
-alike. What is stored, and how, is described in ``scripts/head.lua``; what is sent, in :mod:`.plan`.
+alike. What is stored, and how, is described in ``scripts/head.lua``; what is sent, in :mod:`.plan`; the
+order of the commands of each operation, in :mod:`.steps` (shared with the asyncio store).
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
-from chatmemory.core.errors import HistoryNotEnabledError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import TTL
-from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.redis.config import (
-    DEFAULT_SOCKET_CONNECT_TIMEOUT,
-    DEFAULT_SOCKET_TIMEOUT,
-    ClientTarget,
-    StoreOptions,
-)
-from chatmemory.stores.redis.driver import DECODING_CLIENT, DRIVER_ERRORS, NoScriptError, store_error
+from chatmemory.stores.redis.base import RedisStoreBase
+from chatmemory.stores.redis.commands import Command, Scan, Sends
+from chatmemory.stores.redis.config import ClientTarget, StoreOptions
+from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.plan import CachedMemory, Planner, ScriptCall
+from chatmemory.stores.redis.sending import send
 from chatmemory.stores.redis.steps import Steps
-from chatmemory.stores.redis.times import expire_at_call, expire_at_done, times_call, times_of
+from chatmemory.stores.redis.times import expire_at_call, times_call
 
 from redis import Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
@@ -44,7 +39,7 @@ _traced = StoreTelemetry("redis", __name__)
 T = TypeVar("T")
 
 
-class RedisChatMemoryStore(StoreLifecycle):
+class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
     """A store on Redis or Redis Cluster; supports versioning, listing, TTL, raw records and history.
 
     Args:
@@ -73,117 +68,49 @@ class RedisChatMemoryStore(StoreLifecycle):
         StoreError: a cluster URL whose nodes cannot be reached or are not in cluster mode.
     """
 
-    def __init__(
-        self,
-        url_or_client: str | Redis | RedisCluster,
-        *,
-        key_prefix: str = "chatmemory:",
-        ttl: TTL = None,
-        refresh_ttl_on_read: bool = False,
-        snapshot_cache_size: int = 1024,
-        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
-        socket_connect_timeout: float = DEFAULT_SOCKET_CONNECT_TIMEOUT,
-        history: bool = False,
-        history_ttl: TTL = None,
-    ) -> None:
-        options = StoreOptions.validate(
-            key_prefix=key_prefix,
-            ttl=ttl,
-            refresh_ttl_on_read=refresh_ttl_on_read,
-            snapshot_cache_size=snapshot_cache_size,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            history=history,
-            history_ttl=history_ttl,
-        )
-        client: Redis | RedisCluster
-        if isinstance(url_or_client, str):
-            client = self._client_from_url(url_or_client, options)
-            self._owns_client = True
-        elif isinstance(url_or_client, (Redis, RedisCluster)):
-            client = url_or_client
-            self._owns_client = False
-        else:
-            raise TypeError(
-                "RedisChatMemoryStore takes a Redis URL or a redis.Redis / redis.cluster.RedisCluster client, "
-                f"not {type(url_or_client).__name__}"
-            )
-        if client.get_encoder().decode_responses:
-            if self._owns_client:
-                client.close()
-            raise ValueError(DECODING_CLIENT)
-        self._client = client
-        self._options = options
-        self._key_space = KeySpace(options.key_prefix)
-        self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
-        self._planner = Planner(
-            self._key_space, options.ttl, options.refresh_ttl_on_read, options.history, options.history_ttl
-        )
-        self._steps = Steps(self._planner, self._cache)
-
-    @staticmethod
-    def _client_from_url(url: str, options: StoreOptions) -> Redis | RedisCluster:
-        target = ClientTarget.parse(url)
-        try:
-            if target.cluster:
-                return RedisCluster.from_url(target.url, **options.client_options())
-            return Redis.from_url(target.url, **options.client_options())
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, Operation.CONNECT) from exc
+    _repr_name = "RedisChatMemoryStore"
+    _client_types = (Redis, RedisCluster)
+    _wrong_client = (
+        "RedisChatMemoryStore takes a Redis URL or a redis.Redis / redis.cluster.RedisCluster client, not {name}"
+    )
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> RedisChatMemoryStore:
-        """Build from a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL."""
-        return cls(url, **options)
+    def _connect(cls, target: ClientTarget, options: StoreOptions) -> Redis | RedisCluster:
+        if target.cluster:
+            return RedisCluster.from_url(target.url, **options.client_options())
+        return Redis.from_url(target.url, **options.client_options())
 
-    @property
-    def ttl(self) -> float | None:
-        """Seconds a memory lives after its last write, or ``None``."""
-        return self._options.ttl
-
-    @property
-    def keeps_history(self) -> bool:
-        """Whether this store was built with history on."""
-        return self._options.history
-
-    @property
-    def client(self) -> Redis | RedisCluster:
-        """The Redis client the store uses."""
-        return self._client
-
-    def keys_of(self, memory_id: str) -> tuple[bytes, bytes]:
-        """The metadata and message-list keys of ``memory_id`` (in one hash slot)."""
-        keys = self._key_space.keys_of(memory_id)
-        return keys.meta, keys.messages
+    def _discard(self, client: Any) -> None:
+        if self._owns_client:
+            client.close()
 
     @staticmethod
     def key_pattern(key_prefix: str) -> bytes:
         """A SCAN MATCH pattern for every key a store with ``key_prefix`` writes (the prefix taken literally)."""
         return KeySpace.pattern_of_prefix(key_prefix)
 
+    def _release(self) -> None:
+        self._client.close()
+
     # ------------------------------------------------------------------------------------ driving
 
-    def _run(self, call: ScriptCall) -> object:
+    def _perform(self, command: Command) -> object:
         try:
-            try:
-                return self._client.evalsha(call.script.sha, len(call.names), *call.names, *call.args)
-            except NoScriptError:
-                # The server has not seen the script (restarted, flushed, a new cluster node): EVAL runs it
-                # and caches it there.
-                return self._client.eval(call.script.source, len(call.names), *call.names, *call.args)
+            if isinstance(command, Scan):
+                return set(self._scan(command.pattern))
+            return send(self._client, command)
         except DRIVER_ERRORS as exc:
-            raise store_error(exc, call.operation, call.memory_id) from exc
+            raise store_error(exc, command.operation, command.memory_id) from exc
 
-    def _drive(self, operation: str, memory_id: str, step: Generator[ScriptCall, object, T]) -> T:
+    def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
         self._check_open(operation, memory_id)
-        call = next(step)
-        while True:
-            reply = self._run(call)
-            try:
-                call = step.send(reply)
-            except StopIteration as done:
-                result: T = done.value
-                return result
+        return drive(step, self._perform)
+
+    def _scan(self, pattern: bytes) -> Iterator[bytes]:
+        """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
+        if isinstance(self._client, RedisCluster):
+            return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
+        return self._client.scan_iter(match=pattern, count=1000)
 
     # ---------------------------------------------------------------------------------- operations
 
@@ -215,25 +142,12 @@ class RedisChatMemoryStore(StoreLifecycle):
     @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
-        try:
-            records = self._client.lrange(self._key_space.keys_of(memory_id).messages, 0, -1)
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, Operation.READ, memory_id) from exc
-        return cast("list[bytes]", records)  # the client does not decode responses
+        return self._drive(Operation.READ, memory_id, self._steps.read_raw(memory_id))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its window and its history); idempotent."""
-        memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.DELETE, memory_id)
-        self._cache.forget(memory_id)
-        keys = self._key_space.keys_of(memory_id)
-        try:
-            self._client.delete(*keys.with_history)
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, Operation.DELETE, memory_id) from exc
+        self._drive(Operation.DELETE, memory_id, self._steps.delete(memory_id))
 
     @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
@@ -242,10 +156,7 @@ class RedisChatMemoryStore(StoreLifecycle):
         seen: set[str] = set()
         try:
             for key in self._scan(self._key_space.meta_pattern):
-                memory_id = self._key_space.id_of_meta_key(key)
-                # SCAN may return a key twice; a key that does not parse belongs to someone else.
-                if memory_id is not None and memory_id not in seen:
-                    seen.add(memory_id)
+                if (memory_id := self._key_space.new_id_of_meta_key(key, seen)) is not None:
                     yield memory_id
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.LIST) from exc
@@ -258,8 +169,7 @@ class RedisChatMemoryStore(StoreLifecycle):
         version of this store has no known write time (``last_write`` is ``None``).
         """
         call = times_call(self._key_space, memory_id)
-        self._check_open(Operation.READ, call.memory_id)
-        return times_of(call, self._run(call))
+        return self._drive(Operation.READ, call.memory_id, Steps.times(call))
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -274,14 +184,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             ValueError: ``when`` is a naive datetime.
         """
         call = expire_at_call(self._key_space, memory_id, when, self._planner.history_follows_window)
-        self._check_open(Operation.WRITE, call.memory_id)
-        expire_at_done(call, self._run(call))
-
-    def _scan(self, pattern: bytes) -> Iterator[bytes]:
-        """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
-        if isinstance(self._client, RedisCluster):
-            return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
-        return self._client.scan_iter(match=pattern, count=1000)
+        self._drive(Operation.WRITE, call.memory_id, Steps.expire(call))
 
     @_traced("history")
     def history(
@@ -293,9 +196,7 @@ class RedisChatMemoryStore(StoreLifecycle):
             HistoryNotEnabledError: the store was built without ``history=True``.
             CorruptedMemoryError: an entry's message does not decode.
         """
-        query = history_query(after, limit, reverse)
-        if not self._options.history:
-            raise HistoryNotEnabledError(repr(self))
+        query = self._history_query(after, limit, reverse)
         return self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
 
     @_traced("trim_history")
@@ -310,42 +211,4 @@ class RedisChatMemoryStore(StoreLifecycle):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        args = Planner.trim_args(older_than)
-        if not self._options.history:
-            raise HistoryNotEnabledError(repr(self))
-        if memory_id is not None:
-            return self._drive(Operation.WRITE, memory_id, self._steps.trim(memory_id, args))
-        self._check_open(Operation.WRITE)
-        try:
-            keys = set(self._scan(self._key_space.history_pattern))
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, Operation.LIST) from exc
-        removed = 0
-        for key in keys:
-            owner = self._key_space.id_of_history_key(key)
-            if owner is not None:
-                removed += self._drive(Operation.WRITE, owner, self._steps.trim(owner, args))
-        return removed
-
-    def invalidate(self, memory_id: str) -> None:
-        """Forget the cached snapshot of ``memory_id`` (after repairing it by hand)."""
-        self._cache.forget(validate_memory_id(memory_id))
-
-    def invalidate_all(self) -> None:
-        """Forget every cached snapshot."""
-        self._cache.clear()
-
-    def _release(self) -> None:
-        self._client.close()
-
-    def _history_repr(self) -> str:
-        if not self._options.history:
-            return ""
-        return f", history=True, history_ttl={self._options.history_ttl!r}"
-
-    def __repr__(self) -> str:
-        kind = "cluster" if isinstance(self._client, RedisCluster) else "server"
-        return (
-            f"RedisChatMemoryStore({kind}, key_prefix={self._options.key_prefix!r}, ttl={self._options.ttl!r}, "
-            f"refresh_ttl_on_read={self._options.refresh_ttl_on_read!r}{self._history_repr()})"
-        )
+        return self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))

@@ -12,8 +12,8 @@ import datetime
 from chatmemory.core.errors import StoreError
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.redis.commands import ScriptCall
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.plan import ScriptCall
 from chatmemory.stores.redis.scripts import EXPIRE, TIMES
 
 __all__ = ["expire_at_call", "expire_at_done", "times_call", "times_of"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from chatmemory.core.errors import ConcurrentUpdateError
@@ -22,6 +24,24 @@ class VersioningCases:
         assert 0 < v1 < v2
         snapshot = await versioned.load(memory_id)
         assert (snapshot.messages, snapshot.version) == (texts(2), v2)
+
+    async def test_a_uuid_or_int_id_is_the_memory_of_its_text(self, contract: ContractDriver, memory_id: str) -> None:
+        versioned = contract.versioned()
+        session = uuid.uuid5(uuid.NAMESPACE_URL, memory_id)
+        number = session.int >> 68  # a 60-bit int no other test uses
+        ids: list[tuple[object, str]] = [(session, str(session)), (number, str(number))]
+        for given, text in ids:
+            # Loaded and saved under the object, then under its text: one memory, one line of versions.
+            first = await versioned.load(given)  # type: ignore[arg-type]
+            v1 = await versioned.save(given, texts(2), first.version)  # type: ignore[arg-type]
+            assert await contract.store.get_messages(text) == texts(2)
+            assert (await versioned.load(text)).version == v1
+            v2 = await versioned.save(text, texts(3), v1)
+            again = await versioned.load(given)  # type: ignore[arg-type]
+            assert (again.messages, again.version) == (texts(3), v2)
+            await versioned.save(given, texts(1), v2)  # type: ignore[arg-type]
+            await contract.store.delete_messages(given)  # type: ignore[arg-type]
+            assert await contract.store.get_messages(text) == []
 
     async def test_stale_save_raises_and_changes_nothing(self, contract: ContractDriver, memory_id: str) -> None:
         versioned = contract.versioned()

@@ -1,0 +1,134 @@
+"""What the sync and asyncio LangChain4j-layout stores share before any I/O: options, client, books, repr.
+
+:class:`LangChain4jStoreBase` checks the constructor's options, builds or adopts the client and holds the
+version book, the known values and the history steps; the operations
+(:mod:`~chatmemory.stores.langchain4j_redis.operations`) and the executors build on it. This module
+imports redis-py's exceptions, never sends anything.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, TypeVar
+
+from chatmemory.core.errors import HistoryNotEnabledError, StoreError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.stores._optional import require
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
+from chatmemory.stores.langchain4j_redis.history import HistorySteps, KnownValues
+from chatmemory.stores.langchain4j_redis.plan import VersionBook, check_client, client_url, key
+from chatmemory.stores.redis.client import ClientHolder
+
+require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
+
+from redis.exceptions import RedisClusterException, RedisError  # noqa: E402 - only once the extra is known
+
+__all__ = ["LangChain4jStoreBase"]
+
+_Client = TypeVar("_Client")
+_Store = TypeVar("_Store", bound="LangChain4jStoreBase[Any]")
+
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+class LangChain4jStoreBase(ClientHolder[_Client]):
+    """The state every LangChain4j-layout store keeps, checked at construction (see the executors' arguments).
+
+    Raises:
+        TypeError: ``url_or_client`` is neither a URL nor a ``client_types`` client; ``key_prefix`` is not a str.
+        ValueError: a bad ``ttl`` or ``key_prefix``, a client with ``decode_responses=True``.
+        StoreError: the URL's server cannot be reached to build a cluster client.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | _Client,
+        *,
+        key_prefix: str = "",
+        ttl: float | datetime.timedelta | None = None,
+        version_book_size: int = 1024,
+        history: bool = False,
+        history_ttl: TTL = None,
+    ) -> None:
+        self._key_prefix = validate_prefix("key_prefix", key_prefix)
+        self._prefix = key_prefix.encode("utf-8")
+        self._ttl = ttl_seconds(ttl)
+        self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
+        self._book = VersionBook(version_book_size)
+        history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._history_ttl = history_seconds
+        self._known = KnownValues(version_book_size)
+        self._history: HistorySteps | None = None
+        if history:
+            history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
+            self._history = HistorySteps(self._book, self._known, self._prefix, self._ttl_ms, history_ms)
+        self._hold(url_or_client, self._client_from_url, self._check)
+
+    def _check(self, client: Any) -> None:
+        check_client(client, self._owns_client, type(self).__name__)
+
+    @classmethod
+    def _client_from_url(cls, url: str) -> Any:
+        scheme, separator, rest = url.partition("://")
+        if not separator:
+            raise ValueError(f"{url!r} is not a Redis URL (e.g. redis://localhost:6379/0)")
+        base = _CLUSTER_SCHEMES.get(scheme.lower())
+        cluster = cls._client_types[1]
+        try:
+            if base is not None:
+                return cluster.from_url(f"{base}://{rest}")
+            return cls._standalone_from_url(url)
+        except (RedisError, RedisClusterException) as exc:
+            raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
+
+    @classmethod
+    def _standalone_from_url(cls, url: str) -> Any:
+        """A standalone client for ``url`` (the asyncio store's waits for a free connection)."""
+        return cls._client_types[0].from_url(url)
+
+    @classmethod
+    def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
+        """Build from ``redis+langchain4j://host:6379/0?key_prefix=chat:&ttl=3600`` (or any URL of the class)."""
+        driver_url, from_query = client_url(url)
+        merged: dict[str, Any] = {**from_query, **options}
+        if "ttl" in from_query and "ttl" not in options:
+            merged["ttl"] = float(from_query["ttl"])
+        return cls(driver_url, **merged)
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after each chatmemory write, or ``None``."""
+        return self._ttl
+
+    @property
+    def key_prefix(self) -> str:
+        """What is put before memory ids."""
+        return self._key_prefix
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._history is not None
+
+    def key_of(self, memory_id: str) -> bytes:
+        """The Redis key of ``memory_id``."""
+        return key(self._prefix, validate_memory_id(memory_id))
+
+    def invalidate(self, memory_id: str) -> None:
+        """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
+        self._book.forget(validate_memory_id(memory_id))
+
+    def invalidate_all(self) -> None:
+        """Forget every version handed out."""
+        self._book.clear()
+        self._known.clear()
+
+    def _require_history(self) -> HistorySteps:
+        if self._history is None:
+            raise HistoryNotEnabledError(repr(self))
+        return self._history
+
+    def __repr__(self) -> str:
+        history = "" if self._history is None else f", history=True, history_ttl={self._history_ttl!r}"
+        return f"{self._repr_name}(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}{history})"

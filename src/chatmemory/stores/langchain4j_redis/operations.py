@@ -1,0 +1,151 @@
+"""A LangChain4j-layout store's operations, written once as generators of commands for both executors.
+
+Each operation (``_load``, ``_save``, ``_update`` ...) yields :mod:`~chatmemory.stores.langchain4j_redis.commands`
+and receives the replies; the sync executor (:mod:`chatmemory.stores.langchain4j_redis.store`) and the
+asyncio one (:mod:`chatmemory.aio.stores.langchain4j_redis`) only send them. A driver exception is thrown
+back in where the command was yielded, so the ``try`` blocks below read as they would around a direct
+call and turn it into the store's error. What a write sends is decided in :mod:`.plan` and
+:mod:`.history`; this module adds the order of the commands and the errors.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import TypeVar
+
+from chatmemory.core.errors import CorruptedMemoryError, StoreError
+from chatmemory.core.history import HistoryPage, history_query
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import Snapshot
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
+from chatmemory.stores.langchain4j_redis.commands import Delete, Get, Scan, Script, Sends, Set
+from chatmemory.stores.langchain4j_redis.history import HistorySteps, history_key, history_pattern
+from chatmemory.stores.langchain4j_redis.history import memory_id_of_history_key as owner_of
+from chatmemory.stores.langchain4j_redis.plan import (
+    WRITE_SCRIPT,
+    WRITE_SCRIPT_SHA,
+    digest,
+    message_list,
+    plan_write,
+    written_version,
+)
+from chatmemory.stores.langchain4j_redis.value import decode, encode
+from chatmemory.stores.redis.history import trim_args
+
+from redis.exceptions import RedisError, ResponseError  # isort: skip - base.py checked that the extra is installed
+
+__all__ = ["LangChain4jOperations"]
+
+_Client = TypeVar("_Client")
+_T = TypeVar("_T")
+
+
+class LangChain4jOperations(LangChain4jStoreBase[_Client]):
+    """Every operation of a LangChain4j-layout store as a command generator (the executors run them)."""
+
+    def _recorded(self, operation: str, memory_id: str, step: Sends[_T]) -> Sends[_T]:
+        """Run ``step`` of the history steps, its driver errors as the store's."""
+        try:
+            return (yield from step)
+        except ResponseError as exc:
+            if str(exc).startswith("WRONGTYPE"):
+                raise CorruptedMemoryError(memory_id, f"a key of the memory is of another type ({exc})") from None
+            raise StoreError(operation, memory_id, str(exc)) from exc
+        except RedisError as exc:
+            raise StoreError(operation, memory_id, str(exc)) from exc
+
+    # ---------------------------------------------------------------------------------------------- read
+
+    def _load(self, memory_id: str, versioned: bool = True) -> Sends[Snapshot]:
+        """Read the value of ``memory_id``: its messages, and their version if ``versioned`` (else ``0``)."""
+        memory_id = validate_memory_id(memory_id)  # versions are kept under the id's text (a UUID's too)
+        try:
+            value = yield Get(self.key_of(memory_id))
+        except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
+            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
+        except RedisError as exc:
+            raise StoreError(Operation.READ, memory_id, str(exc)) from exc
+        assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
+        messages = [] if value is None else decode(value, memory_id)
+        if not versioned:
+            return Snapshot(messages, 0)
+        if self._history is not None:
+            self._history.loaded(memory_id, value, messages)
+        return Snapshot(messages, self._book.read(memory_id, digest(value)))
+
+    # --------------------------------------------------------------------------------------------- write
+
+    def _save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Sends[int]:
+        memory_id = validate_memory_id(memory_id)
+        listed = message_list(messages)
+        if self._history is not None:
+            step = self._history.save(memory_id, listed, expected_version)
+            return (yield from self._recorded(Operation.WRITE, memory_id, step))
+        plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms)
+        try:
+            reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, (plan.key,), plan.script_args())
+        except RedisError as exc:
+            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
+        return written_version(self._book, memory_id, plan, reply, expected_version)
+
+    def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
+        memory_id = validate_memory_id(memory_id)
+        if self._history is not None:
+            step = self._history.update(memory_id, message_list(messages))
+            yield from self._recorded(Operation.WRITE, memory_id, step)
+            return
+        value = encode(message_list(messages))
+        try:
+            yield Set(self.key_of(memory_id), value, self._ttl_ms or None)
+        except RedisError as exc:
+            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
+        finally:
+            self._book.forget(memory_id)
+
+    def _delete(self, memory_id: str) -> Sends[None]:
+        try:
+            memory_key = self.key_of(memory_id)
+            yield Delete((memory_key, history_key(memory_key)))
+        except RedisError as exc:
+            raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
+        finally:
+            self._book.forget(memory_id)
+
+    # ------------------------------------------------------------------------------------------- history
+
+    def _history_page(self, memory_id: str, after: int | None, limit: int, reverse: bool) -> Sends[HistoryPage]:
+        """A page of the history of ``memory_id``, its arguments checked now (before anything is sent).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        query = history_query(after, limit, reverse)
+        steps = self._require_history()
+        return self._recorded(Operation.READ, memory_id, steps.history(memory_id, query))
+
+    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Sends[int]:
+        """The trim of one memory's history, or of every memory's, its arguments checked now.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        args = trim_args(older_than)
+        steps = self._require_history()
+        if memory_id is not None:
+            return self._recorded(Operation.WRITE, memory_id, steps.trim(memory_id, args))
+        return self._trim_all(steps, args)
+
+    def _trim_all(self, steps: HistorySteps, args: tuple[bytes, ...]) -> Sends[int]:
+        try:
+            keys: set[bytes] = yield Scan(history_pattern(self._prefix), "list")  # type: ignore[assignment]
+        except RedisError as exc:
+            raise StoreError(Operation.LIST, detail=str(exc)) from exc
+        removed = 0
+        for each in keys:
+            owner = owner_of(each, self._prefix)
+            if owner is not None:
+                removed += yield from self._recorded(Operation.WRITE, owner, steps.trim(owner, args))
+        return removed

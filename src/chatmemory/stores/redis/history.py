@@ -1,0 +1,92 @@
+"""A Redis memory's history, for any Redis layout: the page read's arguments and reply, the trim's arguments.
+
+The history list, its scripts (``history.lua``, ``trim.lua``) and these helpers are shared with the
+LangChain4j-layout store, which keeps the same kind of list beside its string key. No I/O, no driver.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from chatmemory.core.errors import StoreError
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, trim_cutoff
+from chatmemory.serialization.native import loads_message
+
+__all__ = ["HistoryRecord", "history_page", "history_read_args", "history_records", "trim_args"]
+
+_MICROSECOND = datetime.timedelta(microseconds=1)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MAX_SEQUENCE = 2**53
+"""Sequences stay below this (exact in the scripts' doubles); a larger ``after`` reads as this."""
+
+
+class HistoryRecord(NamedTuple):
+    """One history entry as stored, its message not decoded yet.
+
+    Attributes:
+        sequence: its sequence number.
+        written_ms: the server clock in ms at the write that added it.
+        record: the message's record.
+    """
+
+    sequence: int
+    written_ms: int
+    record: bytes
+
+
+def history_read_args(query: HistoryQuery) -> tuple[bytes, ...]:
+    """The history script's arguments for ``query``: ``limit + 1`` entries, in the query's order."""
+    after = b"" if query.after is None else b"%d" % min(query.after, _MAX_SEQUENCE)
+    return (after, b"%d" % (query.limit + 1), b"1" if query.reverse else b"0")
+
+
+def history_records(operation: str, memory_id: str, reply: object) -> list[HistoryRecord]:
+    """The entries of the history script's ``reply``, in the order it gave them.
+
+    Raises:
+        StoreError: the reply is not a list of entries as the write scripts store them.
+    """
+    if not isinstance(reply, list):
+        raise StoreError(operation, memory_id, f"the history script replied {reply!r}")
+    records = []
+    for entry in reply:
+        parts = entry.split(b":", 2) if isinstance(entry, bytes) else ()
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+            raise StoreError(operation, memory_id, f"the history holds an entry this store did not write: {entry!r}")
+        records.append(HistoryRecord(int(parts[0]), int(parts[1]), parts[2]))
+    return records
+
+
+def history_page(memory_id: str, records: Sequence[HistoryRecord], query: HistoryQuery) -> HistoryPage:
+    """The page ``records`` (read for ``query``) make, their messages decoded.
+
+    Raises:
+        CorruptedMemoryError: an entry's message does not decode.
+    """
+    entries = [
+        HistoryEntry(
+            record.sequence,
+            loads_message(record.record, memory_id=memory_id),
+            _EPOCH + record.written_ms * _MILLISECOND,
+        )
+        for record in records
+    ]
+    return query.page(entries)
+
+
+def trim_args(older_than: datetime.datetime | datetime.timedelta) -> tuple[bytes, ...]:
+    """The trim script's arguments for ``older_than`` (a ``timedelta`` is counted on the server's clock).
+
+    Raises:
+        TypeError: ``older_than`` is neither an aware datetime nor a timedelta.
+        ValueError: a naive datetime or a negative timedelta.
+    """
+    if isinstance(older_than, datetime.timedelta):
+        if older_than < datetime.timedelta(0):
+            trim_cutoff(older_than, _EPOCH)  # raises the shared error
+        return (b"r", b"%d" % (older_than // _MICROSECOND))
+    cutoff = trim_cutoff(older_than, _EPOCH)
+    return (b"a", b"%d" % max(0, (cutoff - _EPOCH) // _MICROSECOND))
