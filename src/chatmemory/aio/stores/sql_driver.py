@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from chatmemory.stores.base.driving import drive_async
+from chatmemory.stores.sql.batches import unbatched
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
@@ -26,7 +28,6 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
-from chatmemory.stores.sql.stepper import Stepper
 
 __all__ = ["AsyncDriver"]
 
@@ -49,49 +50,38 @@ class AsyncDriver:
 
     async def run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        stepper = Stepper(steps)
         session = _Session(self)
         try:
-            command = stepper.start()
-            while command is not None:
-                try:
-                    if type(command) is Statement:  # the hot path: one call
-                        reply = await session.send(command)
-                    else:
-                        reply = await session.perform(command)
-                except Exception as exc:  # noqa: PERF203 - it goes back into the operation, as around a direct call
-                    command = stepper.fail(exc)
-                else:
-                    command = stepper.next(reply)
+            result = await drive_async(unbatched(steps), session.perform)
         except BaseException as exc:
             await session.end(exc)
             raise
         await session.end(None)
-        return stepper.value  # type: ignore[return-value]  # set when the operation returned
+        return result
 
     async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
-        stepper = Stepper(steps)
         session = _Session(self)
+        sent = unbatched(steps)
         try:
-            command = stepper.start()
-            while command is not None:
+            command = sent.send(None)
+            while True:
                 if isinstance(command, Emit):
                     try:
                         for memory_id in command.ids:
                             yield memory_id
                     except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
-                        command = stepper.fail(ListingClosed())
+                        command = sent.throw(ListingClosed())
                     else:
-                        command = stepper.next(None)
+                        command = sent.send(None)
                     continue
                 try:
                     reply = await session.perform(command)
                 except Exception as exc:
-                    command = stepper.fail(exc)
+                    command = sent.throw(exc)
                 else:
-                    command = stepper.next(reply)
-        except ListingClosed:
+                    command = sent.send(reply)
+        except (StopIteration, ListingClosed):
             pass
         except BaseException as exc:
             await session.end(exc)

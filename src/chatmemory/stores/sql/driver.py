@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from chatmemory.stores.base.driving import drive
+from chatmemory.stores.sql.batches import unbatched
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
@@ -29,7 +31,6 @@ from chatmemory.stores.sql.commands import (
     result_of,
 )
 from chatmemory.stores.sql.reads import ReadRecord
-from chatmemory.stores.sql.stepper import Stepper
 
 __all__ = ["SyncDriver"]
 
@@ -55,48 +56,37 @@ class SyncDriver:
 
     def run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        stepper = Stepper(steps)
         session = _Session(self)
         try:
-            command = stepper.start()
-            while command is not None:
-                try:
-                    if type(command) is Statement:  # the hot path: one call
-                        reply = session.send(command)
-                    else:
-                        reply = session.perform(command)
-                except Exception as exc:  # noqa: PERF203 - it goes back into the operation, as around a direct call
-                    command = stepper.fail(exc)
-                else:
-                    command = stepper.next(reply)
+            result = drive(unbatched(steps), session.perform)
         except BaseException as exc:
             session.end(exc)
             raise
         session.end(None)
-        return stepper.value  # type: ignore[return-value]  # set when the operation returned
+        return result
 
     def iterate(self, steps: Steps[None]) -> Iterator[str]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
-        stepper = Stepper(steps)
         session = _Session(self)
+        sent = unbatched(steps)
         try:
-            command = stepper.start()
-            while command is not None:
+            command = sent.send(None)
+            while True:
                 if isinstance(command, Emit):
                     try:
                         yield from command.ids
                     except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
-                        command = stepper.fail(ListingClosed())
+                        command = sent.throw(ListingClosed())
                     else:
-                        command = stepper.next(None)
+                        command = sent.send(None)
                     continue
                 try:
                     reply = session.perform(command)
                 except Exception as exc:
-                    command = stepper.fail(exc)
+                    command = sent.throw(exc)
                 else:
-                    command = stepper.next(reply)
-        except ListingClosed:
+                    command = sent.send(reply)
+        except (StopIteration, ListingClosed):
             pass
         except BaseException as exc:
             session.end(exc)

@@ -1,4 +1,4 @@
-"""How an operation's commands are taken apart for the executors (pure: no database)."""
+"""How an operation's batches are taken apart for the executors (pure: no database)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from chatmemory.stores.base.driving import drive
+from chatmemory.stores.sql.batches import unbatched
 from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
-from chatmemory.stores.sql.stepper import Stepper
 
 BEGIN = Statement("BEGIN")
 HEAD = Statement("UPDATE head", expect=1)
@@ -19,20 +20,16 @@ class Boom(Exception):
     """A driver error, as the executor would throw it back in."""
 
 
-def drive(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any], Any]:
-    """Run ``steps`` as an executor would; ``answer`` gives a statement's result or raises. Return (sent, value)."""
-    stepper = Stepper(steps)
+def run(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any], Any]:
+    """Drive ``steps`` as an executor does; ``answer`` gives a statement's result or raises. Return (sent, value)."""
     sent: list[Any] = []
-    command = stepper.start()
-    while command is not None:
+
+    def perform(command: Any) -> Any:
         sent.append(command.statement if isinstance(command, Statement) else command)
-        try:
-            reply = answer(command) if isinstance(command, Statement) else None
-        except Exception as exc:
-            command = stepper.fail(exc)
-        else:
-            command = stepper.next(reply)
-    return sent, stepper.value
+        return answer(command) if isinstance(command, Statement) else None
+
+    value = drive(unbatched(steps), perform)
+    return sent, value
 
 
 def one_batch(batch: Batch) -> Steps[Any]:
@@ -45,25 +42,25 @@ def one_batch(batch: Batch) -> Steps[Any]:
 
 
 def test_a_batch_is_sent_statement_by_statement_and_answered_as_one_list() -> None:
-    sent, value = drive(one_batch(Batch((HEAD, INSERT))), lambda statement: 1 if statement is HEAD else 7)
+    sent, value = run(one_batch(Batch((HEAD, INSERT))), lambda statement: 1 if statement is HEAD else 7)
     assert sent == ["UPDATE head", "INSERT rows", RELEASE]
     assert value == [1, 7]
 
 
 def test_a_transaction_batch_commits_after_its_statements() -> None:
-    sent, value = drive(one_batch(Batch((HEAD, INSERT), BEGIN)), lambda statement: 1)
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), lambda statement: 1)
     assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "COMMIT", RELEASE]
     assert value == [1, 1]
 
 
 def test_a_missed_expectation_rolls_back_and_stops_the_batch() -> None:
-    sent, value = drive(one_batch(Batch((HEAD, INSERT), BEGIN)), lambda statement: 0)
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), lambda statement: 0)
     assert sent == ["BEGIN", "UPDATE head", "ROLLBACK", RELEASE]
     assert value == [0]
 
 
 def test_a_missed_expectation_outside_a_transaction_only_stops_the_batch() -> None:
-    sent, value = drive(one_batch(Batch((HEAD, INSERT))), lambda statement: 0)
+    sent, value = run(one_batch(Batch((HEAD, INSERT))), lambda statement: 0)
     assert sent == ["UPDATE head", RELEASE]
     assert value == [0]
 
@@ -78,14 +75,14 @@ def _failing(text: str) -> Callable[[Statement], Any]:
 
 
 def test_a_failing_statement_is_rolled_back_before_its_error_goes_back() -> None:
-    sent, value = drive(one_batch(Batch((HEAD, INSERT), BEGIN)), _failing("INSERT rows"))
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), _failing("INSERT rows"))
     assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "ROLLBACK"]
     assert value == "raised INSERT rows"
 
 
 @pytest.mark.parametrize("text", ["BEGIN", "COMMIT"])
 def test_a_failing_begin_or_commit_is_not_rolled_back(text: str) -> None:
-    sent, value = drive(one_batch(Batch((HEAD, INSERT), BEGIN)), _failing(text))
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), _failing(text))
     assert "ROLLBACK" not in sent and sent[-1] == text
     assert value == f"raised {text}"
 
@@ -106,7 +103,7 @@ def test_a_failing_rollback_goes_back_with_the_error_it_rolled_back_as_context()
             return exc
         return None
 
-    sent, value = drive(keep(Batch((HEAD, INSERT), BEGIN)), answer)
+    sent, value = run(keep(Batch((HEAD, INSERT), BEGIN)), answer)
     assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "ROLLBACK"]
     assert value is failures[1] and value.__context__ is failures[0]
 
