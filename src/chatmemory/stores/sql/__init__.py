@@ -8,7 +8,8 @@
 * :mod:`~chatmemory.stores.sql.operations` (with :mod:`~chatmemory.stores.sql.locked_operations` and
   :mod:`~chatmemory.stores.sql.history_operations`) — every operation, written once as a generator of
   :mod:`~chatmemory.stores.sql.commands` for both executors, on the shared state of
-  :mod:`~chatmemory.stores.sql.base`;
+  :mod:`~chatmemory.stores.sql.base`; :mod:`~chatmemory.stores.sql.batches` sends a batch of statements
+  (a transaction of its own, if it says so) one by one;
 * :mod:`~chatmemory.stores.sql.statements` (with :mod:`~chatmemory.stores.sql.page_statements`,
   :mod:`~chatmemory.stores.sql.turn_statement`, :mod:`~chatmemory.stores.sql.rendered`) and
   :mod:`~chatmemory.stores.sql.clock` — the SQL it sends;

@@ -9,7 +9,8 @@ direct call.
 
 The connection: the first statement of an operation checks one out of the pool, and it is held until
 the operation yields :data:`RELEASE` (the next statement then checks out another) or ends. Transactions
-are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the operation.
+are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the operation, or by a
+:class:`Batch` that is a transaction of its own.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class Batch(NamedTuple):
     With :attr:`begin` the batch is a transaction of its own: ``begin`` first, ``COMMIT`` last; a
     statement that raises or misses its ``expect`` is followed by ``ROLLBACK`` instead, before the error
     (or the shorter list) goes back. A ``begin`` or ``COMMIT`` that raises is not rolled back: nothing
-    was begun, or the outcome is unknown. (:class:`~chatmemory.stores.sql.stepper.Stepper` takes batches
+    was begun, or the outcome is unknown. (:func:`~chatmemory.stores.sql.batches.unbatched` takes batches
     apart, the same way for both executors.)
     """
 
@@ -96,7 +97,7 @@ class Batch(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Sleep:
-    """Wait ``seconds`` before the next command (a retry's backoff); the connection is released first."""
+    """Wait ``seconds`` before the next command (a retry's backoff; the operation hands its connection back first)."""
 
     seconds: float
 
