@@ -40,6 +40,7 @@ DRIVER_MODULES = {
     "chatmemory.aio.stores.redis",
     "chatmemory.aio.stores.redis_cluster_gate",
     "chatmemory.aio.stores.sql",
+    "chatmemory.aio.stores.sql_driver",
     # Redis: the blocking executor, the base that builds clients, the driver's errors and the sender.
     "chatmemory.stores.redis.store",
     "chatmemory.stores.redis.base",
@@ -55,8 +56,16 @@ DRIVER_MODULES = {
     "chatmemory.stores.mongodb.driver",
     "chatmemory.stores.mongodb.operations",
     "chatmemory.stores.mongodb.history_operations",
-    # SQL: statements, tables and engines are SQLAlchemy objects.
+    # SQL: statements, tables and engines are SQLAlchemy objects; the operations read its errors.
     "chatmemory.stores.sql.store",
+    "chatmemory.stores.sql.base",
+    "chatmemory.stores.sql.driver",
+    "chatmemory.stores.sql.operations",
+    "chatmemory.stores.sql.locked_operations",
+    "chatmemory.stores.sql.history_operations",
+    "chatmemory.stores.sql.page_statements",
+    "chatmemory.stores.sql.rendered",
+    "chatmemory.stores.sql.turn_statement",
     "chatmemory.stores.sql.clock",
     "chatmemory.stores.sql.engine",
     "chatmemory.stores.sql.schema",
