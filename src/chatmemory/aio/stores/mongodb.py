@@ -22,6 +22,7 @@ from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
+from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.telemetry import StoreTelemetry
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
@@ -86,17 +87,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient
 
     async def _run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                command = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            try:
-                reply, error = await self._perform(command), None
-            except Exception as exc:  # the operation handles it, as around a direct call
-                reply, error = None, exc
+        return await drive_async(steps, self._perform)
 
     # ---------------------------------------------------------------------------------------------- read
 

@@ -14,13 +14,13 @@ from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
-from chatmemory.stores.redis.driving import drive
 from chatmemory.stores.redis.sending import send
 
 from redis import Redis  # isort: skip - after base.py checked that the extra is installed

@@ -21,6 +21,7 @@ from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, StoreLifecycle
+from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.telemetry import StoreTelemetry
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
@@ -99,17 +100,7 @@ class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
 
     def _run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                command = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            try:
-                reply, error = self._perform(command), None
-            except Exception as exc:  # the operation handles it, as around a direct call
-                reply, error = None, exc
+        return drive(steps, self._perform)
 
     # ---------------------------------------------------------------------------------------------- read
 

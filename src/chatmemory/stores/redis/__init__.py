@@ -6,9 +6,9 @@
   reply means), :mod:`.diff` (the turn shortcut) and :mod:`.history` (the history's reads and trims);
 * :mod:`.steps` — each operation written once, as a generator of commands (no I/O, no driver);
 * ``scripts/*.lua`` — the scripts, one atomic round trip each;
-* :mod:`.base` — what both executors share (options, client, cache, planner), with :mod:`.client`,
-  :mod:`.driving` (the loop that runs an operation) and :mod:`.sending` (one command, ``EVALSHA`` with
-  ``EVAL`` on ``NOSCRIPT``);
+* :mod:`.base` — what both executors share (options, client, cache, planner), with :mod:`.client` and
+  :mod:`.sending` (one command, ``EVALSHA`` with ``EVAL`` on ``NOSCRIPT``); the loop that runs an
+  operation is every store's (:mod:`chatmemory.stores.base.driving`);
 * :mod:`.store` — the blocking executor (``chatmemory.aio.stores.redis`` is the asyncio one).
 
 Importing this package imports no driver, so the plans can be used (and tested) without redis-py; the

@@ -5,7 +5,7 @@ Each operation (load, save, update, raw write, delete, history ...) is a generat
 through ``send`` and finally returns its result or raises the store's error; a driver failure comes back
 in at the ``yield`` as the store's error. It keeps the snapshot cache up to date on the way. The blocking
 store (:mod:`.store`) and the asyncio one (:mod:`chatmemory.aio.stores.redis`) only send the commands
-(:mod:`.driving`); neither decides anything. No driver and no I/O here.
+(:mod:`chatmemory.stores.base.driving`); neither decides anything. No driver and no I/O here.
 
 A store with history writes only over a window it knows (cached, or read first): the history appends
 are found from it, and the write is conditional on it, so a write that loses a conflict records nothing.

@@ -16,6 +16,7 @@ from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
@@ -23,7 +24,6 @@ from chatmemory.stores.redis.base import RedisStoreBase
 from chatmemory.stores.redis.commands import Command, Scan, Sends
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
 from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
-from chatmemory.stores.redis.driving import drive
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.sending import send
 from chatmemory.stores.redis.steps import Steps

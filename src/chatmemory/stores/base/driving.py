@@ -1,8 +1,10 @@
-"""Running an operation of a Redis store: the loop both blocking executors share, and its asyncio twin.
+"""Running a store operation written as a generator of commands: the loop every executor shares.
 
-An operation (:mod:`chatmemory.stores.redis.steps`, :mod:`chatmemory.stores.langchain4j_redis.operations`)
-yields commands; :func:`drive` hands each to the executor's ``perform`` and sends the reply back in, or
-throws ``perform``'s failure back in at the ``yield`` where the command was made, so that the operation
+A backend writes each operation once, as a generator that yields commands (what to send) and receives
+their replies (:mod:`chatmemory.stores.redis.steps`, :mod:`chatmemory.stores.mongodb.operations`,
+:mod:`chatmemory.stores.sql.operations`, ...). An executor drives it with :func:`drive` (blocking) or
+:func:`drive_async` (asyncio), giving its own ``perform`` that sends one command with its driver. A
+failure of ``perform`` is thrown back in at the ``yield`` where the command was made, so the operation
 handles it as it would around a direct call. No driver import and no I/O of its own.
 """
 
