@@ -91,7 +91,7 @@ def test_keys_and_listing_helpers() -> None:
 def test_without_the_extra_the_error_names_it(module: str) -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"
-        f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)\n"
+        f"try:\n    from {module} import LangChain4jRedisChatMemoryStore\nexcept ImportError as exc:\n    print(exc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "LangChain4jRedisChatMemoryStore requires the 'redis' extra" in result.stdout

@@ -7,30 +7,29 @@ come from the server's clock (:mod:`chatmemory.stores.sql.clock`); a store with 
 The window is the rows its head row's ranges enclose and that are not marked evicted (see
 :mod:`chatmemory.stores.sql.window`); every write sets the ranges. A store with history marks rows
 instead of deleting them, and stamps the rows it adds with the head row's write time.
+
+Statements whose shape depends on their arguments are built in :mod:`~chatmemory.stores.sql.page_statements`
+(listing, purging, history pages, trims) and :mod:`~chatmemory.stores.sql.turn_statement` (the PostgreSQL
+turn); the hot ones are rendered once (:mod:`~chatmemory.stores.sql.rendered`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    ClauseElement,
     ColumnElement,
     Delete,
     Dialect,
     Insert,
     Integer,
-    LargeBinary,
     Select,
     String,
     TextClause,
     Update,
     and_,
-    any_,
     bindparam,
     case,
     delete,
@@ -41,71 +40,20 @@ from sqlalchemy import (
     or_,
     select,
     text,
-    union_all,
     update,
 )
-from sqlalchemy.dialects import postgresql
 
+from chatmemory.stores.sql import page_statements
 from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
-from chatmemory.stores.sql.plan import SCALAR_DIFF_LIMIT
+from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT
+from chatmemory.stores.sql.rendered import Rendered, render
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
+from chatmemory.stores.sql.turn_statement import diff_turn
 
 __all__ = ["Rendered", "Statements", "render"]
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    """A statement rendered once in the driver's SQL, with what turns named parameters into the driver's.
-
-    Executors run :attr:`sql` with ``exec_driver_sql`` and :meth:`bind` (one row) or :meth:`bind_many`:
-    no compile-cache lookup, parameter construction or post-compile step per execution.
-
-    Attributes:
-        sql: the statement in the driver's paramstyle.
-        names: the parameter names (in the statement's order when :attr:`positional`).
-        positional: whether the driver takes a tuple (else a mapping).
-        processors: bind processors by parameter name (a memory id's encoding, a blob wrapper).
-        defaults: values of parameters the statement fixes itself.
-    """
-
-    sql: str
-    names: tuple[str, ...]
-    positional: bool
-    processors: Mapping[str, Callable[[Any], Any]]
-    defaults: Mapping[str, Any]
-
-    def bind(self, values: Mapping[str, Any]) -> Any:
-        """The driver's parameters (a tuple, or a dict for a named paramstyle) for named ``values``."""
-        processors = self.processors
-        if self.defaults:
-            values = {**self.defaults, **values}
-        bound = [processors[name](values[name]) if name in processors else values[name] for name in self.names]
-        return tuple(bound) if self.positional else dict(zip(self.names, bound, strict=True))
-
-    def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
-        """The driver's parameters of an ``executemany`` of ``rows``."""
-        return [self.bind(row) for row in rows]
-
-
-def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Rendered:
-    """Compile ``statement`` once for ``dialect`` into a :class:`Rendered` (``column_keys``: an INSERT's)."""
-    compiled: Any = statement.compile(
-        dialect=dialect,
-        column_keys=list(column_keys) if column_keys is not None else None,
-        compile_kwargs={"render_postcompile": True},
-    )
-    positional = bool(compiled.positional)
-    names = tuple(compiled.positiontup) if positional else tuple(compiled.binds)
-    processors = {name: processor for name, processor in compiled._bind_processors.items() if processor is not None}
-    defaults = {
-        name: bind.effective_value
-        for name, bind in compiled.binds.items()
-        if not bind.required and not name.startswith("p_")
-    }
-    return Rendered(str(compiled), names, positional, processors, defaults)
 
 
 class Statements:
@@ -328,51 +276,12 @@ class Statements:
         return rendered
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
-        """One page of a memory's history entries by sequence (``p_limit`` rows, after ``p_after``).
-
-        The entries are the rows with a write time, while the window is live or its history outlives it.
-        """
-        memories, messages = self._tables.memories, self._tables.messages
-        statement = (
-            select(messages.c.seq, messages.c.payload, messages.c.written_at)
-            .select_from(memories.join(messages, messages.c.memory_id == memories.c.memory_id))
-            .where(
-                memories.c.memory_id == bindparam("p_id"),
-                messages.c.written_at.is_not(None),
-                self._history_live,
-            )
-        )
-        if after:
-            bound = bindparam("p_after", type_=BigInteger())
-            statement = statement.where(messages.c.seq < bound if reverse else messages.c.seq > bound)
-        order = messages.c.seq.desc() if reverse else messages.c.seq
-        return statement.order_by(order).limit(bindparam("p_limit", type_=Integer()))
+        """One page of a memory's history entries (see :func:`~chatmemory.stores.sql.page_statements.history_page`)."""
+        return page_statements.history_page(self._tables, self._history_live, reverse, after)
 
     def trim(self, one_memory: bool) -> tuple[Delete, Update]:
-        """Trim history entries written before ``p_cutoff`` (of ``p_id``, or of all memories).
-
-        Two statements, run in this order in one transaction: delete the rows outside their window, then
-        take the write time off the (window) rows left, which are then no longer history entries.
-        """
-        memories, messages = self._tables.memories, self._tables.messages
-        in_window = (
-            select(literal_column("1"))
-            .select_from(memories)
-            .where(memories.c.memory_id == messages.c.memory_id, self._in_window)
-            .exists()
-        )
-        statement = delete(messages).where(
-            messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type), ~in_window
-        )
-        unrecord = (
-            update(messages)
-            .where(messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type))
-            .values(written_at=null())
-        )
-        if one_memory:
-            statement = statement.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
-            unrecord = unrecord.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
-        return statement, unrecord
+        """Trim history entries before ``p_cutoff`` (see :func:`~chatmemory.stores.sql.page_statements.trim`)."""
+        return page_statements.trim(self._tables, self._in_window, one_memory)
 
     @property
     def has_diff_statement(self) -> bool:
@@ -390,7 +299,7 @@ class Statements:
         shape = (deleted, appended) if max(deleted, appended) <= SCALAR_DIFF_LIMIT else (-1, -1)
         statement = self._diffs.get(shape)
         if statement is None:
-            compiled = self._diff_postgresql(*shape).compile(
+            compiled = diff_turn(self._tables, self.bump_head, self._history, *shape).compile(
                 dialect=self._dialect, compile_kwargs={"render_postcompile": True}
             )
             statement = str(compiled)
@@ -398,93 +307,10 @@ class Statements:
                 self._diffs[shape] = statement
         return statement
 
-    def _diff_postgresql(self, deleted: int, appended: int) -> Select[Any]:
-        """A whole steady-state turn as one statement: bump the head, delete the evicted, insert the tail.
-
-        The deletes and inserts run only if the head row matched (they read the UPDATE's RETURNING), so a
-        stale version changes nothing and returns no row. ``deleted == appended == -1``: any number of
-        rows, passed as arrays; otherwise rows are parameters ``p_d<i>`` (sequence numbers to delete) and
-        ``p_s<i>``/``p_b<i>`` (sequence number and payload to insert).
-        """
-        memories, messages = self._tables.memories, self._tables.messages
-        head = self.bump_head.returning(memories.c.version).cte("head")
-        matched = select(literal_column("1")).select_from(head).exists()
-        ctes = []
-        if deleted:
-            seqs: ColumnElement[bool] = (
-                messages.c.seq == any_(bindparam("p_deleted", type_=postgresql.ARRAY(BigInteger)))
-                if deleted < 0
-                else messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(deleted)])
-            )
-            if self._history:
-                # With history the evicted rows stay, marked (only those the window's ranges still enclose).
-                flag = update(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched)
-                ctes.append(flag.values(evicted=literal_column("1")).cte("flagged"))
-            else:
-                ctes.append(
-                    delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched).cte("deleted")
-                )
-        if appended:
-            memory_id = bindparam("p_id", type_=MemoryIdType())
-            # History entries are stamped now(): the transaction's start, the head row's updated_at.
-            stamp: list[Any] = [ServerNow(messages.c.written_at.type)] if self._history else []
-            columns = (
-                ["memory_id", "seq", "payload", "written_at"] if self._history else ["memory_id", "seq", "payload"]
-            )
-            rows: Any
-            if appended < 0:
-                new_rows = (
-                    func.unnest(
-                        bindparam("p_seqs", type_=postgresql.ARRAY(BigInteger)),
-                        bindparam("p_payloads", type_=postgresql.ARRAY(LargeBinary)),
-                    )
-                    .table_valued("seq", "payload")
-                    .render_derived(name="new_rows")
-                )
-                rows = select(memory_id, new_rows.c.seq, new_rows.c.payload, *stamp).where(matched)
-            else:
-                selects = [
-                    select(
-                        memory_id,
-                        bindparam(f"p_s{index}", type_=BigInteger),
-                        bindparam(f"p_b{index}", type_=LargeBinary),
-                        *stamp,
-                    ).where(matched)
-                    for index in range(appended)
-                ]
-                rows = union_all(*selects) if appended > 1 else selects[0]
-            ctes.append(insert(messages).from_select(columns, rows).cte("inserted"))
-        return select(head.c.version).add_cte(*ctes)
-
     def list_page(self, order: str, after: bool, page_size: int) -> Select[Any]:
-        """One page of live ids by id, or newest first, after the last id (and time) of the previous page."""
-        memories = self._tables.memories
-        statement = select(memories.c.memory_id, memories.c.updated_at).where(self._live)
-        after_id = bindparam("p_after_id", type_=MemoryIdType())
-        if order == "id":
-            if after:
-                statement = statement.where(memories.c.memory_id > after_id)
-            return statement.order_by(memories.c.memory_id).limit(page_size)
-        if after:
-            after_updated = bindparam("p_after_updated", type_=memories.c.updated_at.type)
-            older: ColumnElement[bool] = or_(
-                memories.c.updated_at < after_updated,
-                and_(memories.c.updated_at == after_updated, memories.c.memory_id < after_id),
-            )
-            statement = statement.where(older)
-        return statement.order_by(memories.c.updated_at.desc(), memories.c.memory_id.desc()).limit(page_size)
+        """One page of live ids (see :func:`~chatmemory.stores.sql.page_statements.list_page`)."""
+        return page_statements.list_page(self._tables, self._live, order, after, page_size)
 
     def lock_expired(self, batch_size: int) -> Select[Any]:
-        """Up to ``batch_size`` expired ids, locked (skipping rows a writer holds) until the purge commits.
-
-        Unordered: without an index on ``expires_at`` (see the schema) the scan stops at the batch's last id.
-        """
-        memories = self._tables.memories
-        # A memory whose history outlives its window (history_ttl) stays until the history expires too.
-        history_gone = or_(memories.c.history_expires_at.is_(None), memories.c.history_expires_at <= self._now)
-        return (
-            select(memories.c.memory_id)
-            .where(memories.c.expires_at <= self._now, history_gone)
-            .limit(batch_size)
-            .with_for_update(skip_locked=True)
-        )
+        """Up to ``batch_size`` expired ids, locked until the purge commits (see :mod:`.page_statements`)."""
+        return page_statements.lock_expired(self._tables, self._now, batch_size)

@@ -1,8 +1,8 @@
 """When the SQL store tries again: the retry decisions the sync and asyncio executors share.
 
-No I/O here either: the executors run an attempt inside :meth:`WriteLoop.errors` (which classifies the
+No I/O here either: the operations run an attempt inside :meth:`WriteLoop.errors` (which classifies the
 driver's exception), hand its outcome to :meth:`WriteLoop.settle`, and sleep :meth:`WriteLoop.delay`
-with ``time.sleep`` or ``asyncio.sleep``.
+(their executor sleeps with ``time.sleep`` or ``asyncio.sleep``); a read asks :meth:`ReadAttempts.lost`.
 
 * A connection that died under a call (the server restarted, a pooled connection was cut): the outcome is
   unknown; the call is sent once more on a new connection. A write goes through the locked path then,
@@ -59,16 +59,24 @@ class WriteLoop:
         try:
             yield
         except DBAPIError as exc:
-            if is_disconnect(exc) and self._disconnects < _DISCONNECT_RETRIES:
-                self._disconnects += 1
-                self.may_diff = False
-            elif is_conflict(self._dialect, exc):
-                self.may_diff = False
-                telemetry.conflicted()
-            else:
+            if not self.retryable(exc):
                 raise
-            self.failed = True
-            self._last_error = exc
+
+    def retryable(self, exc: BaseException) -> bool:
+        """Whether the attempt that raised ``exc`` may be tried again (then :attr:`failed` is set)."""
+        if not isinstance(exc, DBAPIError):
+            return False
+        if is_disconnect(exc) and self._disconnects < _DISCONNECT_RETRIES:
+            self._disconnects += 1
+            self.may_diff = False
+        elif is_conflict(self._dialect, exc):
+            self.may_diff = False
+            telemetry.conflicted()
+        else:
+            return False
+        self.failed = True
+        self._last_error = exc
+        return True
 
     def settle(self, outcome: plan.Written | plan.Conflict | plan.Corrupted, *, diffed: bool) -> plan.Written | None:
         """The written outcome, or ``None`` to try again (after :meth:`delay`).
@@ -122,8 +130,6 @@ class ReadAttempts:
     def __init__(self) -> None:
         self._disconnects = 0
         self._stale = False
-        self.failed = False
-        """Whether the last attempt lost its connection (try again on a new one)."""
 
     @property
     def use_cache(self) -> bool:
@@ -137,18 +143,13 @@ class ReadAttempts:
         self._stale = True
         telemetry.retried()
 
-    @contextmanager
-    def errors(self) -> Iterator[None]:
-        """Run one attempt: a lost connection sets :attr:`failed` once; any other error propagates."""
-        self.failed = False
-        try:
-            yield
-        except DBAPIError as exc:
-            if not (is_disconnect(exc) and self._disconnects < _DISCONNECT_RETRIES):
-                raise
-            self._disconnects += 1
-            self.failed = True
-            telemetry.retried()
+    def lost(self, exc: BaseException) -> bool:
+        """Whether the attempt that raised ``exc`` lost its connection and may be sent again (once, on a new one)."""
+        if not (isinstance(exc, DBAPIError) and is_disconnect(exc) and self._disconnects < _DISCONNECT_RETRIES):
+            return False
+        self._disconnects += 1
+        telemetry.retried()
+        return True
 
     def __iter__(self) -> Iterator[ReadAttempts]:
         """Yield this object once per attempt allowed."""

@@ -1,0 +1,156 @@
+"""How the asyncio SQL store sends commands: SQLAlchemy's ``AsyncEngine``.
+
+:class:`AsyncDriver` runs an operation of :mod:`chatmemory.stores.sql.operations` to its end: it sends
+each command the operation yields on the connection the operation holds (checked out by its first
+statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), awaits the
+result and hands it back, or throws the driver's exception back in. A task cancelled meanwhile leaves
+its connection invalidated (the server rolls back what it had begun) and back in the pool before the
+cancellation goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from chatmemory.stores.base.driving import drive_async
+from chatmemory.stores.sql.batches import unbatched
+from chatmemory.stores.sql.commands import (
+    CHECK_SCHEMA,
+    RELEASE,
+    Emit,
+    ListingClosed,
+    Sleep,
+    Statement,
+    Steps,
+    result_of,
+)
+
+__all__ = ["AsyncDriver"]
+
+_T = TypeVar("_T")
+
+
+class AsyncDriver:
+    """Sends the commands of one store's operations with an ``AsyncEngine``.
+
+    Args:
+        autocommit: the engine in autocommit, which operations check connections out of.
+        check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
+    """
+
+    __slots__ = ("_autocommit", "_check_schema")
+
+    def __init__(self, autocommit: AsyncEngine, check_schema: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._autocommit = autocommit
+        self._check_schema = check_schema
+
+    async def run(self, steps: Steps[_T]) -> _T:
+        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+        session = _Session(self)
+        try:
+            result = await drive_async(unbatched(steps), session.perform)
+        except BaseException as exc:
+            await session.end(exc)
+            raise
+        await session.end(None)
+        return result
+
+    async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+        """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
+        session = _Session(self)
+        sent = unbatched(steps)
+        try:
+            command = sent.send(None)
+            while True:
+                if isinstance(command, Emit):
+                    try:
+                        for memory_id in command.ids:
+                            yield memory_id
+                    except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
+                        command = sent.throw(ListingClosed())
+                    else:
+                        command = sent.send(None)
+                    continue
+                try:
+                    reply = await session.perform(command)
+                except Exception as exc:
+                    command = sent.throw(exc)
+                else:
+                    command = sent.send(reply)
+        except (StopIteration, ListingClosed):
+            pass
+        except BaseException as exc:
+            await session.end(exc)
+            raise
+        await session.end(None)
+
+
+class _Session:
+    """The connection one operation holds (checked out by its first statement) and how it sends commands."""
+
+    __slots__ = ("_connection", "_driver")
+
+    def __init__(self, driver: AsyncDriver) -> None:
+        self._driver = driver
+        self._connection: AsyncConnection | None = None
+
+    async def perform(self, command: Any) -> Any:
+        """Send ``command``; return what the operation receives."""
+        if type(command) is Statement:
+            return await self.send(command)
+        if command is RELEASE:
+            await self.end(None)
+        elif command is CHECK_SCHEMA:
+            await self._driver._check_schema()
+        elif isinstance(command, Sleep):
+            await asyncio.sleep(command.seconds)
+        else:  # pragma: no cover - every command is handled above
+            raise TypeError(f"not a command: {command!r}")
+        return None
+
+    async def send(self, command: Statement) -> Any:
+        """Send a statement on the operation's connection (checked out by the first); return its result."""
+        connection: Any = self._connection
+        if connection is None:
+            connection = self._driver._autocommit.connect()
+            self._connection = await connection.start()
+        statement = command.statement
+        if type(statement) is str:
+            result = await connection.exec_driver_sql(statement, command.parameters)
+        else:
+            result = await connection.execute(statement, command.parameters)
+        return result_of(command.result, result)
+
+    async def end(self, error: BaseException | None) -> None:
+        """Hand the connection back; one interrupted mid-call (cancelled) is invalidated, never reused."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            if error is not None and not isinstance(error, Exception):
+                # Interrupted mid-protocol: never reuse it; closing it rolls back any transaction.
+                await _to_completion(connection.invalidate())
+            await _to_completion(connection.close())
+
+
+async def _to_completion(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Await ``cleanup`` to its end even if the task is cancelled meanwhile (the cancellation then follows).
+
+    A call that returned (or raised) before its connection was back in the pool would leave the slot
+    taken after the call, and a cancelled cleanup would be abandoned halfway.
+    """
+    task = asyncio.ensure_future(cleanup)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as exc:  # noqa: PERF203 - a cleanup, once per cancelled call
+            if task.done():
+                raise
+            cancelled = exc
+        else:
+            break
+    if cancelled is not None:
+        raise cancelled

@@ -1,0 +1,206 @@
+"""What the sync and asyncio SQL stores share before any I/O: options, engine checks, statements, repr.
+
+:class:`SQLStoreBase` checks the constructor's options, makes or adopts the engine (each executor says
+how), builds the statements once and holds the snapshot cache; the executors add only how they send a
+command. Nothing here sends anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from chatmemory.core.errors import HistoryNotEnabledError
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage
+from chatmemory.stores.base import TTL, RetryPolicy, SnapshotCache, ttl_seconds
+from chatmemory.stores.base.options import history_ttl_seconds
+from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Sleep, Statement, Steps
+from chatmemory.stores.sql.engine import autocommit_options, begin_statement, dialect_family, engine_isolation_level
+from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
+from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables
+from chatmemory.stores.sql.schema_admin import SchemaAdmin
+from chatmemory.stores.sql.statements import Statements
+from chatmemory.stores.sql.writes import WriteLoop
+
+__all__ = ["SQLStoreBase"]
+
+_DIALECTS = ("postgresql", "sqlite", "mysql")
+_T = TypeVar("_T")
+_Engine = TypeVar("_Engine")
+_Store = TypeVar("_Store", bound="SQLStoreBase[Any]")
+
+
+class SQLStoreBase(Generic[_Engine]):
+    """The state every SQL store keeps, checked at construction (see the executors for the arguments).
+
+    Raises:
+        TypeError: ``url_or_engine`` is neither a URL nor an engine of the executor's kind.
+        ValueError: a URL that is not a SQL database URL, a driver or database the store does not use,
+            ``engine_options`` with an engine, ``history_ttl`` without ``history`` or shorter than ``ttl``.
+    """
+
+    _repr_name: ClassVar[str]
+    _engine_type: ClassVar[type[Any]]
+    """The engine class the executor sends with (``Engine`` or ``AsyncEngine``)."""
+    _wrong_engine: ClassVar[str]
+    """The TypeError's message for an argument that is neither (``{kind}``: its type's name)."""
+    _wrong_dialect: ClassVar[str]
+    """The ValueError's message for a database the store does not support (``{name}``: the dialect)."""
+
+    def __init__(
+        self,
+        url_or_engine: str | _Engine,
+        *,
+        table_prefix: str = DEFAULT_TABLE_PREFIX,
+        ttl: TTL = None,
+        snapshot_cache_size: int = 1024,
+        engine_options: dict[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+        history: bool = False,
+        history_ttl: TTL = None,
+    ) -> None:
+        self._tables = build_tables(table_prefix)
+        self._ttl = ttl_seconds(ttl)
+        self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
+        self._history = history
+        self._cache: SnapshotCache[CachedSnapshot] = SnapshotCache(snapshot_cache_size)
+        self._retry = retry or RetryPolicy()
+        self._engine: _Engine
+        if isinstance(url_or_engine, str):
+            self._engine = self._engine_from_url(url_or_engine, engine_options or {})
+            self._owns_client = True
+        elif isinstance(url_or_engine, self._engine_type):
+            if engine_options:
+                raise ValueError("engine_options apply only when the store is given a URL")
+            self._engine = url_or_engine
+            self._owns_client = False
+        else:
+            raise TypeError(self._wrong_engine.format(kind=type(url_or_engine).__name__))
+        engine: Any = self._engine
+        self._dialect = dialect_family(engine.dialect.name)
+        if self._dialect not in _DIALECTS:
+            raise ValueError(self._wrong_dialect.format(name=engine.dialect.name))
+        # Every connection the store uses is in autocommit; its transactions BEGIN themselves. An engine
+        # already in autocommit is used as it is (no isolation switch at each pool checkout).
+        self._autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
+        self._begin = begin_statement(self._dialect)
+        self._begin_statement = Statement(self._begin)
+        self._statements = Statements(
+            self._tables,
+            engine.dialect,
+            expires=self._ttl is not None,
+            history=history,
+            history_expires=self._history_ttl is not None,
+        )
+        self._schema = SchemaAdmin(self._schema_engine(), engine.url, self._tables.prefix, self._dialect)
+
+    @classmethod
+    def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
+        """Build from a ``sqlite:``, ``postgresql:`` or ``mysql:``/``mariadb:`` URL (the store owns the engine)."""
+        return cls(url, **options)
+
+    def _engine_from_url(self, url: str, options: dict[str, Any]) -> _Engine:
+        """The engine a store given ``url`` makes (and disposes of when it closes)."""
+        raise NotImplementedError
+
+    def _schema_engine(self) -> Any:
+        """The sync engine schema checks connect with, or ``None`` when the executor passes connections."""
+        return None
+
+    if TYPE_CHECKING:  # the lifecycle mixin of each executor defines it
+
+        def _check_open(self, operation: str, memory_id: str | None = None) -> None: ...
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds a memory lives after its last write, or ``None``."""
+        return self._ttl
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        return self._history
+
+    @property
+    def history_ttl(self) -> float | None:
+        """Seconds a history lives after the memory's last write (``None``: as long as the window)."""
+        return self._history_ttl
+
+    @property
+    def table_prefix(self) -> str:
+        """The prefix of the store's tables."""
+        return self._tables.prefix
+
+    @property
+    def required_schema_revision(self) -> str:
+        """The schema revision this store reads and writes."""
+        return REQUIRED_SCHEMA_REVISION
+
+    def invalidate(self, memory_id: str) -> None:
+        """Forget the cached snapshot of ``memory_id`` (after repairing its rows by hand)."""
+        self._cache.forget(validate_memory_id(memory_id))
+
+    def invalidate_all(self) -> None:
+        """Forget every cached snapshot."""
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        """The URL (password hidden), table prefix and ttl."""
+        engine: Any = self._engine
+        url = engine.url.render_as_string(hide_password=True)
+        history = f", history=True, history_ttl={self._history_ttl!r}" if self._history else ""
+        return f"{self._repr_name}({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r}{history})"
+
+    # ----------------------------------------------------------------------------- for the operations
+
+    def _ready(self, operation: str, memory_id: str | None = None) -> Steps[None]:
+        """Refuse a closed store; check the schema on the store's first operation."""
+        self._check_open(operation, memory_id)
+        if not self._schema.checked:
+            yield CHECK_SCHEMA
+
+    def _in_transaction(self, body: Steps[_T]) -> Steps[_T]:
+        """Run ``body`` in a transaction: ``BEGIN``, its statements, ``COMMIT``; ``ROLLBACK`` if it raises.
+
+        For a transaction of several rounds (it reads, then decides what to write); one whose statements
+        are known up front is one :class:`~chatmemory.stores.sql.commands.Batch` with ``begin``, which
+        ends the same way. A ``BEGIN`` or ``COMMIT`` that fails is not rolled back: nothing was begun, or
+        the outcome is unknown.
+        """
+        yield self._begin_statement
+        try:
+            result = yield from body
+        except Exception:
+            yield ROLLBACK
+            raise
+        yield COMMIT
+        return result
+
+    def _pause(self, loop: WriteLoop) -> Steps[None]:
+        """Between two attempts: hand the connection back, then back off as ``loop`` says."""
+        yield RELEASE
+        delay = loop.delay()
+        if delay:
+            yield Sleep(delay)
+
+    def _remember(self, memory_id: str, state: CachedSnapshot | None) -> None:
+        """Cache what a write left (or forget the memory when the write does not say)."""
+        if state is None:
+            self._cache.forget(memory_id)
+        else:
+            self._cache.put(memory_id, state)
+
+    def _require_history(self) -> None:
+        if not self._history:
+            raise HistoryNotEnabledError(repr(self))
+
+    def _request(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int | None) -> WriteRequest:
+        return WriteRequest.of_messages(
+            memory_id, messages, expected_version, self._ttl, history=self._history, history_ttl=self._history_ttl
+        )
+
+    def _records_request(self, memory_id: str, records: Iterable[bytes]) -> WriteRequest:
+        return WriteRequest.of_records(
+            memory_id, records, self._ttl, history=self._history, history_ttl=self._history_ttl
+        )

@@ -1,0 +1,147 @@
+"""What a SQL store asks its executor to send, and what it gets back (pure: no driver, no I/O).
+
+The store's operations (:mod:`~chatmemory.stores.sql.operations` and the modules it builds on) are
+written once, as generators that yield these commands and receive their results: the sync executor
+(:mod:`chatmemory.stores.sql.store`) sends each one with a SQLAlchemy ``Engine``, the asyncio one
+(:mod:`chatmemory.aio.stores.sql`) with an ``AsyncEngine``. A driver exception is thrown back into the
+generator where the command was yielded, so the operations' ``try`` blocks read as they would around a
+direct call.
+
+The connection: the first statement of an operation checks one out of the pool, and it is held until
+the operation yields :data:`RELEASE` (the next statement then checks out another) or ends. Transactions
+are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the operation, or by a
+:class:`Batch` that is a transaction of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, TypeVar
+
+__all__ = [
+    "CHECK_SCHEMA",
+    "COMMIT",
+    "RELEASE",
+    "ROLLBACK",
+    "Batch",
+    "Command",
+    "Emit",
+    "ListingClosed",
+    "Result",
+    "Sent",
+    "Sleep",
+    "Statement",
+    "Steps",
+    "result_of",
+]
+
+_T = TypeVar("_T")
+
+
+class Result(enum.Enum):
+    """What the executor hands back for a statement."""
+
+    ROWCOUNT = "rowcount"
+    """The rows the statement changed (the driver's ``rowcount``)."""
+    ROWS = "rows"
+    """Every row, each readable by column label (a SQLAlchemy statement's)."""
+    RECORDS = "records"
+    """Every row of the window read, each readable by column label (rendered or not)."""
+    FIRST = "first"
+    """The first row, or ``None``."""
+    SCALAR = "scalar"
+    """The first column of the first row, or ``None``."""
+    SCALARS = "scalars"
+    """The first column of every row, as a list."""
+
+
+class Statement(NamedTuple):
+    """One statement on the operation's connection.
+
+    A named tuple rather than a dataclass: several are built per operation, on every turn.
+
+    Attributes:
+        statement: driver SQL (a ``str``, already in the driver's paramstyle: sent straight to the
+            cursor when nothing listens to cursor events) or a SQLAlchemy executable.
+        parameters: the driver's parameters (for driver SQL) or named values (for an executable).
+        result: what to hand back.
+        many: ``parameters`` is a list of rows (an ``executemany``).
+        expect: in a :class:`Batch`, the result this statement must have for the batch to go on.
+    """
+
+    statement: Any
+    parameters: Any = None
+    result: Result = Result.ROWCOUNT
+    many: bool = False
+    expect: int | None = None
+
+
+class Batch(NamedTuple):
+    """Statements (at least one) sent in order on the operation's connection, in one round of the operation.
+
+    The operation gets the list of their results; sending stops after the first statement whose result
+    differs from its :attr:`Statement.expect` (when that is not ``None``), so the list is then shorter.
+
+    With :attr:`begin` the batch is a transaction of its own: ``begin`` first, ``COMMIT`` last; a
+    statement that raises or misses its ``expect`` is followed by ``ROLLBACK`` instead, before the error
+    (or the shorter list) goes back. A ``begin`` or ``COMMIT`` that raises is not rolled back: nothing
+    was begun, or the outcome is unknown. (:func:`~chatmemory.stores.sql.batches.unbatched` takes batches
+    apart, the same way for both executors.)
+    """
+
+    statements: tuple[Statement, ...]
+    begin: Statement | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait ``seconds`` before the next command (a retry's backoff; the operation hands its connection back first)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Hand ``ids`` to the caller of a listing (the executor yields them, then resumes the operation)."""
+
+    ids: tuple[str, ...]
+
+
+class _Signal(enum.Enum):
+    RELEASE = "release"
+    CHECK_SCHEMA = "check schema"
+
+
+RELEASE: Final = _Signal.RELEASE
+"""Hand the operation's connection back to the pool (the next statement checks out another)."""
+CHECK_SCHEMA: Final = _Signal.CHECK_SCHEMA
+"""Check, once per store, that the tables are at the revision the store needs (raises otherwise)."""
+COMMIT: Final = Statement("COMMIT")
+ROLLBACK: Final = Statement("ROLLBACK")
+
+Command = Statement | Batch | Sleep | Emit | _Signal
+"""Anything an operation yields."""
+Sent = Statement | Sleep | Emit | _Signal
+"""Anything an executor sends (a :class:`Batch` is taken apart before)."""
+
+Steps = Generator[Command, Any, _T]
+"""An operation: yields commands, receives each one's result, returns its own result."""
+
+
+class ListingClosed(Exception):
+    """Thrown into a listing whose caller stopped reading, so that it ends its snapshot before it goes."""
+
+
+def result_of(kind: Result, result: Any) -> Any:
+    """What an operation receives, as ``kind`` says, from a SQLAlchemy result (sync or asyncio, buffered)."""
+    if kind is Result.ROWCOUNT:
+        return int(result.rowcount)
+    if kind is Result.ROWS or kind is Result.RECORDS:
+        return result.all()
+    if kind is Result.FIRST:
+        return result.first()
+    if kind is Result.SCALAR:
+        return result.scalar()
+    return result.scalars().all()

@@ -1,0 +1,127 @@
+"""Diffed writes of the SQL store: a turn against the cached snapshot, conditioned on its version (pure).
+
+:func:`plan_diff` turns a :class:`~chatmemory.stores.sql.write_requests.WriteRequest` and the cached
+snapshot into a :class:`DiffWrite`: the rows to delete (or, with history, mark) and the rows to append.
+On PostgreSQL it is one statement; elsewhere a short transaction whose head update must match one row.
+:func:`diff_outcome` reads whether it did. No driver, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chatmemory import telemetry
+from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.serialization.native import dumps_message
+from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
+from chatmemory.stores.sql.window import WindowCover, cover_window
+from chatmemory.stores.sql.write_requests import WriteRequest, message_rows, removed_seqs, write_entry
+
+__all__ = ["SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
+
+SCALAR_DIFF_LIMIT = 8
+"""The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiffWrite:
+    """A write that deletes (or marks) and appends rows against a cached snapshot, conditioned on its version.
+
+    On PostgreSQL it is one statement (:meth:`postgresql_parameters`); elsewhere the head update
+    (:meth:`head_parameters`), which must match one row, then the deletes (without history) or marks
+    (with history: ``flagged_seqs``, evicted rows the new cover still encloses) and inserts.
+    """
+
+    request: WriteRequest
+    cached: CachedSnapshot
+    deleted_seqs: tuple[int, ...]
+    new_seqs: tuple[int, ...]
+    payloads: tuple[bytes, ...]
+    state: CachedSnapshot
+    cover: WindowCover
+    flagged_seqs: tuple[int, ...] = ()
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows deleted or marked, rows inserted)."""
+        return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
+
+    @property
+    def removed_seqs(self) -> tuple[int, ...]:
+        """The rows the write deletes (without history) or marks evicted (with history)."""
+        return self.flagged_seqs if self.request.history else self.deleted_seqs
+
+    def head_parameters(self) -> dict[str, Any]:
+        """Parameters of the conditional head update."""
+        parameters = {
+            "p_id": self.request.memory_id,
+            "p_expected": self.cached.version,
+            "p_incarnation": self.cached.incarnation,
+            "p_next_seq": self.state.next_seq,
+            "p_entry": write_entry(self.request.write_id, self.state.version),
+        }
+        parameters.update(self.cover.parameters())
+        return self.request.with_ttl(parameters)
+
+    def delete_parameters(self) -> dict[str, Any]:
+        """Parameters of the delete (or the mark) of the evicted rows."""
+        return {"p_id": self.request.memory_id, "p_seqs": list(self.removed_seqs)}
+
+    def removal_parameters(self) -> dict[str, Any]:
+        """Parameters of the delete (or mark) of :attr:`removed_seqs` as scalars ``p_d0``, ``p_d1``…."""
+        parameters: dict[str, Any] = {"p_id": self.request.memory_id}
+        for index, seq in enumerate(self.removed_seqs):
+            parameters[f"p_d{index}"] = seq
+        return parameters
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows to insert."""
+        return message_rows(self.request.memory_id, self.new_seqs, self.payloads, recorded=self.request.recorded)
+
+    def postgresql_parameters(self) -> dict[str, Any]:
+        """Parameters of the one-statement turn (the id as UTF-8 bytes: the statement is precompiled)."""
+        parameters = self.head_parameters()
+        parameters["p_id"] = self.request.memory_id.encode("utf-8", "surrogatepass")
+        if max(self.shape) <= SCALAR_DIFF_LIMIT:
+            for index, seq in enumerate(self.removed_seqs):
+                parameters[f"p_d{index}"] = seq
+            for index, (seq, payload) in enumerate(zip(self.new_seqs, self.payloads, strict=True)):
+                parameters[f"p_s{index}"] = seq
+                parameters[f"p_b{index}"] = payload
+        else:
+            parameters["p_deleted"] = list(self.removed_seqs)
+            parameters["p_seqs"] = list(self.new_seqs)
+            parameters["p_payloads"] = list(self.payloads)
+        return parameters
+
+
+def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite | None:
+    """The diffed write of ``request`` against ``cached``, or ``None`` when the locked path must write.
+
+    A conditional write diffs only against a snapshot of its expected version; an unconditional one
+    against any cached snapshot (conditioned on that snapshot's version: if it is stale, the write falls
+    back to the locked path). Only the appended messages are encoded.
+    """
+    if request.messages is None or cached is None:
+        return None
+    if request.conditional and cached.version != request.expected_version:
+        return None
+    diff = diff_messages(cached.messages, request.messages)
+    if diff.is_rewrite:
+        return None
+    evicted = tuple(cached.seqs[index] for index in diff.deleted)
+    next_seq = cached.next_seq + len(diff.appended)
+    new_seqs = tuple(range(cached.next_seq, next_seq))
+    payloads = tuple(dumps_message(message) for message in diff.appended)
+    telemetry.note_write(appended=len(payloads), evicted=len(evicted), bytes=sum(map(len, payloads)))
+    window = tuple(cached.seqs[index] for index in diff.kept) + new_seqs
+    cover = cover_window(window, cached.window_start, next_seq)
+    deleted, flagged = removed_seqs(request, evicted, cover)
+    state = CachedSnapshot(cached.version + 1, cached.incarnation, next_seq, window, request.messages, cover.start)
+    return DiffWrite(request, cached, deleted, new_seqs, payloads, state, cover, flagged)
+
+
+def diff_outcome(plan: DiffWrite, matched: bool) -> Written | Conflict:
+    """The outcome of a diffed write whose head update did (or did not) match its row."""
+    return Written(plan.state.version, plan.state) if matched else Conflict()

@@ -1,0 +1,158 @@
+"""How the sync SQL store sends commands: a SQLAlchemy ``Engine``, hot statements on the DBAPI cursor.
+
+:class:`SyncDriver` runs an operation of :mod:`~chatmemory.stores.sql.operations` to its end: it sends
+each command the operation yields on the connection the operation holds (checked out by its first
+statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), and hands
+back the result, or throws the driver's exception back in. Driver SQL (the rendered statements of a
+turn and a read, ``BEGIN`` and ``COMMIT``) goes straight to the cursor of the checked-out DBAPI
+connection, its errors handled as SQLAlchemy does (wrapped, a lost connection invalidated); through
+``exec_driver_sql`` when cursor events are listened to, so that they see every statement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine
+
+from chatmemory.stores.base.driving import drive
+from chatmemory.stores.sql.batches import unbatched
+from chatmemory.stores.sql.commands import (
+    CHECK_SCHEMA,
+    RELEASE,
+    Emit,
+    ListingClosed,
+    Result,
+    Sleep,
+    Statement,
+    Steps,
+    result_of,
+)
+from chatmemory.stores.sql.reads import ReadRecord
+
+__all__ = ["SyncDriver"]
+
+_T = TypeVar("_T")
+
+
+class SyncDriver:
+    """Sends the commands of one store's operations with ``engine``.
+
+    Args:
+        engine: the store's engine (whose event listeners decide the path of driver SQL).
+        autocommit: the engine in autocommit, which operations check connections out of.
+        check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
+    """
+
+    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error", "_engine")
+
+    def __init__(self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None]) -> None:
+        self._engine = engine
+        self._autocommit = autocommit
+        self._check_schema = check_schema
+        self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+
+    def run(self, steps: Steps[_T]) -> _T:
+        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+        session = _Session(self)
+        try:
+            result = drive(unbatched(steps), session.perform)
+        except BaseException as exc:
+            session.end(exc)
+            raise
+        session.end(None)
+        return result
+
+    def iterate(self, steps: Steps[None]) -> Iterator[str]:
+        """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
+        session = _Session(self)
+        sent = unbatched(steps)
+        try:
+            command = sent.send(None)
+            while True:
+                if isinstance(command, Emit):
+                    try:
+                        yield from command.ids
+                    except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
+                        command = sent.throw(ListingClosed())
+                    else:
+                        command = sent.send(None)
+                    continue
+                try:
+                    reply = session.perform(command)
+                except Exception as exc:
+                    command = sent.throw(exc)
+                else:
+                    command = sent.send(reply)
+        except (StopIteration, ListingClosed):
+            pass
+        except BaseException as exc:
+            session.end(exc)
+            raise
+        session.end(None)
+
+
+class _Session:
+    """The connection one operation holds, and how each command is sent on it."""
+
+    __slots__ = ("_connection", "_driver")
+
+    def __init__(self, driver: SyncDriver) -> None:
+        self._driver = driver
+        self._connection: Connection | None = None
+
+    def perform(self, command: Any) -> Any:
+        """Send ``command``; return what the operation receives."""
+        if type(command) is Statement:
+            return self.send(command)
+        if command is RELEASE:
+            self.end(None)
+        elif command is CHECK_SCHEMA:
+            self._driver._check_schema()
+        elif isinstance(command, Sleep):
+            time.sleep(command.seconds)
+        else:  # pragma: no cover - every command is handled above
+            raise TypeError(f"not a command: {command!r}")
+        return None
+
+    def send(self, command: Statement) -> Any:
+        """Send a statement on the operation's connection (checked out by the first); return its result."""
+        driver = self._driver
+        connection = self._connection
+        if connection is None:
+            connection = self._connection = driver._autocommit.connect()
+        sql = command.statement
+        if type(sql) is not str:
+            return result_of(command.result, connection.execute(sql, command.parameters))
+        parameters = command.parameters
+        if connection._has_events or driver._engine._has_events:
+            return result_of(command.result, connection.exec_driver_sql(sql, parameters))
+        cursor = connection.connection.cursor()
+        try:
+            if command.many:
+                cursor.executemany(sql, parameters)
+            elif parameters is None:
+                cursor.execute(sql)
+            else:
+                cursor.execute(sql, parameters)
+            kind = command.result
+            if kind is Result.ROWCOUNT:
+                return int(cursor.rowcount)
+            if kind is Result.RECORDS:
+                return [ReadRecord._make(row) for row in cursor.fetchall()]
+            return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
+        except driver._dbapi_error as exc:
+            connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
+            raise  # pragma: no cover - the handler raises
+        finally:
+            cursor.close()
+
+    def end(self, error: BaseException | None) -> None:
+        """Hand the connection back (one interrupted mid-call is invalidated, never reused)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            if error is not None and not isinstance(error, Exception):
+                connection.invalidate()
+            connection.close()

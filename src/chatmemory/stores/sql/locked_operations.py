@@ -1,0 +1,170 @@
+"""The locked side of a SQL store's operations: writes under the head row's lock, and ``modify``.
+
+Each method is a generator of :mod:`~chatmemory.stores.sql.commands` (see
+:mod:`~chatmemory.stores.sql.operations`). A locked write locks the memory's head row (or, when there is
+none, reads the server's clock), asks :func:`~chatmemory.stores.sql.plan.plan_locked` what to do and
+runs its statements in the same transaction. :meth:`LockedOperations._modify` reads the window under
+the same lock and calls the caller's change on it, so that writers of one memory queue instead of
+conflicting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage
+from chatmemory.stores.base import Operation
+from chatmemory.stores.sql import plan
+from chatmemory.stores.sql.commands import Result, Statement, Steps
+from chatmemory.stores.sql.history_operations import HistoryOperations
+from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
+from chatmemory.stores.sql.writes import WriteLoop
+
+__all__ = ["Change", "LockedOperations"]
+
+_Engine = TypeVar("_Engine")
+
+Change = Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]
+"""What :meth:`LockedOperations._modify` is given: the stored messages to the new list, or ``None``."""
+
+
+class _Abort(Exception):
+    """Rolls a locked write's transaction back with an outcome (stray rows found)."""
+
+    def __init__(self, outcome: plan.Corrupted) -> None:
+        super().__init__(type(outcome).__name__)
+        self.outcome = outcome
+
+
+class LockedOperations(HistoryOperations[_Engine]):
+    """Writes under the head row's lock as command generators (the executors run them)."""
+
+    def _write_locked(
+        self, request: WriteRequest, cached: CachedSnapshot | None
+    ) -> Steps[plan.Written | plan.Conflict | plan.Corrupted]:
+        """One attempt of a write under the head row's lock, in a transaction of its own."""
+        try:
+            return (yield from self._in_transaction(self._locked_write(request, cached)))
+        except _Abort as aborted:
+            return aborted.outcome
+
+    def _locked_write(
+        self, request: WriteRequest, cached: CachedSnapshot | None
+    ) -> Steps[plan.Written | plan.Conflict | plan.Corrupted]:
+        head = yield from self._lock_head(request.memory_id)
+        if plan.window_needed(request, cached, head):
+            # With history a write records what it adds to the stored window: read it under the lock.
+            current = yield from self._locked_window(request.memory_id, head, cached)
+            cached = current.state if isinstance(current, plan.ReadResult) else None
+        return (yield from self._decide(request, cached, head))
+
+    def _decide(
+        self, request: WriteRequest, cached: CachedSnapshot | None, head: plan.LockedHead
+    ) -> Steps[plan.Written | plan.Conflict]:
+        """Plan the write under the lock and run its statements (unless it landed already or conflicts)."""
+        decision = plan.plan_locked(request, cached, head)
+        if not isinstance(decision, plan.LockedWrite):
+            return decision
+        yield from self._apply(request.memory_id, decision)
+        return plan.Written(decision.version, decision.state)
+
+    def _lock_head(self, memory_id: str) -> Steps[plan.LockedHead]:
+        statements = self._statements
+        row = yield Statement(statements.lock_head, {"p_id": memory_id}, Result.FIRST)
+        clock = None if row is not None else (yield Statement(statements.clock, {"p_id": ""}, Result.SCALAR))
+        return plan.locked_head(row, clock)
+
+    def _apply(self, memory_id: str, decision: plan.LockedWrite) -> Steps[None]:
+        """Run a locked write's statements in the open transaction; stray rows abort it."""
+        statements = self._statements
+        self._schema.check_payloads(memory_id, (row["payload"] for row in decision.rows))
+        if decision.insert_head:
+            yield Statement(statements.insert_head, decision.head)
+            damage = plan.stray_rows(decision, (yield Statement(statements.delete_all, decision.head)))
+            if damage is not None:
+                raise _Abort(damage)
+        else:
+            if decision.delete_all:
+                yield Statement(statements.delete_all, decision.head)
+            elif decision.deleted_seqs:
+                yield Statement(statements.delete_seqs, decision.delete_parameters())
+            if decision.flagged_seqs:
+                yield Statement(statements.flag_seqs, decision.flag_parameters())
+            yield Statement(statements.rewrite_head, decision.head)
+        if decision.rows:
+            yield Statement(
+                statements.insert_history if decision.recorded else statements.insert_messages, decision.rows
+            )
+
+    def _locked_window(
+        self, memory_id: str, head: plan.LockedHead, cached: CachedSnapshot | None
+    ) -> Steps[plan.ReadResult | plan.Corrupted]:
+        """The stored window, read under the head row's lock (again without the cache if it was stale)."""
+        current = plan.locked_read(memory_id, head, cached, (yield from self._read_locked(memory_id, cached, head)))
+        if isinstance(current, plan.StaleCache):
+            current = plan.locked_read(memory_id, head, None, (yield from self._read_locked(memory_id, None, head)))
+        if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
+            raise AssertionError("a read without the cache cannot find it stale")
+        return current
+
+    def _read_locked(
+        self, memory_id: str, cached: CachedSnapshot | None, head: plan.LockedHead
+    ) -> Steps[Sequence[Any]]:
+        if not (head.present and head.live):
+            return []
+        rows: Sequence[Any] = yield Statement(
+            self._statements.read, plan.read_parameters(memory_id, cached), Result.ROWS
+        )
+        return rows
+
+    # ------------------------------------------------------------------------------------------- modify
+
+    def _modify(self, memory_id: str, change: Change) -> Steps[int]:
+        """Read, change and write ``memory_id`` under its head row's lock; return the version it is at."""
+        memory_id = validate_memory_id(memory_id)
+        yield from self._ready(Operation.WRITE, memory_id)
+        loop = WriteLoop(None, self._retry, self._dialect)
+        while True:
+            outcome: plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted | None = None
+            try:
+                with loop.errors():
+                    outcome = yield from self._modify_once(memory_id, change)
+            except SQLAlchemyError as exc:
+                raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
+            if isinstance(outcome, plan.Corrupted):
+                raise outcome.error(memory_id)
+            if isinstance(outcome, plan.Unchanged):
+                return outcome.version
+            if isinstance(outcome, plan.Written):
+                self._remember(memory_id, outcome.state)
+                return outcome.version
+            if isinstance(outcome, plan.Conflict):
+                # Two writers creating the memory at once: read it again.
+                loop.conflicted()
+            yield from self._pause(loop)
+
+    def _modify_once(
+        self, memory_id: str, change: Change
+    ) -> Steps[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
+        cached = self._cache.get(memory_id)
+        try:
+            return (yield from self._in_transaction(self._modify_locked(memory_id, change, cached)))
+        except _Abort as aborted:
+            return aborted.outcome
+
+    def _modify_locked(
+        self, memory_id: str, change: Change, cached: CachedSnapshot | None
+    ) -> Steps[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
+        head = yield from self._lock_head(memory_id)
+        current = yield from self._locked_window(memory_id, head, cached)
+        if isinstance(current, plan.Corrupted):
+            return current
+        new = change(list(current.snapshot.messages))
+        if new is None:
+            return plan.Unchanged(current.snapshot.version)
+        request = self._request(memory_id, new, current.snapshot.version)
+        return (yield from self._decide(request, current.state, head))

@@ -1,0 +1,68 @@
+"""Statements rendered once in the driver's SQL, for the hot path (a turn and a read).
+
+A :class:`Rendered` statement skips SQLAlchemy's per-execution compile-cache lookup, parameter
+construction and post-compile step: executors send :attr:`Rendered.sql` as driver SQL with the
+parameters :meth:`Rendered.bind` makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ClauseElement, Dialect
+
+__all__ = ["Rendered", "render"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A statement rendered once in the driver's SQL, with what turns named parameters into the driver's.
+
+    Executors run :attr:`sql` with ``exec_driver_sql`` and :meth:`bind` (one row) or :meth:`bind_many`:
+    no compile-cache lookup, parameter construction or post-compile step per execution.
+
+    Attributes:
+        sql: the statement in the driver's paramstyle.
+        names: the parameter names (in the statement's order when :attr:`positional`).
+        positional: whether the driver takes a tuple (else a mapping).
+        processors: bind processors by parameter name (a memory id's encoding, a blob wrapper).
+        defaults: values of parameters the statement fixes itself.
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    positional: bool
+    processors: Mapping[str, Callable[[Any], Any]]
+    defaults: Mapping[str, Any]
+
+    def bind(self, values: Mapping[str, Any]) -> Any:
+        """The driver's parameters (a tuple, or a dict for a named paramstyle) for named ``values``."""
+        processors = self.processors
+        if self.defaults:
+            values = {**self.defaults, **values}
+        bound = [processors[name](values[name]) if name in processors else values[name] for name in self.names]
+        return tuple(bound) if self.positional else dict(zip(self.names, bound, strict=True))
+
+    def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """The driver's parameters of an ``executemany`` of ``rows``."""
+        return [self.bind(row) for row in rows]
+
+
+def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Rendered:
+    """Compile ``statement`` once for ``dialect`` into a :class:`Rendered` (``column_keys``: an INSERT's)."""
+    compiled: Any = statement.compile(
+        dialect=dialect,
+        column_keys=list(column_keys) if column_keys is not None else None,
+        compile_kwargs={"render_postcompile": True},
+    )
+    positional = bool(compiled.positional)
+    names = tuple(compiled.positiontup) if positional else tuple(compiled.binds)
+    processors = {name: processor for name, processor in compiled._bind_processors.items() if processor is not None}
+    defaults = {
+        name: bind.effective_value
+        for name, bind in compiled.binds.items()
+        if not bind.required and not name.startswith("p_")
+    }
+    return Rendered(str(compiled), names, positional, processors, defaults)

@@ -1,0 +1,112 @@
+"""How an operation's batches are taken apart for the executors (pure: no database)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from chatmemory.stores.base.driving import drive
+from chatmemory.stores.sql.batches import unbatched
+from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
+
+BEGIN = Statement("BEGIN")
+HEAD = Statement("UPDATE head", expect=1)
+INSERT = Statement("INSERT rows")
+
+
+class Boom(Exception):
+    """A driver error, as the executor would throw it back in."""
+
+
+def run(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any], Any]:
+    """Drive ``steps`` as an executor does; ``answer`` gives a statement's result or raises. Return (sent, value)."""
+    sent: list[Any] = []
+
+    def perform(command: Any) -> Any:
+        sent.append(command.statement if isinstance(command, Statement) else command)
+        return answer(command) if isinstance(command, Statement) else None
+
+    value = drive(unbatched(steps), perform)
+    return sent, value
+
+
+def one_batch(batch: Batch) -> Steps[Any]:
+    try:
+        results = yield batch
+    except Boom as exc:
+        return f"raised {exc}"
+    yield RELEASE
+    return results
+
+
+def test_a_batch_is_sent_statement_by_statement_and_answered_as_one_list() -> None:
+    sent, value = run(one_batch(Batch((HEAD, INSERT))), lambda statement: 1 if statement is HEAD else 7)
+    assert sent == ["UPDATE head", "INSERT rows", RELEASE]
+    assert value == [1, 7]
+
+
+def test_a_transaction_batch_commits_after_its_statements() -> None:
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), lambda statement: 1)
+    assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "COMMIT", RELEASE]
+    assert value == [1, 1]
+
+
+def test_a_missed_expectation_rolls_back_and_stops_the_batch() -> None:
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), lambda statement: 0)
+    assert sent == ["BEGIN", "UPDATE head", "ROLLBACK", RELEASE]
+    assert value == [0]
+
+
+def test_a_missed_expectation_outside_a_transaction_only_stops_the_batch() -> None:
+    sent, value = run(one_batch(Batch((HEAD, INSERT))), lambda statement: 0)
+    assert sent == ["UPDATE head", RELEASE]
+    assert value == [0]
+
+
+def _failing(text: str) -> Callable[[Statement], Any]:
+    def answer(statement: Statement) -> Any:
+        if statement.statement == text:
+            raise Boom(text)
+        return 1
+
+    return answer
+
+
+def test_a_failing_statement_is_rolled_back_before_its_error_goes_back() -> None:
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), _failing("INSERT rows"))
+    assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "ROLLBACK"]
+    assert value == "raised INSERT rows"
+
+
+@pytest.mark.parametrize("text", ["BEGIN", "COMMIT"])
+def test_a_failing_begin_or_commit_is_not_rolled_back(text: str) -> None:
+    sent, value = run(one_batch(Batch((HEAD, INSERT), BEGIN)), _failing(text))
+    assert "ROLLBACK" not in sent and sent[-1] == text
+    assert value == f"raised {text}"
+
+
+def test_a_failing_rollback_goes_back_with_the_error_it_rolled_back_as_context() -> None:
+    failures: list[Boom] = []
+
+    def answer(statement: Statement) -> Any:
+        if statement in (INSERT, ROLLBACK):
+            failures.append(Boom(str(statement.statement)))
+            raise failures[-1]
+        return 1
+
+    def keep(batch: Batch) -> Steps[Any]:
+        try:
+            yield batch
+        except Boom as exc:
+            return exc
+        return None
+
+    sent, value = run(keep(Batch((HEAD, INSERT), BEGIN)), answer)
+    assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "ROLLBACK"]
+    assert value is failures[1] and value.__context__ is failures[0]
+
+
+def test_commit_and_rollback_are_the_plain_statements() -> None:
+    assert (COMMIT.statement, ROLLBACK.statement) == ("COMMIT", "ROLLBACK")

@@ -1,0 +1,113 @@
+"""The layout rule of every store package: decisions import no driver, only the I/O side does.
+
+Each backend package (``chatmemory.stores.<backend>``) keeps its plans, commands, outcomes and layouts in
+modules that import no database driver, so they can be used and tested without one; only the modules
+listed in ``DRIVER_MODULES`` below (the executors, and the glue that names a driver's errors, clients or
+SQL types) may import one. A new module is pure unless it is added there, and the test fails until it is
+one or the other.
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import chatmemory.aio.stores
+import chatmemory.stores
+
+DRIVERS = [
+    "redis",
+    "hiredis",
+    "pymongo",
+    "bson",
+    "sqlalchemy",
+    "alembic",
+    "psycopg",
+    "pymysql",
+    "aiosqlite",
+    "asyncmy",
+    "aiomysql",
+    "greenlet",
+]
+
+# The modules that talk to a driver. Everything else under chatmemory.stores must import without one.
+DRIVER_MODULES = {
+    # The asyncio executors.
+    "chatmemory.aio.stores.langchain4j_redis",
+    "chatmemory.aio.stores.mongodb",
+    "chatmemory.aio.stores.redis",
+    "chatmemory.aio.stores.redis_cluster_gate",
+    "chatmemory.aio.stores.sql",
+    "chatmemory.aio.stores.sql_driver",
+    # Redis: the blocking executor, the base that builds clients, the driver's errors and the sender.
+    "chatmemory.stores.redis.store",
+    "chatmemory.stores.redis.base",
+    "chatmemory.stores.redis.driver",
+    "chatmemory.stores.redis.sending",
+    # The LangChain4j layout: its executor and base, and operations that read redis-py's reply errors.
+    "chatmemory.stores.langchain4j_redis.store",
+    "chatmemory.stores.langchain4j_redis.base",
+    "chatmemory.stores.langchain4j_redis.operations",
+    # MongoDB: the executor, the base, pymongo's errors and options, operations that handle them.
+    "chatmemory.stores.mongodb.store",
+    "chatmemory.stores.mongodb.base",
+    "chatmemory.stores.mongodb.driver",
+    "chatmemory.stores.mongodb.operations",
+    "chatmemory.stores.mongodb.history_operations",
+    # SQL: statements, tables and engines are SQLAlchemy objects; the operations read its errors.
+    "chatmemory.stores.sql.store",
+    "chatmemory.stores.sql.base",
+    "chatmemory.stores.sql.driver",
+    "chatmemory.stores.sql.operations",
+    "chatmemory.stores.sql.locked_operations",
+    "chatmemory.stores.sql.history_operations",
+    "chatmemory.stores.sql.page_statements",
+    "chatmemory.stores.sql.rendered",
+    "chatmemory.stores.sql.turn_statement",
+    "chatmemory.stores.sql.clock",
+    "chatmemory.stores.sql.engine",
+    "chatmemory.stores.sql.schema",
+    "chatmemory.stores.sql.schema_admin",
+    "chatmemory.stores.sql.statements",
+    "chatmemory.stores.sql.writes",
+}
+
+
+def _modules() -> list[str]:
+    found = []
+    for package in (chatmemory.stores, chatmemory.aio.stores):
+        found.append(package.__name__)
+        found += [info.name for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+    return sorted(found)
+
+
+def _importable_without_drivers(names: list[str]) -> dict[str, str]:
+    """Each module's import with every driver hidden, in a fresh interpreter: ``ok`` or the error."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {DRIVERS!r}:\n    sys.modules[name] = None\n"
+        "results = {}\n"
+        f"for name in {names!r}:\n"
+        "    try:\n        importlib.import_module(name)\n        results[name] = 'ok'\n"
+        "    except Exception as exc:\n        results[name] = f'{type(exc).__name__}: {exc}'\n"
+        "print(json.dumps(results))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout))
+
+
+def test_every_module_but_the_drivers_imports_without_any_driver() -> None:
+    pure = [name for name in _modules() if name not in DRIVER_MODULES]
+    failed = {name: result for name, result in _importable_without_drivers(pure).items() if result != "ok"}
+    assert failed == {}
+
+
+def test_each_listed_driver_module_does_need_a_driver() -> None:
+    # The list stays honest: a module that no longer imports a driver must leave it (and the test above
+    # then keeps it that way).
+    listed = sorted(DRIVER_MODULES)
+    assert set(listed) <= set(_modules()), sorted(set(listed) - set(_modules()))
+    passed = [name for name, result in _importable_without_drivers(listed).items() if result == "ok"]
+    assert passed == []
