@@ -114,9 +114,17 @@ def test_read_parameters_send_every_payload_without_a_cache() -> None:
 def test_requests_take_any_iterable_once_and_refuse_non_messages() -> None:
     request = WriteRequest.of_messages("m", (message for message in texts("a", "b")), 0, None)
     assert request.messages == texts("a", "b")
-    with pytest.raises(TypeError):
-        WriteRequest.of_messages("m", ["not a message"], 0, None)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="got str"):
+        WriteRequest.of_messages("m", [*texts("a"), "not a message"], 0, None)  # type: ignore[list-item]
     assert WriteRequest.of_messages("m", [], None, None).write_id != request.write_id
+
+
+def test_requests_take_subclasses_of_the_message_types() -> None:
+    class Tagged(UserMessage):
+        pass
+
+    tagged = Tagged("a")
+    assert WriteRequest.of_messages("m", [tagged], None, None).messages == (tagged,)
 
 
 def test_a_steady_state_turn_is_a_diff_encoding_only_the_new_message() -> None:

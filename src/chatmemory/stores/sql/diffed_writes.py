@@ -110,16 +110,24 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
     diff = diff_messages(cached.messages, request.messages)
     if diff.is_rewrite:
         return None
-    evicted = tuple(cached.seqs[index] for index in diff.deleted)
+    seq_at = cached.seqs.__getitem__
+    evicted = tuple(map(seq_at, diff.deleted))
     next_seq = cached.next_seq + len(diff.appended)
     new_seqs = tuple(range(cached.next_seq, next_seq))
-    payloads = tuple(dumps_message(message) for message in diff.appended)
+    payloads = tuple(map(dumps_message, diff.appended))
     telemetry.note_write(appended=len(payloads), evicted=len(evicted), bytes=sum(map(len, payloads)))
-    window = tuple(cached.seqs[index] for index in diff.kept) + new_seqs
+    window = _kept_seqs(cached.seqs, diff.kept) + new_seqs
     cover = cover_window(window, cached.window_start, next_seq)
     deleted, flagged = removed_seqs(request, evicted, cover)
     state = CachedSnapshot(cached.version + 1, cached.incarnation, next_seq, window, request.messages, cover.start)
     return DiffWrite(request, cached, deleted, new_seqs, payloads, state, cover, flagged)
+
+
+def _kept_seqs(seqs: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int, ...]:
+    """The sequence numbers of the kept messages: a slice when they are one run (the steady state)."""
+    if kept and kept[-1] - kept[0] + 1 == len(kept):
+        return seqs[kept[0] : kept[-1] + 1]
+    return tuple(map(seqs.__getitem__, kept))
 
 
 def diff_outcome(plan: DiffWrite, matched: bool) -> Written | Conflict:

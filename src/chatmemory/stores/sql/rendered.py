@@ -8,7 +8,7 @@ parameters :meth:`Rendered.bind` makes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import ClauseElement, Dialect
@@ -36,14 +36,20 @@ class Rendered:
     positional: bool
     processors: Mapping[str, Callable[[Any], Any]]
     defaults: Mapping[str, Any]
+    _steps: tuple[tuple[str, Callable[[Any], Any] | None], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Each parameter with its processor (or None), looked up once rather than on every bind.
+        steps = tuple((name, self.processors.get(name)) for name in self.names)
+        object.__setattr__(self, "_steps", steps)
 
     def bind(self, values: Mapping[str, Any]) -> Any:
         """The driver's parameters (a tuple, or a dict for a named paramstyle) for named ``values``."""
-        processors = self.processors
         if self.defaults:
             values = {**self.defaults, **values}
-        bound = [processors[name](values[name]) if name in processors else values[name] for name in self.names]
-        return tuple(bound) if self.positional else dict(zip(self.names, bound, strict=True))
+        if self.positional:
+            return tuple([values[name] if process is None else process(values[name]) for name, process in self._steps])
+        return {name: values[name] if process is None else process(values[name]) for name, process in self._steps}
 
     def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The driver's parameters of an ``executemany`` of ``rows``."""
