@@ -41,8 +41,11 @@ class ScriptCall(NamedTuple):
     names: tuple[bytes, ...]
 
     def request(self) -> tuple[str, tuple[Any, ...]]:
-        """The client method and its arguments: ``evalsha(sha, len(names), *names, *args)``."""
-        return "evalsha", (self.script.sha, len(self.names), *self.names, *self.args)
+        """The client method and its arguments: ``EVALSHA sha len(names) *names *args``.
+
+        Sent with ``execute_command`` (what ``evalsha`` calls, two calls fewer per run).
+        """
+        return "execute_command", ("EVALSHA", self.script.sha, len(self.names), *self.names, *self.args)
 
     def fallback(self) -> tuple[Any, ...]:
         """``eval``'s arguments, for a server that does not know the script: its source in place of its sha."""

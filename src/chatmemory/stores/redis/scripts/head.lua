@@ -37,6 +37,9 @@ end
 -- The ttl argument in ms (0: no expiry), or nil and the error reply that stops the script before it
 -- writes anything.
 local function checked_ttl(text)
+  if text == '0' then
+    return 0, nil -- a store without ttl: no pattern to match
+  end
   if not string.match(text, '^%d+$') or tonumber(text) > MAX_TTL_MS then
     return nil, redis.error_reply('ERR chatmemory: a ttl of ' .. text .. ' ms is outside 0..' .. MAX_TTL_MS)
   end
