@@ -223,3 +223,34 @@ async def test_modify_queues_tasks_on_the_row_lock(store: AsyncSQLStore, sync_st
     stored = sorted(map(str, await store.get_messages("queued")))
     assert stored == sorted(map(str, [*messages, *(UserMessage(f"sync {i}") for i in range(10))]))
     assert checked_out(store) == 0
+
+
+async def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a_transaction_is_open(
+    store: AsyncSQLStore,
+) -> None:
+    if store.engine.dialect.name not in ("mysql", "mariadb"):
+        pytest.skip("asyncmy sends ROLLBACK on every rollback(); the other drivers skip it themselves")
+
+    async def counters() -> dict[str, int]:
+        # The pool's only connection, idle: the one the reads used.
+        async with store.engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            async with raw.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
+                await cursor.execute("SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Com_rollback')")
+                return {name: int(value) for name, value in await cursor.fetchall()}
+
+    await store.update_messages("m", texts("a", "b"))
+    version = (await store.load("m")).version
+    before = await counters()
+    for _ in range(20):
+        await store.get_messages("m")
+    after = await counters()
+    assert after["Com_select"] - before["Com_select"] == 20
+    assert after["Com_rollback"] == before["Com_rollback"]
+
+    async with store.engine.connect() as connection:  # handed back inside a transaction: rolled back
+        await connection.exec_driver_sql("BEGIN")
+        await connection.exec_driver_sql(f"UPDATE {store._tables.memories.name} SET version = version + 100")
+    again = await counters()
+    assert again["Com_rollback"] == after["Com_rollback"] + 1
+    assert (await store.load("m")).version == version

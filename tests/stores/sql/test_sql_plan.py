@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,17 +13,9 @@ from chatmemory.stores.sql import plan
 from chatmemory.stores.sql.plan import CachedSnapshot, LockedHead, WriteRequest
 
 
-@dataclass
-class Row:
-    """A row of the read statement."""
-
-    version: int | None = None
-    incarnation: int | None = None
-    next_seq: int | None = None
-    live: int | None = None
-    seq: int | None = None
-    payload: bytes | None = None
-    window_start: int | None = 0
+def head_row(version: int, incarnation: int, next_seq: int, live: int = 1, window_start: int = 0) -> tuple[None, bytes]:
+    """The window read's head row: ``seq`` NULL, the head's fields packed in ``payload``."""
+    return (None, plan.ReadHead(version, incarnation, next_seq, live, window_start).pack())
 
 
 def texts(*words: str) -> tuple[ChatMessage, ...]:
@@ -56,50 +46,95 @@ def head(**fields: object) -> LockedHead:
 
 
 def test_an_absent_memory_reads_empty_at_version_0() -> None:
-    result = plan.decode_read("m", [Row()], None)
+    result = plan.decode_read("m", [], None)
     assert isinstance(result, plan.ReadResult)
     assert result.snapshot.messages == [] and result.snapshot.version == 0 and result.state is None
 
 
 def test_message_rows_without_a_head_are_corrupted_not_empty() -> None:
-    result = plan.decode_read("m", [Row(seq=0, payload=b"{}"), Row(seq=1, payload=b"{}")], None)
+    result = plan.decode_read("m", [(0, b"{}"), (1, b"{}")], None)
     assert isinstance(result, plan.Corrupted)
     assert "2 message rows" in result.detail
     assert isinstance(result.error("m"), CorruptedMemoryError)
+    assert plan.raw_records([(1, b"b"), (0, b"a")]) == [b"a", b"b"]  # an operator inspects them in order
 
 
 def test_an_expired_head_reads_empty() -> None:
-    result = plan.decode_read("m", [Row(version=5, incarnation=1, next_seq=2, live=0)], None)
+    result = plan.decode_read("m", [head_row(5, 1, 2, live=0)], None)
     assert isinstance(result, plan.ReadResult) and result.snapshot.version == 0
+    assert plan.raw_records([head_row(5, 1, 2, live=0)]) == []
+
+
+def test_a_live_head_without_messages_reads_empty_at_its_version() -> None:
+    result = plan.decode_read("m", [head_row(4, 1, 2, window_start=2)], None)
+    assert isinstance(result, plan.ReadResult) and result.snapshot.version == 4
+    assert result.state == CachedSnapshot(4, 1, 2, (), (), 2)
+
+
+@pytest.mark.parametrize("packed", [b"8 42 7 1 3", "8 42 7 1 3", memoryview(b"8 42 7 1 3")])
+def test_the_packed_head_reads_from_any_driver_type(packed: object) -> None:
+    assert plan.ReadHead.unpack(packed) == plan.ReadHead(8, 42, 7, 1, 3)  # type: ignore[arg-type]
+    assert plan.ReadHead(8, 42, 7, 1, 3).pack() == b"8 42 7 1 3"
 
 
 def test_rows_the_cache_holds_are_reused_and_new_ones_decoded() -> None:
     cached = snapshot_of(texts("a", "b", "c"))
     new = UserMessage("d")
-    rows = [
-        Row(8, 42, 7, 1, 4, None),
-        Row(8, 42, 7, 1, 5, None),
-        Row(8, 42, 7, 1, 6, dumps_message(new)),
-    ]
+    rows = [head_row(8, 42, 7, window_start=4), (4, None), (5, None), (6, dumps_message(new))]
     result = plan.decode_read("m", rows, cached)
     assert isinstance(result, plan.ReadResult)
     assert result.snapshot.messages == [UserMessage("b"), UserMessage("c"), new]
     assert result.snapshot.messages[0] is cached.messages[1]
-    assert result.state == CachedSnapshot(8, 42, 7, (4, 5, 6), (*cached.messages[1:], new))
+    assert result.state == CachedSnapshot(8, 42, 7, (4, 5, 6), (*cached.messages[1:], new), 4)
 
 
 def test_a_row_the_cache_does_not_hold_asks_for_an_uncached_read() -> None:
     # A row deleted and put back by hand under another sequence number: no KeyError, a fresh read.
     cached = snapshot_of(texts("a", "b"))
-    rows = [Row(7, 42, 5, 1, 3, None), Row(7, 42, 5, 1, 2, None)]
+    rows = [head_row(7, 42, 5), (3, None), (2, None)]
     assert isinstance(plan.decode_read("m", rows, cached), plan.StaleCache)
 
 
 def test_a_row_appended_by_hand_past_next_seq_moves_next_seq() -> None:
-    rows = [Row(7, 42, 5, 1, seq, dumps_message(UserMessage(str(seq)))) for seq in (3, 4, 5)]
+    rows = [head_row(7, 42, 5), *((seq, dumps_message(UserMessage(str(seq)))) for seq in (3, 4, 5))]
     result = plan.decode_read("m", rows, None)
     assert isinstance(result, plan.ReadResult) and result.state is not None
     assert result.state.next_seq == 6
+
+
+@st.composite
+def _window_reads(draw: st.DrawFn) -> tuple[list[tuple[int | None, bytes | None]], CachedSnapshot | None, list[int]]:
+    """A window read's rows in a random order: pinned rows below a gap, the open run, a cached prefix."""
+    pinned = draw(st.lists(st.integers(0, 5), max_size=3, unique=True))
+    start = draw(st.integers(6, 20))
+    seqs = sorted(pinned) + list(range(start, start + draw(st.integers(0, 12))))
+    next_seq = (seqs[-1] + 1) if seqs else start
+    known = draw(st.integers(0, len(seqs)))  # how many rows (a prefix) the cache holds
+    cached = None
+    if known:
+        held = seqs[:known]
+        cached = CachedSnapshot(3, 9, held[-1] + 1, tuple(held), tuple(UserMessage(f"m{seq}") for seq in held), start)
+    known_next = cached.next_seq if cached is not None else 0
+    rows: list[tuple[int | None, bytes | None]] = [
+        (seq, None if seq < known_next else dumps_message(UserMessage(f"m{seq}"))) for seq in seqs
+    ]
+    rows.append(head_row(4, 9, next_seq, window_start=start))
+    return draw(st.permutations(rows)), cached, seqs
+
+
+@given(_window_reads())
+def test_rows_in_any_order_read_as_the_window_in_seq_order(
+    read: tuple[list[tuple[int | None, bytes | None]], CachedSnapshot | None, list[int]],
+) -> None:
+    rows, cached, seqs = read
+    result = plan.decode_read("m", rows, cached)
+    assert isinstance(result, plan.ReadResult) and result.state is not None
+    assert result.snapshot.messages == [UserMessage(f"m{seq}") for seq in seqs]
+    assert result.snapshot.version == 4 and result.state.seqs == tuple(seqs)
+    if cached is not None:  # the cached prefix is reused, not decoded again
+        assert all(message is held for message, held in zip(result.state.messages, cached.messages, strict=False))
+    sent = sorted((seq, payload) for seq, payload in rows if seq is not None and payload is not None)
+    assert plan.raw_records(rows) == [payload for _, payload in sent]
 
 
 def test_read_parameters_send_every_payload_without_a_cache() -> None:

@@ -292,12 +292,12 @@ def _rows_read_by_the_window_read(store: SQLChatMemoryStore, memory_id: str) -> 
 
             return read(plan["Plan"])
         if dialect == "sqlite":
-            compiled = str(store._statements.read.compile(dialect=store.engine.dialect))
-            # The known-rows parameters come first (in the select list), then the id wherever it is compared.
-            bound = (-1, 0, *[memory_id.encode()] * (compiled.count("?") - 2))
-            steps = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled, bound).all()
+            read = store._statements.fast_read
+            steps = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + read.sql, read.bind(parameters)).all()
             searches = [step[3] for step in steps if store._tables.messages.name in step[3]]
-            assert searches and all("seq>?" in step for step in searches), searches
+            # The window's rows from the head's ranges on; stray rows (only read without a head) by id.
+            assert any("seq>?" in step for step in searches), searches
+            assert all("seq>?" in step or "(memory_id=?)" in step for step in searches), searches
             return 0
         connection.exec_driver_sql(f"ANALYZE TABLE {store._tables.messages.name}")
         connection.exec_driver_sql("FLUSH STATUS")
@@ -316,3 +316,45 @@ def test_a_window_read_with_history_reads_only_the_window(history_store: SQLChat
         version = history_store.save("long", messages, version)
     assert history_store.get_messages("long") == messages
     assert _rows_read_by_the_window_read(history_store, "long") <= len(messages) + 1  # not the 300 evicted rows
+
+
+_COUNTERS = "SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Com_rollback')"
+
+
+def _session_counters(store: SQLChatMemoryStore) -> dict[str, int]:
+    """The server's counters of the store's pooled connection (its only one, idle: the reads' connection)."""
+    connection = store.engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        cursor.execute(_COUNTERS)
+        counters = {name: int(value) for name, value in cursor.fetchall()}
+        cursor.close()
+    finally:
+        connection.close()
+    return counters
+
+
+def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a_transaction_is_open(
+    store: SQLChatMemoryStore,
+) -> None:
+    if store.engine.dialect.name not in ("mysql", "mariadb"):
+        pytest.skip("PyMySQL sends ROLLBACK on every rollback(); the other drivers skip it themselves")
+    store.update_messages("m", [UserMessage(f"m{index}") for index in range(5)])
+    version = store.load("m").version
+    before = _session_counters(store)
+    for _ in range(20):
+        store.get_messages("m")
+    after = _session_counters(store)
+    assert after["Com_select"] - before["Com_select"] == 20  # the same pooled connection served every read
+    assert after["Com_rollback"] == before["Com_rollback"]  # and went back to the pool without a round trip
+
+    # A connection handed back inside a transaction is still rolled back before anyone reuses it.
+    connection = store.engine.raw_connection()
+    cursor = connection.cursor()
+    cursor.execute("BEGIN")
+    cursor.execute(f"UPDATE {store._tables.memories.name} SET version = version + 100")
+    cursor.close()
+    connection.close()
+    again = _session_counters(store)
+    assert again["Com_rollback"] == after["Com_rollback"] + 1
+    assert store.load("m").version == version  # the update was rolled back, not left open nor committed

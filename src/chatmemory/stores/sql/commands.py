@@ -48,7 +48,7 @@ class Result(enum.Enum):
     ROWS = "rows"
     """Every row, each readable by column label (a SQLAlchemy statement's)."""
     RECORDS = "records"
-    """Every row of the window read, each readable by column label (rendered or not)."""
+    """Every row of driver SQL, each a sequence of its columns (the window read's ``(seq, payload)``)."""
     FIRST = "first"
     """The first row, or ``None``."""
     SCALAR = "scalar"

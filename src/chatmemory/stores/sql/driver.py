@@ -30,7 +30,6 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
-from chatmemory.stores.sql.reads import ReadRecord
 
 __all__ = ["SyncDriver"]
 
@@ -141,7 +140,7 @@ class _Session:
             if kind is Result.ROWCOUNT:
                 return int(cursor.rowcount)
             if kind is Result.RECORDS:
-                return [ReadRecord._make(row) for row in cursor.fetchall()]
+                return cursor.fetchall()
             return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
         except driver._dbapi_error as exc:
             connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)

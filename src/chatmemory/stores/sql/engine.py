@@ -19,11 +19,14 @@ costs no ``BEGIN``/``COMMIT`` round trips.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
+from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import PoolResetState
 
 from chatmemory.core.errors import MissingDependencyError
 
@@ -56,6 +59,11 @@ _CONFLICT_MYSQL_CODES = frozenset({1062, 1213, 1205})
 """MySQL/MariaDB: duplicate key, deadlock, lock wait timeout."""
 _PACKET_MYSQL_CODES = frozenset({1153, 1301, 2006, 2013})
 """MySQL/MariaDB: packet too large, result larger than max_allowed_packet, server gone away, lost connection."""
+
+_SERVER_STATUS_IN_TRANS = 1
+"""MySQL protocol: the server status flag of an open transaction (``SERVER_STATUS_IN_TRANS``)."""
+_SKIPS_AUTOCOMMIT_ROLLBACK = "skip_autocommit_rollback" in inspect.signature(DefaultDialect.__init__).parameters
+"""Whether SQLAlchemy (2.0.43 and later) can skip ``rollback()`` on a connection in autocommit."""
 
 _SYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql", "sqlite": "pysqlite"}
 _ASYNC_DRIVERS = {"postgresql": "psycopg", "mysql": "asyncmy", "mariadb": "asyncmy", "sqlite": "aiosqlite"}
@@ -136,6 +144,8 @@ def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
 
     Connections are in autocommit (see the module docstring); connect timeouts are short. There is no
     pool pre-ping: a call that finds its pooled connection dead is retried once on a new connection.
+    On MySQL/MariaDB a connection goes back to the pool without a ``ROLLBACK`` unless a transaction is
+    open (see :func:`install_connect_hooks`).
     """
     settings = dict(options)
     settings.setdefault("isolation_level", AUTOCOMMIT)
@@ -146,11 +156,24 @@ def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
     else:
         connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
     settings["connect_args"] = connect_args
+    if backend == "mysql":
+        # PyMySQL and asyncmy send ROLLBACK on every rollback() call, even with no transaction open: one
+        # round trip per pooled call. The pool does not roll back, nor (in autocommit) does SQLAlchemy
+        # when it closes a connection; the reset hook rolls back what is really open.
+        settings.setdefault("pool_reset_on_return", None)
+        if _SKIPS_AUTOCOMMIT_ROLLBACK:
+            settings.setdefault("skip_autocommit_rollback", True)
     return settings
 
 
 def install_connect_hooks(engine: Engine) -> None:
-    """Per-connection settings: WAL on SQLite, ``READ COMMITTED`` on MySQL/MariaDB."""
+    """Per-connection settings: WAL on SQLite, ``READ COMMITTED`` on MySQL/MariaDB; MySQL/MariaDB's reset.
+
+    On MySQL/MariaDB a connection going back to the pool is rolled back only if the server's status
+    (sent with every reply, kept by the driver) says a transaction is open: the reset costs no round
+    trip after an autocommit statement, and a transaction left open (an operation interrupted between
+    ``BEGIN`` and ``COMMIT``) is still ended before another call gets the connection.
+    """
     backend = dialect_family(engine.dialect.name)
 
     if backend == "sqlite":
@@ -171,6 +194,19 @@ def install_connect_hooks(engine: Engine) -> None:
             cursor = dbapi_connection.cursor()
             cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             cursor.close()
+
+        @event.listens_for(engine, "reset")
+        def _rollback_if_open(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
+            if state.terminate_only or not state.asyncio_safe:
+                return  # discarded, not reused (or, on asyncio, in a garbage collection: nothing can be sent)
+            if in_transaction(dbapi_connection):
+                dbapi_connection.rollback()
+
+
+def in_transaction(dbapi_connection: Any) -> bool:
+    """Whether a PyMySQL or asyncmy connection's last reply said a transaction is open."""
+    driver_connection = getattr(dbapi_connection, "driver_connection", dbapi_connection)  # asyncmy's adapter
+    return bool(driver_connection.server_status & _SERVER_STATUS_IN_TRANS)
 
 
 def missing_driver(url: URL, exc: ImportError, feature: str) -> Exception:

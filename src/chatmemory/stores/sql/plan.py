@@ -55,7 +55,7 @@ from chatmemory.stores.sql.outcomes import (
     Written,
     stray_detail,
 )
-from chatmemory.stores.sql.reads import decode_read, raw_records, read_parameters
+from chatmemory.stores.sql.reads import ReadHead, decode_read, raw_records, read_parameters
 from chatmemory.stores.sql.write_requests import (
     RECENT_WRITES,
     WriteRequest,
@@ -76,6 +76,7 @@ __all__ = [
     "HeadRow",
     "LockedHead",
     "LockedWrite",
+    "ReadHead",
     "ReadResult",
     "StaleCache",
     "Unchanged",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from operator import attrgetter
+from operator import gt, itemgetter
 from typing import Any, NamedTuple, Protocol, cast
 
 from chatmemory import telemetry
@@ -16,9 +16,9 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult
 from chatmemory.stores.sql.times import aware
 
 __all__ = [
-    "ReadRecord",
     "HISTORY_OFFSET",
     "HistoryRow",
+    "ReadHead",
     "ReadRow",
     "decode_history",
     "decode_read",
@@ -27,53 +27,32 @@ __all__ = [
     "read_parameters",
 ]
 
-_seq_and_payload = attrgetter("seq", "payload")
 _MISSING = object()
 """A cached message the rows name but the cache does not hold."""
 
-
-class ReadRow(Protocol):
-    """A row of the read statement (head columns repeat on every row; ``seq`` is ``None`` without messages)."""
-
-    @property
-    def version(self) -> int | None:
-        """The head row's version."""
-
-    @property
-    def incarnation(self) -> int | None:
-        """The head row's incarnation."""
-
-    @property
-    def next_seq(self) -> int | None:
-        """The head row's next sequence number."""
-
-    @property
-    def live(self) -> int | None:
-        """Whether the window has not expired (1 or 0)."""
-
-    @property
-    def window_start(self) -> int | None:
-        """The start of the window's open range."""
-
-    @property
-    def seq(self) -> int | None:
-        """The message row's sequence number."""
-
-    @property
-    def payload(self) -> bytes | None:
-        """The message row's payload (``None`` for a row the cached snapshot holds)."""
+ReadRow = Sequence[Any]
+"""A row of the window read: ``(seq, payload)`` (a driver's tuple or a SQLAlchemy row)."""
 
 
-class ReadRecord(NamedTuple):
-    """A row of the read statement fetched from the driver's cursor (the columns of :class:`ReadRow`)."""
+class ReadHead(NamedTuple):
+    """The head row's fields, as the window read sends them packed in its row with ``seq`` ``NULL``."""
 
-    version: int | None
-    incarnation: int | None
-    next_seq: int | None
-    live: int | None
-    window_start: int | None
-    seq: int | None
-    payload: bytes | None
+    version: int
+    incarnation: int
+    next_seq: int
+    live: int
+    """1, or 0 once the memory has expired."""
+    window_start: int
+
+    @classmethod
+    def unpack(cls, packed: bytes | str | memoryview) -> ReadHead:
+        """The fields from their packed form: ASCII digits separated by spaces (bytes from most drivers)."""
+        text = bytes(packed) if isinstance(packed, memoryview) else packed
+        return cls._make(map(int, text.split()))
+
+    def pack(self) -> bytes:
+        """The packed form (what the statement sends; for tests)."""
+        return " ".join(map(str, self)).encode()
 
 
 def read_parameters(memory_id: str, cached: CachedSnapshot | None) -> dict[str, Any]:
@@ -86,23 +65,42 @@ def read_parameters(memory_id: str, cached: CachedSnapshot | None) -> dict[str, 
     }
 
 
+def _split(rows: Sequence[ReadRow]) -> tuple[ReadHead | None, list[tuple[int, bytes | None]]]:
+    """The head (``None``: no head row) and the message rows as ``(seq, payload)``, in ``seq`` order.
+
+    The statement has no ``ORDER BY`` (see :func:`~chatmemory.stores.sql.statements.window_read`): the rows
+    usually come head first and in order, and are sorted here when they do not.
+    """
+    head = None
+    pairs = []
+    for seq, payload in rows:
+        if seq is None:
+            head = ReadHead.unpack(payload)
+        else:
+            pairs.append((seq, payload))
+    seqs = [seq for seq, _ in pairs]
+    if any(map(gt, seqs, seqs[1:])):
+        pairs.sort(key=itemgetter(0))
+    return head, pairs
+
+
 def decode_read(
     memory_id: str, rows: Sequence[ReadRow], cached: CachedSnapshot | None
 ) -> ReadResult | StaleCache | Corrupted:
-    """Turn the read statement's rows into a snapshot, reusing the cached messages the rows left out.
+    """Turn the read statement's rows (in any order) into a snapshot, reusing the cached messages they left out.
 
     Within one incarnation a sequence number is written once and never reused (rewrites take new ones),
     so a row below the cached ``next_seq`` is a message of the cached snapshot and is not decoded again.
+    No head row: an absent memory (empty at version 0), or damage if message rows exist without it.
 
     Raises:
         CorruptedMemoryError: a payload does not decode.
         UnsupportedFormatVersionError: a payload is from a newer format.
     """
-    head = rows[0]
-    if head.version is None or head.incarnation is None or head.next_seq is None:
-        strays = sum(1 for row in rows if row.seq is not None)
-        if strays:
-            return Corrupted(stray_detail(strays))
+    head, pairs = _split(rows)
+    if head is None:
+        if pairs:
+            return Corrupted(stray_detail(len(pairs)))
         return ReadResult(Snapshot([], 0), None)
     if not head.live:
         return ReadResult(Snapshot([], 0), None)
@@ -111,9 +109,6 @@ def decode_read(
         if cached is not None and cached.incarnation == head.incarnation
         else {}
     )
-    pairs = list(map(_seq_and_payload, rows))
-    if pairs[0][0] is None:  # a live head without messages: one row, joined to nothing
-        pairs = []
     telemetry.note(bytes=sum(len(payload) for _, payload in pairs if payload is not None))
     lookup = known.get
     messages: list[ChatMessage | object] = [
@@ -126,18 +121,16 @@ def decode_read(
     # A row appended by hand past the head's next_seq must not collide with the next insert.
     next_seq = max(head.next_seq, seqs[-1] + 1) if seqs else head.next_seq
     decoded = cast("list[ChatMessage]", messages)
-    state = CachedSnapshot(
-        head.version, head.incarnation, next_seq, tuple(seqs), tuple(decoded), head.window_start or 0
-    )
+    state = CachedSnapshot(head.version, head.incarnation, next_seq, tuple(seqs), tuple(decoded), head.window_start)
     return ReadResult(Snapshot(decoded, head.version), state)
 
 
 def raw_records(rows: Sequence[ReadRow]) -> list[bytes]:
     """The payloads of a read made without a cached snapshot (live, or stray rows an operator inspects)."""
-    head = rows[0]
-    if head.version is not None and not head.live:
+    head, pairs = _split(rows)
+    if head is not None and not head.live:
         return []
-    return [bytes(row.payload) for row in rows if row.seq is not None and row.payload is not None]
+    return [bytes(payload) for _, payload in pairs if payload is not None]
 
 
 class HistoryRow(Protocol):

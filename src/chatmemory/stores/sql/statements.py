@@ -21,10 +21,12 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    CompoundSelect,
     Delete,
     Dialect,
     Insert,
     Integer,
+    LargeBinary,
     Select,
     String,
     TextClause,
@@ -32,6 +34,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    cast,
     delete,
     func,
     insert,
@@ -40,6 +43,8 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    type_coerce,
+    union_all,
     update,
 )
 
@@ -50,7 +55,7 @@ from chatmemory.stores.sql.rendered import Rendered, render
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 from chatmemory.stores.sql.turn_statement import diff_turn
 
-__all__ = ["Rendered", "Statements", "render"]
+__all__ = ["Rendered", "Statements", "render", "window_read"]
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
@@ -110,45 +115,9 @@ class Statements:
             literal_column(str(RECENT_WRITES_LENGTH - _ENTRY)),
         )
 
-        # One statement answers every state of a memory: no head and no rows (one row of NULLs), a live
-        # head and its rows, an expired head (one row, live = 0, its rows not sent), and message rows
-        # without a head (damage: reported, never read as empty). Rows the store already decoded come
-        # without their payload: within one incarnation every row below the next sequence number the
-        # store saw was in that snapshot (see plan.decode_read).
-        key = select(bindparam("p_id", type_=MemoryIdType()).label("memory_id")).subquery("k")
         head_live = case((self._live, literal_column("1")), else_=literal_column("0"))
-        known = and_(
-            memories.c.incarnation == bindparam("p_known_incarnation"), messages.c.seq < bindparam("p_known_next")
-        )
-        self.read: Select[Any] = (
-            select(
-                memories.c.version,
-                memories.c.incarnation,
-                memories.c.next_seq,
-                head_live.label("live"),
-                memories.c.window_start,
-                messages.c.seq,
-                case((known, null()), else_=messages.c.payload).label("payload"),
-            )
-            .select_from(
-                # The id is compared as a constant (not through k): MySQL/MariaDB then read the head row
-                # first, as a constant, and bound the message index scan by its ranges.
-                key.outerjoin(memories, memory_id).outerjoin(
-                    messages,
-                    and_(
-                        messages.c.memory_id == bindparam("p_id"),
-                        # The ranges bound the index scan (every row when there is no head: strays).
-                        or_(
-                            messages.c.seq >= func.coalesce(memories.c.window_start, literal_column("-1")),
-                            messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
-                        ),
-                        or_(memories.c.memory_id.is_(None), and_(self._live, messages.c.evicted.is_(None))),
-                    ),
-                )
-            )
-            .order_by(messages.c.seq)
-        )
-        """All of a memory in one query (see above)."""
+        self.read: CompoundSelect[Any] = window_read(tables, dialect)
+        """All of a memory in one statement (see :func:`window_read`)."""
 
         max_seq = select(func.max(messages.c.seq)).where(messages.c.memory_id == bindparam("p_id")).scalar_subquery()
         self.lock_head: Select[Any] = (
@@ -314,3 +283,75 @@ class Statements:
     def lock_expired(self, batch_size: int) -> Select[Any]:
         """Up to ``batch_size`` expired ids, locked until the purge commits (see :mod:`.page_statements`)."""
         return page_statements.lock_expired(self._tables, self._now, batch_size)
+
+
+def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
+    """The window read: every state of a memory in one statement, as ``(seq, payload)`` rows in any order.
+
+    Three branches of one ``UNION ALL``, so the head row and its message rows are one snapshot:
+
+    * the head row (none if the memory is absent): ``seq`` is ``NULL`` and ``payload`` carries its
+      ``version incarnation next_seq live window_start`` as ASCII digits separated by spaces (``live``:
+      1, or 0 once it has expired; see :class:`~chatmemory.stores.sql.reads.ReadHead`);
+    * the window's message rows, only if the head is live; a row the store already decoded comes without
+      its payload: within one incarnation every row below the next sequence number the store saw was in
+      that snapshot (``p_known_incarnation``, ``p_known_next``; see
+      :func:`~chatmemory.stores.sql.reads.decode_read`);
+    * every message row of a memory without a head row: damage, reported, never read as empty. The id
+      is compared with a scalar that is the id only when there is no head (``NULL`` otherwise, which the
+      index finds nothing for), so this branch costs one primary-key probe.
+
+    Why this shape: one round trip; two narrow columns instead of the head's five repeated on every
+    row; and no ``ORDER BY``: sorting a join's result made MariaDB build a temporary table (on disk, for
+    the ``LONGBLOB`` payload) on every read. The decoder sorts the rows when they do not come in order.
+    """
+    memories, messages = tables.memories.alias("h"), tables.messages.alias("m")
+    stamp = memories.c.updated_at.type
+    memory_id = bindparam("p_id", type_=MemoryIdType())
+    is_live = live(memories.c.expires_at, stamp)
+    head_live = case((is_live, literal_column("1")), else_=literal_column("0"))
+    fields = (memories.c.version, memories.c.incarnation, memories.c.next_seq, head_live, memories.c.window_start)
+    packed = type_coerce(_packed(dialect.name, fields), LargeBinary())
+    head = select(null().label("seq"), packed.label("payload")).where(memories.c.memory_id == memory_id)
+    known = and_(
+        memories.c.incarnation == bindparam("p_known_incarnation", type_=BigInteger()),
+        messages.c.seq < bindparam("p_known_next", type_=BigInteger()),
+    )
+    window = (
+        select(messages.c.seq, case((known, null()), else_=messages.c.payload).label("payload"))
+        .select_from(
+            memories.join(
+                messages,
+                and_(
+                    messages.c.memory_id == memories.c.memory_id,
+                    or_(
+                        messages.c.seq >= memories.c.window_start,
+                        messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+                    ),
+                ),
+            )
+        )
+        .where(memories.c.memory_id == memory_id, is_live, messages.c.evicted.is_(None))
+    )
+    other = tables.memories.alias("o")
+    headless = (
+        select(case((func.count() == literal_column("0"), memory_id)))
+        .select_from(other)
+        .where(other.c.memory_id == memory_id)
+        .scalar_subquery()
+    )
+    strays = select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == headless)
+    return union_all(head, window, strays)
+
+
+def _packed(dialect: str, fields: tuple[ColumnElement[Any], ...]) -> ColumnElement[Any]:
+    """``fields`` (integers, none ``NULL``) as one value: their digits separated by spaces, as bytes."""
+    if dialect == "sqlite":
+        joined = fields[0]
+        for field in fields[1:]:
+            joined = joined.op("||")(literal_column("' '")).op("||")(field)
+        return cast(joined, LargeBinary())
+    text_form = func.concat_ws(literal_column("' '"), *fields)
+    if dialect == "postgresql":
+        return func.convert_to(text_form, literal_column("'UTF8'"))
+    return text_form
