@@ -425,19 +425,7 @@ def note(
     """Set figures of the current operation, if one runs (see :meth:`Operation.record`)."""
     op = _current.get()
     if op is not None and op.owner is not None:
-        values = op.values
-        if attempts is not None:
-            values["attempts"] = attempts
-        if appended is not None:
-            values["appended"] = appended
-        if evicted is not None:
-            values["evicted"] = evicted
-        if bytes is not None:
-            values["bytes"] = bytes
-        if version is not None:
-            values["version"] = version
-        if items is not None:
-            values["items"] = items
+        op.record(attempts=attempts, appended=appended, evicted=evicted, bytes=bytes, version=version, items=items)
 
 
 def note_write(*, appended: int, evicted: int | None, bytes: int) -> None:
