@@ -28,10 +28,10 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.history import HistoryPage
 from chatmemory.core.store import Snapshot
+from chatmemory.telemetry import Operation, current, operation
 
 __all__ = ["StoreTelemetry"]
 
@@ -44,12 +44,7 @@ _VERSION_RESULTS = frozenset({"save", "modify"})
 _COUNT_RESULTS = frozenset({"purge_expired", "trim_history"})
 
 
-def _memory_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    memory_id = args[0] if args else kwargs.get("memory_id")
-    return memory_id if isinstance(memory_id, str) else None
-
-
-def _record_result(op: telemetry.Operation, name: str, result: object) -> None:
+def _record_result(op: Operation, name: str, result: object) -> None:
     if isinstance(result, Snapshot):
         op.values["version"] = result.version
     elif isinstance(result, HistoryPage):
@@ -75,30 +70,31 @@ class StoreTelemetry:
         self.backend = backend
         self.logger = logging.getLogger(module)
 
-    def _start(self, store: object, name: str, memory_id: str | None) -> telemetry.Operation:
-        op = telemetry.operation(backend=self.backend, name=name, memory_id=memory_id, logger=self.logger)
-        op.owner = store
-        op.values["attempts"] = 1
-        return op
-
     def __call__(self, name: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
         """Report each call of a blocking method as operation ``name``."""
+        backend, logger = self.backend, self.logger
 
         def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
             @functools.wraps(method)
             def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-                running = telemetry.current()
+                running = current()
                 if running is not None and running.owner is store:
                     result = method(store, *args, **kwargs)
-                    _record_result(running, name, result)
+                    if result is not None:
+                        _record_result(running, name, result)
                     return result
-                with self._start(store, name, _memory_id(args, kwargs)) as op:
+                memory_id = args[0] if args else kwargs.get("memory_id")
+                with Operation(
+                    backend, name, memory_id if isinstance(memory_id, str) else None, logger, owner=store
+                ) as op:
+                    op.values["attempts"] = 1
                     try:
                         result = method(store, *args, **kwargs)
                     except ConcurrentUpdateError:
                         op.conflict()
                         raise
-                    _record_result(op, name, result)
+                    if result is not None:
+                        _record_result(op, name, result)
                     return result
 
             return traced
@@ -111,24 +107,31 @@ class StoreTelemetry:
         [Callable[Concatenate[S, P], Coroutine[Any, Any, R]]], Callable[Concatenate[S, P], Coroutine[Any, Any, R]]
     ]:
         """Report each call of a coroutine method as operation ``name``."""
+        backend, logger = self.backend, self.logger
 
         def decorate(
             method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
         ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
             @functools.wraps(method)
             async def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-                running = telemetry.current()
+                running = current()
                 if running is not None and running.owner is store:
                     result = await method(store, *args, **kwargs)
-                    _record_result(running, name, result)
+                    if result is not None:
+                        _record_result(running, name, result)
                     return result
-                with self._start(store, name, _memory_id(args, kwargs)) as op:
+                memory_id = args[0] if args else kwargs.get("memory_id")
+                with Operation(
+                    backend, name, memory_id if isinstance(memory_id, str) else None, logger, owner=store
+                ) as op:
+                    op.values["attempts"] = 1
                     try:
                         result = await method(store, *args, **kwargs)
                     except ConcurrentUpdateError:
                         op.conflict()
                         raise
-                    _record_result(op, name, result)
+                    if result is not None:
+                        _record_result(op, name, result)
                     return result
 
             return traced
@@ -172,8 +175,8 @@ class StoreTelemetry:
             if close is not None:
                 close()
 
-    def _iteration(self, name: str) -> telemetry.Operation:
-        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+    def _iteration(self, name: str) -> Operation:
+        op = operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
         op.__enter__()
         return op
 
@@ -213,7 +216,7 @@ class StoreTelemetry:
                 await aclose()
 
 
-def _end_iteration(op: telemetry.Operation, count: int, failure: BaseException | None) -> None:
+def _end_iteration(op: Operation, count: int, failure: BaseException | None) -> None:
     """Close an iteration's operation: ``items`` is how many were yielded; an early stop is no error."""
     op.record(items=count)
     if failure is None:
