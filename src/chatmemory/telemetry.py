@@ -209,21 +209,29 @@ def _labels(backend: str, name: str) -> _Labels:
     return labels
 
 
+class _Span:
+    """An operation's span, the instruments that started it and its attachment as the current span."""
+
+    __slots__ = ("context_token", "instruments", "span")
+
+    def __init__(self, instruments: _Instruments, span: Any, context_token: Any) -> None:
+        self.instruments = instruments
+        self.span = span
+        self.context_token = context_token
+
+
 class Operation:
     """One store operation being measured; use it through :func:`operation`.
 
-    Without an SDK, an operation only makes itself current and times itself: its span is started only
-    once the application set a tracer provider (or passed one to :func:`configure`), its metrics are
-    recorded only once it set a meter provider (likewise), both checked as each operation starts.
+    Without an SDK an operation costs little: its span is started only once the application set a tracer
+    provider (or passed one to :func:`configure`), its metrics recorded only once it set a meter provider
+    (likewise), both checked as each operation starts; it is timed only for its metrics or a DEBUG line.
     """
 
     __slots__ = (
         "_ambient",
-        "_context_token",
         "_current_token",
         "_exhausted",
-        "_instruments",
-        "_labels",
         "_meters",
         "_span",
         "_started",
@@ -242,7 +250,6 @@ class Operation:
         memory_id: str | None,
         logger: logging.Logger,
         ambient: bool = True,
-        *,
         owner: object = None,
     ) -> None:
         self.backend = backend
@@ -253,20 +260,14 @@ class Operation:
         self.owner = owner
         """What runs the operation (a store), so that its nested calls join it rather than start another."""
         self._ambient = ambient
-        self._instruments: _Instruments | None = None  # those the span was started with, if one was
-        self._meters: _Instruments | None = None  # those that measure it (None: nothing records metrics)
-        self._labels: _Labels | None = None
-        self._span: Any = None
-        self._context_token: Any = None
+        self._meters: _Instruments | None = None  # what records its metrics (None: nothing does)
+        self._span: _Span | None = None
         self._current_token: Any = None
         self._exhausted = False
-        self._started = 0.0
+        self._started: float | None = None  # None: not timed (no metrics recorded, DEBUG off)
 
     def _attributes(self, outcome: str | None = None) -> dict[str, str]:
-        labels = self._labels
-        if labels is None:
-            labels = self._labels = _labels(self.backend, self.name)
-        return labels[outcome]
+        return _labels(self.backend, self.name)[outcome]
 
     def __enter__(self) -> Operation:
         instruments = _settings.instruments
@@ -282,21 +283,23 @@ class Operation:
                 self._meters = instruments
         if self._ambient:
             self._current_token = _current.set(self)
-        self._started = time.perf_counter()
+        if self._meters is not None or self.logger.isEnabledFor(logging.DEBUG):
+            self._started = time.perf_counter()
         return self
 
     def _start_span(self, instruments: _Instruments) -> None:
-        self._instruments = instruments
         attributes: dict[str, Any] = dict(self._attributes())
         if self.memory_id is not None and instruments.record_memory_ids:
             attributes["chatmemory.memory_id"] = self.memory_id
-        span = self._span = instruments.tracer.start_span(
+        span = instruments.tracer.start_span(
             f"chatmemory {self.name}", kind=instruments.client_kind, attributes=attributes
         )
         # Current while the operation runs, so that driver instrumentation nests under it (without an SDK
         # the span is invalid and there is nothing to nest).
+        token = None
         if self._ambient and span.get_span_context().is_valid:
-            self._context_token = instruments.context.attach(instruments.set_span_in_context(span))
+            token = instruments.context.attach(instruments.set_span_in_context(span))
+        self._span = _Span(instruments, span, token)
 
     def record(
         self,
@@ -346,21 +349,26 @@ class Operation:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        elapsed = time.perf_counter() - self._started
+        started = self._started
+        elapsed = 0.0 if started is None else time.perf_counter() - started
         if self._current_token is not None:
             _current.reset(self._current_token)
             self._current_token = None
+        if started is None and self._span is None:  # nothing records it: only a WARNING may be due
+            if exc is not None:
+                self._warn_if_exhausted(exc)
+            return
         if exc is None:
             outcome = "ok"
         elif isinstance(exc, ConcurrentUpdateError):
             outcome = "conflict"
         else:
             outcome = "error"
-        if self._instruments is not None:  # a span was started
-            self._finish_span(self._instruments, exc, outcome)
+        if self._span is not None:
+            self._finish_span(self._span, exc, outcome)
         if self._meters is not None:
             self._meters.duration.record(elapsed, self._attributes(outcome))
-        if self.logger.isEnabledFor(logging.DEBUG):
+        if started is not None and self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", self._line(elapsed, outcome, exc))
         if exc is not None:
             self._warn_if_exhausted(exc)
@@ -384,8 +392,8 @@ class Operation:
                 exc,
             )
 
-    def _finish_span(self, instruments: _Instruments, exc: BaseException | None, outcome: str) -> None:
-        span = self._span
+    def _finish_span(self, started: _Span, exc: BaseException | None, outcome: str) -> None:
+        span, instruments = started.span, started.instruments
         for key, value in self.values.items():
             span.set_attribute(_SPAN_NAMES.get(key, f"chatmemory.{key}"), value)
         span.set_attribute("chatmemory.outcome", outcome)
@@ -404,8 +412,8 @@ class Operation:
             span.set_status(instruments.status(instruments.error_code, description))
             span.set_attribute("error.type", type(exc).__qualname__)
         span.end()
-        if self._context_token is not None:
-            instruments.context.detach(self._context_token)
+        if started.context_token is not None:
+            instruments.context.detach(started.context_token)
 
     def _line(self, elapsed: float, outcome: str, exc: BaseException | None) -> str:
         parts = [self.backend, self.name]

@@ -31,7 +31,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.history import HistoryPage
 from chatmemory.core.store import Snapshot
-from chatmemory.telemetry import Operation, current, operation
+from chatmemory.telemetry import Operation, _current, operation
 
 __all__ = ["StoreTelemetry"]
 
@@ -77,7 +77,7 @@ class StoreTelemetry:
         def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
             @functools.wraps(method)
             def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-                running = current()
+                running = _current.get()
                 if running is not None and running.owner is store:
                     result = method(store, *args, **kwargs)
                     if result is not None:
@@ -114,7 +114,7 @@ class StoreTelemetry:
         ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
             @functools.wraps(method)
             async def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-                running = current()
+                running = _current.get()
                 if running is not None and running.owner is store:
                     result = await method(store, *args, **kwargs)
                     if result is not None:
