@@ -152,7 +152,7 @@ class SQLOperations(LockedOperations[_Engine]):
             yield from self._pause(loop)
 
     def _write_diff(self, diff: plan.DiffWrite) -> Steps[plan.Written | plan.Conflict]:
-        """A diffed write: one statement on PostgreSQL, else one transaction of one batch."""
+        """A diffed write: one statement on PostgreSQL, else one transaction of one batch (one string on MySQL)."""
         self._schema.check_payloads(diff.request.memory_id, diff.payloads)
         statements = self._statements
         if statements.has_diff_statement:
@@ -167,8 +167,13 @@ class SQLOperations(LockedOperations[_Engine]):
         if diff.payloads:
             insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
             batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
+        joined = None
+        if statements.joins_turns:
+            rendered = statements.joined_turn(*diff.shape, diff.request.recorded)
+            if rendered is not None:
+                joined = Statement(rendered.sql, rendered.bind(diff.joined_parameters()))
         # One transaction; a head update that matched no row (a stale snapshot) rolls it back.
-        counts = yield Batch(tuple(batch), self._begin_statement)
+        counts = yield Batch(tuple(batch), self._begin_statement, joined)
         return plan.diff_outcome(diff, counts[0] == 1)
 
     def _delete(self, memory_id: str) -> Steps[None]:
