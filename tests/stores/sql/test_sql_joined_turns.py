@@ -155,6 +155,7 @@ def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore) 
     finally:
         event.remove(store.engine, "before_cursor_execute", before)
     assert seen == ["BEGIN", "UPDATE", "DELETE", "INSERT", "COMMIT"]
+    assert store.get_messages("m") == _window(1)
 
 
 # ------------------------------------------------------------------ rendering (no server needed)
@@ -180,8 +181,9 @@ def test_joined_parts_bind_one_set_of_values(statements: Statements) -> None:
     removal, head = statements.removal(2), statements.fast_bump_head
     joined = Joined.of([removal, removal], "BEGIN")
     assert joined.sql == f"BEGIN; {removal.sql}; {removal.sql}"
-    bound = joined.bind({"p_id": "m", "p_d0": 3, "p_d1": 4})
-    assert bound == removal.bind({"p_id": "m", "p_d0": 3, "p_d1": 4})
+    whole, parts = joined.bind({"p_id": "m", "p_d0": 3, "p_d1": 4})
+    assert whole == removal.bind({"p_id": "m", "p_d0": 3, "p_d1": 4})
+    assert parts == [whole, whole]
     positional = render(statements.delete_head, create_engine("sqlite://").dialect)
     with pytest.raises(ValueError, match="paramstyle"):
         Joined.of([head, positional])

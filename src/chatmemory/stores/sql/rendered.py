@@ -80,15 +80,15 @@ class Joined:
         texts = [part.sql for part in parts]
         return cls("; ".join([begin, *texts] if begin is not None else texts), tuple(parts))
 
-    def bind(self, values: Mapping[str, Any]) -> Any:
-        """The driver's parameters of the whole string for named ``values``."""
+    def bind(self, values: Mapping[str, Any]) -> tuple[Any, list[Any]]:
+        """The driver's parameters of the whole string, and of each part, for named ``values``."""
         bound = [part.bind(values) for part in self.parts]
         if self.parts[0].positional:
-            return tuple(value for part in bound for value in part)
+            return tuple(value for part in bound for value in part), bound
         merged: dict[str, Any] = {}
         for part in bound:
             merged.update(part)
-        return merged
+        return merged, bound
 
 
 def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Rendered:
