@@ -2,7 +2,8 @@
 
 :func:`plan_diff` turns a :class:`~chatmemory.stores.sql.write_requests.WriteRequest` and the cached
 snapshot into a :class:`DiffWrite`: the rows to delete (or, with history, mark) and the rows to append.
-On PostgreSQL it is one statement; elsewhere a short transaction whose head update must match one row.
+On PostgreSQL it is one statement; elsewhere a short transaction whose head update must match one row
+(on MySQL/MariaDB sent as one multi-statement string where the connection allows it).
 :func:`diff_outcome` reads whether it did. No driver, no I/O.
 """
 
@@ -78,6 +79,16 @@ class DiffWrite:
     def rows(self) -> list[dict[str, Any]]:
         """The rows to insert."""
         return message_rows(self.request.memory_id, self.new_seqs, self.payloads, recorded=self.request.recorded)
+
+    def joined_parameters(self) -> dict[str, Any]:
+        """Values of the turn as one string (:meth:`~chatmemory.stores.sql.statements.Statements.joined_turn`)."""
+        parameters = self.head_parameters()
+        for index, seq in enumerate(self.removed_seqs):
+            parameters[f"p_d{index}"] = seq
+        for index, (seq, payload) in enumerate(zip(self.new_seqs, self.payloads, strict=True)):
+            parameters[f"p_s{index}"] = seq
+            parameters[f"p_b{index}"] = payload
+        return parameters
 
     def postgresql_parameters(self) -> dict[str, Any]:
         """Parameters of the one-statement turn (the id as UTF-8 bytes: the statement is precompiled)."""

@@ -51,11 +51,11 @@ from sqlalchemy import (
 from chatmemory.stores.sql import page_statements
 from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
 from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT
-from chatmemory.stores.sql.rendered import Rendered, render
+from chatmemory.stores.sql.rendered import Joined, Rendered, render
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 from chatmemory.stores.sql.turn_statement import diff_turn
 
-__all__ = ["Rendered", "Statements", "render", "window_read"]
+__all__ = ["Joined", "Rendered", "Statements", "render", "window_read"]
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
@@ -226,6 +226,7 @@ class Statements:
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
         """:attr:`insert_history`, rendered (rows also name their head as ``p_head``)."""
         self._removals: dict[int, Rendered] = {}
+        self._joined: dict[tuple[int, int, bool], Joined] = {}
 
     def removal(self, count: int) -> Rendered:
         """The delete (or, with history, the mark) of ``count`` rows ``p_d0``… of ``p_id``, rendered once per count."""
@@ -243,6 +244,54 @@ class Statements:
             with self._diffs_lock:
                 self._removals[count] = rendered
         return rendered
+
+    @property
+    def joins_turns(self) -> bool:
+        """Whether a diffed turn can also go as one multi-statement string (:meth:`joined_turn`): MySQL/MariaDB."""
+        return self._dialect.name in ("mysql", "mariadb")
+
+    def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
+        """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
+
+        ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows ``p_d0``… and one
+        insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history entries, stamped with
+        the head's write time): one round trip where the transaction otherwise takes five. Rendered once
+        per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162 strings); larger turns, rare,
+        are sent statement by statement. Bind it with the values of
+        :meth:`~chatmemory.stores.sql.diffed_writes.DiffWrite.joined_parameters`.
+        """
+        if removed > SCALAR_DIFF_LIMIT or appended > SCALAR_DIFF_LIMIT:
+            return None
+        key = (removed, appended, recorded)
+        joined = self._joined.get(key)
+        if joined is None:
+            parts = [self.fast_bump_head]
+            if removed:
+                parts.append(self.removal(removed))
+            if appended:
+                parts.append(render(self._rows_insert(appended, recorded), self._dialect))
+            joined = Joined.of(parts, "BEGIN")
+            with self._diffs_lock:
+                self._joined[key] = joined
+        return joined
+
+    def _rows_insert(self, count: int, recorded: bool) -> Insert:
+        """One insert of ``count`` message rows of ``p_id``: ``p_s0``/``p_b0``, ``p_s1``/``p_b1``…."""
+        memories, messages = self._tables.memories, self._tables.messages
+        memory_id = bindparam("p_id", type_=MemoryIdType())
+        rows: list[dict[str, Any]] = []
+        for index in range(count):
+            row: dict[str, Any] = {
+                "memory_id": memory_id,
+                "seq": bindparam(f"p_s{index}", type_=BigInteger()),
+                "payload": bindparam(f"p_b{index}", type_=messages.c.payload.type),
+            }
+            if recorded:
+                row["written_at"] = (
+                    select(memories.c.updated_at).where(memories.c.memory_id == memory_id).scalar_subquery()
+                )
+            rows.append(row)
+        return insert(messages).values(rows)
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
         """One page of a memory's history entries (see :func:`~chatmemory.stores.sql.page_statements.history_page`)."""
