@@ -337,15 +337,17 @@ class Statements:
 def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
     """The window read: every state of a memory in one statement, as ``(seq, payload)`` rows in any order.
 
-    Three branches of one ``UNION ALL``, so the head row and its message rows are one snapshot:
+    Four branches of one ``UNION ALL``, so the head row and its message rows are one snapshot:
 
     * the head row (none if the memory is absent): ``seq`` is ``NULL`` and ``payload`` carries its
       ``version incarnation next_seq live window_start`` as ASCII digits separated by spaces (``live``:
       1, or 0 once it has expired; see :class:`~chatmemory.stores.sql.reads.ReadHead`);
-    * the window's message rows, only if the head is live; a row the store already decoded comes without
-      its payload: within one incarnation every row below the next sequence number the store saw was in
-      that snapshot (``p_known_incarnation``, ``p_known_next``; see
-      :func:`~chatmemory.stores.sql.reads.decode_read`);
+    * the window's message rows from ``window_start`` on, then those of its pinned run (below
+      ``window_start``), only if the head is live: two branches rather than one ``OR``, so that each is
+      a range of the primary key, which skips the rows (and the dead index entries) before the window;
+      a row the store already decoded comes without its payload: within one incarnation every row below
+      the next sequence number the store saw was in that snapshot (``p_known_incarnation``,
+      ``p_known_next``; see :func:`~chatmemory.stores.sql.reads.decode_read`);
     * every message row of a memory without a head row: damage, reported, never read as empty. The id
       is compared with a scalar that is the id only when there is no head (``NULL`` otherwise, which the
       index finds nothing for), so this branch costs one primary-key probe.
@@ -366,21 +368,20 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
         memories.c.incarnation == bindparam("p_known_incarnation", type_=BigInteger()),
         messages.c.seq < bindparam("p_known_next", type_=BigInteger()),
     )
-    window = (
-        select(messages.c.seq, case((known, null()), else_=messages.c.payload).label("payload"))
-        .select_from(
-            memories.join(
-                messages,
-                and_(
-                    messages.c.memory_id == memories.c.memory_id,
-                    or_(
-                        messages.c.seq >= memories.c.window_start,
-                        messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
-                    ),
-                ),
-            )
+
+    def rows_in(cover: ColumnElement[bool]) -> Select[Any]:
+        return (
+            select(messages.c.seq, case((known, null()), else_=messages.c.payload).label("payload"))
+            .select_from(memories.join(messages, and_(messages.c.memory_id == memories.c.memory_id, cover)))
+            .where(memories.c.memory_id == memory_id, is_live, messages.c.evicted.is_(None))
         )
-        .where(memories.c.memory_id == memory_id, is_live, messages.c.evicted.is_(None))
+
+    window = rows_in(messages.c.seq >= memories.c.window_start)
+    pinned = rows_in(
+        and_(
+            messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+            messages.c.seq < memories.c.window_start,
+        )
     )
     other = tables.memories.alias("o")
     headless = (
@@ -390,7 +391,7 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
         .scalar_subquery()
     )
     strays = select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == headless)
-    return union_all(head, window, strays)
+    return union_all(head, window, pinned, strays)
 
 
 def _packed(dialect: str, fields: tuple[ColumnElement[Any], ...]) -> ColumnElement[Any]:
