@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, event
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
-from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT
+from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.rendered import Joined, render
 from chatmemory.stores.sql.schema import build_tables
 from chatmemory.stores.sql.statements import Statements
@@ -98,6 +98,20 @@ def test_a_turn_that_only_appends_deletes_nothing(store: SQLChatMemoryStore) -> 
     store.update_messages("m", [*_window(0, 3), UserMessage("one more")])
     assert _verbs(sent) == ["BEGIN UPDATE INSERT", "COMMIT"]
     assert store.get_messages("m") == [*_window(0, 3), UserMessage("one more")]
+
+
+def test_a_turn_of_large_messages_goes_statement_by_statement(store: SQLChatMemoryStore) -> None:
+    queries = Queries(store.engine)
+    store.update_messages("m", _window(0, 3))
+    large = [UserMessage("x" * (JOINED_PAYLOAD_LIMIT // 2)), AiMessage("y" * (JOINED_PAYLOAD_LIMIT // 2))]
+    sent = queries.record()
+    store.update_messages("m", [*_window(0, 3), *large])
+    verbs = _verbs(sent)  # one query would hold over a megabyte: the driver's own inserts instead
+    assert verbs[:2] == ["BEGIN", "UPDATE"] and set(verbs[2:-1]) == {"INSERT"} and verbs[-1] == "COMMIT", verbs
+    assert store.get_messages("m") == [*_window(0, 3), *large]
+    sent.clear()
+    store.update_messages("m", [*_window(0, 3), *large, UserMessage("small again")])
+    assert _verbs(sent) == ["BEGIN UPDATE INSERT", "COMMIT"]
 
 
 def test_a_stale_snapshot_rolls_the_joined_turn_back_and_writes_under_the_lock(

@@ -19,10 +19,13 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
 from chatmemory.stores.sql.window import WindowCover, cover_window
 from chatmemory.stores.sql.write_requests import WriteRequest, message_rows, removed_seqs, write_entry
 
-__all__ = ["SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
+__all__ = ["JOINED_PAYLOAD_LIMIT", "SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
 
 SCALAR_DIFF_LIMIT = 8
 """The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
+JOINED_PAYLOAD_LIMIT = 512 * 1024
+"""The most payload bytes a MySQL/MariaDB turn sends as one multi-statement query (escaped, up to twice
+as many): larger turns go statement by statement, their rows in inserts PyMySQL keeps under 1 MB."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,11 @@ class DiffWrite:
     def shape(self) -> tuple[int, int]:
         """(rows deleted or marked, rows inserted)."""
         return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
+
+    @property
+    def joinable(self) -> bool:
+        """Whether the turn is small enough to go as one multi-statement query (:data:`JOINED_PAYLOAD_LIMIT`)."""
+        return sum(map(len, self.payloads)) <= JOINED_PAYLOAD_LIMIT
 
     @property
     def removed_seqs(self) -> tuple[int, ...]:

@@ -159,7 +159,11 @@ class SQLOperations(LockedOperations[_Engine]):
             turn = statements.diff_postgresql(*diff.shape)
             row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)
             return plan.diff_outcome(diff, row is not None)
-        rendered = statements.joined_turn(*diff.shape, diff.request.recorded) if statements.joins_turns else None
+        rendered = (
+            statements.joined_turn(*diff.shape, diff.request.recorded)
+            if statements.joins_turns and diff.joinable
+            else None
+        )
         if rendered is not None:
             # The parts, bound once, go as one string where the connection allows it, else one by one.
             whole, parameters = rendered.bind(diff.joined_parameters())
