@@ -51,10 +51,15 @@ class DiffWrite:
         """(rows deleted or marked, rows inserted)."""
         return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
 
-    @property
-    def joinable(self) -> bool:
-        """Whether the turn is small enough to go as one multi-statement query (:data:`JOINED_PAYLOAD_LIMIT`)."""
-        return sum(map(len, self.payloads)) <= JOINED_PAYLOAD_LIMIT
+    def joinable(self, max_packet: int | None) -> bool:
+        """Whether the turn is small enough to go as one multi-statement query.
+
+        Args:
+            max_packet: the server's ``max_allowed_packet``, if known: the query, its payloads escaped
+                (at most twice their size) and its SQL, must fit in it.
+        """
+        size = sum(map(len, self.payloads))
+        return size <= JOINED_PAYLOAD_LIMIT and (max_packet is None or 2 * size + 65536 <= max_packet)
 
     @property
     def removed_seqs(self) -> tuple[int, ...]:

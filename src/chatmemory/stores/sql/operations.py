@@ -161,7 +161,7 @@ class SQLOperations(LockedOperations[_Engine]):
             return plan.diff_outcome(diff, row is not None)
         rendered = (
             statements.joined_turn(*diff.shape, diff.request.recorded)
-            if statements.joins_turns and diff.joinable
+            if statements.joins_turns and diff.joinable(self._schema.max_allowed_packet)
             else None
         )
         if rendered is not None:
