@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.batches import unbatched
+from chatmemory.stores.sql.batches import in_order, unbatched
 from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
 
 BEGIN = Statement("BEGIN")
@@ -110,3 +110,66 @@ def test_a_failing_rollback_goes_back_with_the_error_it_rolled_back_as_context()
 
 def test_commit_and_rollback_are_the_plain_statements() -> None:
     assert (COMMIT.statement, ROLLBACK.statement) == ("COMMIT", "ROLLBACK")
+
+
+# ------------------------------------------------------------------ a batch with a joined form
+
+JOINED = Statement("BEGIN; UPDATE head; INSERT rows")
+
+
+def _joined_run(steps: Steps[Any], answer: Callable[[Batch], Any]) -> tuple[list[Any], Any]:
+    """Like :func:`run`, with ``answer`` giving a whole batch's results (or raising), as the executor's joined send."""
+    sent: list[Any] = []
+
+    def perform(command: Any) -> Any:
+        if isinstance(command, Batch):
+            sent.append(command.joined.statement if command.joined is not None else command)
+            return answer(command)
+        sent.append(command.statement if isinstance(command, Statement) else command)
+        return None
+
+    value = drive(unbatched(steps), perform)
+    return sent, value
+
+
+def test_a_batch_with_a_joined_form_goes_whole_then_commits() -> None:
+    sent, value = _joined_run(one_batch(Batch((HEAD, INSERT), BEGIN, JOINED)), lambda batch: [1, 1])
+    assert sent == [JOINED.statement, "COMMIT", RELEASE]
+    assert value == [1, 1]
+
+
+def test_a_joined_batch_that_missed_its_expectation_rolls_back() -> None:
+    sent, value = _joined_run(one_batch(Batch((HEAD, INSERT), BEGIN, JOINED)), lambda batch: [0])
+    assert sent == [JOINED.statement, "ROLLBACK", RELEASE]
+    assert value == [0]
+
+
+def test_a_joined_batch_missing_its_last_expectation_rolls_back() -> None:
+    last = Statement("INSERT rows", expect=1)
+    sent, value = _joined_run(one_batch(Batch((HEAD, last), BEGIN, JOINED)), lambda batch: [1, 0])
+    assert sent == [JOINED.statement, "ROLLBACK", RELEASE]
+    assert value == [1, 0]
+
+
+def test_a_joined_batch_that_failed_rolls_back_before_its_error_goes_back() -> None:
+    def fail(batch: Batch) -> Any:
+        raise Boom("joined")
+
+    sent, value = _joined_run(one_batch(Batch((HEAD, INSERT), BEGIN, JOINED)), fail)
+    assert sent == [JOINED.statement, "ROLLBACK"]
+    assert value == "raised joined"
+
+
+def test_in_order_sends_begin_and_the_statements_up_to_the_first_miss() -> None:
+    batch = Batch((HEAD, INSERT), BEGIN, JOINED)
+    sent: list[str] = []
+
+    def answer(statement: Statement) -> int:
+        sent.append(statement.statement)
+        return 0 if statement is HEAD else 1
+
+    assert drive(in_order(batch), answer) == [0]
+    assert sent == ["BEGIN", "UPDATE head"]
+    sent.clear()
+    assert drive(in_order(batch), lambda statement: sent.append(statement.statement) or 1) == [1, 1]
+    assert sent == ["BEGIN", "UPDATE head", "INSERT rows"]

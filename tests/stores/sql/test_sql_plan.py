@@ -10,6 +10,7 @@ from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, UserMessage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.sql import plan
+from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT
 from chatmemory.stores.sql.plan import CachedSnapshot, LockedHead, WriteRequest
 
 
@@ -175,6 +176,21 @@ def test_a_steady_state_turn_is_a_diff_encoding_only_the_new_message() -> None:
     assert plan.find_write(parameters["p_entry"], request.write_id) == 8
     assert plan.diff_outcome(diff, True) == plan.Written(8, diff.state)
     assert plan.diff_outcome(diff, False) == plan.Conflict()
+
+
+def test_a_turn_joins_into_one_mysql_query_only_when_its_payloads_fit() -> None:
+    cached = snapshot_of(texts("a", "b", "c"))
+    small = plan.plan_diff(WriteRequest.of_messages("m", (*cached.messages, UserMessage("d")), None, None), cached)
+    assert small is not None
+    assert small.joinable(None) and small.joinable(70_000)
+    assert not small.joinable(65_536)  # room for the SQL too
+    big = UserMessage("x" * JOINED_PAYLOAD_LIMIT)
+    large = plan.plan_diff(WriteRequest.of_messages("m", (*cached.messages, big), None, None), cached)
+    assert large is not None
+    assert not large.joinable(None) and not large.joinable(1 << 30)
+    parameters = small.joined_parameters()
+    assert parameters["p_s0"] == 6 and loads_message(parameters["p_b0"]) == UserMessage("d")
+    assert "p_d0" not in parameters and parameters["p_expected"] == 7
 
 
 def test_postgresql_parameters_are_scalars_for_small_turns_and_arrays_beyond() -> None:

@@ -5,7 +5,8 @@ each command the operation yields on the connection the operation holds (checked
 statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), awaits the
 result and hands it back, or throws the driver's exception back in. A task cancelled meanwhile leaves
 its connection invalidated (the server rolls back what it had begun) and back in the pool before the
-cancellation goes on.
+cancellation goes on. A batch with a joined form (a MySQL/MariaDB turn) goes as one multi-statement
+string, as the sync executor sends it (:func:`~chatmemory.stores.sql.driver.send_joined`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chatmemory.stores.base.driving import drive_async
-from chatmemory.stores.sql.batches import unbatched
+from chatmemory.stores.sql.batches import in_order, unbatched
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
+    Batch,
     Emit,
     ListingClosed,
     Sleep,
@@ -28,6 +30,8 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
+from chatmemory.stores.sql.driver import send_joined
+from chatmemory.stores.sql.engine import takes_multi_statements
 
 __all__ = ["AsyncDriver"]
 
@@ -42,11 +46,12 @@ class AsyncDriver:
         check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
     """
 
-    __slots__ = ("_autocommit", "_check_schema")
+    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error")
 
     def __init__(self, autocommit: AsyncEngine, check_schema: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._autocommit = autocommit
         self._check_schema = check_schema
+        self._dbapi_error: type[Exception] = autocommit.dialect.loaded_dbapi.Error
 
     async def run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
@@ -102,6 +107,8 @@ class _Session:
         """Send ``command``; return what the operation receives."""
         if type(command) is Statement:
             return await self.send(command)
+        if type(command) is Batch:
+            return await self.send_batch(command)
         if command is RELEASE:
             await self.end(None)
         elif command is CHECK_SCHEMA:
@@ -124,6 +131,20 @@ class _Session:
         else:
             result = await connection.execute(statement, command.parameters)
         return result_of(command.result, result)
+
+    async def send_batch(self, batch: Batch) -> list[Any]:
+        """Send a batch that has a joined form: as one string if the connection allows it, else in order."""
+        connection: Any = self._connection
+        if connection is None:
+            connection = self._driver._autocommit.connect()
+            self._connection = connection = await connection.start()
+        sync_connection = connection.sync_connection
+        if not (sync_connection._has_events or sync_connection.engine._has_events) and takes_multi_statements(
+            (await connection.get_raw_connection()).dbapi_connection
+        ):
+            results: list[Any] = await connection.run_sync(send_joined, batch, self._driver._dbapi_error)
+            return results
+        return await drive_async(in_order(batch), self.send)
 
     async def end(self, error: BaseException | None) -> None:
         """Hand the connection back; one interrupted mid-call (cancelled) is invalidated, never reused."""

@@ -93,6 +93,13 @@ class Batch(NamedTuple):
 
     statements: tuple[Statement, ...]
     begin: Statement | None = None
+    joined: Statement | None = None
+    """The transaction (``begin`` and every statement, all counting rows) as one multi-statement string,
+    for a connection that runs one: the executor then sends the batch whole, in one round trip, and hands
+    back the results up to the first that missed its ``expect`` (what followed ran in the transaction the
+    operation then rolls back; its errors are not raised). Otherwise it sends ``begin`` and the
+    statements one by one, stopping as :class:`Batch` says. ``COMMIT`` or ``ROLLBACK`` follows as for
+    any transaction (:func:`~chatmemory.stores.sql.batches.unbatched`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +130,8 @@ ROLLBACK: Final = Statement("ROLLBACK")
 
 Command = Statement | Batch | Sleep | Emit | _Signal
 """Anything an operation yields."""
-Sent = Statement | Sleep | Emit | _Signal
-"""Anything an executor sends (a :class:`Batch` is taken apart before)."""
+Sent = Statement | Batch | Sleep | Emit | _Signal
+"""Anything an executor sends (a :class:`Batch` is taken apart before, unless it has a joined form)."""
 
 Steps = Generator[Command, Any, _T]
 """An operation: yields commands, receives each one's result, returns its own result."""

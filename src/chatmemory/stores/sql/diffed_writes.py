@@ -2,7 +2,8 @@
 
 :func:`plan_diff` turns a :class:`~chatmemory.stores.sql.write_requests.WriteRequest` and the cached
 snapshot into a :class:`DiffWrite`: the rows to delete (or, with history, mark) and the rows to append.
-On PostgreSQL it is one statement; elsewhere a short transaction whose head update must match one row.
+On PostgreSQL it is one statement; elsewhere a short transaction whose head update must match one row
+(on MySQL/MariaDB sent as one multi-statement string where the connection allows it).
 :func:`diff_outcome` reads whether it did. No driver, no I/O.
 """
 
@@ -18,10 +19,13 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
 from chatmemory.stores.sql.window import WindowCover, cover_window
 from chatmemory.stores.sql.write_requests import WriteRequest, message_rows, removed_seqs, write_entry
 
-__all__ = ["SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
+__all__ = ["JOINED_PAYLOAD_LIMIT", "SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
 
 SCALAR_DIFF_LIMIT = 8
 """The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
+JOINED_PAYLOAD_LIMIT = 512 * 1024
+"""The most payload bytes a MySQL/MariaDB turn sends as one multi-statement query (escaped, up to twice
+as many): larger turns go statement by statement, their rows in inserts PyMySQL keeps under 1 MB."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,16 @@ class DiffWrite:
     def shape(self) -> tuple[int, int]:
         """(rows deleted or marked, rows inserted)."""
         return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
+
+    def joinable(self, max_packet: int | None) -> bool:
+        """Whether the turn is small enough to go as one multi-statement query.
+
+        Args:
+            max_packet: the server's ``max_allowed_packet``, if known: the query, its payloads escaped
+                (at most twice their size) and its SQL, must fit in it.
+        """
+        size = sum(map(len, self.payloads))
+        return size <= JOINED_PAYLOAD_LIMIT and (max_packet is None or 2 * size + 65536 <= max_packet)
 
     @property
     def removed_seqs(self) -> tuple[int, ...]:
@@ -78,6 +92,16 @@ class DiffWrite:
     def rows(self) -> list[dict[str, Any]]:
         """The rows to insert."""
         return message_rows(self.request.memory_id, self.new_seqs, self.payloads, recorded=self.request.recorded)
+
+    def joined_parameters(self) -> dict[str, Any]:
+        """Values of the turn as one string (:meth:`~chatmemory.stores.sql.statements.Statements.joined_turn`)."""
+        parameters = self.head_parameters()
+        for index, seq in enumerate(self.removed_seqs):
+            parameters[f"p_d{index}"] = seq
+        for index, (seq, payload) in enumerate(zip(self.new_seqs, self.payloads, strict=True)):
+            parameters[f"p_s{index}"] = seq
+            parameters[f"p_b{index}"] = payload
+        return parameters
 
     def postgresql_parameters(self) -> dict[str, Any]:
         """Parameters of the one-statement turn (the id as UTF-8 bytes: the statement is precompiled)."""

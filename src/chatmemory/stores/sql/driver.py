@@ -6,7 +6,9 @@ statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at 
 back the result, or throws the driver's exception back in. Driver SQL (the rendered statements of a
 turn and a read, ``BEGIN`` and ``COMMIT``) goes straight to the cursor of the checked-out DBAPI
 connection, its errors handled as SQLAlchemy does (wrapped, a lost connection invalidated); through
-``exec_driver_sql`` when cursor events are listened to, so that they see every statement.
+``exec_driver_sql`` when cursor events are listened to, so that they see every statement. A batch with
+a joined form (a MySQL/MariaDB turn) goes as one multi-statement string when the connection allows it
+and nothing listens to cursor events (:func:`send_joined`, which the asyncio executor runs too).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.batches import unbatched
+from chatmemory.stores.sql.batches import in_order, unbatched
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
+    Batch,
     Emit,
     ListingClosed,
     Result,
@@ -30,8 +33,9 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
+from chatmemory.stores.sql.engine import takes_multi_statements
 
-__all__ = ["SyncDriver"]
+__all__ = ["SyncDriver", "send_joined"]
 
 _T = TypeVar("_T")
 
@@ -106,6 +110,8 @@ class _Session:
         """Send ``command``; return what the operation receives."""
         if type(command) is Statement:
             return self.send(command)
+        if type(command) is Batch:
+            return self.send_batch(command)
         if command is RELEASE:
             self.end(None)
         elif command is CHECK_SCHEMA:
@@ -148,6 +154,18 @@ class _Session:
         finally:
             cursor.close()
 
+    def send_batch(self, batch: Batch) -> list[Any]:
+        """Send a batch that has a joined form: as one string if the connection allows it, else in order."""
+        driver = self._driver
+        connection = self._connection
+        if connection is None:
+            connection = self._connection = driver._autocommit.connect()
+        if not (connection._has_events or driver._engine._has_events) and takes_multi_statements(
+            connection.connection.dbapi_connection
+        ):
+            return send_joined(connection, batch, driver._dbapi_error)
+        return drive(in_order(batch), self.send)
+
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (one interrupted mid-call is invalidated, never reused)."""
         connection, self._connection = self._connection, None
@@ -155,3 +173,46 @@ class _Session:
             if error is not None and not isinstance(error, Exception):
                 connection.invalidate()
             connection.close()
+
+
+def send_joined(connection: Connection, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
+    """Send ``batch`` as its joined string on ``connection``; the row counts up to the first missed ``expect``.
+
+    The server runs the statements in order and stops at the first that fails (raised here, as
+    SQLAlchemy raises it). Results after a statement that missed its ``expect`` are read and dropped,
+    errors included: they ran in the transaction the operation rolls back. Blocking code: the asyncio
+    executor runs it with ``AsyncConnection.run_sync``.
+    """
+    joined = batch.joined
+    if joined is None:  # pragma: no cover - only batches with a joined form come here
+        raise ValueError("the batch has no joined form")
+    cursor: Any = connection.connection.cursor()
+    results: list[int] = []
+    try:
+        cursor.execute(joined.statement, joined.parameters)
+        pending = batch.begin is None  # the first result is the BEGIN's, when there is one
+        statements = batch.statements
+        for index, statement in enumerate(statements):
+            if not pending:
+                cursor.nextset()
+            pending = False
+            count = int(cursor.rowcount)
+            results.append(count)
+            if statement.expect is not None and count != statement.expect:
+                _drop_results(cursor, len(statements) - index - 1, dbapi_error)
+                break
+    except dbapi_error as exc:
+        connection._handle_dbapi_exception(exc, joined.statement, joined.parameters, cursor, None)
+        raise  # pragma: no cover - the handler raises
+    finally:
+        cursor.close()
+    return results
+
+
+def _drop_results(cursor: Any, count: int, dbapi_error: type[Exception]) -> None:
+    """Read and drop the next ``count`` results; the server stops at the first failed statement."""
+    try:
+        for _ in range(count):
+            cursor.nextset()
+    except dbapi_error:
+        return

@@ -152,23 +152,37 @@ class SQLOperations(LockedOperations[_Engine]):
             yield from self._pause(loop)
 
     def _write_diff(self, diff: plan.DiffWrite) -> Steps[plan.Written | plan.Conflict]:
-        """A diffed write: one statement on PostgreSQL, else one transaction of one batch."""
+        """A diffed write: one statement on PostgreSQL, else one transaction of one batch (one string on MySQL)."""
         self._schema.check_payloads(diff.request.memory_id, diff.payloads)
         statements = self._statements
         if statements.has_diff_statement:
             turn = statements.diff_postgresql(*diff.shape)
             row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)
             return plan.diff_outcome(diff, row is not None)
-        bump = statements.fast_bump_head
-        batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
-        if diff.removed_seqs:
-            removal = statements.removal(len(diff.removed_seqs))
-            batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
-        if diff.payloads:
-            insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
-            batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
+        rendered = (
+            statements.joined_turn(*diff.shape, diff.request.recorded)
+            if statements.joins_turns and diff.joinable(self._schema.max_allowed_packet)
+            else None
+        )
+        if rendered is not None:
+            # The parts, bound once, go as one string where the connection allows it, else one by one.
+            whole, parameters = rendered.bind(diff.joined_parameters())
+            head, *rest = rendered.parts
+            batch = [Statement(head.sql, parameters[0], expect=1)]
+            batch.extend(Statement(part.sql, bound) for part, bound in zip(rest, parameters[1:], strict=True))
+            joined: Statement | None = Statement(rendered.sql, whole)
+        else:
+            bump = statements.fast_bump_head
+            batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
+            if diff.removed_seqs:
+                removal = statements.removal(len(diff.removed_seqs))
+                batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
+            if diff.payloads:
+                insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
+                batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
+            joined = None
         # One transaction; a head update that matched no row (a stale snapshot) rolls it back.
-        counts = yield Batch(tuple(batch), self._begin_statement)
+        counts = yield Batch(tuple(batch), self._begin_statement, joined)
         return plan.diff_outcome(diff, counts[0] == 1)
 
     def _delete(self, memory_id: str) -> Steps[None]:

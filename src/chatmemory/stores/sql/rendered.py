@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import ClauseElement, Dialect
 
-__all__ = ["Rendered", "render"]
+__all__ = ["Joined", "Rendered", "render"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,41 @@ class Rendered:
     def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The driver's parameters of an ``executemany`` of ``rows``."""
         return [self.bind(row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """Statements rendered once and sent as one string, ``;``-separated: one round trip for all of them.
+
+    MySQL/MariaDB run such a string when the connection was opened with multiple statements allowed
+    (``CLIENT.MULTI_STATEMENTS``), and answer with one result per statement. Every part binds its
+    parameters from the same named values, so a name the parts share (``p_id``) is one value.
+
+    Attributes:
+        sql: ``BEGIN`` (when :attr:`begin`), then each part, separated by ``;``.
+        parts: the statements, in order.
+    """
+
+    sql: str
+    parts: tuple[Rendered, ...]
+
+    @classmethod
+    def of(cls, parts: Sequence[Rendered], begin: str | None = None) -> Joined:
+        """``parts`` joined, after ``begin`` if given (a transaction's ``BEGIN``)."""
+        if len({part.positional for part in parts}) > 1:
+            raise ValueError("joined statements must share one paramstyle")
+        texts = [part.sql for part in parts]
+        return cls("; ".join([begin, *texts] if begin is not None else texts), tuple(parts))
+
+    def bind(self, values: Mapping[str, Any]) -> tuple[Any, list[Any]]:
+        """The driver's parameters of the whole string, and of each part, for named ``values``."""
+        bound = [part.bind(values) for part in self.parts]
+        if self.parts[0].positional:
+            return tuple(value for part in bound for value in part), bound
+        merged: dict[str, Any] = {}
+        for part in bound:
+            merged.update(part)
+        return merged, bound
 
 
 def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Rendered:

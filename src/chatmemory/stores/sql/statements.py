@@ -51,11 +51,11 @@ from sqlalchemy import (
 from chatmemory.stores.sql import page_statements
 from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
 from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT
-from chatmemory.stores.sql.rendered import Rendered, render
+from chatmemory.stores.sql.rendered import Joined, Rendered, render
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 from chatmemory.stores.sql.turn_statement import diff_turn
 
-__all__ = ["Rendered", "Statements", "render", "window_read"]
+__all__ = ["Joined", "Rendered", "Statements", "render", "window_read"]
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
@@ -226,6 +226,7 @@ class Statements:
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
         """:attr:`insert_history`, rendered (rows also name their head as ``p_head``)."""
         self._removals: dict[int, Rendered] = {}
+        self._joined: dict[tuple[int, int, bool], Joined] = {}
 
     def removal(self, count: int) -> Rendered:
         """The delete (or, with history, the mark) of ``count`` rows ``p_d0``… of ``p_id``, rendered once per count."""
@@ -243,6 +244,54 @@ class Statements:
             with self._diffs_lock:
                 self._removals[count] = rendered
         return rendered
+
+    @property
+    def joins_turns(self) -> bool:
+        """Whether a diffed turn can also go as one multi-statement string (:meth:`joined_turn`): MySQL/MariaDB."""
+        return self._dialect.name in ("mysql", "mariadb")
+
+    def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
+        """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
+
+        ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows ``p_d0``… and one
+        insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history entries, stamped with
+        the head's write time): one round trip where the transaction otherwise takes five. Rendered once
+        per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162 strings); larger turns, rare,
+        are sent statement by statement. Bind it with the values of
+        :meth:`~chatmemory.stores.sql.diffed_writes.DiffWrite.joined_parameters`.
+        """
+        if removed > SCALAR_DIFF_LIMIT or appended > SCALAR_DIFF_LIMIT:
+            return None
+        key = (removed, appended, recorded)
+        joined = self._joined.get(key)
+        if joined is None:
+            parts = [self.fast_bump_head]
+            if removed:
+                parts.append(self.removal(removed))
+            if appended:
+                parts.append(render(self._rows_insert(appended, recorded), self._dialect))
+            joined = Joined.of(parts, "BEGIN")
+            with self._diffs_lock:
+                self._joined[key] = joined
+        return joined
+
+    def _rows_insert(self, count: int, recorded: bool) -> Insert:
+        """One insert of ``count`` message rows of ``p_id``: ``p_s0``/``p_b0``, ``p_s1``/``p_b1``…."""
+        memories, messages = self._tables.memories, self._tables.messages
+        memory_id = bindparam("p_id", type_=MemoryIdType())
+        rows: list[dict[str, Any]] = []
+        for index in range(count):
+            row: dict[str, Any] = {
+                "memory_id": memory_id,
+                "seq": bindparam(f"p_s{index}", type_=BigInteger()),
+                "payload": bindparam(f"p_b{index}", type_=messages.c.payload.type),
+            }
+            if recorded:
+                row["written_at"] = (
+                    select(memories.c.updated_at).where(memories.c.memory_id == memory_id).scalar_subquery()
+                )
+            rows.append(row)
+        return insert(messages).values(rows)
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
         """One page of a memory's history entries (see :func:`~chatmemory.stores.sql.page_statements.history_page`)."""
@@ -288,15 +337,17 @@ class Statements:
 def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
     """The window read: every state of a memory in one statement, as ``(seq, payload)`` rows in any order.
 
-    Three branches of one ``UNION ALL``, so the head row and its message rows are one snapshot:
+    Four branches of one ``UNION ALL``, so the head row and its message rows are one snapshot:
 
     * the head row (none if the memory is absent): ``seq`` is ``NULL`` and ``payload`` carries its
       ``version incarnation next_seq live window_start`` as ASCII digits separated by spaces (``live``:
       1, or 0 once it has expired; see :class:`~chatmemory.stores.sql.reads.ReadHead`);
-    * the window's message rows, only if the head is live; a row the store already decoded comes without
-      its payload: within one incarnation every row below the next sequence number the store saw was in
-      that snapshot (``p_known_incarnation``, ``p_known_next``; see
-      :func:`~chatmemory.stores.sql.reads.decode_read`);
+    * the window's message rows from ``window_start`` on, then those of its pinned run (below
+      ``window_start``), only if the head is live: two branches rather than one ``OR``, so that each is
+      a range of the primary key, which skips the rows (and the dead index entries) before the window;
+      a row the store already decoded comes without its payload: within one incarnation every row below
+      the next sequence number the store saw was in that snapshot (``p_known_incarnation``,
+      ``p_known_next``; see :func:`~chatmemory.stores.sql.reads.decode_read`);
     * every message row of a memory without a head row: damage, reported, never read as empty. The id
       is compared with a scalar that is the id only when there is no head (``NULL`` otherwise, which the
       index finds nothing for), so this branch costs one primary-key probe.
@@ -317,21 +368,20 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
         memories.c.incarnation == bindparam("p_known_incarnation", type_=BigInteger()),
         messages.c.seq < bindparam("p_known_next", type_=BigInteger()),
     )
-    window = (
-        select(messages.c.seq, case((known, null()), else_=messages.c.payload).label("payload"))
-        .select_from(
-            memories.join(
-                messages,
-                and_(
-                    messages.c.memory_id == memories.c.memory_id,
-                    or_(
-                        messages.c.seq >= memories.c.window_start,
-                        messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
-                    ),
-                ),
-            )
+
+    def rows_in(cover: ColumnElement[bool]) -> Select[Any]:
+        return (
+            select(messages.c.seq, case((known, null()), else_=messages.c.payload).label("payload"))
+            .select_from(memories.join(messages, and_(messages.c.memory_id == memories.c.memory_id, cover)))
+            .where(memories.c.memory_id == memory_id, is_live, messages.c.evicted.is_(None))
         )
-        .where(memories.c.memory_id == memory_id, is_live, messages.c.evicted.is_(None))
+
+    window = rows_in(messages.c.seq >= memories.c.window_start)
+    pinned = rows_in(
+        and_(
+            messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+            messages.c.seq < memories.c.window_start,
+        )
     )
     other = tables.memories.alias("o")
     headless = (
@@ -341,7 +391,7 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
         .scalar_subquery()
     )
     strays = select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == headless)
-    return union_all(head, window, strays)
+    return union_all(head, window, pinned, strays)
 
 
 def _packed(dialect: str, fields: tuple[ColumnElement[Any], ...]) -> ColumnElement[Any]:
