@@ -101,6 +101,10 @@ class _Instruments:
             else None
         )
         meter = meter_source.get_meter(_SCOPE)
+        # Likewise, until the application sets a global meter provider the global instruments are proxies
+        # that record nothing (they forward once one is set): an operation then skips its measurements.
+        # Read after ``get_meter``, which sets the provider the environment names, if any.
+        self.metrics_module: Any = _metrics_module() if meter_provider is None else None
         self.duration = meter.create_histogram(
             "chatmemory.operation.duration", unit="s", description="Duration of chatmemory store operations"
         )
@@ -111,6 +115,15 @@ class _Instruments:
         self.oversized = meter.create_counter(
             "chatmemory.evictions.oversized", description="Messages evicted for being larger than the whole window"
         )
+
+
+def _metrics_module() -> Any:
+    """The API's module holding the global meter provider, if this version of the API has it there."""
+    try:
+        from opentelemetry.metrics import _internal
+    except ImportError:  # another layout of the API: measure every operation
+        return None
+    return _internal if hasattr(_internal, "_METER_PROVIDER") else None
 
 
 class _Settings:
@@ -173,34 +186,53 @@ _SPAN_NAMES = {
 }
 
 
-_METRIC_ATTRIBUTES: dict[tuple[str, str, str | None], dict[str, str]] = {}
+_Labels = dict[str | None, dict[str, str]]
+"""The attributes of one operation's metric points: without an outcome (counters) and with each outcome."""
+
+_LABELS: dict[tuple[str, str], _Labels] = {}
 
 
-def _metric_attributes(backend: str, name: str, outcome: str | None) -> dict[str, str]:
-    """The attributes of an operation's metric points, made once per backend, operation and outcome.
+def _labels(backend: str, name: str) -> _Labels:
+    """The attributes of the metric points of operation ``name`` of ``backend``, made once per pair.
 
     Shared and never changed: instruments copy the attributes they are given.
     """
-    key = (backend, name, outcome)
-    attributes = _METRIC_ATTRIBUTES.get(key)
-    if attributes is None:
-        attributes = {"chatmemory.backend": backend, "chatmemory.operation": name}
-        if outcome is not None:
-            attributes["chatmemory.outcome"] = outcome
-        if len(_METRIC_ATTRIBUTES) < 4096:  # bounded whatever names callers make up
-            _METRIC_ATTRIBUTES[key] = attributes
-    return attributes
+    key = (backend, name)
+    labels = _LABELS.get(key)
+    if labels is None:
+        plain = {"chatmemory.backend": backend, "chatmemory.operation": name}
+        labels = {None: plain}
+        for outcome in ("ok", "conflict", "error"):
+            labels[outcome] = {**plain, "chatmemory.outcome": outcome}
+        if len(_LABELS) < 1024:  # bounded whatever names callers make up
+            _LABELS[key] = labels
+    return labels
+
+
+class _Span:
+    """An operation's span, the instruments that started it and its attachment as the current span."""
+
+    __slots__ = ("context_token", "instruments", "span")
+
+    def __init__(self, instruments: _Instruments, span: Any, context_token: Any) -> None:
+        self.instruments = instruments
+        self.span = span
+        self.context_token = context_token
 
 
 class Operation:
-    """One store operation being measured; use it through :func:`operation`."""
+    """One store operation being measured; use it through :func:`operation`.
+
+    Without an SDK an operation costs little: its span is started only once the application set a tracer
+    provider (or passed one to :func:`configure`), its metrics recorded only once it set a meter provider
+    (likewise), both checked as each operation starts; it is timed only for its metrics or a DEBUG line.
+    """
 
     __slots__ = (
         "_ambient",
-        "_context_token",
         "_current_token",
         "_exhausted",
-        "_instruments",
+        "_meters",
         "_span",
         "_started",
         "backend",
@@ -212,45 +244,62 @@ class Operation:
     )
 
     def __init__(
-        self, backend: str, name: str, memory_id: str | None, logger: logging.Logger, ambient: bool = True
+        self,
+        backend: str,
+        name: str,
+        memory_id: str | None,
+        logger: logging.Logger,
+        ambient: bool = True,
+        owner: object = None,
     ) -> None:
         self.backend = backend
         self.name = name
         self.memory_id = memory_id
         self.logger = logger
         self.values: dict[str, int] = {}
-        self.owner: object = None
+        self.owner = owner
         """What runs the operation (a store), so that its nested calls join it rather than start another."""
         self._ambient = ambient
-        self._instruments: _Instruments | None = None
-        self._span: Any = None
-        self._context_token: Any = None
+        self._meters: _Instruments | None = None  # what records its metrics (None: nothing does)
+        self._span: _Span | None = None
         self._current_token: Any = None
         self._exhausted = False
-        self._started = 0.0
+        self._started: float | None = None  # None: not timed (no metrics recorded, DEBUG off)
 
     def _attributes(self, outcome: str | None = None) -> dict[str, str]:
-        return _metric_attributes(self.backend, self.name, outcome)
+        return _labels(self.backend, self.name)[outcome]
 
     def __enter__(self) -> Operation:
-        instruments = self._instruments = _instruments()
-        if instruments is not None and (
-            instruments.trace_module is None or instruments.trace_module._TRACER_PROVIDER is not None
-        ):
-            attributes: dict[str, Any] = dict(self._attributes())
-            if self.memory_id is not None and instruments.record_memory_ids:
-                attributes["chatmemory.memory_id"] = self.memory_id
-            span = self._span = instruments.tracer.start_span(
-                f"chatmemory {self.name}", kind=instruments.client_kind, attributes=attributes
-            )
-            # Current while the operation runs, so that driver instrumentation nests under it (without an
-            # SDK the span is invalid and there is nothing to nest).
-            if self._ambient and span.get_span_context().is_valid:
-                self._context_token = instruments.context.attach(instruments.set_span_in_context(span))
+        instruments = _settings.instruments
+        if instruments is None and not _settings.otel_missing:
+            instruments = _instruments()
+        if instruments is not None:
+            # Cheap reads of the API's globals: a provider the application sets later counts from then on.
+            traces = instruments.trace_module
+            if traces is None or traces._TRACER_PROVIDER is not None:
+                self._start_span(instruments)
+            metrics = instruments.metrics_module
+            if metrics is None or metrics._METER_PROVIDER is not None:
+                self._meters = instruments
         if self._ambient:
             self._current_token = _current.set(self)
-        self._started = time.perf_counter()
+        if self._meters is not None or self.logger.isEnabledFor(logging.DEBUG):
+            self._started = time.perf_counter()
         return self
+
+    def _start_span(self, instruments: _Instruments) -> None:
+        attributes: dict[str, Any] = dict(self._attributes())
+        if self.memory_id is not None and instruments.record_memory_ids:
+            attributes["chatmemory.memory_id"] = self.memory_id
+        span = instruments.tracer.start_span(
+            f"chatmemory {self.name}", kind=instruments.client_kind, attributes=attributes
+        )
+        # Current while the operation runs, so that driver instrumentation nests under it (without an SDK
+        # the span is invalid and there is nothing to nest).
+        token = None
+        if self._ambient and span.get_span_context().is_valid:
+            token = instruments.context.attach(instruments.set_span_in_context(span))
+        self._span = _Span(instruments, span, token)
 
     def record(
         self,
@@ -283,14 +332,14 @@ class Operation:
 
     def conflict(self) -> None:
         """Count a write refused because the memory changed since it was read."""
-        if self._instruments is not None:
-            self._instruments.conflicts.add(1, self._attributes())
+        if self._meters is not None:
+            self._meters.conflicts.add(1, self._attributes())
         self.values["conflicts"] = self.values.get("conflicts", 0) + 1
 
     def retry(self) -> None:
         """Count one more attempt of this operation (``attempts`` grows by one)."""
-        if self._instruments is not None:
-            self._instruments.retries.add(1, self._attributes())
+        if self._meters is not None:
+            self._meters.retries.add(1, self._attributes())
         self.values["attempts"] = self.values.get("attempts", 1) + 1
 
     def exhausted(self) -> None:
@@ -300,22 +349,31 @@ class Operation:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        elapsed = time.perf_counter() - self._started
+        started = self._started
+        elapsed = 0.0 if started is None else time.perf_counter() - started
         if self._current_token is not None:
             _current.reset(self._current_token)
             self._current_token = None
+        if started is None and self._span is None:  # nothing records it: only a WARNING may be due
+            if exc is not None:
+                self._warn_if_exhausted(exc)
+            return
         if exc is None:
             outcome = "ok"
         elif isinstance(exc, ConcurrentUpdateError):
             outcome = "conflict"
         else:
             outcome = "error"
-        if self._instruments is not None:
-            if self._span is not None:
-                self._finish_span(self._instruments, exc, outcome)
-            self._instruments.duration.record(elapsed, self._attributes(outcome))
-        if self.logger.isEnabledFor(logging.DEBUG):
+        if self._span is not None:
+            self._finish_span(self._span, exc, outcome)
+        if self._meters is not None:
+            self._meters.duration.record(elapsed, self._attributes(outcome))
+        if started is not None and self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", self._line(elapsed, outcome, exc))
+        if exc is not None:
+            self._warn_if_exhausted(exc)
+
+    def _warn_if_exhausted(self, exc: BaseException) -> None:
         if isinstance(exc, ConcurrentUpdateError) and exc.attempts is not None:
             self.logger.warning(
                 "%s %s of memory %r: retries exhausted after %d attempts",
@@ -324,7 +382,7 @@ class Operation:
                 exc.memory_id,
                 exc.attempts,
             )
-        elif self._exhausted and exc is not None:
+        elif self._exhausted:
             self.logger.warning(
                 "%s %s of memory %r: retries exhausted after %d attempts: %s",
                 self.backend,
@@ -334,8 +392,8 @@ class Operation:
                 exc,
             )
 
-    def _finish_span(self, instruments: _Instruments, exc: BaseException | None, outcome: str) -> None:
-        span = self._span
+    def _finish_span(self, started: _Span, exc: BaseException | None, outcome: str) -> None:
+        span, instruments = started.span, started.instruments
         for key, value in self.values.items():
             span.set_attribute(_SPAN_NAMES.get(key, f"chatmemory.{key}"), value)
         span.set_attribute("chatmemory.outcome", outcome)
@@ -354,8 +412,8 @@ class Operation:
             span.set_status(instruments.status(instruments.error_code, description))
             span.set_attribute("error.type", type(exc).__qualname__)
         span.end()
-        if self._context_token is not None:
-            instruments.context.detach(self._context_token)
+        if started.context_token is not None:
+            instruments.context.detach(started.context_token)
 
     def _line(self, elapsed: float, outcome: str, exc: BaseException | None) -> str:
         parts = [self.backend, self.name]

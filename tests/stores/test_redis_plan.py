@@ -28,7 +28,6 @@ from chatmemory.stores.redis.plan import (
     Planner,
     ScriptCall,
     StaleIncarnation,
-    Unchanged,
     WriteKind,
     Written,
     window_shift,
@@ -143,7 +142,7 @@ def test_read_replies_map_to_outcomes() -> None:
     cached = _cached(planner, ALPHABET[:2])
     with_cache, without = planner.read("m", cached), planner.read("m", None)
     assert with_cache.call.script is READ and with_cache.call.args[1:] == (b"7", b"inc")
-    assert planner.read_outcome(with_cache, 1) == Unchanged(cached)
+    assert planner.read_outcome(with_cache, 1) is cached  # unchanged: the cached state, confirmed
     assert planner.read_outcome(without, [b"m", b"9", b"i", [b"r"]]) == Loaded(9, b"i", [b"r"])
     assert planner.read_outcome(without, [b"a"]) == Absent()
     assert planner.read_outcome(without, [b"c", b"why"]) == Corrupted("why")

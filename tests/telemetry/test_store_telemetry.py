@@ -348,3 +348,21 @@ def test_history_reads_and_trims_are_spans(backend: Backend, recorded: Recorded)
         assert all("chatmemory.memory_id" not in span.attributes for span in spans)
     finally:
         backend.close_store(store)
+
+
+class _Refusing:
+    """A store whose one-argument method (reported without packing its arguments) conflicts."""
+
+    @StoreTelemetry("example", "chatmemory.stores.example")("delete")
+    def delete_messages(self, memory_id: str) -> None:
+        raise ConcurrentUpdateError(memory_id, 7)
+
+
+def test_a_conflict_leaving_a_one_argument_method_is_counted(recorded: Recorded) -> None:
+    with pytest.raises(ConcurrentUpdateError):
+        _Refusing().delete_messages(memory_id="m")
+    (span,) = recorded.finished()
+    assert span.name == "chatmemory delete"
+    assert span.attributes["chatmemory.outcome"] == "conflict"
+    assert span.attributes["chatmemory.conflicts"] == 1
+    assert recorded.value("chatmemory.conflicts", backend="example", operation="delete") == 1

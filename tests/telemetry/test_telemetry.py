@@ -183,3 +183,39 @@ def test_spans_start_once_the_application_sets_a_global_tracer_provider() -> Non
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "['chatmemory load']"
+
+
+def test_metrics_start_once_the_application_sets_a_global_meter_provider() -> None:
+    code = (
+        "from opentelemetry import metrics\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "from chatmemory import ConcurrentUpdateError, InMemoryChatMemoryStore, UserMessage\n"
+        "store = InMemoryChatMemoryStore()\n"
+        "store.update_messages('m', [UserMessage('before')])  # no SDK yet: nothing recorded\n"
+        "reader = InMemoryMetricReader()\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "store.load('m')\n"
+        "version = store.load('m').version\n"
+        "try:\n"
+        "    store.save('m', [UserMessage('x')], version + 1)\n"
+        "except ConcurrentUpdateError:\n"
+        "    pass  # counted\n"
+        "points = {}\n"
+        "for resource in reader.get_metrics_data().resource_metrics:\n"
+        "    for scope in resource.scope_metrics:\n"
+        "        for metric in scope.metrics:\n"
+        "            for point in metric.data.data_points:\n"
+        "                key = (metric.name, point.attributes['chatmemory.operation'])\n"
+        "                points[key] = getattr(point, 'count', None) or point.value\n"
+        "print(sorted(points.items()))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == str(
+        [
+            (("chatmemory.conflicts", "save"), 1),
+            (("chatmemory.operation.duration", "load"), 2),
+            (("chatmemory.operation.duration", "save"), 1),
+        ]
+    )

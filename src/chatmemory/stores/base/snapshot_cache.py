@@ -10,7 +10,7 @@ store falls back to a full read or write.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 from chatmemory.core.lru import LRU
@@ -43,12 +43,12 @@ class SnapshotCache(Generic[S]):
         size: how many memories to remember (``0``: none; every write then sends the whole list).
     """
 
+    get: Callable[[str], S | None]
+    """The remembered state of a memory id, if any (the LRU's own method: read on every operation)."""
+
     def __init__(self, size: int) -> None:
         self._entries: LRU[str, S] = LRU(validate_snapshot_cache_size(size))
-
-    def get(self, memory_id: str) -> S | None:
-        """The remembered state of ``memory_id``, if any."""
-        return self._entries.get(memory_id)
+        self.get = self._entries.get
 
     def put(self, memory_id: str, state: S) -> None:
         """Remember ``state`` unless a newer state of the same incarnation is remembered already.

@@ -24,14 +24,15 @@ public method of the same store (``get_messages`` calling ``load``) stays one op
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.history import HistoryPage
 from chatmemory.core.store import Snapshot
+from chatmemory.telemetry import Operation, _current, operation
 
 __all__ = ["StoreTelemetry"]
 
@@ -44,12 +45,7 @@ _VERSION_RESULTS = frozenset({"save", "modify"})
 _COUNT_RESULTS = frozenset({"purge_expired", "trim_history"})
 
 
-def _memory_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    memory_id = args[0] if args else kwargs.get("memory_id")
-    return memory_id if isinstance(memory_id, str) else None
-
-
-def _record_result(op: telemetry.Operation, name: str, result: object) -> None:
+def _record_result(op: Operation, name: str, result: object) -> None:
     if isinstance(result, Snapshot):
         op.values["version"] = result.version
     elif isinstance(result, HistoryPage):
@@ -59,6 +55,49 @@ def _record_result(op: telemetry.Operation, name: str, result: object) -> None:
             op.values["version"] = result
         elif name in _COUNT_RESULTS:
             op.values["items"] = result
+
+
+def _takes_memory_id_only(method: Callable[..., Any]) -> bool:
+    """Whether ``method`` is ``(self, memory_id)``: its calls are then reported without packing arguments."""
+    try:
+        parameters = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return (
+        len(parameters) == 2
+        and all(
+            parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and parameter.default is inspect.Parameter.empty
+            for parameter in parameters
+        )
+        and parameters[1].name == "memory_id"
+    )
+
+
+def _traced_by_id(
+    backend: str, name: str, logger: logging.Logger, method: Callable[[S, Any], R]
+) -> Callable[[S, Any], R]:
+    """The blocking decorator's wrapper for a ``(self, memory_id)`` method (the hot reads): same reports."""
+
+    @functools.wraps(method)
+    def traced(store: S, memory_id: Any) -> R:
+        running = _current.get()
+        if running is not None and running.owner is store:
+            result = method(store, memory_id)
+            if result is not None:
+                _record_result(running, name, result)
+            return result
+        with Operation(backend, name, memory_id if isinstance(memory_id, str) else None, logger, True, store) as op:
+            op.values["attempts"] = 1
+            try:
+                result = method(store, memory_id)
+            except ConcurrentUpdateError:
+                op.conflict()
+                raise
+            if result is not None:
+                _record_result(op, name, result)
+            return result
+
+    return traced
 
 
 class StoreTelemetry:
@@ -75,30 +114,34 @@ class StoreTelemetry:
         self.backend = backend
         self.logger = logging.getLogger(module)
 
-    def _start(self, store: object, name: str, memory_id: str | None) -> telemetry.Operation:
-        op = telemetry.operation(backend=self.backend, name=name, memory_id=memory_id, logger=self.logger)
-        op.owner = store
-        op.values["attempts"] = 1
-        return op
-
     def __call__(self, name: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
         """Report each call of a blocking method as operation ``name``."""
+        backend, logger = self.backend, self.logger
 
         def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+            if _takes_memory_id_only(method):
+                return _traced_by_id(backend, name, logger, method)  # type: ignore[return-value]
+
             @functools.wraps(method)
             def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-                running = telemetry.current()
+                running = _current.get()
                 if running is not None and running.owner is store:
                     result = method(store, *args, **kwargs)
-                    _record_result(running, name, result)
+                    if result is not None:
+                        _record_result(running, name, result)
                     return result
-                with self._start(store, name, _memory_id(args, kwargs)) as op:
+                memory_id = args[0] if args else kwargs.get("memory_id")
+                with Operation(
+                    backend, name, memory_id if isinstance(memory_id, str) else None, logger, True, store
+                ) as op:
+                    op.values["attempts"] = 1
                     try:
                         result = method(store, *args, **kwargs)
                     except ConcurrentUpdateError:
                         op.conflict()
                         raise
-                    _record_result(op, name, result)
+                    if result is not None:
+                        _record_result(op, name, result)
                     return result
 
             return traced
@@ -111,24 +154,31 @@ class StoreTelemetry:
         [Callable[Concatenate[S, P], Coroutine[Any, Any, R]]], Callable[Concatenate[S, P], Coroutine[Any, Any, R]]
     ]:
         """Report each call of a coroutine method as operation ``name``."""
+        backend, logger = self.backend, self.logger
 
         def decorate(
             method: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
         ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
             @functools.wraps(method)
             async def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-                running = telemetry.current()
+                running = _current.get()
                 if running is not None and running.owner is store:
                     result = await method(store, *args, **kwargs)
-                    _record_result(running, name, result)
+                    if result is not None:
+                        _record_result(running, name, result)
                     return result
-                with self._start(store, name, _memory_id(args, kwargs)) as op:
+                memory_id = args[0] if args else kwargs.get("memory_id")
+                with Operation(
+                    backend, name, memory_id if isinstance(memory_id, str) else None, logger, True, store
+                ) as op:
+                    op.values["attempts"] = 1
                     try:
                         result = await method(store, *args, **kwargs)
                     except ConcurrentUpdateError:
                         op.conflict()
                         raise
-                    _record_result(op, name, result)
+                    if result is not None:
+                        _record_result(op, name, result)
                     return result
 
             return traced
@@ -172,8 +222,8 @@ class StoreTelemetry:
             if close is not None:
                 close()
 
-    def _iteration(self, name: str) -> telemetry.Operation:
-        op = telemetry.operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
+    def _iteration(self, name: str) -> Operation:
+        op = operation(backend=self.backend, name=name, logger=self.logger, ambient=False)
         op.__enter__()
         return op
 
@@ -213,7 +263,7 @@ class StoreTelemetry:
                 await aclose()
 
 
-def _end_iteration(op: telemetry.Operation, count: int, failure: BaseException | None) -> None:
+def _end_iteration(op: Operation, count: int, failure: BaseException | None) -> None:
     """Close an iteration's operation: ``items`` is how many were yielded; an early stop is no error."""
     op.record(items=count)
     if failure is None:

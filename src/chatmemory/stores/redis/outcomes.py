@@ -21,19 +21,12 @@ __all__ = [
     "Loaded",
     "ReadOutcome",
     "StaleIncarnation",
-    "Unchanged",
     "WriteOutcome",
     "Written",
     "read_outcome",
     "unexpected",
     "write_outcome",
 ]
-
-
-class Unchanged(NamedTuple):
-    """The read confirmed the cached state: the memory is still at its version and incarnation."""
-
-    cached: CachedMemory
 
 
 class Loaded(NamedTuple):
@@ -81,7 +74,8 @@ class Corrupted:
     reason: str
 
 
-ReadOutcome = Unchanged | Loaded | Absent | Corrupted
+ReadOutcome = CachedMemory | Loaded | Absent | Corrupted
+"""A read's outcome; the cached state itself when the read confirmed it (still at its version and incarnation)."""
 WriteOutcome = Written | Conflict | StaleIncarnation | Corrupted
 
 
@@ -103,13 +97,16 @@ def _version(call: ScriptCall, raw: object) -> int:
 def read_outcome(call: ScriptCall, cached: CachedMemory | None, reply: object) -> ReadOutcome:
     """What the read script's ``reply`` to ``call`` (sent with ``cached``, if any) means.
 
+    ``cached`` itself when the server still holds it ("unchanged": nothing new is made for the most
+    frequent reply).
+
     Raises:
         StoreError: the reply is not one the read script gives.
     """
     if reply == 1:
         if cached is None:
             raise unexpected(call, reply)
-        return Unchanged(cached)
+        return cached
     if isinstance(reply, list) and reply:
         status = reply[0]
         if status == b"m" and len(reply) == 4 and isinstance(reply[2], bytes) and isinstance(reply[3], list):

@@ -51,7 +51,6 @@ from chatmemory.stores.redis.outcomes import (
     Loaded,
     ReadOutcome,
     StaleIncarnation,
-    Unchanged,
     WriteOutcome,
     Written,
     read_outcome,
@@ -72,7 +71,6 @@ __all__ = [
     "ReadPlan",
     "ScriptCall",
     "StaleIncarnation",
-    "Unchanged",
     "WriteKind",
     "WriteOutcome",
     "WritePlan",
@@ -163,12 +161,17 @@ class Planner:
 
     def read(self, memory_id: str, cached: CachedMemory | None) -> ReadPlan:
         """Read ``memory_id``; with ``cached``, the server answers "unchanged" if it still holds it."""
+        return ReadPlan(self.read_call(memory_id, cached), cached)
+
+    def read_call(self, memory_id: str, cached: CachedMemory | None) -> ScriptCall:
+        """The script call of :meth:`read` (what an operation that keeps ``cached`` at hand sends)."""
         if cached is None:
             keys, args = self.key_space.keys_of(memory_id), (self._read_ttl_arg, b"", b"")
         else:
             keys, args = cached.keys, (self._read_ttl_arg, cached.version_arg, cached.incarnation)
-        names = keys.with_history if self._read_history else keys.window
-        return ReadPlan(ScriptCall(READ, keys, args, Operation.READ, memory_id, names), cached)
+        return ScriptCall(
+            READ, keys, args, Operation.READ, memory_id, keys.with_history if self._read_history else keys.window
+        )
 
     @staticmethod
     def read_outcome(plan: ReadPlan, reply: object) -> ReadOutcome:

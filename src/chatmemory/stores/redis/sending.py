@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from chatmemory.stores.redis.commands import ScriptCall
 from chatmemory.stores.redis.driver import NoScriptError
 
 __all__ = ["Request", "send", "send_async"]
@@ -26,6 +27,12 @@ class Request(Protocol):
 
 def send(client: Any, command: Request) -> Any:
     """Call the client method ``command`` names and return its reply (``EVAL`` after a ``NOSCRIPT``)."""
+    if type(command) is ScriptCall:  # the store's every read and write: its request() without the detour
+        names = command.names
+        try:
+            return client.execute_command("EVALSHA", command.script.sha, len(names), *names, *command.args)
+        except NoScriptError:
+            return client.eval(*command.fallback())
     method, args = command.request()
     try:
         return getattr(client, method)(*args)
@@ -35,6 +42,12 @@ def send(client: Any, command: Request) -> Any:
 
 async def send_async(client: Any, command: Request) -> Any:
     """Await the client method ``command`` names and return its reply (``EVAL`` after a ``NOSCRIPT``)."""
+    if type(command) is ScriptCall:  # as in send()
+        names = command.names
+        try:
+            return await client.execute_command("EVALSHA", command.script.sha, len(names), *names, *command.args)
+        except NoScriptError:
+            return await client.eval(*command.fallback())
     method, args = command.request()
     try:
         return await getattr(client, method)(*args)

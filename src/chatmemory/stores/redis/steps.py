@@ -34,7 +34,6 @@ from chatmemory.stores.redis.outcomes import (
     Corrupted,
     Loaded,
     StaleIncarnation,
-    Unchanged,
     WriteOutcome,
     Written,
     read_outcome,
@@ -81,10 +80,11 @@ class Steps:
             CorruptedMemoryError: the memory is damaged or a record does not decode.
         """
         memory_id = validate_memory_id(memory_id)
-        plan = self.planner.read(memory_id, self.cache.get(memory_id))
-        outcome = read_outcome(plan.call, plan.cached, (yield plan.call))
-        if isinstance(outcome, Unchanged):
-            return Snapshot(list(outcome.cached.messages), outcome.cached.version)
+        cached = self.cache.get(memory_id)
+        call = self.planner.read_call(memory_id, cached)
+        outcome = read_outcome(call, cached, (yield call))
+        if isinstance(outcome, CachedMemory):  # unchanged: the server still holds the cached state
+            return Snapshot(list(outcome.messages), outcome.version)
         if isinstance(outcome, Loaded):
             telemetry.note(bytes=sum(map(len, outcome.records)))
             try:
@@ -94,9 +94,7 @@ class Steps:
                 raise
             self.cache.put(
                 memory_id,
-                CachedMemory(
-                    outcome.version, outcome.incarnation, tuple(messages), plan.call.keys, b"%d" % outcome.version
-                ),
+                CachedMemory(outcome.version, outcome.incarnation, tuple(messages), call.keys, b"%d" % outcome.version),
             )
             return Snapshot(messages, outcome.version)
         self.cache.forget(memory_id)

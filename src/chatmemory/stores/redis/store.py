@@ -103,7 +103,8 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
             raise store_error(exc, command.operation, command.memory_id) from exc
 
     def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
-        self._check_open(operation, memory_id)
+        if self._closed:
+            self._check_open(operation, memory_id)
         return drive(step, self._perform)
 
     def _scan(self, pattern: bytes) -> Iterator[bytes]:
