@@ -156,6 +156,24 @@ def test_an_engine_without_multiple_statements_sends_the_turn_statement_by_state
         engine.dispose()
 
 
+def test_an_engine_passed_in_with_multiple_statements_joins_its_turns(mysql: SQLBackend) -> None:
+    # The README's recipe for an engine of one's own: FOUND_ROWS | MULTI_STATEMENTS, as a store-made one.
+    engine = create_engine(mysql.url, isolation_level="AUTOCOMMIT", connect_args={"client_flag": 65538})
+    store = SQLChatMemoryStore(engine, table_prefix=mysql.fresh_prefix())
+    store.create_schema()
+    try:
+        queries = Queries(engine)
+        store.update_messages("m", _window(0))
+        sent = queries.record()
+        store.update_messages("m", _window(1))
+        assert _verbs(sent) == ["BEGIN UPDATE DELETE INSERT", "COMMIT"]
+        assert store.get_messages("m") == _window(1)
+    finally:
+        store.drop_schema()
+        store.close()
+        engine.dispose()
+
+
 def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore) -> None:
     seen: list[str] = []
 
