@@ -5,7 +5,9 @@ each command the operation yields on the connection the operation holds (checked
 statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), awaits the
 result and hands it back, or throws the driver's exception back in. A task cancelled meanwhile leaves
 its connection invalidated (the server rolls back what it had begun) and back in the pool before the
-cancellation goes on. A batch with a joined form (a MySQL/MariaDB turn) goes as one multi-statement
+cancellation goes on. Driver SQL goes to the DBAPI cursor as the sync executor sends it
+(:func:`~chatmemory.stores.sql.driver.send_driver_sql`, run with ``AsyncConnection.run_sync``) unless
+cursor events are listened to. A batch with a joined form (a MySQL/MariaDB turn) goes as one multi-statement
 string, as the sync executor sends it (:func:`~chatmemory.stores.sql.driver.send_joined`).
 """
 
@@ -30,7 +32,7 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
-from chatmemory.stores.sql.driver import send_joined
+from chatmemory.stores.sql.driver import send_driver_sql, send_joined
 from chatmemory.stores.sql.engine import takes_multi_statements
 
 __all__ = ["AsyncDriver"]
@@ -127,6 +129,10 @@ class _Session:
             self._connection = await connection.start()
         statement = command.statement
         if type(statement) is str:
+            sync_connection = connection.sync_connection
+            if not (sync_connection._has_events or sync_connection.engine._has_events):
+                # The sync executor's cursor path, on the adapted driver: no statement execution around it.
+                return await connection.run_sync(send_driver_sql, command, self._driver._dbapi_error)
             result = await connection.exec_driver_sql(statement, command.parameters)
         else:
             result = await connection.execute(statement, command.parameters)

@@ -35,7 +35,7 @@ from chatmemory.stores.sql.commands import (
 )
 from chatmemory.stores.sql.engine import takes_multi_statements
 
-__all__ = ["SyncDriver", "send_joined"]
+__all__ = ["SyncDriver", "send_driver_sql", "send_joined"]
 
 _T = TypeVar("_T")
 
@@ -131,28 +131,9 @@ class _Session:
         sql = command.statement
         if type(sql) is not str:
             return result_of(command.result, connection.execute(sql, command.parameters))
-        parameters = command.parameters
         if connection._has_events or driver._engine._has_events:
-            return result_of(command.result, connection.exec_driver_sql(sql, parameters))
-        cursor = connection.connection.cursor()
-        try:
-            if command.many:
-                cursor.executemany(sql, parameters)
-            elif parameters is None:
-                cursor.execute(sql)
-            else:
-                cursor.execute(sql, parameters)
-            kind = command.result
-            if kind is Result.ROWCOUNT:
-                return int(cursor.rowcount)
-            if kind is Result.RECORDS:
-                return cursor.fetchall()
-            return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
-        except driver._dbapi_error as exc:
-            connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
-            raise  # pragma: no cover - the handler raises
-        finally:
-            cursor.close()
+            return result_of(command.result, connection.exec_driver_sql(sql, command.parameters))
+        return send_driver_sql(connection, command, driver._dbapi_error)
 
     def send_batch(self, batch: Batch) -> list[Any]:
         """Send a batch that has a joined form: as one string if the connection allows it, else in order."""
@@ -173,6 +154,36 @@ class _Session:
             if error is not None and not isinstance(error, Exception):
                 connection.invalidate()
             connection.close()
+
+
+def send_driver_sql(connection: Connection, command: Statement, dbapi_error: type[Exception]) -> Any:
+    """Send ``command``'s driver SQL on the DBAPI cursor of ``connection``; return its result.
+
+    Skips SQLAlchemy's statement execution (the SQL is already the driver's, see
+    :mod:`~chatmemory.stores.sql.rendered`); a driver error is raised as SQLAlchemy raises it (wrapped, a
+    lost connection invalidated). For connections nothing listens to cursor events on. Blocking code: the
+    asyncio executor runs it with ``AsyncConnection.run_sync``.
+    """
+    sql, parameters = command.statement, command.parameters
+    cursor: Any = connection.connection.cursor()
+    try:
+        if command.many:
+            cursor.executemany(sql, parameters)
+        elif parameters is None:
+            cursor.execute(sql)
+        else:
+            cursor.execute(sql, parameters)
+        kind = command.result
+        if kind is Result.ROWCOUNT:
+            return int(cursor.rowcount)
+        if kind is Result.RECORDS:
+            return cursor.fetchall()
+        return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
+    except dbapi_error as exc:
+        connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
+        raise  # pragma: no cover - the handler raises
+    finally:
+        cursor.close()
 
 
 def send_joined(connection: Connection, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
