@@ -38,13 +38,14 @@ def store(sql_backend: SQLBackend) -> Iterator[SQLChatMemoryStore]:
 
 
 def test_purge_expired_deletes_in_batches_and_counts(sql_backend: SQLBackend, store: SQLChatMemoryStore) -> None:
-    expiring = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix, ttl=0.5)
+    # A second and a half of life: nothing may expire before the first purge, even on a loaded machine.
+    expiring = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix, ttl=1.5)
     try:
         for index in range(5):
             expiring.update_messages(f"short-{index}", [UserMessage("soon gone")])
         store.update_messages("forever", [UserMessage("kept")])
         assert expiring.purge_expired() == 0
-        time.sleep(0.8)
+        time.sleep(1.8)
         assert expiring.get_messages("short-0") == []
         assert expiring.load("short-0").version == 0
         assert store.purge_expired(batch_size=2) == 5
