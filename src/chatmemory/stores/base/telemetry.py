@@ -24,7 +24,6 @@ public method of the same store (``get_messages`` calling ``load``) stays one op
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -57,49 +56,6 @@ def _record_result(op: Operation, name: str, result: object) -> None:
             op.values["items"] = result
 
 
-def _takes_memory_id_only(method: Callable[..., Any]) -> bool:
-    """Whether ``method`` is ``(self, memory_id)``: its calls are then reported without packing arguments."""
-    try:
-        parameters = list(inspect.signature(method).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    return (
-        len(parameters) == 2
-        and all(
-            parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and parameter.default is inspect.Parameter.empty
-            for parameter in parameters
-        )
-        and parameters[1].name == "memory_id"
-    )
-
-
-def _traced_by_id(
-    backend: str, name: str, logger: logging.Logger, method: Callable[[S, Any], R]
-) -> Callable[[S, Any], R]:
-    """The blocking decorator's wrapper for a ``(self, memory_id)`` method (the hot reads): same reports."""
-
-    @functools.wraps(method)
-    def traced(store: S, memory_id: Any) -> R:
-        running = _current.get()
-        if running is not None and running.owner is store:
-            result = method(store, memory_id)
-            if result is not None:
-                _record_result(running, name, result)
-            return result
-        with Operation(backend, name, memory_id if isinstance(memory_id, str) else None, logger, True, store) as op:
-            op.values["attempts"] = 1
-            try:
-                result = method(store, memory_id)
-            except ConcurrentUpdateError:
-                op.conflict()
-                raise
-            if result is not None:
-                _record_result(op, name, result)
-            return result
-
-    return traced
-
-
 class StoreTelemetry:
     """Decorators that report each public call of one backend's store.
 
@@ -119,9 +75,6 @@ class StoreTelemetry:
         backend, logger = self.backend, self.logger
 
         def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
-            if _takes_memory_id_only(method):
-                return _traced_by_id(backend, name, logger, method)  # type: ignore[return-value]
-
             @functools.wraps(method)
             def traced(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
                 running = _current.get()
