@@ -139,8 +139,9 @@ def test_a_stale_snapshot_rolls_the_joined_turn_back_and_writes_under_the_lock(
         other.close()
 
 
-def test_an_engine_without_multiple_statements_sends_the_turn_statement_by_statement(mysql: SQLBackend) -> None:
-    engine = create_engine(mysql.url, isolation_level="AUTOCOMMIT")
+def _turn_on_an_engine_passed_in(mysql: SQLBackend, **engine_options: Any) -> list[str]:
+    """The verbs of one steady-state turn of a store on an engine of the caller's; checks what it wrote."""
+    engine = create_engine(mysql.url, isolation_level="AUTOCOMMIT", **engine_options)
     store = SQLChatMemoryStore(engine, table_prefix=mysql.fresh_prefix())
     store.create_schema()
     try:
@@ -148,30 +149,23 @@ def test_an_engine_without_multiple_statements_sends_the_turn_statement_by_state
         store.update_messages("m", _window(0))
         sent = queries.record()
         store.update_messages("m", _window(1))
-        assert _verbs(sent) == ["BEGIN", "UPDATE", "DELETE", "INSERT", "COMMIT"], sent
+        verbs = _verbs(sent)
         assert store.get_messages("m") == _window(1)
+        return verbs
     finally:
         store.drop_schema()
         store.close()
         engine.dispose()
+
+
+def test_an_engine_without_multiple_statements_sends_the_turn_statement_by_statement(mysql: SQLBackend) -> None:
+    assert _turn_on_an_engine_passed_in(mysql) == ["BEGIN", "UPDATE", "DELETE", "INSERT", "COMMIT"]
 
 
 def test_an_engine_passed_in_with_multiple_statements_joins_its_turns(mysql: SQLBackend) -> None:
     # The README's recipe for an engine of one's own: FOUND_ROWS | MULTI_STATEMENTS, as a store-made one.
-    engine = create_engine(mysql.url, isolation_level="AUTOCOMMIT", connect_args={"client_flag": 65538})
-    store = SQLChatMemoryStore(engine, table_prefix=mysql.fresh_prefix())
-    store.create_schema()
-    try:
-        queries = Queries(engine)
-        store.update_messages("m", _window(0))
-        sent = queries.record()
-        store.update_messages("m", _window(1))
-        assert _verbs(sent) == ["BEGIN UPDATE DELETE INSERT", "COMMIT"]
-        assert store.get_messages("m") == _window(1)
-    finally:
-        store.drop_schema()
-        store.close()
-        engine.dispose()
+    verbs = _turn_on_an_engine_passed_in(mysql, connect_args={"client_flag": 65538})
+    assert verbs == ["BEGIN UPDATE DELETE INSERT", "COMMIT"]
 
 
 def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore) -> None:
