@@ -10,7 +10,7 @@ from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, UserMessage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT
+from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT, RUN
 from chatmemory.stores.sql.plan import CachedSnapshot, LockedHead, WriteRequest
 
 
@@ -193,6 +193,23 @@ def test_a_turn_joins_into_one_mysql_query_only_when_its_payloads_fit() -> None:
     assert "p_d0" not in parameters and parameters["p_expected"] == 7
 
 
+def test_consecutive_removed_rows_are_named_as_one_range_and_scattered_ones_one_by_one() -> None:
+    cached = snapshot_of(texts(*"abcdefgh"))  # seqs 3..10
+    run = plan.plan_diff(WriteRequest.of_messages("m", (*cached.messages[3:], UserMessage("x")), None, None), cached)
+    assert run is not None and run.removal == RUN
+    assert run.removal_parameters() == {"p_id": "m", "p_first": 3, "p_last": 5}
+    joined = run.joined_parameters()
+    assert (joined["p_first"], joined["p_last"]) == (3, 5) and "p_d0" not in joined
+    kept = tuple(message for index, message in enumerate(cached.messages) if index not in (0, 2))
+    scattered = plan.plan_diff(WriteRequest.of_messages("m", kept, None, None), cached)
+    assert scattered is not None and scattered.removal == 2
+    assert scattered.removal_parameters() == {"p_id": "m", "p_d0": 3, "p_d1": 5}
+    one = plan.plan_diff(WriteRequest.of_messages("m", cached.messages[1:], None, None), cached)
+    assert one is not None and one.removal == 1 and one.removal_parameters() == {"p_id": "m", "p_d0": 3}
+    none = plan.plan_diff(WriteRequest.of_messages("m", cached.messages, None, None), cached)
+    assert none is not None and none.removal == 0
+
+
 def test_postgresql_parameters_are_scalars_for_small_turns_and_arrays_beyond() -> None:
     cached = snapshot_of(texts(*"abcdefghijkl"))
     small = plan.plan_diff(WriteRequest.of_messages("m", (*cached.messages[2:], UserMessage("x")), 7, None), cached)
@@ -322,6 +339,8 @@ def test_rendered_statements_bind_named_values_as_the_driver_takes_them(dialect:
     removal = statements.removal(2)
     assert removal is statements.removal(2)  # rendered once per count
     assert ("UPDATE" if history else "DELETE") in removal.sql
+    run = statements.removal(RUN)
+    assert "BETWEEN" in run.sql and set(run.names) == {"p_id", "p_first", "p_last"}
     bound = removal.bind({"p_id": "mé", "p_d0": 3, "p_d1": 4})
     expected = {"p_id": "mé".encode(), "p_d0": 3, "p_d1": 4}
     if removal.positional:

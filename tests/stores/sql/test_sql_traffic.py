@@ -195,6 +195,25 @@ def test_a_diffed_turn_of_any_shape_writes_exactly_its_rows(
         assert store.load(memory_id).version == version
 
 
+@pytest.mark.parametrize("dropped", [(0, 2), (1, 5, 6), (0, 1, 2, 7)])
+def test_a_diffed_turn_dropping_scattered_messages_deletes_exactly_those_rows(
+    store: SQLChatMemoryStore, dropped: tuple[int, ...]
+) -> None:
+    # Consecutive rows go as one range, scattered ones by number: the rows between must stay.
+    memory_id = f"scattered-{'-'.join(map(str, dropped))}"
+    messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(10)]
+    version = store.save(memory_id, messages, 0)
+    messages = [message for index, message in enumerate(messages) if index not in dropped]
+    messages.append(UserMessage("new"))
+    before = _row_versions(store, memory_id)
+    version = store.save(memory_id, messages, version)
+    after = _row_versions(store, memory_id)
+    assert len(before - after) == len(dropped) and len(after - before) == 1
+    assert store.get_messages(memory_id) == messages
+    fresh = SQLChatMemoryStore(store.engine, table_prefix=store.table_prefix)
+    assert fresh.get_messages(memory_id) == messages
+
+
 # ------------------------------------------------------------------------------------------ with history
 
 

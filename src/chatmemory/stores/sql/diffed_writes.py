@@ -19,13 +19,17 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
 from chatmemory.stores.sql.window import WindowCover, cover_window
 from chatmemory.stores.sql.write_requests import WriteRequest, message_rows, removed_seqs, write_entry
 
-__all__ = ["JOINED_PAYLOAD_LIMIT", "SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
+__all__ = ["JOINED_PAYLOAD_LIMIT", "RUN", "SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
 
 SCALAR_DIFF_LIMIT = 8
 """The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
 JOINED_PAYLOAD_LIMIT = 512 * 1024
 """The most payload bytes a MySQL/MariaDB turn sends as one multi-statement query (escaped, up to twice
 as many): larger turns go statement by statement, their rows in inserts PyMySQL keeps under 1 MB."""
+RUN = -1
+"""The :attr:`DiffWrite.removal` of consecutive rows: one range, ``p_first`` to ``p_last``. A steady-state
+turn evicts the oldest rows of its window, so it is almost always one; SQLite runs a range markedly faster
+than ``IN`` (a list it first builds into a temporary index)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,14 @@ class DiffWrite:
         """The rows the write deletes (without history) or marks evicted (with history)."""
         return self.flagged_seqs if self.request.history else self.deleted_seqs
 
+    @property
+    def removal(self) -> int:
+        """How the removed rows are named: :data:`RUN` for consecutive ones, else their count (``p_d0``…)."""
+        removed = self.removed_seqs
+        if len(removed) > 1 and removed == tuple(range(removed[0], removed[0] + len(removed))):
+            return RUN
+        return len(removed)
+
     def head_parameters(self) -> dict[str, Any]:
         """Parameters of the conditional head update."""
         parameters = {
@@ -83,10 +95,17 @@ class DiffWrite:
         return {"p_id": self.request.memory_id, "p_seqs": list(self.removed_seqs)}
 
     def removal_parameters(self) -> dict[str, Any]:
-        """Parameters of the delete (or mark) of :attr:`removed_seqs` as scalars ``p_d0``, ``p_d1``…."""
-        parameters: dict[str, Any] = {"p_id": self.request.memory_id}
-        for index, seq in enumerate(self.removed_seqs):
-            parameters[f"p_d{index}"] = seq
+        """Parameters of the delete (or mark) of :attr:`removed_seqs`, named as :attr:`removal` says."""
+        return self._with_removal({"p_id": self.request.memory_id})
+
+    def _with_removal(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        removed = self.removed_seqs
+        if self.removal == RUN:
+            parameters["p_first"] = removed[0]
+            parameters["p_last"] = removed[-1]
+        else:
+            for index, seq in enumerate(removed):
+                parameters[f"p_d{index}"] = seq
         return parameters
 
     def rows(self) -> list[dict[str, Any]]:
@@ -95,9 +114,7 @@ class DiffWrite:
 
     def joined_parameters(self) -> dict[str, Any]:
         """Values of the turn as one string (:meth:`~chatmemory.stores.sql.statements.Statements.joined_turn`)."""
-        parameters = self.head_parameters()
-        for index, seq in enumerate(self.removed_seqs):
-            parameters[f"p_d{index}"] = seq
+        parameters = self._with_removal(self.head_parameters())
         for index, (seq, payload) in enumerate(zip(self.new_seqs, self.payloads, strict=True)):
             parameters[f"p_s{index}"] = seq
             parameters[f"p_b{index}"] = payload

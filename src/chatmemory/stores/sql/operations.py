@@ -160,7 +160,7 @@ class SQLOperations(LockedOperations[_Engine]):
             row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)
             return plan.diff_outcome(diff, row is not None)
         rendered = (
-            statements.joined_turn(*diff.shape, diff.request.recorded)
+            statements.joined_turn(diff.removal, len(diff.payloads), diff.request.recorded)
             if statements.joins_turns and diff.joinable(self._schema.max_allowed_packet)
             else None
         )
@@ -175,7 +175,7 @@ class SQLOperations(LockedOperations[_Engine]):
             bump = statements.fast_bump_head
             batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
             if diff.removed_seqs:
-                removal = statements.removal(len(diff.removed_seqs))
+                removal = statements.removal(diff.removal)
                 batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
             if diff.payloads:
                 insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages

@@ -50,7 +50,7 @@ from sqlalchemy import (
 
 from chatmemory.stores.sql import page_statements
 from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
-from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT
+from chatmemory.stores.sql.diffed_writes import RUN, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.rendered import Joined, Rendered, render
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 from chatmemory.stores.sql.turn_statement import diff_turn
@@ -229,11 +229,19 @@ class Statements:
         self._joined: dict[tuple[int, int, bool], Joined] = {}
 
     def removal(self, count: int) -> Rendered:
-        """The delete (or, with history, the mark) of ``count`` rows ``p_d0``… of ``p_id``, rendered once per count."""
+        """The delete (or, with history, the mark) of rows of ``p_id``, rendered once per ``count``.
+
+        ``count`` rows ``p_d0``…, or, for :data:`~chatmemory.stores.sql.diffed_writes.RUN`, the rows from
+        ``p_first`` to ``p_last`` (see :attr:`~chatmemory.stores.sql.diffed_writes.DiffWrite.removal`).
+        """
         rendered = self._removals.get(count)
         if rendered is None:
             messages = self._tables.messages
-            seqs = messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(count)])
+            seqs = (
+                messages.c.seq.between(bindparam("p_first", type_=BigInteger), bindparam("p_last", type_=BigInteger))
+                if count == RUN
+                else messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(count)])
+            )
             where = (messages.c.memory_id == bindparam("p_id"), seqs)
             statement = (
                 update(messages).where(*where).values(evicted=literal_column("1"))
@@ -253,7 +261,8 @@ class Statements:
     def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
         """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
 
-        ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows ``p_d0``… and one
+        ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows (a
+        :meth:`removal`) and one
         insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history entries, stamped with
         the head's write time): one round trip where the transaction otherwise takes five. Rendered once
         per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162 strings); larger turns, rare,
