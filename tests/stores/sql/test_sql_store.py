@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import datetime
+import pathlib
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from chatmemory import (
@@ -230,6 +233,39 @@ def test_driver_errors_are_store_errors(sql_backend: SQLBackend) -> None:
         with pytest.raises(StoreError) as raised:
             store.get_messages("x")
     assert raised.value.__cause__ is not None
+
+
+def test_a_call_interrupted_mid_transaction_throws_its_connection_away(tmp_path: pathlib.Path) -> None:
+    # A KeyboardInterrupt between BEGIN and COMMIT: the pooled connection, its transaction open, must
+    # not serve the next call (on SQLite it would still hold the write lock).
+    interrupt: list[str] = []
+
+    class Cursor(sqlite3.Cursor):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            if interrupt and sql.startswith(interrupt[0]):
+                interrupt.clear()
+                raise KeyboardInterrupt
+            return super().execute(sql, *args)
+
+    class Connection(sqlite3.Connection):
+        def cursor(self, factory: Any = Cursor) -> Any:
+            return super().cursor(factory)
+
+    connects: list[object] = []
+    with SQLChatMemoryStore(
+        f"sqlite:///{tmp_path / 'chat.db'}", engine_options={"connect_args": {"factory": Connection}}
+    ) as store:
+        event.listen(store.engine.pool, "connect", lambda dbapi_connection, _record: connects.append(dbapi_connection))
+        store.create_schema()
+        store.update_messages("m", [UserMessage("a")])
+        opened = len(connects)
+        interrupt.append("UPDATE")
+        with pytest.raises(KeyboardInterrupt):
+            store.update_messages("m", [UserMessage("a"), UserMessage("b")])
+        assert store.get_messages("m") == [UserMessage("a")]
+        assert len(connects) == opened + 1  # a new connection, the interrupted one discarded
+        store.update_messages("m", [UserMessage("a"), UserMessage("c")])
+        assert store.get_messages("m") == [UserMessage("a"), UserMessage("c")]
 
 
 def test_a_missing_extra_names_the_pip_command() -> None:

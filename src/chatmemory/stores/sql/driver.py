@@ -9,15 +9,22 @@ connection, its errors handled as SQLAlchemy does (wrapped, a lost connection in
 ``exec_driver_sql`` when cursor events are listened to, so that they see every statement. A batch with
 a joined form (a MySQL/MariaDB turn) goes as one multi-statement string when the connection allows it
 and nothing listens to cursor events (:func:`send_joined`, which the asyncio executor runs too).
+
+On an engine whose connections come out of the pool in autocommit (``create_engine(...,
+isolation_level="AUTOCOMMIT")``, as store-made engines are) and that has no execution options, an
+operation that sends only driver SQL holds the pooled connection itself: a SQLAlchemy ``Connection`` is
+put around it only to run a SQLAlchemy statement or to handle a driver error, which is all it would add.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.pool import PoolProxiedConnection
 
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.sql.batches import in_order, unbatched
@@ -33,11 +40,12 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
-from chatmemory.stores.sql.engine import takes_multi_statements
+from chatmemory.stores.sql.engine import connects_in_autocommit, takes_multi_statements
 
-__all__ = ["SyncDriver", "send_driver_sql", "send_joined"]
+__all__ = ["SyncDriver", "execute_driver_sql", "joined_results", "send_driver_sql", "send_joined"]
 
 _T = TypeVar("_T")
+_A = TypeVar("_A")
 
 
 class SyncDriver:
@@ -49,13 +57,16 @@ class SyncDriver:
         check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
     """
 
-    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error", "_engine")
+    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error", "_engine", "_joined_results", "_pooled")
 
     def __init__(self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None]) -> None:
         self._engine = engine
         self._autocommit = autocommit
         self._check_schema = check_schema
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._pooled = connects_in_autocommit(autocommit)
+        """Whether driver SQL may go on the pooled connection without a ``Connection`` around it."""
+        self._joined_results = functools.partial(joined_results, dbapi_error=self._dbapi_error)
 
     def run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
@@ -98,13 +109,18 @@ class SyncDriver:
 
 
 class _Session:
-    """The connection one operation holds, and how each command is sent on it."""
+    """The connection one operation holds, and how each command is sent on it.
 
-    __slots__ = ("_connection", "_driver")
+    ``_pooled`` is the pooled DBAPI connection the operation checked out; ``_connection`` the SQLAlchemy
+    ``Connection`` around it, made when driver SQL cannot go to the cursor alone (see the module).
+    """
+
+    __slots__ = ("_connection", "_driver", "_pooled")
 
     def __init__(self, driver: SyncDriver) -> None:
         self._driver = driver
         self._connection: Connection | None = None
+        self._pooled: PoolProxiedConnection | None = None
 
     def perform(self, command: Any) -> Any:
         """Send ``command``; return what the operation receives."""
@@ -125,10 +141,10 @@ class _Session:
     def send(self, command: Statement) -> Any:
         """Send a statement on the operation's connection (checked out by the first); return its result."""
         driver = self._driver
-        connection = self._connection
-        if connection is None:
-            connection = self._connection = driver._autocommit.connect()
         sql = command.statement
+        if type(sql) is str and self._connection is None and driver._pooled and not driver._engine._has_events:
+            return self._on_cursor(execute_driver_sql, command, command)
+        connection = self.connection()
         if type(sql) is not str:
             return result_of(command.result, connection.execute(sql, command.parameters))
         if connection._has_events or driver._engine._has_events:
@@ -138,22 +154,61 @@ class _Session:
     def send_batch(self, batch: Batch) -> list[Any]:
         """Send a batch that has a joined form: as one string if the connection allows it, else in order."""
         driver = self._driver
+        joined = batch.joined
+        if joined is None:  # pragma: no cover - only batches with a joined form come here
+            raise ValueError("the batch has no joined form")
+        if self._connection is None and driver._pooled and not driver._engine._has_events:
+            pooled = self._checked_out()
+            if takes_multi_statements(pooled.dbapi_connection):
+                return self._on_cursor(driver._joined_results, batch, joined)
+        else:
+            connection = self.connection()
+            if not (connection._has_events or driver._engine._has_events) and takes_multi_statements(
+                connection.connection.dbapi_connection
+            ):
+                return send_joined(connection, batch, driver._dbapi_error)
+        return drive(in_order(batch), self.send)
+
+    def _checked_out(self) -> PoolProxiedConnection:
+        pooled = self._pooled
+        if pooled is None:
+            pooled = self._pooled = self._driver._autocommit.raw_connection()
+        return pooled
+
+    def _on_cursor(self, run: Callable[[Any, _A], _T], argument: _A, command: Statement) -> _T:
+        """``run(cursor, argument)`` on a cursor of the pooled connection; a driver error raised as SQLAlchemy does."""
+        cursor: Any = self._checked_out().cursor()
+        try:
+            return run(cursor, argument)
+        except self._driver._dbapi_error as exc:
+            self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
+            raise  # pragma: no cover - the handler raises
+        finally:
+            cursor.close()
+
+    def connection(self) -> Connection:
+        """The operation's ``Connection``: around its pooled connection, or checked out now if it has none."""
         connection = self._connection
         if connection is None:
-            connection = self._connection = driver._autocommit.connect()
-        if not (connection._has_events or driver._engine._has_events) and takes_multi_statements(
-            connection.connection.dbapi_connection
-        ):
-            return send_joined(connection, batch, driver._dbapi_error)
-        return drive(in_order(batch), self.send)
+            engine = self._driver._autocommit
+            pooled = self._pooled
+            connection = engine.connect() if pooled is None else Connection(engine, connection=pooled)
+            self._connection = connection
+        return connection
 
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (one interrupted mid-call is invalidated, never reused)."""
         connection, self._connection = self._connection, None
+        pooled, self._pooled = self._pooled, None
+        interrupted = error is not None and not isinstance(error, Exception)
         if connection is not None:
-            if error is not None and not isinstance(error, Exception):
+            if interrupted:
                 connection.invalidate()
             connection.close()
+        elif pooled is not None:
+            if interrupted:
+                pooled.invalidate()
+            pooled.close()
 
 
 def send_driver_sql(connection: Connection, command: Statement, dbapi_error: type[Exception]) -> Any:
@@ -164,59 +219,73 @@ def send_driver_sql(connection: Connection, command: Statement, dbapi_error: typ
     lost connection invalidated). For connections nothing listens to cursor events on. Blocking code: the
     asyncio executor runs it with ``AsyncConnection.run_sync``.
     """
-    sql, parameters = command.statement, command.parameters
     cursor: Any = connection.connection.cursor()
     try:
-        if command.many:
-            cursor.executemany(sql, parameters)
-        elif parameters is None:
-            cursor.execute(sql)
-        else:
-            cursor.execute(sql, parameters)
-        kind = command.result
-        if kind is Result.ROWCOUNT:
-            return int(cursor.rowcount)
-        if kind is Result.RECORDS:
-            return cursor.fetchall()
-        return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
+        return execute_driver_sql(cursor, command)
     except dbapi_error as exc:
-        connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
+        connection._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
         raise  # pragma: no cover - the handler raises
     finally:
         cursor.close()
+
+
+def execute_driver_sql(cursor: Any, command: Statement) -> Any:
+    """Run ``command``'s driver SQL on a DBAPI ``cursor``; return its result (driver errors go through)."""
+    parameters = command.parameters
+    if command.many:
+        cursor.executemany(command.statement, parameters)
+    elif parameters is None:
+        cursor.execute(command.statement)
+    else:
+        cursor.execute(command.statement, parameters)
+    kind = command.result
+    if kind is Result.ROWCOUNT:
+        return int(cursor.rowcount)
+    if kind is Result.RECORDS:
+        return cursor.fetchall()
+    return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
 
 
 def send_joined(connection: Connection, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
     """Send ``batch`` as its joined string on ``connection``; the row counts up to the first missed ``expect``.
 
-    The server runs the statements in order and stops at the first that fails (raised here, as
-    SQLAlchemy raises it). Results after a statement that missed its ``expect`` are read and dropped,
-    errors included: they ran in the transaction the operation rolls back. Blocking code: the asyncio
-    executor runs it with ``AsyncConnection.run_sync``.
+    See :func:`joined_results`; a driver error is raised as SQLAlchemy raises it. Blocking code: the
+    asyncio executor runs it with ``AsyncConnection.run_sync``.
     """
     joined = batch.joined
     if joined is None:  # pragma: no cover - only batches with a joined form come here
         raise ValueError("the batch has no joined form")
     cursor: Any = connection.connection.cursor()
-    results: list[int] = []
     try:
-        cursor.execute(joined.statement, joined.parameters)
-        pending = batch.begin is None  # the first result is the BEGIN's, when there is one
-        statements = batch.statements
-        for index, statement in enumerate(statements):
-            if not pending:
-                cursor.nextset()
-            pending = False
-            count = int(cursor.rowcount)
-            results.append(count)
-            if statement.expect is not None and count != statement.expect:
-                _drop_results(cursor, len(statements) - index - 1, dbapi_error)
-                break
+        return joined_results(cursor, batch, dbapi_error)
     except dbapi_error as exc:
         connection._handle_dbapi_exception(exc, joined.statement, joined.parameters, cursor, None)
         raise  # pragma: no cover - the handler raises
     finally:
         cursor.close()
+
+
+def joined_results(cursor: Any, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
+    """Run ``batch``'s joined string on a DBAPI ``cursor``; the row counts up to the first missed ``expect``.
+
+    The server runs the statements in order and stops at the first that fails (its error goes through).
+    Results after a statement that missed its ``expect`` are read and dropped, errors included: they ran
+    in the transaction the operation rolls back.
+    """
+    joined: Any = batch.joined
+    results: list[int] = []
+    cursor.execute(joined.statement, joined.parameters)
+    pending = batch.begin is None  # the first result is the BEGIN's, when there is one
+    statements = batch.statements
+    for index, statement in enumerate(statements):
+        if not pending:
+            cursor.nextset()
+        pending = False
+        count = int(cursor.rowcount)
+        results.append(count)
+        if statement.expect is not None and count != statement.expect:
+            _drop_results(cursor, len(statements) - index - 1, dbapi_error)
+            break
     return results
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "autocommit_options",
+    "connects_in_autocommit",
     "begin_statement",
     "dialect_family",
     "engine_from_url",
@@ -257,6 +258,18 @@ def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
 def autocommit_options(isolation_level: object) -> dict[str, str]:
     """Execution options that put a caller's engine in autocommit (none if it is already)."""
     return {} if isolation_level == AUTOCOMMIT else {"isolation_level": AUTOCOMMIT}
+
+
+def connects_in_autocommit(engine: Any) -> bool:
+    """Whether ``engine``'s pooled connections are in autocommit as they are, with nothing to apply per checkout.
+
+    True for ``create_engine(..., isolation_level="AUTOCOMMIT")`` (the level is set when a connection is
+    made) and no execution options: a ``Connection`` around such a connection adds nothing to driver SQL.
+    An engine in autocommit through ``execution_options`` is not: its ``Connection`` switches the level at
+    each checkout and back at each return.
+    """
+    on_connect = getattr(engine.dialect, "_on_connect_isolation_level", None)
+    return not engine.get_execution_options() and on_connect == AUTOCOMMIT
 
 
 def engine_isolation_level(engine: Any) -> object:
