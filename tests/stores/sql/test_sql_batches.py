@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.batches import in_order, unbatched
+from chatmemory.stores.sql.batches import in_order, sending
 from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
 
 BEGIN = Statement("BEGIN")
@@ -25,10 +25,12 @@ def run(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any
     sent: list[Any] = []
 
     def perform(command: Any) -> Any:
+        if isinstance(command, Batch):
+            return drive(sending(command), perform)
         sent.append(command.statement if isinstance(command, Statement) else command)
         return answer(command) if isinstance(command, Statement) else None
 
-    value = drive(unbatched(steps), perform)
+    value = drive(steps, perform)
     return sent, value
 
 
@@ -121,14 +123,17 @@ def _joined_run(steps: Steps[Any], answer: Callable[[Batch], Any]) -> tuple[list
     """Like :func:`run`, with ``answer`` giving a whole batch's results (or raising), as the executor's joined send."""
     sent: list[Any] = []
 
-    def perform(command: Any) -> Any:
-        if isinstance(command, Batch):
+    def send(command: Any) -> Any:
+        if isinstance(command, Batch):  # the batch whole, as sending() hands it to the executor
             sent.append(command.joined.statement if command.joined is not None else command)
             return answer(command)
         sent.append(command.statement if isinstance(command, Statement) else command)
         return None
 
-    value = drive(unbatched(steps), perform)
+    def perform(command: Any) -> Any:
+        return drive(sending(command), send) if isinstance(command, Batch) else send(command)
+
+    value = drive(steps, perform)
     return sent, value
 
 

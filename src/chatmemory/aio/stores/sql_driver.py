@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from chatmemory.stores.base.driving import drive_async
-from chatmemory.stores.sql.batches import in_order, unbatched
+from chatmemory.stores.sql.batches import in_order, sending
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
@@ -59,7 +59,7 @@ class AsyncDriver:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
         session = _Session(self)
         try:
-            result = await drive_async(unbatched(steps), session.perform)
+            result = await drive_async(steps, session.perform)
         except BaseException as exc:
             await session.end(exc)
             raise
@@ -69,7 +69,7 @@ class AsyncDriver:
     async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
         session = _Session(self)
-        sent = unbatched(steps)
+        sent = steps
         try:
             command = sent.send(None)
             while True:
@@ -139,6 +139,14 @@ class _Session:
         return result_of(command.result, result)
 
     async def send_batch(self, batch: Batch) -> list[Any]:
+        """Send ``batch`` as :func:`~chatmemory.stores.sql.batches.sending` says; return its results."""
+        results: list[Any] = await drive_async(sending(batch), self._send_part)
+        return results
+
+    async def _send_part(self, command: Statement | Batch) -> Any:
+        return await (self.send(command) if isinstance(command, Statement) else self.send_joined(command))
+
+    async def send_joined(self, batch: Batch) -> list[Any]:
         """Send a batch that has a joined form: as one string if the connection allows it, else in order."""
         connection: Any = self._connection
         if connection is None:

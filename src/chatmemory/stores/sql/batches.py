@@ -1,49 +1,34 @@
-"""Batches taken apart: an operation as its executor sends it, one statement or signal at a time (pure).
+"""Batches taken apart: what an executor sends for a batch, one statement or signal at a time (pure).
 
 An operation may yield a :class:`~chatmemory.stores.sql.commands.Batch`, so that a turn goes through
-its generators once; :func:`unbatched` hands the executor the batch's statements one by one (with the
-``BEGIN``, ``COMMIT`` or ``ROLLBACK`` of a batch that is a transaction of its own) and the operation
-their results as one list. A batch with a joined form goes to the executor whole (one round trip where
-the connection allows it, else :func:`in_order`), then ``COMMIT`` or ``ROLLBACK``. Both executors drive
-``unbatched(operation)`` with :mod:`chatmemory.stores.base.driving`, so a batch is sent the same way by
-both. No driver, no I/O.
+its generators once; the executor sends what :func:`sending` yields for it (the batch's statements one
+by one, with the ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` of a batch that is a transaction of its own) and
+hands the operation their results as one list. A batch with a joined form goes to the executor whole
+(one round trip where the connection allows it, else :func:`in_order`), then ``COMMIT`` or
+``ROLLBACK``. Both executors drive ``sending(batch)`` with :mod:`chatmemory.stores.base.driving`, so a
+batch is sent the same way by both. No driver, no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any
 
-from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Sent, Statement, Steps
+from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Statement
 
-__all__ = ["in_order", "unbatched"]
-
-_T = TypeVar("_T")
+__all__ = ["in_order", "missed", "sending"]
 
 
-def unbatched(steps: Steps[_T]) -> Generator[Sent, Any, _T]:
-    """``steps`` with each batch it yields sent statement by statement; what it returns, returned.
+def sending(batch: Batch) -> Generator[Statement | Batch, Any, list[Any]]:
+    """What to send for ``batch`` (statements, or the batch whole when it has a joined form); returns its results.
 
-    A failure thrown in goes on into ``steps`` where it yielded the command (or the batch) that failed.
+    A failure thrown in (the driver's error for what was sent) is answered as the batch says: a
+    transaction is rolled back, then the error goes on.
     """
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            command = steps.send(reply) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        try:
-            if type(command) is Batch:
-                reply = yield from (_sent(command) if command.joined is None else _sent_joined(command))
-            else:
-                reply = yield command  # not a Batch: a command the executor sends
-            error = None
-        except Exception as exc:
-            reply, error = None, exc
+    return _sent(batch) if batch.joined is None else _sent_joined(batch)
 
 
-def _sent(batch: Batch) -> Generator[Sent, Any, list[Any]]:
+def _sent(batch: Batch) -> Generator[Statement, Any, list[Any]]:
     """Send ``batch``; return its results (fewer when one missed its ``expect``), or raise what failed.
 
     In a transaction (``batch.begin``): a statement that raises or misses its ``expect`` is rolled back
@@ -71,7 +56,7 @@ def _sent(batch: Batch) -> Generator[Sent, Any, list[Any]]:
     return results
 
 
-def _sent_joined(batch: Batch) -> Generator[Sent, Any, list[Any]]:
+def _sent_joined(batch: Batch) -> Generator[Statement | Batch, Any, list[Any]]:
     """Send ``batch`` whole (its joined form), then ``COMMIT``, or ``ROLLBACK`` after a miss or an error."""
     try:
         results: list[Any] = yield batch

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.batches import in_order, unbatched
+from chatmemory.stores.sql.batches import in_order, sending
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
@@ -72,7 +72,7 @@ class SyncDriver:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
         session = _Session(self)
         try:
-            result = drive(unbatched(steps), session.perform)
+            result = drive(steps, session.perform)
         except BaseException as exc:
             session.end(exc)
             raise
@@ -82,7 +82,7 @@ class SyncDriver:
     def iterate(self, steps: Steps[None]) -> Iterator[str]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
         session = _Session(self)
-        sent = unbatched(steps)
+        sent = steps
         try:
             command = sent.send(None)
             while True:
@@ -152,6 +152,33 @@ class _Session:
         return send_driver_sql(connection, command, driver._dbapi_error)
 
     def send_batch(self, batch: Batch) -> list[Any]:
+        """Send ``batch`` as :func:`~chatmemory.stores.sql.batches.sending` says; return its results.
+
+        On the pooled connection alone (see the module), its statements share one cursor.
+        """
+        driver = self._driver
+        if self._connection is None and driver._pooled and not driver._engine._has_events:
+            cursor = self._checked_out().cursor()
+            try:
+                return drive(sending(batch), functools.partial(self._send_on, cursor))
+            finally:
+                cursor.close()
+        return drive(sending(batch), self._send_part)
+
+    def _send_on(self, cursor: Any, command: Statement | Batch) -> Any:
+        """Send one command of a batch on ``cursor``, the pooled connection's (until a ``Connection`` is needed)."""
+        if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
+            return self._send_part(command)
+        try:
+            return execute_driver_sql(cursor, command)
+        except self._driver._dbapi_error as exc:
+            self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
+            raise  # pragma: no cover - the handler raises
+
+    def _send_part(self, command: Statement | Batch) -> Any:
+        return self.send(command) if isinstance(command, Statement) else self.send_joined(command)
+
+    def send_joined(self, batch: Batch) -> list[Any]:
         """Send a batch that has a joined form: as one string if the connection allows it, else in order."""
         driver = self._driver
         joined = batch.joined
