@@ -9,7 +9,7 @@ On PostgreSQL it is one statement; elsewhere a short transaction whose head upda
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chatmemory import telemetry
@@ -49,6 +49,18 @@ class DiffWrite:
     state: CachedSnapshot
     cover: WindowCover
     flagged_seqs: tuple[int, ...] = ()
+    removed_seqs: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    """The rows the write deletes (without history) or marks evicted (with history)."""
+    removal: int = field(init=False, repr=False, compare=False)
+    """How :attr:`removed_seqs` are named: :data:`RUN` for consecutive rows, else their count (``p_d0``…)."""
+
+    def __post_init__(self) -> None:
+        # Read several times per turn: worked out once.
+        removed = self.flagged_seqs if self.request.history else self.deleted_seqs
+        object.__setattr__(self, "removed_seqs", removed)
+        count = len(removed)
+        consecutive = count > 1 and removed == tuple(range(removed[0], removed[0] + count))
+        object.__setattr__(self, "removal", RUN if consecutive else count)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -64,19 +76,6 @@ class DiffWrite:
         """
         size = sum(map(len, self.payloads))
         return size <= JOINED_PAYLOAD_LIMIT and (max_packet is None or 2 * size + 65536 <= max_packet)
-
-    @property
-    def removed_seqs(self) -> tuple[int, ...]:
-        """The rows the write deletes (without history) or marks evicted (with history)."""
-        return self.flagged_seqs if self.request.history else self.deleted_seqs
-
-    @property
-    def removal(self) -> int:
-        """How the removed rows are named: :data:`RUN` for consecutive ones, else their count (``p_d0``…)."""
-        removed = self.removed_seqs
-        if len(removed) > 1 and removed == tuple(range(removed[0], removed[0] + len(removed))):
-            return RUN
-        return len(removed)
 
     def head_parameters(self) -> dict[str, Any]:
         """Parameters of the conditional head update."""
