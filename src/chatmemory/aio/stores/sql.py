@@ -11,8 +11,9 @@ Drivers, each behind the same extra as the sync store's:
   changed an escaping helper aiomysql imports), and every memory id here is bytes.
 
 Every operation (what to read, what to write, when to retry) is the sync store's: written once in
-:mod:`chatmemory.stores.sql.operations` as generators of commands, which this module sends with an
-``AsyncEngine``; a memory written by one store is read and extended by the other.
+:mod:`chatmemory.stores.sql.operations` as generators of commands, sent by the sync executor run in a
+greenlet on the ``AsyncEngine`` (:mod:`chatmemory.aio.stores.sql_driver`); a memory written by one store
+is read and extended by the other.
 
 Cancellation: a task cancelled inside a call (or timed out by ``asyncio.timeout``) leaves the memory at
 its old or its new list: an open transaction is never committed, and the connection it held is
@@ -152,7 +153,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @functools.cached_property
     def _driver(self) -> AsyncDriver:
-        return AsyncDriver(self._autocommit, self._check_schema)
+        return AsyncDriver(self._engine, self._autocommit, self._check_schema)
 
     # ------------------------------------------------------------------------------------------- reads
 

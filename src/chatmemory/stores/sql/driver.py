@@ -42,7 +42,7 @@ from chatmemory.stores.sql.commands import (
 )
 from chatmemory.stores.sql.engine import connects_in_autocommit, takes_multi_statements
 
-__all__ = ["SyncDriver", "execute_driver_sql", "joined_results", "send_driver_sql", "send_joined"]
+__all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results", "send_driver_sql", "send_joined"]
 
 _T = TypeVar("_T")
 _A = TypeVar("_A")
@@ -55,14 +55,22 @@ class SyncDriver:
         engine: the store's engine (whose event listeners decide the path of driver SQL).
         autocommit: the engine in autocommit, which operations check connections out of.
         check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
+        sleep: waits a retry's backoff, for :class:`Sleep` (the asyncio executor's awaits ``asyncio.sleep``).
     """
 
-    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error", "_engine", "_joined_results", "_pooled")
+    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error", "_engine", "_joined_results", "_pooled", "_sleep")
 
-    def __init__(self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        autocommit: Engine,
+        check_schema: Callable[[], None],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._engine = engine
         self._autocommit = autocommit
         self._check_schema = check_schema
+        self._sleep = sleep
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._pooled = connects_in_autocommit(autocommit)
         """Whether driver SQL may go on the pooled connection without a ``Connection`` around it."""
@@ -70,7 +78,7 @@ class SyncDriver:
 
     def run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
-        session = _Session(self)
+        session = self.session()
         try:
             result = drive(steps, session.perform)
         except BaseException as exc:
@@ -79,9 +87,13 @@ class SyncDriver:
         session.end(None)
         return result
 
+    def session(self) -> Session:
+        """A session for one operation (what :meth:`run` drives it with; the asyncio executor drives its own)."""
+        return Session(self)
+
     def iterate(self, steps: Steps[None]) -> Iterator[str]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
-        session = _Session(self)
+        session = self.session()
         sent = steps
         try:
             command = sent.send(None)
@@ -108,7 +120,7 @@ class SyncDriver:
         session.end(None)
 
 
-class _Session:
+class Session:
     """The connection one operation holds, and how each command is sent on it.
 
     ``_pooled`` is the pooled DBAPI connection the operation checked out; ``_connection`` the SQLAlchemy
@@ -133,7 +145,7 @@ class _Session:
         elif command is CHECK_SCHEMA:
             self._driver._check_schema()
         elif isinstance(command, Sleep):
-            time.sleep(command.seconds)
+            self._driver._sleep(command.seconds)
         else:  # pragma: no cover - every command is handled above
             raise TypeError(f"not a command: {command!r}")
         return None
