@@ -46,18 +46,23 @@ def head(**fields: object) -> LockedHead:
 # ------------------------------------------------------------------------------------------ reads
 
 
+def test_a_read_without_a_head_row_asks_for_the_stray_read() -> None:
+    assert isinstance(plan.decode_read("m", [], None), plan.Headless)
+    assert isinstance(plan.raw_records([]), plan.Headless)
+
+
 def test_an_absent_memory_reads_empty_at_version_0() -> None:
-    result = plan.decode_read("m", [], None)
+    result = plan.absent_read([])
     assert isinstance(result, plan.ReadResult)
     assert result.snapshot.messages == [] and result.snapshot.version == 0 and result.state is None
 
 
 def test_message_rows_without_a_head_are_corrupted_not_empty() -> None:
-    result = plan.decode_read("m", [(0, b"{}"), (1, b"{}")], None)
+    result = plan.absent_read([(0, b"{}"), (1, b"{}")])
     assert isinstance(result, plan.Corrupted)
     assert "2 message rows" in result.detail
     assert isinstance(result.error("m"), CorruptedMemoryError)
-    assert plan.raw_records([(1, b"b"), (0, b"a")]) == [b"a", b"b"]  # an operator inspects them in order
+    assert plan.stray_records([(1, b"b"), (0, b"a")]) == [b"a", b"b"]  # an operator inspects them in order
 
 
 def test_an_expired_head_reads_empty() -> None:

@@ -160,20 +160,23 @@ def test_a_new_system_message_first_rewrites_the_window(store: SQLChatMemoryStor
     assert store.get_messages("rewrite") == messages
 
 
-def test_a_read_is_one_query(store: SQLChatMemoryStore) -> None:
+def test_a_read_is_one_query_and_one_more_for_an_absent_memory(store: SQLChatMemoryStore) -> None:
     store.update_messages("read", [UserMessage(f"m{i}") for i in range(30)])
     fresh = SQLChatMemoryStore(store.engine, table_prefix=store.table_prefix)
     recorder = Recorder(fresh)
     try:
         fresh.get_messages("read")  # the first operation also checks the schema revision
-        traffic = recorder.record()
+        present = recorder.record()
         snapshot = fresh.load("read")
+        absent = recorder.record()
         unknown = fresh.load("nobody")
     finally:
         recorder.stop()
     assert len(snapshot.messages) == 30 and snapshot.version > 0
     assert unknown.version == 0
-    assert len(traffic.statements) == 2
+    assert len(present.statements) == 1
+    # No head row: the stray read tells an absent memory from message rows left without their head.
+    assert len(absent.statements) == 2 and "EXISTS" in absent.statements[1]
 
 
 @pytest.mark.parametrize(("evicted", "appended"), [(0, 0), (0, 1), (1, 0), (2, 3), (8, 8), (9, 1), (1, 9), (12, 12)])
@@ -314,9 +317,9 @@ def _rows_read_by_the_window_read(store: SQLChatMemoryStore, memory_id: str) -> 
             read = store._statements.fast_read
             steps = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + read.sql, read.bind(parameters)).all()
             searches = [step[3] for step in steps if store._tables.messages.name in step[3]]
-            # The window's rows from the head's ranges on; stray rows (only read without a head) by id.
+            # The window's rows from the head's ranges on.
             assert any("seq>?" in step for step in searches), searches
-            assert all("seq>?" in step or "(memory_id=?)" in step for step in searches), searches
+            assert all("seq>?" in step for step in searches), searches
             return 0
         connection.exec_driver_sql(f"ANALYZE TABLE {store._tables.messages.name}")
         connection.exec_driver_sql("FLUSH STATUS")

@@ -24,6 +24,7 @@ from chatmemory.stores.sql.outcomes import (
     CachedSnapshot,
     Conflict,
     Corrupted,
+    Headless,
     ReadResult,
     StaleCache,
     Written,
@@ -236,7 +237,10 @@ def locked_read(
     """
     if not (head.present and head.live) or not rows:
         return ReadResult(Snapshot([], 0), None)
-    return decode_read(memory_id, rows, cached)
+    result = decode_read(memory_id, rows, cached)
+    if isinstance(result, Headless):  # pragma: no cover - the head row is locked, and read with the rows
+        raise AssertionError("a locked read without its head row")
+    return result
 
 
 def stray_rows(plan: LockedWrite, deleted: int) -> Corrupted | None:

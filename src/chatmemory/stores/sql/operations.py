@@ -78,12 +78,16 @@ class SQLOperations(LockedOperations[_Engine]):
             cached = self._cache.get(memory_id) if attempt.use_cache else None
             try:
                 rows = yield Statement(read.sql, read.bind(plan.read_parameters(memory_id, cached)), Result.RECORDS)
+                result = plan.decode_read(memory_id, rows, cached)
+                if isinstance(result, plan.Headless):
+                    strays = self._statements.fast_strays
+                    found = yield Statement(strays.sql, strays.bind({"p_id": memory_id}), Result.RECORDS)
+                    result = plan.absent_read(found)
             except SQLAlchemyError as exc:
                 if not attempt.lost(exc):
                     raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
                 yield RELEASE  # read again, on a new connection
                 continue
-            result = plan.decode_read(memory_id, rows, cached)
             if isinstance(result, plan.Corrupted):
                 self._cache.forget(memory_id)
                 raise result.error(memory_id)
@@ -100,9 +104,14 @@ class SQLOperations(LockedOperations[_Engine]):
         yield from self._ready(Operation.READ, memory_id)
         try:
             rows = yield Statement(self._statements.read, plan.read_parameters(memory_id, None), Result.ROWS)
+            records = plan.raw_records(rows)
+            if isinstance(records, plan.Headless):  # what an operator inspects: the rows without a head
+                records = plan.stray_records(
+                    (yield Statement(self._statements.strays, {"p_id": memory_id}, Result.ROWS))
+                )
         except SQLAlchemyError as exc:
             raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
-        return plan.raw_records(rows)
+        return records
 
     def _memory_times(self, memory_id: str) -> Steps[MemoryTimes | None]:
         memory_id = validate_memory_id(memory_id)

@@ -12,6 +12,7 @@ __all__ = [
     "CachedSnapshot",
     "Conflict",
     "Corrupted",
+    "Headless",
     "ReadResult",
     "StaleCache",
     "Unchanged",
@@ -79,6 +80,16 @@ class ReadResult:
 
     snapshot: Snapshot
     state: CachedSnapshot | None
+
+
+@dataclass(frozen=True, slots=True)
+class Headless:
+    """The read found no head row: the memory is absent, unless message rows exist without it (damage).
+
+    The window read leaves headless rows out (they cost every read a probe); the executor then sends the
+    stray read (:attr:`~chatmemory.stores.sql.statements.Statements.fast_strays`) and
+    :func:`~chatmemory.stores.sql.reads.absent_read` says which it is.
+    """
 
 
 @dataclass(frozen=True, slots=True)

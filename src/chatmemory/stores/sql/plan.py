@@ -6,7 +6,8 @@ live in :mod:`~chatmemory.stores.sql.outcomes`, the read plan in :mod:`~chatmemo
 module re-exports both):
 
 * a read: :func:`read_parameters` → the read statement's rows → :func:`decode_read` →
-  :class:`ReadResult` / :class:`StaleCache` (read again without the cache) / :class:`Corrupted`;
+  :class:`ReadResult` / :class:`StaleCache` (read again without the cache) / :class:`Corrupted` /
+  :class:`Headless` (no head row: the stray read's rows → :func:`absent_read`);
 * a write whose list differs from the cached snapshot by a diff: :func:`plan_diff` → :class:`DiffWrite`
   (one conditional statement on PostgreSQL, a short transaction elsewhere) → matched or not →
   :func:`diff_outcome` → :class:`Written` / :class:`Conflict`;
@@ -49,13 +50,21 @@ from chatmemory.stores.sql.outcomes import (
     CachedSnapshot,
     Conflict,
     Corrupted,
+    Headless,
     ReadResult,
     StaleCache,
     Unchanged,
     Written,
     stray_detail,
 )
-from chatmemory.stores.sql.reads import ReadHead, decode_read, raw_records, read_parameters
+from chatmemory.stores.sql.reads import (
+    ReadHead,
+    absent_read,
+    decode_read,
+    raw_records,
+    read_parameters,
+    stray_records,
+)
 from chatmemory.stores.sql.write_requests import (
     RECENT_WRITES,
     WriteRequest,
@@ -74,6 +83,7 @@ __all__ = [
     "Corrupted",
     "DiffWrite",
     "HeadRow",
+    "Headless",
     "LockedHead",
     "LockedWrite",
     "ReadHead",
@@ -82,6 +92,7 @@ __all__ = [
     "Unchanged",
     "WriteRequest",
     "Written",
+    "absent_read",
     "conflict_error",
     "decode_read",
     "diff_outcome",
@@ -95,6 +106,7 @@ __all__ = [
     "raw_records",
     "read_parameters",
     "stray_detail",
+    "stray_records",
     "stray_rows",
     "window_needed",
     "write_entry",

@@ -12,7 +12,7 @@ from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import loads_message
-from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, ReadResult, StaleCache, stray_detail
+from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, Headless, ReadResult, StaleCache, stray_detail
 from chatmemory.stores.sql.times import aware
 
 __all__ = [
@@ -20,12 +20,16 @@ __all__ = [
     "HistoryRow",
     "ReadHead",
     "ReadRow",
+    "absent_read",
     "decode_history",
     "decode_read",
     "history_parameters",
     "raw_records",
     "read_parameters",
+    "stray_records",
 ]
+
+HEADLESS = Headless()
 
 _MISSING = object()
 """A cached message the rows name but the cache does not hold."""
@@ -86,12 +90,13 @@ def _split(rows: Sequence[ReadRow]) -> tuple[ReadHead | None, list[tuple[int, by
 
 def decode_read(
     memory_id: str, rows: Sequence[ReadRow], cached: CachedSnapshot | None
-) -> ReadResult | StaleCache | Corrupted:
+) -> ReadResult | StaleCache | Corrupted | Headless:
     """Turn the read statement's rows (in any order) into a snapshot, reusing the cached messages they left out.
 
     Within one incarnation a sequence number is written once and never reused (rewrites take new ones),
     so a row below the cached ``next_seq`` is a message of the cached snapshot and is not decoded again.
-    No head row: an absent memory (empty at version 0), or damage if message rows exist without it.
+    No head row: :class:`~chatmemory.stores.sql.outcomes.Headless` (absent, or damage: see
+    :func:`absent_read`).
 
     Raises:
         CorruptedMemoryError: a payload does not decode.
@@ -99,9 +104,7 @@ def decode_read(
     """
     head, pairs = _split(rows)
     if head is None:
-        if pairs:
-            return Corrupted(stray_detail(len(pairs)))
-        return ReadResult(Snapshot([], 0), None)
+        return HEADLESS
     if not head.live:
         return ReadResult(Snapshot([], 0), None)
     if (
@@ -135,12 +138,29 @@ def decode_read(
     return ReadResult(Snapshot(decoded, head.version), state)
 
 
-def raw_records(rows: Sequence[ReadRow]) -> list[bytes]:
-    """The payloads of a read made without a cached snapshot (live, or stray rows an operator inspects)."""
+def absent_read(strays: Sequence[ReadRow]) -> ReadResult | Corrupted:
+    """What a read without a head row found, given the stray read's rows: an absent memory, or damage."""
+    if strays:
+        return Corrupted(stray_detail(len(strays)))
+    return ReadResult(Snapshot([], 0), None)
+
+
+def raw_records(rows: Sequence[ReadRow]) -> list[bytes] | Headless:
+    """The payloads of a read made without a cached snapshot; with no head row, ``Headless``.
+
+    Then the stray read's rows are what an operator inspects (:func:`stray_records`).
+    """
     head, pairs = _split(rows)
-    if head is not None and not head.live:
+    if head is None:
+        return HEADLESS
+    if not head.live:
         return []
     return [bytes(payload) for _, payload in pairs if payload is not None]
+
+
+def stray_records(strays: Sequence[ReadRow]) -> list[bytes]:
+    """The payloads of message rows without a head row, in ``seq`` order."""
+    return [bytes(payload) for _, payload in sorted(strays, key=itemgetter(0))]
 
 
 class HistoryRow(Protocol):
