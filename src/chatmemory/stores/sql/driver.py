@@ -8,7 +8,8 @@ turn and a read, ``BEGIN`` and ``COMMIT``) goes straight to the cursor of the ch
 connection, its errors handled as SQLAlchemy does (wrapped, a lost connection invalidated); through
 ``exec_driver_sql`` when cursor events are listened to, so that they see every statement. A batch with
 a joined form (a MySQL/MariaDB turn) goes as one multi-statement string when the connection allows it
-and nothing listens to cursor events (:func:`send_joined`, which the asyncio executor runs too).
+and nothing listens to cursor events. The asyncio executor (:mod:`chatmemory.aio.stores.sql_driver`)
+runs this module's :class:`Session` in a greenlet: both stores send every command the same way.
 
 On an engine whose connections come out of the pool in autocommit (``create_engine(...,
 isolation_level="AUTOCOMMIT")``, as store-made engines are) and that has no execution options, an
@@ -255,8 +256,7 @@ def send_driver_sql(connection: Connection, command: Statement, dbapi_error: typ
 
     Skips SQLAlchemy's statement execution (the SQL is already the driver's, see
     :mod:`~chatmemory.stores.sql.rendered`); a driver error is raised as SQLAlchemy raises it (wrapped, a
-    lost connection invalidated). For connections nothing listens to cursor events on. Blocking code: the
-    asyncio executor runs it with ``AsyncConnection.run_sync``.
+    lost connection invalidated). For connections nothing listens to cursor events on.
     """
     cursor: Any = connection.connection.cursor()
     try:
@@ -288,8 +288,7 @@ def execute_driver_sql(cursor: Any, command: Statement) -> Any:
 def send_joined(connection: Connection, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
     """Send ``batch`` as its joined string on ``connection``; the row counts up to the first missed ``expect``.
 
-    See :func:`joined_results`; a driver error is raised as SQLAlchemy raises it. Blocking code: the
-    asyncio executor runs it with ``AsyncConnection.run_sync``.
+    See :func:`joined_results`; a driver error is raised as SQLAlchemy raises it.
     """
     joined = batch.joined
     if joined is None:  # pragma: no cover - only batches with a joined form come here
