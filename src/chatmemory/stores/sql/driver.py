@@ -155,7 +155,7 @@ class Session:
         """Send a statement on the operation's connection (checked out by the first); return its result."""
         driver = self._driver
         sql = command.statement
-        if type(sql) is str and self._connection is None and driver._pooled and not driver._engine._has_events:
+        if type(sql) is str and self._on_pooled():
             return self._on_cursor(execute_driver_sql, command, command)
         connection = self.connection()
         if type(sql) is not str:
@@ -169,8 +169,7 @@ class Session:
 
         On the pooled connection alone (see the module), its statements share one cursor.
         """
-        driver = self._driver
-        if self._connection is None and driver._pooled and not driver._engine._has_events:
+        if self._on_pooled():
             cursor = self._checked_out().cursor()
             try:
                 return drive(sending(batch), functools.partial(self._send_on, cursor))
@@ -182,11 +181,7 @@ class Session:
         """Send one command of a batch on ``cursor``, the pooled connection's (until a ``Connection`` is needed)."""
         if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
             return self._send_part(command)
-        try:
-            return execute_driver_sql(cursor, command)
-        except self._driver._dbapi_error as exc:
-            self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
-            raise  # pragma: no cover - the handler raises
+        return self._run(cursor, execute_driver_sql, command, command)
 
     def _send_part(self, command: Statement | Batch) -> Any:
         return self.send(command) if isinstance(command, Statement) else self.send_joined(command)
@@ -197,7 +192,7 @@ class Session:
         joined = batch.joined
         if joined is None:  # pragma: no cover - only batches with a joined form come here
             raise ValueError("the batch has no joined form")
-        if self._connection is None and driver._pooled and not driver._engine._has_events:
+        if self._on_pooled():
             pooled = self._checked_out()
             if takes_multi_statements(pooled.dbapi_connection):
                 return self._on_cursor(driver._joined_results, batch, joined)
@@ -209,6 +204,11 @@ class Session:
                 return send_joined(connection, batch, driver._dbapi_error)
         return drive(in_order(batch), self.send)
 
+    def _on_pooled(self) -> bool:
+        """Whether driver SQL goes to the pooled connection's cursor alone (see the module)."""
+        driver = self._driver
+        return self._connection is None and driver._pooled and not driver._engine._has_events
+
     def _checked_out(self) -> PoolProxiedConnection:
         pooled = self._pooled
         if pooled is None:
@@ -216,15 +216,20 @@ class Session:
         return pooled
 
     def _on_cursor(self, run: Callable[[Any, _A], _T], argument: _A, command: Statement) -> _T:
-        """``run(cursor, argument)`` on a cursor of the pooled connection; a driver error raised as SQLAlchemy does."""
+        """:meth:`_run` on a new cursor of the pooled connection, closed after."""
         cursor: Any = self._checked_out().cursor()
+        try:
+            return self._run(cursor, run, argument, command)
+        finally:
+            cursor.close()
+
+    def _run(self, cursor: Any, run: Callable[[Any, _A], _T], argument: _A, command: Statement) -> _T:
+        """``run(cursor, argument)``; a driver error raised as SQLAlchemy raises it for ``command``."""
         try:
             return run(cursor, argument)
         except self._driver._dbapi_error as exc:
             self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
             raise  # pragma: no cover - the handler raises
-        finally:
-            cursor.close()
 
     def connection(self) -> Connection:
         """The operation's ``Connection``: around its pooled connection, or checked out now if it has none."""
