@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatmemory import SystemMessage, UserMessage
-from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.sequence_diff import diff_messages, window_shift
 
 EXAMPLES = 200
 
@@ -177,3 +177,40 @@ def test_runs_of_identical_objects_give_the_plan_of_plain_equality(
     plan = diff_messages(old_messages, new_messages)
     kept, deleted, prefix = _one_by_one(old_messages, new_messages)
     assert (plan.kept, plan.deleted, plan.appended) == (kept, deleted, tuple(new_messages[prefix:]))
+
+
+# Few distinct messages, some equal but not the same object: repeats are where a shortcut could go wrong.
+_FEW = [u("a"), u("b"), u("a"), u("c")]
+_few = st.lists(st.sampled_from(_FEW), max_size=10)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(old=_few, evicted=st.integers(0, 10), appended=_few, other=_few, as_list=st.booleans())
+def test_the_window_shift_shortcut_plans_what_plain_equality_plans(
+    old: list[UserMessage], evicted: int, appended: list[UserMessage], other: list[UserMessage], as_list: bool
+) -> None:
+    # Shifted windows (the shortcut's case) and arbitrary ones (where it must decline or agree), as
+    # tuples and as lists: the diff takes the shortcut first, and must still plan what a walk plans.
+    for candidate in ((*old[evicted:], *appended), tuple(other)):
+        new = list(candidate) if as_list else candidate
+        kept, deleted, prefix = _one_by_one(old, list(candidate))
+        plan = diff_messages(old, new)
+        assert (plan.kept, plan.deleted, plan.appended) == (kept, deleted, tuple(candidate[prefix:]))
+        shift = window_shift(old, new)
+        if shift is not None:
+            span, length = shift
+            assert (kept, deleted, prefix) == (tuple(range(span, len(old))), tuple(range(span)), length)
+
+
+def test_the_window_shift_shortcut_takes_the_common_turns_and_declines_the_rest() -> None:
+    a, b, c, d = (u(text) for text in "abcd")
+    assert window_shift((a, b, c), (b, c, d)) == (1, 2)
+    assert window_shift([a, b, c], (b, c, d)) == (1, 2)
+    assert window_shift((a, b, c), (a, b, c, d)) == (0, 3)
+    assert window_shift((a, b, c), (c, d, a)) == (2, 1)
+    # The walk keeps more here ([x, y, x] is a subsequence of [x, y, x, y]): no shortcut.
+    x, y = u("x"), u("y")
+    assert window_shift((x, y, x, y), (x, y, x)) is None and diff_messages([x, y, x, y], [x, y, x]).deleted == (3,)
+    assert window_shift((a, b), (c,)) is None and window_shift((), (a,)) is None and window_shift((a,), ()) is None
+    assert window_shift((a, b, c), (b, d)) is None
+    assert window_shift((SystemMessage("s"), a, b), (SystemMessage("s"), b, c)) is None

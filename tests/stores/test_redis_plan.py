@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, StoreError, UserMessage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base import SnapshotCache
@@ -30,7 +29,6 @@ from chatmemory.stores.redis.plan import (
     StaleIncarnation,
     WriteKind,
     Written,
-    window_shift,
 )
 from chatmemory.stores.redis.scripts import READ, WRITE
 from chatmemory.stores.redis.steps import Steps
@@ -70,39 +68,6 @@ def test_a_save_rebuilds_the_new_list_from_the_cached_one(old: list[ChatMessage]
         assert plan.call.args[4] == b"inc"
         # Only the appended messages travel: never more records than a full write would send.
         assert len(plan.call.args) - 7 <= len(new) + len(old)
-
-
-# Few distinct messages, some equal but not the same object: repeats are where a shortcut could go wrong.
-_FEW = [UserMessage("a"), UserMessage("b"), UserMessage("a"), UserMessage("c")]
-few_windows = st.lists(st.sampled_from(_FEW), max_size=10)
-
-
-@given(old=few_windows, evicted=st.integers(0, 10), appended=few_windows, new=few_windows)
-def test_the_window_shift_shortcut_plans_exactly_what_the_general_diff_plans(
-    old: list[ChatMessage], evicted: int, appended: list[ChatMessage], new: list[ChatMessage]
-) -> None:
-    # Shifted windows (the shortcut's case) and arbitrary ones (where it must decline or agree).
-    for candidate in ((*old[evicted:], *appended), tuple(new)):
-        shift = window_shift(tuple(old), candidate)
-        if shift is None:
-            continue
-        span, kept = shift
-        change = diff_messages(old, candidate)
-        assert change.kept == tuple(range(span, len(old)))
-        assert change.deleted == tuple(range(span))
-        assert change.appended == candidate[kept:]
-
-
-def test_the_window_shift_shortcut_takes_the_common_turns_and_declines_the_rest() -> None:
-    a, b, c, d = ALPHABET[:4]
-    assert window_shift((a, b, c), (b, c, d)) == (1, 2)
-    assert window_shift((a, b, c), (a, b, c, d)) == (0, 3)
-    assert window_shift((a, b, c), (c, d, a)) == (2, 1)
-    # The general diff keeps more here ([a, b, a] is a subsequence of [a, b, a, b]): no shortcut.
-    x, y = UserMessage("x"), UserMessage("y")
-    assert window_shift((x, y, x, y), (x, y, x)) is None and diff_messages([x, y, x, y], [x, y, x]).deleted == (3,)
-    assert window_shift((a, b), (c,)) is None and window_shift((), (a,)) is None and window_shift((a,), ()) is None
-    assert window_shift((a, b, c), (b, d)) is None
 
 
 @given(new=windows)

@@ -3,7 +3,8 @@
 A window memory changes its list in one shape almost every turn: some old messages are evicted (usually
 from the head, or right after a system message kept first) and new ones are appended. Stores that keep a
 row or element per message write only that difference: delete the evicted ones, append the new tail.
-This module computes the plan; it does no I/O.
+This module computes the plan; it does no I/O. :func:`window_shift` finds that common turn in a few
+comparisons; :func:`diff_messages` tries it first and walks both lists only when it declines.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from operator import is_not
 
 from chatmemory.core.messages import ChatMessage
 
-__all__ = ["SequenceDiff", "diff_messages"]
+__all__ = ["SequenceDiff", "diff_messages", "window_shift"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,35 @@ def _identical_run(left: Iterator[ChatMessage], right: Iterator[ChatMessage], lo
     return longest if mismatch is None else mismatch
 
 
+def window_shift(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> tuple[int, int] | None:
+    """The common turn of a window memory, found without a walk: ``(span, kept)`` or ``None``.
+
+    When ``new`` starts with all of ``old`` but its first ``span`` messages (and then appends ``new[kept:]``),
+    this is exactly the plan :func:`diff_messages` makes (delete the first ``span``, keep the rest in place,
+    append the others), at the cost of an index lookup and one comparison of two slices (identical
+    elements compare at C speed); ``None`` when the turn is of another shape.
+
+    Why it is the same plan: the diff keeps the longest prefix of ``new`` that is a subsequence of ``old``,
+    at the latest positions. That prefix is at least ``old[span:]`` (``kept`` messages, kept at the last
+    positions); it would be longer only if ``old[span:]`` also fitted into ``old[:-1]``, starting at or
+    after ``span`` (``span`` is where ``new[0]`` first occurs): ``kept`` messages in ``kept - 1`` places,
+    impossible. Elements compare as in the diff (the same object, or equal).
+    """
+    if not old or not new:
+        return None
+    try:
+        span = old.index(new[0])
+    except ValueError:
+        return None
+    kept = len(old) - span
+    if kept > len(new):
+        return None
+    stays, leads = old[span:], new[:kept]
+    if type(stays) is not type(leads):  # a list never equals a tuple: compare as tuples
+        stays, leads = tuple(stays), tuple(leads)
+    return (span, kept) if stays == leads else None
+
+
 def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> SequenceDiff:
     """Plan the writes that turn ``old`` into ``new``.
 
@@ -72,6 +102,10 @@ def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> Seq
     prefix matches (a new system message put first, a wholly different list), ``kept`` is empty and the
     store rewrites the list.
     """
+    shift = window_shift(old, new)
+    if shift is not None:
+        span, kept = shift
+        return SequenceDiff(tuple(range(span, len(old))), tuple(range(span)), tuple(new[kept:]), len(old))
     # Earliest matching finds the longest prefix of `new` that is a subsequence of `old`. Messages read
     # from a store and handed back are the same objects, so a steady-state window is a few long runs of
     # identical elements: each run is consumed at C speed, with the same result as matching one by one

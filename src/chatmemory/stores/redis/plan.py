@@ -8,8 +8,10 @@ operation needs (diff, then a full write if the diff was refused) is in :mod:`.s
 
 Plans are named tuples (immutable and typed like frozen dataclasses, and built several times faster: a
 turn makes one or two). What the planner starts from is in :mod:`.cached`, what it sends in
-:mod:`.commands`, what a reply means in :mod:`.outcomes`, the turn shortcut in :mod:`.diff` and the
-history's page and trim arguments in :mod:`.history`; their names are importable from here too.
+:mod:`.commands`, what a reply means in :mod:`.outcomes` and the history's page and trim arguments in
+:mod:`.history`; their names are importable from here too. Which messages a turn keeps, drops and
+appends is :mod:`chatmemory.core.sequence_diff`'s (its :func:`~chatmemory.core.sequence_diff.window_shift`
+spots the common turn without a walk over both lists).
 
 A write is a *diff* when it starts from the cached list: only the new messages go over the wire, with how
 many leading elements to drop (and which of them stay, for a system message kept first). The script
@@ -36,12 +38,12 @@ from typing import NamedTuple
 
 from chatmemory import telemetry
 from chatmemory.core.history import HistoryQuery
-from chatmemory.core.messages import ChatMessage
-from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.sequence_diff import diff_messages, window_shift
+from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.commands import ScriptCall
-from chatmemory.stores.redis.diff import encode, window_shift
 from chatmemory.stores.redis.history import HistoryRecord, history_page, history_read_args, history_records, trim_args
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.outcomes import (
@@ -80,8 +82,17 @@ __all__ = [
     "history_read_args",
     "history_records",
     "trim_args",
-    "window_shift",
 ]
+
+
+def encode(message: ChatMessage) -> bytes:
+    """The stored record of ``message``.
+
+    Raises:
+        TypeError: ``message`` is not a chat message.
+    """
+    require_message(message)
+    return dumps_message(message)
 
 
 class ReadPlan(NamedTuple):
