@@ -104,8 +104,8 @@ def diff_messages(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> Seq
     """
     shift = window_shift(old, new)
     if shift is not None:
-        span, kept = shift
-        return SequenceDiff(tuple(range(span, len(old))), tuple(range(span)), tuple(new[kept:]), len(old))
+        span, length = shift
+        return SequenceDiff(tuple(range(span, len(old))), tuple(range(span)), tuple(new[length:]), len(old))
     # Earliest matching finds the longest prefix of `new` that is a subsequence of `old`. Messages read
     # from a store and handed back are the same objects, so a steady-state window is a few long runs of
     # identical elements: each run is consumed at C speed, with the same result as matching one by one
