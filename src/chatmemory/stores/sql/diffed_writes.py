@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatmemory import telemetry
-from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.sequence_diff import diff_messages, window_shift
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
 from chatmemory.stores.sql.window import WindowCover, cover_window
@@ -147,16 +147,25 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
         return None
     if request.conditional and cached.version != request.expected_version:
         return None
-    diff = diff_messages(cached.messages, request.messages)
-    if diff.is_rewrite:
-        return None
-    seq_at = cached.seqs.__getitem__
-    evicted = tuple(map(seq_at, diff.deleted))
-    next_seq = cached.next_seq + len(diff.appended)
+    seqs = cached.seqs
+    shift = window_shift(cached.messages, request.messages)
+    if shift is not None:  # the common turn: the oldest rows go, the rest stay in place
+        span, kept = shift
+        evicted, stays, appended = seqs[:span], seqs[span:], request.messages[kept:]
+    else:
+        diff = diff_messages(cached.messages, request.messages)
+        if diff.is_rewrite:
+            return None
+        evicted, stays, appended = (
+            tuple(map(seqs.__getitem__, diff.deleted)),
+            _kept_seqs(seqs, diff.kept),
+            diff.appended,
+        )
+    next_seq = cached.next_seq + len(appended)
     new_seqs = tuple(range(cached.next_seq, next_seq))
-    payloads = tuple(map(dumps_message, diff.appended))
+    payloads = tuple(map(dumps_message, appended))
     telemetry.note_write(appended=len(payloads), evicted=len(evicted), bytes=sum(map(len, payloads)))
-    window = _kept_seqs(cached.seqs, diff.kept) + new_seqs
+    window = stays + new_seqs
     cover = cover_window(window, cached.window_start, next_seq)
     deleted, flagged = removed_seqs(request, evicted, cover)
     state = CachedSnapshot(cached.version + 1, cached.incarnation, next_seq, window, request.messages, cover.start)
