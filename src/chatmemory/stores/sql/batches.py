@@ -4,9 +4,9 @@ An operation may yield a :class:`~chatmemory.stores.sql.commands.Batch`, so that
 its generators once; the executor sends what :func:`sending` yields for it (the batch's statements one
 by one, with the ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` of a batch that is a transaction of its own) and
 hands the operation their results as one list. A batch with a joined form goes to the executor whole
-(one round trip where the connection allows it, else :func:`in_order`), then ``COMMIT`` or
-``ROLLBACK``. Both executors drive ``sending(batch)`` with :mod:`chatmemory.stores.base.driving`, so a
-batch is sent the same way by both. No driver, no I/O.
+(one round trip, ``COMMIT`` included, where the connection allows it, else :func:`in_order`), followed
+by ``ROLLBACK`` only after a miss or an error. Both executors drive ``sending(batch)`` with
+:mod:`chatmemory.stores.base.driving`, so a batch is sent the same way by both. No driver, no I/O.
 """
 
 from __future__ import annotations
@@ -57,13 +57,25 @@ def _sent(batch: Batch) -> Generator[Statement, Any, list[Any]]:
 
 
 def _sent_joined(batch: Batch) -> Generator[Statement | Batch, Any, list[Any]]:
-    """Send ``batch`` whole (its joined form), then ``COMMIT``, or ``ROLLBACK`` after a miss or an error."""
+    """Send ``batch`` whole (its joined form, which commits), then ``ROLLBACK`` after a miss or an error.
+
+    After a miss the joined string committed nothing (its statements after the miss are guarded by it),
+    or it stopped at an error with the transaction still open, or :func:`in_order` stopped before its
+    ``COMMIT``: the ``ROLLBACK`` ends what is open, and is a no-op otherwise. The error may be the
+    ``COMMIT``'s, whose outcome is unknown (its reply was lost with the connection): when the ``ROLLBACK``
+    fails too, the batch's own error goes on (the ``ROLLBACK``'s as its context), so that the operation
+    sees a lost connection, and finds out whether its write landed, rather than a failed ``ROLLBACK``.
+    """
     try:
         results: list[Any] = yield batch
-    except Exception:
-        yield ROLLBACK
+    except Exception as failure:
+        try:
+            yield ROLLBACK
+        except Exception:
+            raise failure  # noqa: B904 - the batch's error, not the ROLLBACK's, says what happened
         raise
-    yield ROLLBACK if missed(batch, results) else COMMIT
+    if missed(batch, results):
+        yield ROLLBACK
     return results
 
 
@@ -78,10 +90,12 @@ def missed(batch: Batch, results: list[Any]) -> bool:
 
 
 def in_order(batch: Batch) -> Generator[Statement, Any, list[Any]]:
-    """``BEGIN`` and the statements of ``batch`` one by one, up to the first that misses its ``expect``.
+    """``BEGIN``, the statements of ``batch`` one by one and ``COMMIT``, stopping at the first miss.
 
     How an executor sends a batch with a joined form on a connection that cannot run it as one string;
-    it returns what the joined form would (the results, up to that miss).
+    it returns what the joined form would (the results, up to the first statement that misses its
+    ``expect``), and commits as it does, unless a statement missed (the transaction is then left open
+    for the ``ROLLBACK`` that follows a miss).
     """
     if batch.begin is not None:
         yield batch.begin
@@ -90,5 +104,7 @@ def in_order(batch: Batch) -> Generator[Statement, Any, list[Any]]:
         reply = yield statement
         results.append(reply)
         if statement.expect is not None and reply != statement.expect:
-            break
+            return results
+    if batch.begin is not None:
+        yield COMMIT
     return results
