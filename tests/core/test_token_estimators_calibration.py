@@ -105,6 +105,8 @@ WORST_CASE_TEXT = st.text(
 @example(" .  419230032")
 @example("\t\r\t\r \n\t  \r\r \r \r\t\r\r ")
 @example(" \U000bcfaa")
+@example("0\u248000")  # a numeral other than 0-9 regroups the digits beside it: "0⒀0" and "0"
+@example("00\u0663\u0663\u066300")
 @example("\u0915\u094d\u0937 \u05e9\u05dc\u05d5\u05dd 12 \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35")
 def test_never_below_the_real_count_on_text_priced_at_worst_case(text: str) -> None:
     for name in ENCODINGS:

@@ -27,6 +27,9 @@ wide punctuation    CJK, full-width and general punctuation, a rate per mark
 emoji               a rate per emoji and per joiner, variation selector or skin tone
 anything else       one token per UTF-8 byte (and one for a space before it): the most a byte-level BPE
                     can take, so other scripts and rare symbols are never undercounted, only overcounted
+numerals beyond     (``⒀``, ``٣``, ``²``, wherever they fall above) two tokens more each: the encodings cut
+0-9                 a run of numerals of any kind into threes, so one of them shifts where the digits
+                    beside it are cut, putting up to two of them in tokens of their own
 ==================  =====================================================================================
 
 Fractional prices add up over the whole text, which is rounded up once.
@@ -40,6 +43,7 @@ import gzip
 import itertools
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 
@@ -150,6 +154,15 @@ _RUNS = re.compile(
     r"|(?P<other>.)",
     re.DOTALL,
 )
+_NUMERAL_TOKENS = 2
+"""Tokens a numeral other than 0-9 adds: the digits it regroups (see the module's table)."""
+
+
+def _numerals(run: str) -> int:
+    """How many characters of ``run`` are numerals (Unicode category N) the encodings cut with digits."""
+    return sum(unicodedata.category(character)[0] == "N" for character in run)
+
+
 # o200k_base cuts words at case changes (camelCase); cutting there too lets each part be looked up.
 _CASE_PARTS = re.compile(r" ?(?:[A-Z]?[a-z]+|[A-Z]+(?![a-z]))")
 _ACCENTED = re.compile(f"[{_LATIN_ACCENTED}]")
@@ -278,14 +291,14 @@ class SimpleTokenCountEstimator(FramedEstimator):
             elif kind == "punctuation":
                 tokens += max(1.0, len(run) / rates.punctuation_per_token)
             elif kind == "wide_punctuation":
-                tokens += len(run) * rates.wide_punctuation_tokens
+                tokens += len(run) * rates.wide_punctuation_tokens + _NUMERAL_TOKENS * _numerals(run)
             elif kind == "emoji":
                 modifiers = len(_MODIFIER.findall(run))
                 tokens += (len(run) - modifiers) * rates.emoji_tokens + modifiers * rates.emoji_modifier_tokens
             else:
                 # No rate covers this character, so count every byte, and the space before it: a
                 # vocabulary may hold no token joining a space to it.
-                tokens += len(run.encode("utf-8", "surrogatepass")) + after_space
+                tokens += len(run.encode("utf-8", "surrogatepass")) + after_space + _NUMERAL_TOKENS * _numerals(run)
             after_space = False
         return math.ceil(tokens * self.margin - 1e-9)
 
