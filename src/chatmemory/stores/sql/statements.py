@@ -311,9 +311,7 @@ class Statements:
     def _rows_insert(self, count: int, recorded: bool, *, guarded: bool = False) -> Insert:
         """One insert of ``count`` message rows of ``p_id``: ``p_s0``/``p_b0``, ``p_s1``/``p_b1``….
 
-        ``guarded``: an ``INSERT … SELECT`` from the head row, which adds rows only if the turn's head update
-        matched (the head row's newest recent write is ``p_entry``); history entries take its write time
-        from that same row.
+        ``guarded``: an ``INSERT … SELECT`` that adds rows only if the turn's head update matched.
         """
         memories, messages = self._tables.memories, self._tables.messages
         memory_id = bindparam("p_id", type_=MemoryIdType())
@@ -326,20 +324,13 @@ class Statements:
             }
             if recorded:
                 row["written_at"] = (
-                    memories.c.updated_at
-                    if guarded
-                    else select(memories.c.updated_at).where(memories.c.memory_id == memory_id).scalar_subquery()
+                    select(memories.c.updated_at).where(memories.c.memory_id == memory_id).scalar_subquery()
                 )
             rows.append(row)
         if not guarded:
             return insert(messages).values(rows)
         columns = list(rows[0])
-        head = (
-            memories.c.memory_id == memory_id,
-            func.substr(memories.c.recent_writes, literal_column("1"), literal_column(str(_ENTRY)))
-            == bindparam("p_entry", type_=String()),
-        )
-        selected = [select(*(row[column] for column in columns)).select_from(memories).where(*head) for row in rows]
+        selected = [select(*(row[column] for column in columns)).where(self._turn_written) for row in rows]
         return insert(messages).from_select(columns, selected[0] if count == 1 else union_all(*selected))
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
