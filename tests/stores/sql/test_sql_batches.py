@@ -116,7 +116,7 @@ def test_commit_and_rollback_are_the_plain_statements() -> None:
 
 # ------------------------------------------------------------------ a batch with a joined form
 
-JOINED = Statement("BEGIN; UPDATE head; INSERT rows; COMMIT")
+JOINED = Statement("BEGIN; UPDATE head; INSERT rows")
 
 
 def _joined_run(steps: Steps[Any], answer: Callable[[Batch], Any]) -> tuple[list[Any], Any]:
@@ -137,9 +137,9 @@ def _joined_run(steps: Steps[Any], answer: Callable[[Batch], Any]) -> tuple[list
     return sent, value
 
 
-def test_a_batch_with_a_joined_form_goes_whole_and_commits_in_it() -> None:
+def test_a_batch_with_a_joined_form_goes_whole_then_commits() -> None:
     sent, value = _joined_run(one_batch(Batch((HEAD, INSERT), BEGIN, JOINED)), lambda batch: [1, 1])
-    assert sent == [JOINED.statement, RELEASE]
+    assert sent == [JOINED.statement, "COMMIT", RELEASE]
     assert value == [1, 1]
 
 
@@ -165,32 +165,7 @@ def test_a_joined_batch_that_failed_rolls_back_before_its_error_goes_back() -> N
     assert value == "raised joined"
 
 
-def test_a_joined_batch_whose_rollback_fails_too_goes_back_with_its_own_error() -> None:
-    # The joined string's error may be its COMMIT's, with the connection lost: the ROLLBACK then fails
-    # too, and the operation must see the lost connection, not the failed ROLLBACK.
-    failures = [Boom("joined"), Boom("rollback")]
-    sent: list[Any] = []
-
-    def send(command: Any) -> Any:
-        sent.append(command.joined.statement if isinstance(command, Batch) else command.statement)
-        raise failures[len(sent) - 1]
-
-    def perform(command: Any) -> Any:
-        return drive(sending(command), send) if isinstance(command, Batch) else send(command)
-
-    def batch_then_error() -> Steps[Any]:
-        try:
-            yield Batch((HEAD, INSERT), BEGIN, JOINED)
-        except Boom as exc:
-            return exc
-        return None
-
-    value = drive(batch_then_error(), perform)
-    assert sent == [JOINED.statement, "ROLLBACK"]
-    assert value is failures[0] and value.__context__ is failures[1]
-
-
-def test_in_order_sends_begin_the_statements_up_to_the_first_miss_and_a_commit_without_one() -> None:
+def test_in_order_sends_begin_and_the_statements_up_to_the_first_miss() -> None:
     batch = Batch((HEAD, INSERT), BEGIN, JOINED)
     sent: list[str] = []
 
@@ -199,7 +174,7 @@ def test_in_order_sends_begin_the_statements_up_to_the_first_miss_and_a_commit_w
         return 0 if statement is HEAD else 1
 
     assert drive(in_order(batch), answer) == [0]
-    assert sent == ["BEGIN", "UPDATE head"]  # left open: the ROLLBACK after a miss ends it
+    assert sent == ["BEGIN", "UPDATE head"]
     sent.clear()
     assert drive(in_order(batch), lambda statement: sent.append(statement.statement) or 1) == [1, 1]
-    assert sent == ["BEGIN", "UPDATE head", "INSERT rows", "COMMIT"]  # committed, as the joined string is
+    assert sent == ["BEGIN", "UPDATE head", "INSERT rows"]

@@ -118,7 +118,7 @@ def test_steady_state_turn_cost_does_not_depend_on_the_window(store: SQLChatMemo
         assert statements == 1  # one statement with data-modifying CTEs
     else:
         assert changed == 3  # head UPDATE + DELETE + INSERT, each of one row
-        assert statements == 5  # BEGIN (IMMEDIATE on SQLite) and COMMIT count as statements
+        assert statements <= 5  # BEGIN IMMEDIATE/COMMIT on SQLite count as statements
 
 
 def test_update_messages_of_the_whole_window_costs_a_diffed_turn(store: SQLChatMemoryStore) -> None:

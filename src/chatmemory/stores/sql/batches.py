@@ -4,9 +4,9 @@ An operation may yield a :class:`~chatmemory.stores.sql.commands.Batch`, so that
 its generators once; the executor sends what :func:`sending` yields for it (the batch's statements one
 by one, with the ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` of a batch that is a transaction of its own) and
 hands the operation their results as one list. A batch with a joined form goes to the executor whole
-(one round trip, ``COMMIT`` included, where the connection allows it, else :func:`in_order`), followed
-by ``ROLLBACK`` only after a miss or an error. Both executors drive ``sending(batch)`` with
-:mod:`chatmemory.stores.base.driving`, so a batch is sent the same way by both. No driver, no I/O.
+(one round trip where the connection allows it, else :func:`in_order`), then ``COMMIT`` or
+``ROLLBACK``. Both executors drive ``sending(batch)`` with :mod:`chatmemory.stores.base.driving`, so a
+batch is sent the same way by both. No driver, no I/O.
 """
 
 from __future__ import annotations
@@ -57,25 +57,13 @@ def _sent(batch: Batch) -> Generator[Statement, Any, list[Any]]:
 
 
 def _sent_joined(batch: Batch) -> Generator[Statement | Batch, Any, list[Any]]:
-    """Send ``batch`` whole (its joined form, which commits), then ``ROLLBACK`` after a miss or an error.
-
-    After a miss the joined string committed nothing (its statements after the miss are guarded by it),
-    or it stopped at an error with the transaction still open, or :func:`in_order` stopped before its
-    ``COMMIT``: the ``ROLLBACK`` ends what is open, and is a no-op otherwise. The error may be the
-    ``COMMIT``'s, whose outcome is unknown (its reply was lost with the connection): when the ``ROLLBACK``
-    fails too, the batch's own error goes on (the ``ROLLBACK``'s as its context), so that the operation
-    sees a lost connection, and finds out whether its write landed, rather than a failed ``ROLLBACK``.
-    """
+    """Send ``batch`` whole (its joined form), then ``COMMIT``, or ``ROLLBACK`` after a miss or an error."""
     try:
         results: list[Any] = yield batch
-    except Exception as failure:
-        try:
-            yield ROLLBACK
-        except Exception:
-            raise failure  # noqa: B904 - the batch's error, not the ROLLBACK's, says what happened
-        raise
-    if missed(batch, results):
+    except Exception:
         yield ROLLBACK
+        raise
+    yield ROLLBACK if missed(batch, results) else COMMIT
     return results
 
 
@@ -90,12 +78,10 @@ def missed(batch: Batch, results: list[Any]) -> bool:
 
 
 def in_order(batch: Batch) -> Generator[Statement, Any, list[Any]]:
-    """``BEGIN``, the statements of ``batch`` one by one and ``COMMIT``, stopping at the first miss.
+    """``BEGIN`` and the statements of ``batch`` one by one, up to the first that misses its ``expect``.
 
     How an executor sends a batch with a joined form on a connection that cannot run it as one string;
-    it returns what the joined form would (the results, up to the first statement that misses its
-    ``expect``), and commits as it does, unless a statement missed (the transaction is then left open
-    for the ``ROLLBACK`` that follows a miss).
+    it returns what the joined form would (the results, up to that miss).
     """
     if batch.begin is not None:
         yield batch.begin
@@ -104,7 +90,5 @@ def in_order(batch: Batch) -> Generator[Statement, Any, list[Any]]:
         reply = yield statement
         results.append(reply)
         if statement.expect is not None and reply != statement.expect:
-            return results
-    if batch.begin is not None:
-        yield COMMIT
+            break
     return results

@@ -93,14 +93,12 @@ class Batch(NamedTuple):
     statements: tuple[Statement, ...]
     begin: Statement | None = None
     joined: Statement | None = None
-    """The transaction (``begin``, every statement, all counting rows, and ``COMMIT``) as one
-    multi-statement string, for a connection that runs one: the executor then sends the batch whole, in
-    one round trip, and hands back the results up to the first that missed its ``expect`` (the results
-    after it are read and dropped, errors included). The string commits whatever ran, so the statements
-    after one with an ``expect`` must change nothing when it misses (they are guarded by it). Otherwise
-    the executor sends ``begin``, the statements one by one and ``COMMIT``, stopping at a miss as
-    :class:`Batch` says. ``ROLLBACK`` follows a miss or an error
-    (:func:`~chatmemory.stores.sql.batches.sending`)."""
+    """The transaction (``begin`` and every statement, all counting rows) as one multi-statement string,
+    for a connection that runs one: the executor then sends the batch whole, in one round trip, and hands
+    back the results up to the first that missed its ``expect`` (what followed ran in the transaction the
+    operation then rolls back; its errors are not raised). Otherwise it sends ``begin`` and the
+    statements one by one, stopping as :class:`Batch` says. ``COMMIT`` or ``ROLLBACK`` follows as for
+    any transaction (:func:`~chatmemory.stores.sql.batches.sending`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 :func:`plan_diff` turns a :class:`~chatmemory.stores.sql.write_requests.WriteRequest` and the cached
 snapshot into a :class:`DiffWrite`: the rows to delete (or, with history, mark) and the rows to append.
 On PostgreSQL it is one statement; elsewhere a short transaction whose head update must match one row
-(on MySQL/MariaDB sent as one multi-statement string, ``COMMIT`` included, where the connection allows it).
+(on MySQL/MariaDB sent as one multi-statement string where the connection allows it).
 :func:`diff_outcome` reads whether it did. No driver, no I/O.
 """
 

@@ -311,9 +311,9 @@ def send_joined(connection: Connection, batch: Batch, dbapi_error: type[Exceptio
 def joined_results(cursor: Any, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
     """Run ``batch``'s joined string on a DBAPI ``cursor``; the row counts up to the first missed ``expect``.
 
-    The server runs the statements in order and stops at the first that fails (its error goes through,
-    the ``COMMIT``'s too). Results after a statement that missed its ``expect`` are read and dropped,
-    errors included: they changed nothing, and the operation rolls back what may still be open.
+    The server runs the statements in order and stops at the first that fails (its error goes through).
+    Results after a statement that missed its ``expect`` are read and dropped, errors included: they ran
+    in the transaction the operation rolls back.
     """
     joined: Any = batch.joined
     results: list[int] = []
@@ -327,9 +327,8 @@ def joined_results(cursor: Any, batch: Batch, dbapi_error: type[Exception]) -> l
         count = int(cursor.rowcount)
         results.append(count)
         if statement.expect is not None and count != statement.expect:
-            _drop_results(cursor, len(statements) - index, dbapi_error)  # the rest, then the COMMIT's
-            return results
-    cursor.nextset()  # the COMMIT's
+            _drop_results(cursor, len(statements) - index - 1, dbapi_error)
+            break
     return results
 
 

@@ -165,8 +165,8 @@ def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
         connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
     settings["connect_args"] = connect_args
     if backend == "mysql" and url.get_driver_name() == "pymysql" and "client_flag" not in connect_args:
-        # A diffed turn goes as one multi-statement string, COMMIT included (Statements.joined_turn):
-        # one round trip instead of five. asyncmy always allows them; PyMySQL does when asked. Only the store's own
+        # A diffed turn goes as one multi-statement string (Statements.joined_turn): one round trip
+        # instead of five. asyncmy always allows them; PyMySQL does when asked. Only the store's own
         # statements run on its engine, their parameters escaped by the driver.
         given = url.query.get("client_flag", "0")
         asked = int(given if isinstance(given, str) else given[-1])

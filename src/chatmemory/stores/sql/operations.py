@@ -190,8 +190,7 @@ class SQLOperations(LockedOperations[_Engine]):
                 insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
                 batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
             joined = None
-        # One transaction; after a head update that matched no row (a stale snapshot) it is rolled back,
-        # or, sent as one string, it committed nothing (the parts after the head update are guarded).
+        # One transaction; a head update that matched no row (a stale snapshot) rolls it back.
         counts = yield Batch(tuple(batch), self._begin_statement, joined)
         return plan.diff_outcome(diff, counts[0] == 1)
 

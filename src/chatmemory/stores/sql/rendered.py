@@ -65,7 +65,7 @@ class Joined:
     parameters from the same named values, so a name the parts share (``p_id``) is one value.
 
     Attributes:
-        sql: ``begin`` (when given), then each part, then ``commit`` (when given), separated by ``;``.
+        sql: ``BEGIN`` (when :attr:`begin`), then each part, separated by ``;``.
         parts: the statements, in order.
     """
 
@@ -73,12 +73,12 @@ class Joined:
     parts: tuple[Rendered, ...]
 
     @classmethod
-    def of(cls, parts: Sequence[Rendered], begin: str | None = None, commit: str | None = None) -> Joined:
-        """``parts`` joined, after ``begin`` and before ``commit`` if given (a transaction's ends)."""
+    def of(cls, parts: Sequence[Rendered], begin: str | None = None) -> Joined:
+        """``parts`` joined, after ``begin`` if given (a transaction's ``BEGIN``)."""
         if len({part.positional for part in parts}) > 1:
             raise ValueError("joined statements must share one paramstyle")
-        texts = [*([begin] if begin is not None else []), *(part.sql for part in parts)]
-        return cls("; ".join([*texts, commit] if commit is not None else texts), tuple(parts))
+        texts = [part.sql for part in parts]
+        return cls("; ".join([begin, *texts] if begin is not None else texts), tuple(parts))
 
     def bind(self, values: Mapping[str, Any]) -> tuple[Any, list[Any]]:
         """The driver's parameters of the whole string, and of each part, for named ``values``."""

@@ -229,27 +229,16 @@ class Statements:
         """:attr:`insert_messages`, rendered (rows of ``memory_id``, ``seq``, ``payload``)."""
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
         """:attr:`insert_history`, rendered (rows also name their head as ``p_head``)."""
-        self._turn_written: ColumnElement[bool] = (
-            select(literal_column("1"))
-            .where(
-                memories.c.memory_id == bindparam("p_id"),
-                func.substr(memories.c.recent_writes, literal_column("1"), literal_column(str(_ENTRY)))
-                == bindparam("p_entry", type_=String()),
-            )
-            .exists()
-        )
-        """Whether the head row's newest recent write is this turn's (``p_entry``): its head update matched."""
-        self._removals: dict[tuple[int, bool], Rendered] = {}
+        self._removals: dict[int, Rendered] = {}
         self._joined: dict[tuple[int, int, bool], Joined] = {}
 
-    def removal(self, count: int, *, guarded: bool = False) -> Rendered:
+    def removal(self, count: int) -> Rendered:
         """The delete (or, with history, the mark) of rows of ``p_id``, rendered once per ``count``.
 
         ``count`` rows ``p_d0``…, or, for :data:`~chatmemory.stores.sql.diffed_writes.RUN`, the rows from
         ``p_first`` to ``p_last`` (see :attr:`~chatmemory.stores.sql.diffed_writes.DiffWrite.removal`).
-        ``guarded``: it touches rows only if the turn's head update matched (see :meth:`joined_turn`).
         """
-        rendered = self._removals.get((count, guarded))
+        rendered = self._removals.get(count)
         if rendered is None:
             messages = self._tables.messages
             seqs = (
@@ -257,7 +246,7 @@ class Statements:
                 if count == RUN
                 else messages.c.seq.in_([bindparam(f"p_d{index}", type_=BigInteger) for index in range(count)])
             )
-            where = (messages.c.memory_id == bindparam("p_id"), seqs, *((self._turn_written,) if guarded else ()))
+            where = (messages.c.memory_id == bindparam("p_id"), seqs)
             statement = (
                 update(messages).where(*where).values(evicted=literal_column("1"))
                 if self._history
@@ -265,7 +254,7 @@ class Statements:
             )
             rendered = render(statement, self._dialect)
             with self._diffs_lock:
-                self._removals[(count, guarded)] = rendered
+                self._removals[count] = rendered
         return rendered
 
     @property
@@ -277,20 +266,11 @@ class Statements:
         """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
 
         ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows (a
-        :meth:`removal`) and one insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history
-        entries, stamped with the head's write time), then ``COMMIT``: one round trip where the
-        transaction otherwise takes five. The string commits whatever ran, so the delete and the insert
-        are guarded by the head row itself: they touch rows only if its newest recent write is this
-        turn's entry (``p_entry``, the write's id and the version it makes), which only a head update
-        that matched puts there. A stale snapshot's turn thus commits nothing, and the head update's row
-        count tells the operation so. (A guard on the server's ``ROW_COUNT()`` is not safe: MariaDB was
-        seen to run the rest of such a string with the count lost, committing the head update alone,
-        when the client dropped the connection as the string ran.) An entry that is there already was
-        put there by an earlier attempt of the same write, with the same plan: repeating its delete and
-        insert changes nothing (the rows are gone, or the insert finds its own rows: a duplicate key,
-        rolled back).
-        Rendered once per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162 strings); larger
-        turns, rare, are sent statement by statement. Bind it with the values of
+        :meth:`removal`) and one
+        insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history entries, stamped with
+        the head's write time): one round trip where the transaction otherwise takes five. Rendered once
+        per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162 strings); larger turns, rare,
+        are sent statement by statement. Bind it with the values of
         :meth:`~chatmemory.stores.sql.diffed_writes.DiffWrite.joined_parameters`.
         """
         if removed > SCALAR_DIFF_LIMIT or appended > SCALAR_DIFF_LIMIT:
@@ -300,19 +280,16 @@ class Statements:
         if joined is None:
             parts = [self.fast_bump_head]
             if removed:
-                parts.append(self.removal(removed, guarded=True))
+                parts.append(self.removal(removed))
             if appended:
-                parts.append(render(self._rows_insert(appended, recorded, guarded=True), self._dialect))
-            joined = Joined.of(parts, "BEGIN", "COMMIT")
+                parts.append(render(self._rows_insert(appended, recorded), self._dialect))
+            joined = Joined.of(parts, "BEGIN")
             with self._diffs_lock:
                 self._joined[key] = joined
         return joined
 
-    def _rows_insert(self, count: int, recorded: bool, *, guarded: bool = False) -> Insert:
-        """One insert of ``count`` message rows of ``p_id``: ``p_s0``/``p_b0``, ``p_s1``/``p_b1``….
-
-        ``guarded``: an ``INSERT … SELECT`` that adds rows only if the turn's head update matched.
-        """
+    def _rows_insert(self, count: int, recorded: bool) -> Insert:
+        """One insert of ``count`` message rows of ``p_id``: ``p_s0``/``p_b0``, ``p_s1``/``p_b1``…."""
         memories, messages = self._tables.memories, self._tables.messages
         memory_id = bindparam("p_id", type_=MemoryIdType())
         rows: list[dict[str, Any]] = []
@@ -327,11 +304,7 @@ class Statements:
                     select(memories.c.updated_at).where(memories.c.memory_id == memory_id).scalar_subquery()
                 )
             rows.append(row)
-        if not guarded:
-            return insert(messages).values(rows)
-        columns = list(rows[0])
-        selected = [select(*(row[column] for column in columns)).where(self._turn_written) for row in rows]
-        return insert(messages).from_select(columns, selected[0] if count == 1 else union_all(*selected))
+        return insert(messages).values(rows)
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
         """One page of a memory's history entries (see :func:`~chatmemory.stores.sql.page_statements.history_page`)."""
