@@ -43,7 +43,7 @@ from chatmemory.stores.sql.commands import (
 )
 from chatmemory.stores.sql.engine import connects_in_autocommit, takes_multi_statements
 
-__all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results", "send_driver_sql", "send_joined"]
+__all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results"]
 
 _T = TypeVar("_T")
 _A = TypeVar("_A")
@@ -162,7 +162,7 @@ class Session:
             return result_of(command.result, connection.execute(sql, command.parameters))
         if connection._has_events or driver._engine._has_events:
             return result_of(command.result, connection.exec_driver_sql(sql, command.parameters))
-        return send_driver_sql(connection, command, driver._dbapi_error)
+        return self._on_cursor(execute_driver_sql, command, command)
 
     def send_batch(self, batch: Batch) -> list[Any]:
         """Send ``batch`` as :func:`~chatmemory.stores.sql.batches.sending` says; return its results.
@@ -193,15 +193,14 @@ class Session:
         if joined is None:  # pragma: no cover - only batches with a joined form come here
             raise ValueError("the batch has no joined form")
         if self._on_pooled():
-            pooled = self._checked_out()
-            if takes_multi_statements(pooled.dbapi_connection):
-                return self._on_cursor(driver._joined_results, batch, joined)
+            joins = takes_multi_statements(self._checked_out().dbapi_connection)
         else:
             connection = self.connection()
-            if not (connection._has_events or driver._engine._has_events) and takes_multi_statements(
+            joins = not (connection._has_events or driver._engine._has_events) and takes_multi_statements(
                 connection.connection.dbapi_connection
-            ):
-                return send_joined(connection, batch, driver._dbapi_error)
+            )
+        if joins:
+            return self._on_cursor(driver._joined_results, batch, joined)
         return drive(in_order(batch), self.send)
 
     def _on_pooled(self) -> bool:
@@ -216,8 +215,9 @@ class Session:
         return pooled
 
     def _on_cursor(self, run: Callable[[Any, _A], _T], argument: _A, command: Statement) -> _T:
-        """:meth:`_run` on a new cursor of the pooled connection, closed after."""
-        cursor: Any = self._checked_out().cursor()
+        """:meth:`_run` on a new cursor of the operation's DBAPI connection (its ``Connection``'s if made), closed."""
+        connection = self._connection
+        cursor: Any = (self._checked_out() if connection is None else connection.connection).cursor()
         try:
             return self._run(cursor, run, argument, command)
         finally:
@@ -256,23 +256,6 @@ class Session:
             pooled.close()
 
 
-def send_driver_sql(connection: Connection, command: Statement, dbapi_error: type[Exception]) -> Any:
-    """Send ``command``'s driver SQL on the DBAPI cursor of ``connection``; return its result.
-
-    Skips SQLAlchemy's statement execution (the SQL is already the driver's, see
-    :mod:`~chatmemory.stores.sql.rendered`); a driver error is raised as SQLAlchemy raises it (wrapped, a
-    lost connection invalidated). For connections nothing listens to cursor events on.
-    """
-    cursor: Any = connection.connection.cursor()
-    try:
-        return execute_driver_sql(cursor, command)
-    except dbapi_error as exc:
-        connection._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
-        raise  # pragma: no cover - the handler raises
-    finally:
-        cursor.close()
-
-
 def execute_driver_sql(cursor: Any, command: Statement) -> Any:
     """Run ``command``'s driver SQL on a DBAPI ``cursor``; return its result (driver errors go through)."""
     parameters = command.parameters
@@ -288,24 +271,6 @@ def execute_driver_sql(cursor: Any, command: Statement) -> Any:
     if kind is Result.RECORDS:
         return cursor.fetchall()
     return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
-
-
-def send_joined(connection: Connection, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
-    """Send ``batch`` as its joined string on ``connection``; the row counts up to the first missed ``expect``.
-
-    See :func:`joined_results`; a driver error is raised as SQLAlchemy raises it.
-    """
-    joined = batch.joined
-    if joined is None:  # pragma: no cover - only batches with a joined form come here
-        raise ValueError("the batch has no joined form")
-    cursor: Any = connection.connection.cursor()
-    try:
-        return joined_results(cursor, batch, dbapi_error)
-    except dbapi_error as exc:
-        connection._handle_dbapi_exception(exc, joined.statement, joined.parameters, cursor, None)
-        raise  # pragma: no cover - the handler raises
-    finally:
-        cursor.close()
 
 
 def joined_results(cursor: Any, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
