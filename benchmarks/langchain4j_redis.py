@@ -5,7 +5,8 @@
 For each window size the memory is filled, then every turn evicts the oldest message and appends one:
 
 * store turn: ``load()`` then ``save()`` (``GET``, then the compare-and-set script, which hashes the value
-  it finds on the server);
+  it finds on the server); a value the store last read or wrote is recognised by its SHA-1 and not decoded
+  again, so a turn after the store's own write decodes nothing;
 * baseline turn: ``GET`` and decoding, then ``SET`` of the new JSON: what a LangChain4j ``RedisChatMemoryStore``
   does, with no check of what it overwrites.
 

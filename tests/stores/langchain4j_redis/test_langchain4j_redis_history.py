@@ -23,12 +23,12 @@ from chatmemory.stores.langchain4j_redis.history import (
     WRITE_HISTORY_SCRIPT_SHA,
     Get,
     HistorySteps,
-    KnownValues,
     Script,
     history_key,
     history_pattern,
     memory_id_of_history_key,
 )
+from chatmemory.stores.langchain4j_redis.known_values import KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, digest, key
 from chatmemory.stores.langchain4j_redis.value import encode
 from chatmemory.stores.redis import Redis, RedisCluster
@@ -167,7 +167,7 @@ def test_a_save_after_a_load_needs_no_read_and_records_what_it_appends() -> None
     steps = _steps()
     old = [UserMessage("a"), UserMessage("b")]
     value = encode(old)
-    steps.loaded("m", value, old)
+    steps.known.put("m", digest(value), old)
     version = steps.book.read("m", digest(value))
     step = steps.save("m", [UserMessage("b"), UserMessage("c")], version)
     command = next(step)

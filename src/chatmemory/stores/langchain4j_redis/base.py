@@ -16,7 +16,8 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
-from chatmemory.stores.langchain4j_redis.history import HistorySteps, KnownValues
+from chatmemory.stores.langchain4j_redis.history import HistorySteps
+from chatmemory.stores.langchain4j_redis.known_values import KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, check_client, client_url, key
 from chatmemory.stores.redis.client import ClientHolder
 

@@ -16,18 +16,17 @@ from __future__ import annotations
 import binascii
 import functools
 import hashlib
-import threading
 from collections.abc import Sequence
 from importlib import resources
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import HistoryPage, HistoryQuery, history_appends
-from chatmemory.core.lru import LRU
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.langchain4j_redis.commands import Get, Script, Sends
+from chatmemory.stores.langchain4j_redis.known_values import KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, digest, glob_literal, key, written_version
 from chatmemory.stores.langchain4j_redis.plan import WritePlan as ValueWrite
 from chatmemory.stores.langchain4j_redis.value import decode, encode
@@ -40,7 +39,6 @@ __all__ = [
     "WRITE_HISTORY_SCRIPT_SHA",
     "Get",
     "HistorySteps",
-    "KnownValues",
     "Script",
     "history_key",
     "history_pattern",
@@ -139,41 +137,6 @@ def memory_id_of_history_key(found: bytes, prefix: bytes) -> str | None:
     return memory_id if history_key(key(prefix, memory_id)) == found else None
 
 
-class KnownValues:
-    """The messages of the values a store with history last read or wrote, by memory, with their SHA-1.
-
-    A save then finds the window it replaces without reading it again.
-
-    Args:
-        size: how many memories to remember (at least 1: the size of the store's version book).
-    """
-
-    def __init__(self, size: int) -> None:
-        self._values: LRU[str, tuple[bytes, tuple[ChatMessage, ...]]] = LRU(size)
-        self._lock = threading.Lock()
-
-    def put(self, memory_id: str, value_digest: bytes, messages: Sequence[ChatMessage]) -> None:
-        """Remember that the value with ``value_digest`` holds ``messages``."""
-        with self._lock:
-            self._values.put(memory_id, (value_digest, tuple(messages)))
-
-    def get(self, memory_id: str, value_digest: bytes) -> tuple[ChatMessage, ...] | None:
-        """The messages of the value with ``value_digest``, if it is the one remembered."""
-        with self._lock:
-            known = self._values.get(memory_id)
-        return known[1] if known is not None and known[0] == value_digest else None
-
-    def forget(self, memory_id: str) -> None:
-        """Forget ``memory_id``."""
-        with self._lock:
-            self._values.pop(memory_id)
-
-    def clear(self) -> None:
-        """Forget every memory."""
-        with self._lock:
-            self._values.clear()
-
-
 class HistorySteps:
     """The operations of a LangChain4j store with history, as generators of :mod:`.commands`.
 
@@ -204,11 +167,6 @@ class HistorySteps:
         keys = (plan.key, history_key(plan.key))
         return plan, Script(WRITE_HISTORY_SCRIPT, WRITE_HISTORY_SCRIPT_SHA, keys, args)
 
-    def loaded(self, memory_id: str, value: bytes | None, messages: list[ChatMessage]) -> None:
-        """Remember what a read found, for the next save."""
-        if value is not None:
-            self.known.put(memory_id, digest(value), messages)
-
     def save(self, memory_id: str, new: list[ChatMessage], expected_version: int) -> Sends[int]:
         """Write ``new`` if the key still holds the value read at ``expected_version``; record what it appends.
 
@@ -238,12 +196,17 @@ class HistorySteps:
         while True:
             value = yield Get(key(self.prefix, memory_id))
             old: Sequence[ChatMessage] = ()
+            value_digest = digest(value if isinstance(value, bytes) else None)
             if isinstance(value, bytes):
-                try:
-                    old = decode(value, memory_id)
-                except CorruptedMemoryError:
-                    old = ()  # replaced whole; every new message is recorded
-            plan, script = self._write(memory_id, digest(value if isinstance(value, bytes) else None), old, new)
+                known = self.known.get(memory_id, value_digest)
+                if known is not None:
+                    old = known
+                else:
+                    try:
+                        old = decode(value, memory_id)
+                    except CorruptedMemoryError:
+                        old = ()  # replaced whole; every new message is recorded
+            plan, script = self._write(memory_id, value_digest, old, new)
             if (yield script) == 1:
                 self.known.put(memory_id, plan.new_digest, new)
                 return

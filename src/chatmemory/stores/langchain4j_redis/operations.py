@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Iterable
 from typing import TypeVar
 
+from chatmemory import telemetry
 from chatmemory.core.errors import CorruptedMemoryError, StoreError
 from chatmemory.core.history import HistoryPage, history_query
 from chatmemory.core.memory_id import validate_memory_id
@@ -69,12 +70,17 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
         except RedisError as exc:
             raise StoreError(Operation.READ, memory_id, str(exc)) from exc
         assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
-        messages = [] if value is None else decode(value, memory_id)
-        if not versioned:
-            return Snapshot(messages, 0)
-        if self._history is not None:
-            self._history.loaded(memory_id, value, messages)
-        return Snapshot(messages, self._book.read(memory_id, digest(value)))
+        if value is None:
+            return Snapshot([], 0)
+        value_digest = digest(value)
+        known = self._known.get(memory_id, value_digest)
+        if known is None:
+            messages = decode(value, memory_id)
+            self._known.put(memory_id, value_digest, messages)
+        else:  # the value this store last read or wrote: the same bytes, so the same messages
+            telemetry.note(bytes=len(value))
+            messages = list(known)
+        return Snapshot(messages, self._book.read(memory_id, value_digest) if versioned else 0)
 
     # --------------------------------------------------------------------------------------------- write
 
@@ -89,7 +95,9 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
             reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, (plan.key,), plan.script_args())
         except RedisError as exc:
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-        return written_version(self._book, memory_id, plan, reply, expected_version)
+        version = written_version(self._book, memory_id, plan, reply, expected_version)
+        self._known.put(memory_id, plan.new_digest, listed)
+        return version
 
     def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
         memory_id = validate_memory_id(memory_id)
@@ -97,13 +105,15 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
             step = self._history.update(memory_id, message_list(messages))
             yield from self._recorded(Operation.WRITE, memory_id, step)
             return
-        value = encode(message_list(messages))
+        listed = message_list(messages)
+        value = encode(listed)
         try:
             yield Set(self.key_of(memory_id), value, self._ttl_ms or None)
         except RedisError as exc:
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         finally:
             self._book.forget(memory_id)
+        self._known.put(memory_id, digest(value), listed)
 
     def _delete(self, memory_id: str) -> Sends[None]:
         try:
@@ -113,6 +123,7 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
             raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
         finally:
             self._book.forget(memory_id)
+            self._known.forget(memory_id)
 
     # ------------------------------------------------------------------------------------------- history
 
