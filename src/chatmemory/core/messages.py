@@ -244,8 +244,10 @@ class UserMessage:
         items = [contents] if isinstance(contents, (str, *_CONTENT_TYPES)) else contents
         # A mapping or bytes is iterable but never a list of parts: iterating would turn keys or ints into text.
         # (A list or tuple, the common case, skips the ABC checks.)
-        if type(items) is not list and type(items) is not tuple and (
-            not isinstance(items, Iterable) or isinstance(items, (Mapping, bytes, bytearray))
+        if (
+            type(items) is not list
+            and type(items) is not tuple
+            and (not isinstance(items, Iterable) or isinstance(items, (Mapping, bytes, bytearray)))
         ):
             raise TypeError(
                 f"UserMessage.contents must be a str, a content part or an iterable of them, "
