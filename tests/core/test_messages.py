@@ -21,7 +21,7 @@ from chatmemory import (
     UserMessage,
     VideoContent,
 )
-from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH
+from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH, checked_messages
 
 MEDIA = [ImageContent, AudioContent, VideoContent, PdfFileContent]
 
@@ -405,3 +405,27 @@ def test_none_tool_execution_requests_means_none() -> None:
 def test_tool_execution_requests_that_are_not_an_iterable_of_requests_raise(bad: object) -> None:
     with pytest.raises(TypeError, match="tool_execution_requests"):
         AiMessage("x", tool_execution_requests=bad)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------- checked lists
+
+
+def test_a_checked_list_is_a_tuple_of_what_an_iterable_gave_once() -> None:
+    given = [SystemMessage("s"), UserMessage("u"), AiMessage("a")]
+    taken = iter(given)
+    assert checked_messages(taken) == tuple(given)
+    assert next(taken, None) is None
+
+
+def test_a_subclass_of_a_message_type_passes_the_check() -> None:
+    class Tagged(UserMessage):
+        __slots__ = ()
+
+    message = Tagged("hi")
+    assert checked_messages([UserMessage("a"), message]) == (UserMessage("a"), message)
+
+
+@pytest.mark.parametrize("bad", [{"role": "user"}, "text", None, 3])
+def test_anything_else_in_a_list_is_refused_by_its_type(bad: object) -> None:
+    with pytest.raises(TypeError, match=f"got {type(bad).__name__}"):
+        checked_messages([UserMessage("a"), bad, AiMessage("b")])

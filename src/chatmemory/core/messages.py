@@ -452,3 +452,23 @@ def require_message(value: object) -> None:
             f"expected a chat message (SystemMessage, UserMessage, AiMessage, "
             f"ToolExecutionResultMessage, CustomMessage), got {type(value).__name__}"
         )
+
+
+_EXACT_MESSAGE_TYPES = frozenset(MESSAGE_TYPES)
+
+
+def checked_messages(messages: Iterable[object]) -> tuple[ChatMessage, ...]:
+    """``messages`` as a tuple, each checked to be a chat message; any iterable is consumed exactly once.
+
+    What a store does with the list a write hands it, on every turn: when every element is of a message
+    type itself (the common case), one set comparison in C checks them all; a subclass, or anything else,
+    takes the check one by one.
+
+    Raises:
+        TypeError: an element is not a chat message (named by its type).
+    """
+    taken = tuple(messages)
+    if not _EXACT_MESSAGE_TYPES.issuperset(map(type, taken)):
+        for message in taken:
+            require_message(message)
+    return taken  # type: ignore[return-value]  # every element was checked above

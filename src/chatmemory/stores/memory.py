@@ -19,7 +19,7 @@ from chatmemory.core.history import (
     trim_cutoff,
 )
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
@@ -338,7 +338,4 @@ def _utc_now() -> datetime.datetime:
 
 def _checked(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
     # Taken once: a generator is as good a list of messages as any.
-    taken = tuple(messages)
-    for message in taken:
-        require_message(message)
-    return taken
+    return checked_messages(messages)

@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.lru import LRU
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.messages import ChatMessage, require_message
+from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.stores.base.versions import next_version
 from chatmemory.stores.langchain4j_redis.value import encode
 
@@ -220,10 +220,7 @@ def message_list(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
     Raises:
         TypeError: an entry is not a chat message.
     """
-    listed = list(messages)
-    for message in listed:
-        require_message(message)
-    return listed
+    return list(checked_messages(messages))
 
 
 def client_url(url: str) -> tuple[str, dict[str, str]]:

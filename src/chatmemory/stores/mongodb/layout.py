@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from chatmemory import telemetry
 from chatmemory.core.errors import CorruptedMemoryError
-from chatmemory.core.messages import ChatMessage, SystemMessage, require_message
+from chatmemory.core.messages import ChatMessage, SystemMessage, checked_messages
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.serialization.native import dumps_message, loads_message
 
@@ -64,10 +64,7 @@ def materialize(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
     Raises:
         TypeError: an element is not a chat message.
     """
-    taken = tuple(messages)
-    for message in taken:
-        require_message(message)
-    return taken
+    return checked_messages(messages)
 
 
 def encode_record(message: ChatMessage) -> str:

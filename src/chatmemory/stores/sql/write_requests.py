@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatmemory.core.errors import ConcurrentUpdateError
-from chatmemory.core.messages import MESSAGE_TYPES, ChatMessage, require_message
+from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.stores.sql.window import WindowCover
 
 __all__ = [
@@ -35,8 +35,6 @@ RECENT_WRITES = 8
 _WRITE_ID_DIGITS = 16
 ENTRY_DIGITS = 32
 """Characters of one ``recent_writes`` entry: the write id, then the version it made."""
-_EXACT_MESSAGE_TYPES = frozenset(MESSAGE_TYPES)
-"""The message types themselves: one set lookup per message on the hot path (subclasses take the long way)."""
 
 
 def conflict_error(request: WriteRequest) -> ConcurrentUpdateError:
@@ -100,11 +98,9 @@ class WriteRequest:
         ``history``: keep what the write evicts and record what it adds; ``history_ttl``: seconds the
         history outlives this write (``None``: it expires with the window).
         """
-        listed = tuple(messages)
-        if not all(map(_EXACT_MESSAGE_TYPES.__contains__, map(type, listed))):
-            for message in listed:  # a subclass passes; anything else raises, naming its type
-                require_message(message)
-        return cls(memory_id, listed, None, expected_version, ttl, history=history, history_ttl=history_ttl)
+        return cls(
+            memory_id, checked_messages(messages), None, expected_version, ttl, history=history, history_ttl=history_ttl
+        )
 
     @classmethod
     def of_records(
