@@ -50,6 +50,18 @@ def prefix(sync_client: Redis | RedisCluster) -> Iterator[str]:
     drop_prefix(sync_client, chosen)
 
 
+@pytest.fixture
+def server_prefix() -> Iterator[str]:
+    """A prefix on the standalone server, for the tests that build their own client of it."""
+    chosen = fresh_prefix()
+    yield chosen
+    client = Redis.from_url(redis_url())
+    try:
+        drop_prefix(client, chosen)
+    finally:
+        client.close()
+
+
 def _url(kind: str) -> str:
     return cluster_url() if kind == "cluster" else redis_url()
 
@@ -173,10 +185,10 @@ async def test_a_timeout_around_an_add_is_a_cancellation_like_any_other(
             assert _in_use(store.client) == 0
 
 
-async def test_a_store_built_from_a_url_owns_and_closes_its_client(prefix: str) -> None:
+async def test_a_store_built_from_a_url_owns_and_closes_its_client(server_prefix: str) -> None:
     name = f"cmtest-{uuid.uuid4().hex[:8]}"
     separator = "&" if "?" in redis_url() else "?"
-    store = AsyncStore(f"{redis_url()}{separator}client_name={name}", key_prefix=prefix)
+    store = AsyncStore(f"{redis_url()}{separator}client_name={name}", key_prefix=server_prefix)
     watcher = Redis.from_url(redis_url())
     try:
         await store.update_messages("m", _texts(1))
@@ -197,10 +209,10 @@ async def test_a_store_built_from_a_url_owns_and_closes_its_client(prefix: str) 
         [memory_id async for memory_id in store.memory_ids()]
 
 
-async def test_a_client_passed_in_stays_open(prefix: str) -> None:
+async def test_a_client_passed_in_stays_open(server_prefix: str) -> None:
     client = AsyncRedis.from_url(redis_url())
     try:
-        async with AsyncStore(client, key_prefix=prefix) as store:
+        async with AsyncStore(client, key_prefix=server_prefix) as store:
             await store.update_messages("m", _texts(1))
         assert await client.ping()
     finally:
