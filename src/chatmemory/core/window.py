@@ -25,6 +25,7 @@ from chatmemory.core.messages import (
     ChatMessage,
     SystemMessage,
     ToolExecutionResultMessage,
+    checked_messages,
     require_message,
 )
 
@@ -216,8 +217,7 @@ def fit_window(
     Raises:
         ValueError: if ``messages`` holds more than one system message.
     """
-    for message in messages:
-        require_message(message)
+    checked_messages(messages)
     systems = [index for index, message in enumerate(messages) if isinstance(message, SystemMessage)]
     if len(systems) > 1:
         raise ValueError(f"a memory holds at most one system message; got {len(systems)} (at indices {systems})")

@@ -169,7 +169,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         memory_id = validate_memory_id(memory_id)
-        messages = _checked(messages)
+        messages = checked_messages(messages)  # taken once: a generator is as good as a list
         self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             entry = self._live(memory_id)
@@ -182,7 +182,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
         memory_id = validate_memory_id(memory_id)
-        messages = _checked(messages)
+        messages = checked_messages(messages)  # taken once: a generator is as good as a list
         self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             self._write(memory_id, messages)
@@ -334,8 +334,3 @@ class InMemoryChatMemoryStore(StoreLifecycle):
 
 def _utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
-
-
-def _checked(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
-    # Taken once: a generator is as good a list of messages as any.
-    return checked_messages(messages)

@@ -10,7 +10,6 @@ value written by anyone else is never taken for the one remembered. Pure: no dri
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 from chatmemory.core.lru import LRU
@@ -27,27 +26,21 @@ class KnownValues:
     """
 
     def __init__(self, size: int) -> None:
-        self._values: LRU[str, tuple[bytes, tuple[ChatMessage, ...]]] = LRU(size)
-        self._lock = threading.Lock()
+        self._values: LRU[str, tuple[bytes, tuple[ChatMessage, ...]]] = LRU(size)  # thread-safe itself
 
     def put(self, memory_id: str, value_digest: bytes, messages: Sequence[ChatMessage]) -> None:
         """Remember that the value with ``value_digest`` holds ``messages``."""
-        listed = tuple(messages)
-        with self._lock:
-            self._values.put(memory_id, (value_digest, listed))
+        self._values.put(memory_id, (value_digest, tuple(messages)))
 
     def get(self, memory_id: str, value_digest: bytes) -> tuple[ChatMessage, ...] | None:
         """The messages of the value with ``value_digest``, if it is the one remembered."""
-        with self._lock:
-            known = self._values.get(memory_id)
+        known = self._values.get(memory_id)
         return known[1] if known is not None and known[0] == value_digest else None
 
     def forget(self, memory_id: str) -> None:
         """Forget ``memory_id``."""
-        with self._lock:
-            self._values.pop(memory_id)
+        self._values.pop(memory_id)
 
     def clear(self) -> None:
         """Forget every memory."""
-        with self._lock:
-            self._values.clear()
+        self._values.clear()
