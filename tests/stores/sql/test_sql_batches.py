@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.batches import in_order, sending
+from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
 
 BEGIN = Statement("BEGIN")
@@ -26,7 +26,7 @@ def run(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any
 
     def perform(command: Any) -> Any:
         if isinstance(command, Batch):
-            return drive(sending(command), perform)
+            return send_batch(command, perform)
         sent.append(command.statement if isinstance(command, Statement) else command)
         return answer(command) if isinstance(command, Statement) else None
 
@@ -124,14 +124,14 @@ def _joined_run(steps: Steps[Any], answer: Callable[[Batch], Any]) -> tuple[list
     sent: list[Any] = []
 
     def send(command: Any) -> Any:
-        if isinstance(command, Batch):  # the batch whole, as sending() hands it to the executor
+        if isinstance(command, Batch):  # the batch whole, as send_batch() hands it to the executor
             sent.append(command.joined.statement if command.joined is not None else command)
             return answer(command)
         sent.append(command.statement if isinstance(command, Statement) else command)
         return None
 
     def perform(command: Any) -> Any:
-        return drive(sending(command), send) if isinstance(command, Batch) else send(command)
+        return send_batch(command, send) if isinstance(command, Batch) else send(command)
 
     value = drive(steps, perform)
     return sent, value
@@ -173,8 +173,8 @@ def test_in_order_sends_begin_and_the_statements_up_to_the_first_miss() -> None:
         sent.append(statement.statement)
         return 0 if statement is HEAD else 1
 
-    assert drive(in_order(batch), answer) == [0]
+    assert send_in_order(batch, answer) == [0]
     assert sent == ["BEGIN", "UPDATE head"]
     sent.clear()
-    assert drive(in_order(batch), lambda statement: sent.append(statement.statement) or 1) == [1, 1]
+    assert send_in_order(batch, lambda statement: sent.append(statement.statement) or 1) == [1, 1]
     assert sent == ["BEGIN", "UPDATE head", "INSERT rows"]

@@ -360,3 +360,27 @@ def test_rendered_statements_bind_named_values_as_the_driver_takes_them(dialect:
     assert len(many) == 2
     with pytest.raises(KeyError):
         statements.fast_bump_head.bind({"p_id": "mé"})  # a missing parameter is an error, not NULL
+
+
+@pytest.mark.parametrize(
+    ("url", "lean"),
+    [("sqlite://", True), ("mysql+pymysql://u@h/d", True), ("postgresql+psycopg://u@h/d", False)],
+    ids=["sqlite3", "pymysql", "psycopg"],
+)
+def test_rendered_statements_run_only_the_processors_that_change_what_the_driver_binds(url: str, lean: bool) -> None:
+    from sqlalchemy import create_engine
+
+    from chatmemory.stores.sql.schema import build_tables
+    from chatmemory.stores.sql.statements import Statements
+
+    dialect = create_engine(url).dialect  # the driver loaded, as a store's engine has it
+    insert = Statements(build_tables("t_"), dialect, expires=True, history=False).fast_insert_messages
+    rows = plan.message_rows("mé\udc80", (5,), (b"\x00payload",), recorded=False)
+    (bound,) = insert.bind_many(rows)
+    values = dict(zip(insert.names, bound, strict=True)) if insert.positional else bound
+    if lean:  # sqlite3's memoryview and PyMySQL's bytes() around bytes bind as the bytes do: not run
+        assert set(insert.processors) == {"memory_id"}
+        assert values == {"memory_id": "mé\udc80".encode("utf-8", "surrogatepass"), "seq": 5, "payload": b"\x00payload"}
+    else:  # psycopg's Binary wraps the bytes: kept, as SQLAlchemy runs it
+        assert set(insert.processors) == {"memory_id", "payload"}
+        assert bytes(values["payload"].obj) == b"\x00payload"

@@ -1,69 +1,73 @@
 """Batches taken apart: what an executor sends for a batch, one statement or signal at a time (pure).
 
 An operation may yield a :class:`~chatmemory.stores.sql.commands.Batch`, so that a turn goes through
-its generators once; the executor sends what :func:`sending` yields for it (the batch's statements one
-by one, with the ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` of a batch that is a transaction of its own) and
-hands the operation their results as one list. A batch with a joined form goes to the executor whole
-(one round trip where the connection allows it, else :func:`in_order`), then ``COMMIT`` or
-``ROLLBACK``. Both executors drive ``sending(batch)`` with :mod:`chatmemory.stores.base.driving`, so a
-batch is sent the same way by both. No driver, no I/O.
+its generators once; the executor hands it to :func:`send_batch` with its own ``send`` (one statement,
+or a batch with a joined form, on the operation's connection), which sends the batch's statements one
+by one, with the ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` of a batch that is a transaction of its own, and
+returns their results as one list. A batch with a joined form goes to ``send`` whole (one round trip
+where the connection allows it, else :func:`send_in_order`), then ``COMMIT`` or ``ROLLBACK``. Both
+executors send a batch through :func:`send_batch`, so it is sent the same way by both. Plain calls
+rather than a generator: a batch is sent on every turn. No driver, no I/O of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable
 from typing import Any
 
 from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Statement
 
-__all__ = ["in_order", "missed", "sending"]
+__all__ = ["missed", "send_batch", "send_in_order"]
+
+Send = Callable[[Any], Any]
+"""The executor's send: a :class:`Statement` (or a :class:`Batch` with a joined form, whole) → its result."""
 
 
-def sending(batch: Batch) -> Generator[Statement | Batch, Any, list[Any]]:
-    """What to send for ``batch`` (statements, or the batch whole when it has a joined form); returns its results.
+def send_batch(batch: Batch, send: Send) -> list[Any]:
+    """Send ``batch`` with ``send`` (statements, or the batch whole when it has a joined form); return its results.
 
-    A failure thrown in (the driver's error for what was sent) is answered as the batch says: a
-    transaction is rolled back, then the error goes on.
+    A failure of ``send`` is answered as the batch says: a transaction is rolled back, then the error
+    goes on.
     """
-    return _sent(batch) if batch.joined is None else _sent_joined(batch)
+    return _send_statements(batch, send) if batch.joined is None else _send_joined(batch, send)
 
 
-def _sent(batch: Batch) -> Generator[Statement, Any, list[Any]]:
+def _send_statements(batch: Batch, send: Send) -> list[Any]:
     """Send ``batch``; return its results (fewer when one missed its ``expect``), or raise what failed.
 
     In a transaction (``batch.begin``): a statement that raises or misses its ``expect`` is rolled back
     (a failing ``ROLLBACK`` raises with the error it rolled back as its context); a ``BEGIN`` or
     ``COMMIT`` that raises is not (nothing was begun, or the outcome is unknown).
     """
-    transaction = batch.begin is not None
-    if transaction:
-        yield batch.begin  # type: ignore[misc]  # not None: a transaction
+    begin = batch.begin
+    if begin is not None:
+        send(begin)
     results: list[Any] = []
     missed = False
     try:
         for statement in batch.statements:
-            reply = yield statement
+            reply = send(statement)
             results.append(reply)
             if statement.expect is not None and reply != statement.expect:
                 missed = True
                 break
     except Exception:
-        if transaction:
-            yield ROLLBACK
+        if begin is not None:
+            send(ROLLBACK)
         raise
-    if transaction:
-        yield ROLLBACK if missed else COMMIT
+    if begin is not None:
+        send(ROLLBACK if missed else COMMIT)
     return results
 
 
-def _sent_joined(batch: Batch) -> Generator[Statement | Batch, Any, list[Any]]:
+def _send_joined(batch: Batch, send: Send) -> list[Any]:
     """Send ``batch`` whole (its joined form), then ``COMMIT``, or ``ROLLBACK`` after a miss or an error."""
     try:
-        results: list[Any] = yield batch
+        results: list[Any] = send(batch)
     except Exception:
-        yield ROLLBACK
+        send(ROLLBACK)
         raise
-    yield ROLLBACK if missed(batch, results) else COMMIT
+    send(ROLLBACK if missed(batch, results) else COMMIT)
     return results
 
 
@@ -77,17 +81,17 @@ def missed(batch: Batch, results: list[Any]) -> bool:
     )
 
 
-def in_order(batch: Batch) -> Generator[Statement, Any, list[Any]]:
+def send_in_order(batch: Batch, send: Callable[[Statement], Any]) -> list[Any]:
     """``BEGIN`` and the statements of ``batch`` one by one, up to the first that misses its ``expect``.
 
     How an executor sends a batch with a joined form on a connection that cannot run it as one string;
     it returns what the joined form would (the results, up to that miss).
     """
     if batch.begin is not None:
-        yield batch.begin
+        send(batch.begin)
     results: list[Any] = []
     for statement in batch.statements:
-        reply = yield statement
+        reply = send(statement)
         results.append(reply)
         if statement.expect is not None and reply != statement.expect:
             break

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.batches import in_order, sending
+from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
@@ -165,17 +165,17 @@ class Session:
         return self._on_cursor(execute_driver_sql, command, command)
 
     def send_batch(self, batch: Batch) -> list[Any]:
-        """Send ``batch`` as :func:`~chatmemory.stores.sql.batches.sending` says; return its results.
+        """Send ``batch`` as :func:`~chatmemory.stores.sql.batches.send_batch` says; return its results.
 
         On the pooled connection alone (see the module), its statements share one cursor.
         """
         if self._on_pooled():
             cursor = self._checked_out().cursor()
             try:
-                return drive(sending(batch), functools.partial(self._send_on, cursor))
+                return send_batch(batch, functools.partial(self._send_on, cursor))
             finally:
                 cursor.close()
-        return drive(sending(batch), self._send_part)
+        return send_batch(batch, self._send_part)
 
     def _send_on(self, cursor: Any, command: Statement | Batch) -> Any:
         """Send one command of a batch on ``cursor``, the pooled connection's (until a ``Connection`` is needed)."""
@@ -201,7 +201,7 @@ class Session:
             )
         if joins:
             return self._on_cursor(driver._joined_results, batch, joined)
-        return drive(in_order(batch), self.send)
+        return send_in_order(batch, self.send)
 
     def _on_pooled(self) -> bool:
         """Whether driver SQL goes to the pooled connection's cursor alone (see the module)."""

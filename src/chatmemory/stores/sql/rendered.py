@@ -2,16 +2,23 @@
 
 A :class:`Rendered` statement skips SQLAlchemy's per-execution compile-cache lookup, parameter
 construction and post-compile step: executors send :attr:`Rendered.sql` as driver SQL with the
-parameters :meth:`Rendered.bind` makes.
+parameters :meth:`Rendered.bind` makes. Binding takes the values in one C call (``itemgetter``) and runs
+only the bind processors that change what the driver receives: a processor that hands the driver a value
+it binds exactly as the value itself (the ``Binary`` of ``sqlite3`` and PyMySQL around ``bytes``) is
+dropped, and a memory id is encoded without SQLAlchemy's wrapper around the encoding (see
+:func:`render`, which decides this once per statement by calling each processor on a sample).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ClauseElement, Dialect
+from sqlalchemy import ClauseElement, Dialect, LargeBinary
+
+from chatmemory.stores.sql.schema import MemoryIdType
 
 __all__ = ["Joined", "Rendered", "render"]
 
@@ -36,23 +43,41 @@ class Rendered:
     positional: bool
     processors: Mapping[str, Callable[[Any], Any]]
     defaults: Mapping[str, Any]
-    _steps: tuple[tuple[str, Callable[[Any], Any] | None], ...] = field(init=False, repr=False, compare=False)
+    _get: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(init=False, repr=False, compare=False)
+    _process: tuple[tuple[int, Callable[[Any], Any]], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Each parameter with its processor (or None), looked up once rather than on every bind.
-        steps = tuple((name, self.processors.get(name)) for name in self.names)
-        object.__setattr__(self, "_steps", steps)
+        # The values in the statement's order in one C call, and the processors by position (a name may
+        # come more than once in a positional statement), worked out once rather than on every bind.
+        names = self.names
+        get: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+        if len(names) == 1:
+            (name,) = names
+            get = lambda values: (values[name],)  # noqa: E731 - itemgetter of one name gives no tuple
+        elif names:
+            get = operator.itemgetter(*names)
+        else:
+            get = lambda values: ()  # noqa: E731
+        object.__setattr__(self, "_get", get)
+        process = tuple((index, self.processors[name]) for index, name in enumerate(names) if name in self.processors)
+        object.__setattr__(self, "_process", process)
 
     def bind(self, values: Mapping[str, Any]) -> Any:
         """The driver's parameters (a tuple, or a dict for a named paramstyle) for named ``values``."""
         if self.defaults:
             values = {**self.defaults, **values}
-        if self.positional:
-            return tuple([values[name] if process is None else process(values[name]) for name, process in self._steps])
-        return {name: values[name] if process is None else process(values[name]) for name, process in self._steps}
+        row = self._get(values)
+        if self._process:
+            processed = list(row)
+            for index, process in self._process:
+                processed[index] = process(processed[index])
+            row = tuple(processed)
+        return row if self.positional else dict(zip(self.names, row, strict=True))
 
     def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The driver's parameters of an ``executemany`` of ``rows``."""
+        if self.positional and not self._process and not self.defaults:
+            return list(map(self._get, rows))
         return [self.bind(row) for row in rows]
 
 
@@ -100,10 +125,45 @@ def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str
     )
     positional = bool(compiled.positional)
     names = tuple(compiled.positiontup) if positional else tuple(compiled.binds)
-    processors = {name: processor for name, processor in compiled._bind_processors.items() if processor is not None}
+    processors: dict[str, Callable[[Any], Any]] = {}
+    for name, given in compiled._bind_processors.items():
+        if given is None:
+            continue
+        processor = _lean_processor(compiled.binds[name].type, given)
+        if processor is not None:
+            processors[name] = processor
     defaults = {
         name: bind.effective_value
         for name, bind in compiled.binds.items()
         if not bind.required and not name.startswith("p_")
     }
     return Rendered(str(compiled), names, positional, processors, defaults)
+
+
+_ENCODE_ID: Callable[[str], bytes] = operator.methodcaller("encode", "utf-8", "surrogatepass")
+"""A memory id's bytes, as :meth:`MemoryIdType.process_bind_param` makes them, in one C call."""
+_SAMPLE_ID = "chatmemory \u00e9"
+_SAMPLE_BYTES = b"chatmemory \x00\xff"
+
+
+def _lean_processor(bind_type: Any, given: Callable[[Any], Any]) -> Callable[[Any], Any] | None:
+    """``given``, or what does the same for the driver with less work (``None``: nothing to do).
+
+    The values a rendered statement binds are the store's own: memory ids are ``str`` and payloads
+    ``bytes``. A binary processor that hands the driver the bytes themselves, or a ``memoryview`` of them
+    (which ``sqlite3`` binds as it binds the bytes), is dropped; a memory id's processor that gives bytes so
+    (its encoding, then such a wrapper) becomes the encoding alone. Any other processor (psycopg's
+    ``Binary`` wrapper, say) is kept as it is.
+    """
+    if isinstance(bind_type, MemoryIdType):
+        return _ENCODE_ID if _passes_bytes(given(_SAMPLE_ID), _ENCODE_ID(_SAMPLE_ID)) else given
+    if isinstance(bind_type, LargeBinary):
+        return None if _passes_bytes(given(_SAMPLE_BYTES), _SAMPLE_BYTES) else given
+    return given
+
+
+def _passes_bytes(out: Any, data: bytes) -> bool:
+    """Whether a processor's ``out`` for ``data`` is bound by the driver as ``data`` itself would be."""
+    if type(out) is bytes:
+        return out == data
+    return type(out) is memoryview and out.tobytes() == data
