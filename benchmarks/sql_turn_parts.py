@@ -1,0 +1,153 @@
+"""Where a SQL store's plain-contract turn goes: its statements on the cursor, and the rest, beside the floor.
+
+    python benchmarks/sql_turn_parts.py URL [--turns 2000] [--window 20] [--runs 3]
+
+The turn is ``plain_contract.py``'s (``update_messages`` of the whole window, the store's snapshot cached),
+interleaved turn by turn with the same raw floor on the same server (``plain_contract.py``'s: one
+statement on PostgreSQL, a transaction of an ``INSERT`` and a ``DELETE`` on SQLite and MySQL/MariaDB).
+Inside the store's turn, each statement's time on the DBAPI cursor is measured as the executor sends it
+(``chatmemory.stores.sql.driver`` wrapped for the run: the executor's statement function and its joined
+form's), so the table splits the store's turn into:
+
+* each statement kind (by its first word; ``BEGIN;...`` is a MySQL/MariaDB turn sent as one string),
+  wall and client CPU per turn, and how many per turn;
+* ``statements``: their sum, what the store's SQL costs at the driver, with nothing of the store around it;
+* ``the rest``: the turn less its statements: the store's own Python (the request, the plan, binding, the
+  pool's checkout and return, the cache) and the wrappers' few microseconds.
+
+Printed beside the floor's whole turn, with ratios to it: ``statements`` over the floor is what the
+store's SQL alone costs against the floor (its head row: the version, the write id ring, the expiry,
+which the floor has none of), ``the rest`` over the floor is what the store's Python adds. Medians over
+``--runs`` runs of per-turn means over the last three quarters of the turns. Figures only: not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import os
+import statistics
+import sys
+import time
+import uuid
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+import chatmemory.stores.sql.driver as sql_driver  # noqa: E402
+
+sys.path.append(_HERE)
+from plain_contract import drop, floor_for, store_for  # noqa: E402
+from workload import sliding_windows  # noqa: E402
+
+Totals = dict[str, list[float]]
+"""Per name: [wall seconds, CPU seconds, count]."""
+
+
+def _timed(totals: Totals, name_of: Any, run: Any) -> Any:
+    """``run``, recording its wall and CPU time under ``name_of(command)`` while ``totals`` is on."""
+
+    def timed(cursor: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        cpu, wall = time.thread_time(), time.perf_counter()
+        try:
+            return run(cursor, command, *args, **kwargs)
+        finally:
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            entry = totals.setdefault(name_of(command), [0.0, 0.0, 0])
+            entry[0] += wall
+            entry[1] += cpu
+            entry[2] += 1
+
+    return timed
+
+
+def _statement_name(command: Any) -> str:
+    return str(command.statement).split(None, 1)[0].rstrip(";") + (" (many)" if command.many else "")
+
+
+def one_run(url: str, window: int, turns: int) -> tuple[Totals, list[float], list[float], int]:
+    """The store's statement totals, its turn's [wall, CPU] and the floor's, and the turns counted."""
+    store = store_for(url)
+    floor = floor_for(url)
+    memory_id = f"user-{uuid.uuid4().hex[:8]}"
+    totals: Totals = {}
+    counting: Totals = {}
+    plain_execute = sql_driver.execute_driver_sql
+    sql_driver.execute_driver_sql = _timed(counting, _statement_name, plain_execute)
+    driver: Any = store._driver
+    driver._joined_results = functools.partial(
+        _timed(counting, lambda batch: "BEGIN;... (one string)", sql_driver.joined_results),
+        dbapi_error=driver._dbapi_error,
+    )
+    store_turn, floor_turn = [0.0, 0.0], [0.0, 0.0]
+    skip = turns // 4
+    try:
+        for turn, (current, appended, evicted) in enumerate(sliding_windows(turns, window)):
+            on = turn >= skip
+            counting.clear()
+            cpu, wall = time.thread_time(), time.perf_counter()
+            store.update_messages(memory_id, current)
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            if on:
+                store_turn[0] += wall
+                store_turn[1] += cpu
+                for name, (w, c, n) in counting.items():
+                    entry = totals.setdefault(name, [0.0, 0.0, 0])
+                    entry[0] += w
+                    entry[1] += c
+                    entry[2] += n
+            cpu, wall = time.thread_time(), time.perf_counter()
+            floor.update(memory_id, current, appended, evicted)
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            if on:
+                floor_turn[0] += wall
+                floor_turn[1] += cpu
+    finally:
+        sql_driver.execute_driver_sql = plain_execute
+        floor.close()
+        drop(store, memory_id)
+    return totals, store_turn, floor_turn, turns - skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("url")
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--window", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    runs = [one_run(args.url, args.window, args.turns) for _ in range(args.runs)]
+
+    def median(pick: Any) -> float:
+        return statistics.median(pick(run) for run in runs)
+
+    floor_wall = median(lambda run: run[2][0] / run[3]) * 1e6
+    floor_cpu = median(lambda run: run[2][1] / run[3]) * 1e6
+    names = collections.Counter(name for run in runs for name in run[0])
+    print(f"SQL turn by parts: {args.url.split('://', 1)[0]}, window {args.window}, {args.turns} turns, µs per turn")
+    print(f"{'':26}{'wall':>8}{'x floor':>9}{'cpu':>8}{'x floor':>9}{'per turn':>10}")
+
+    def line(name: str, wall: float, cpu: float, count: float | None = None) -> None:
+        per = f"{count:10.2f}" if count is not None else ""
+        print(f"{name:26}{wall:8.0f}{wall / floor_wall:9.2f}{cpu:8.0f}{cpu / floor_cpu:9.2f}{per}")
+
+    statements = [0.0, 0.0]
+    for name in sorted(names, key=lambda name: -median(lambda run, name=name: run[0].get(name, [0, 0, 0])[0])):
+        wall = median(lambda run, name=name: run[0].get(name, [0.0, 0.0, 0])[0] / run[3]) * 1e6
+        cpu = median(lambda run, name=name: run[0].get(name, [0.0, 0.0, 0])[1] / run[3]) * 1e6
+        count = median(lambda run, name=name: run[0].get(name, [0.0, 0.0, 0])[2] / run[3])
+        line(f"  {name}", wall, cpu, count)
+        statements[0] += wall
+        statements[1] += cpu
+    store_wall = median(lambda run: run[1][0] / run[3]) * 1e6
+    store_cpu = median(lambda run: run[1][1] / run[3]) * 1e6
+    line("statements", *statements)
+    line("the rest", store_wall - statements[0], store_cpu - statements[1])
+    line("store turn", store_wall, store_cpu)
+    line("floor turn", floor_wall, floor_cpu)
+
+
+if __name__ == "__main__":
+    main()
