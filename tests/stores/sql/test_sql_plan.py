@@ -364,16 +364,26 @@ def test_rendered_statements_bind_named_values_as_the_driver_takes_them(dialect:
 
 @pytest.mark.parametrize(
     ("url", "lean"),
-    [("sqlite://", True), ("mysql+pymysql://u@h/d", True), ("postgresql+psycopg://u@h/d", False)],
-    ids=["sqlite3", "pymysql", "psycopg"],
+    [
+        ("sqlite://", True),
+        ("sqlite+aiosqlite://", True),
+        ("mysql+pymysql://u@h/d", True),
+        ("mysql+asyncmy://u@h/d", True),
+        ("postgresql+psycopg://u@h/d", False),
+        ("postgresql+psycopg_async://u@h/d", False),
+    ],
+    ids=["sqlite3", "aiosqlite", "pymysql", "asyncmy", "psycopg", "psycopg-async"],
 )
 def test_rendered_statements_run_only_the_processors_that_change_what_the_driver_binds(url: str, lean: bool) -> None:
     from sqlalchemy import create_engine
+    from sqlalchemy.ext.asyncio import create_async_engine
 
     from chatmemory.stores.sql.schema import build_tables
     from chatmemory.stores.sql.statements import Statements
 
-    dialect = create_engine(url).dialect  # the driver loaded, as a store's engine has it
+    asynchronous = "aiosqlite" in url or "asyncmy" in url or "async" in url
+    # The driver loaded, as a store's engine has it (nothing connects).
+    dialect = create_async_engine(url).dialect if asynchronous else create_engine(url).dialect
     insert = Statements(build_tables("t_"), dialect, expires=True, history=False).fast_insert_messages
     rows = plan.message_rows("mé\udc80", (5,), (b"\x00payload",), recorded=False)
     (bound,) = insert.bind_many(rows)

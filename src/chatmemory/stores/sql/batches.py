@@ -17,9 +17,9 @@ from typing import Any
 
 from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Statement
 
-__all__ = ["missed", "send_batch", "send_in_order"]
+__all__ = ["Send", "missed", "send_batch", "send_in_order"]
 
-Send = Callable[[Any], Any]
+Send = Callable[[Statement | Batch], Any]
 """The executor's send: a :class:`Statement` (or a :class:`Batch` with a joined form, whole) → its result."""
 
 

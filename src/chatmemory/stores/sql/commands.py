@@ -86,7 +86,7 @@ class Batch(NamedTuple):
     With :attr:`begin` the batch is a transaction of its own: ``begin`` first, ``COMMIT`` last; a
     statement that raises or misses its ``expect`` is followed by ``ROLLBACK`` instead, before the error
     (or the shorter list) goes back. A ``begin`` or ``COMMIT`` that raises is not rolled back: nothing
-    was begun, or the outcome is unknown. (:func:`~chatmemory.stores.sql.batches.sending` takes batches
+    was begun, or the outcome is unknown. (:func:`~chatmemory.stores.sql.batches.send_batch` takes batches
     apart, the same way for both executors.)
     """
 
@@ -98,7 +98,7 @@ class Batch(NamedTuple):
     back the results up to the first that missed its ``expect`` (what followed ran in the transaction the
     operation then rolls back; its errors are not raised). Otherwise it sends ``begin`` and the
     statements one by one, stopping as :class:`Batch` says. ``COMMIT`` or ``ROLLBACK`` follows as for
-    any transaction (:func:`~chatmemory.stores.sql.batches.sending`)."""
+    any transaction (:func:`~chatmemory.stores.sql.batches.send_batch`)."""
 
 
 @dataclass(frozen=True, slots=True)

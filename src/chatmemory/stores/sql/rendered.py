@@ -2,11 +2,12 @@
 
 A :class:`Rendered` statement skips SQLAlchemy's per-execution compile-cache lookup, parameter
 construction and post-compile step: executors send :attr:`Rendered.sql` as driver SQL with the
-parameters :meth:`Rendered.bind` makes. Binding takes the values in one C call (``itemgetter``) and runs
-only the bind processors that change what the driver receives: a processor that hands the driver a value
-it binds exactly as the value itself (the ``Binary`` of ``sqlite3`` and PyMySQL around ``bytes``) is
-dropped, and a memory id is encoded without SQLAlchemy's wrapper around the encoding (see
-:func:`render`, which decides this once per statement by calling each processor on a sample).
+parameters :meth:`Rendered.bind` makes. Binding takes a positional statement's values in one C call
+(``itemgetter``) and runs only the bind processors that change what the driver receives: a processor
+that hands the driver a value it binds exactly as the value itself (the ``Binary`` of ``sqlite3``,
+aiosqlite, PyMySQL and asyncmy around ``bytes``) is dropped, and a memory id is encoded without
+SQLAlchemy's wrapper around the encoding (see :func:`render`, which decides this once per statement by
+calling each processor on a sample).
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ class Rendered:
     defaults: Mapping[str, Any]
     _get: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(init=False, repr=False, compare=False)
     _process: tuple[tuple[int, Callable[[Any], Any]], ...] = field(init=False, repr=False, compare=False)
+    _steps: tuple[tuple[str, Callable[[Any], Any] | None], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # The values in the statement's order in one C call, and the processors by position (a name may
-        # come more than once in a positional statement), worked out once rather than on every bind.
+        # Worked out once rather than on every bind. Positional: the values in the statement's order in
+        # one C call, then the processors by position (a name may come more than once). Named: each name
+        # with its processor, for one dict comprehension (faster than a tuple turned into a dict).
         names = self.names
         get: Callable[[Mapping[str, Any]], tuple[Any, ...]]
         if len(names) == 1:
@@ -61,18 +64,21 @@ class Rendered:
         object.__setattr__(self, "_get", get)
         process = tuple((index, self.processors[name]) for index, name in enumerate(names) if name in self.processors)
         object.__setattr__(self, "_process", process)
+        object.__setattr__(self, "_steps", tuple((name, self.processors.get(name)) for name in names))
 
     def bind(self, values: Mapping[str, Any]) -> Any:
         """The driver's parameters (a tuple, or a dict for a named paramstyle) for named ``values``."""
         if self.defaults:
             values = {**self.defaults, **values}
+        if not self.positional:
+            return {name: values[name] if process is None else process(values[name]) for name, process in self._steps}
         row = self._get(values)
-        if self._process:
-            processed = list(row)
-            for index, process in self._process:
-                processed[index] = process(processed[index])
-            row = tuple(processed)
-        return row if self.positional else dict(zip(self.names, row, strict=True))
+        if not self._process:
+            return row
+        processed = list(row)
+        for index, process in self._process:
+            processed[index] = process(processed[index])
+        return tuple(processed)
 
     def bind_many(self, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
         """The driver's parameters of an ``executemany`` of ``rows``."""
@@ -149,8 +155,8 @@ _SAMPLE_BYTES = b"chatmemory \x00\xff"
 def _lean_processor(bind_type: Any, given: Callable[[Any], Any]) -> Callable[[Any], Any] | None:
     """``given``, or what does the same for the driver with less work (``None``: nothing to do).
 
-    The values a rendered statement binds are the store's own: memory ids are ``str`` and payloads
-    ``bytes``. A binary processor that hands the driver the bytes themselves, or a ``memoryview`` of them
+    The values a rendered statement binds are the store's own: memory ids are ``str`` (never ``None``) and
+    payloads ``bytes``. A binary processor that hands the driver the bytes themselves, or a ``memoryview`` of them
     (which ``sqlite3`` binds as it binds the bytes), is dropped; a memory id's processor that gives bytes so
     (its encoding, then such a wrapper) becomes the encoding alone. Any other processor (psycopg's
     ``Binary`` wrapper, say) is kept as it is.
