@@ -15,8 +15,9 @@ local written = ''
 if meta_type == 'hash' then
   written = redis.call('HGET', KEYS[1], 'written') or ''
 end
--- PEXPIRETIME (Redis 7.0+) tells the expiry itself; before 7.0, the time left from now (a script sees one
--- instant, so the two agree).
+-- PEXPIRETIME (Redis 7.0+) tells the expiry itself; before 7.0, the time left added to the clock. A script
+-- judges expiry at the instant it started while TIME reads the clock as it runs, so the sum is late by the
+-- time in between (about a millisecond).
 local expires = redis.pcall('PEXPIRETIME', key)
 if type(expires) == 'table' then
   expires = redis.call('PTTL', key)
