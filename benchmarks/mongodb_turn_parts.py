@@ -36,7 +36,6 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,22 +45,14 @@ from pymongo import MongoClient  # noqa: E402
 
 from chatmemory import ChatMessage, open_store  # noqa: E402
 from chatmemory.serialization.native import dumps_message  # noqa: E402
+from chatmemory.stores.mongodb.expressions import NOT_EXPIRED, WRITES_KEPT  # noqa: E402
 
 sys.path.append(_HERE)
+from plain_contract import Clock  # noqa: E402
 from workload import sliding_windows  # noqa: E402
-
-NOT_EXPIRED = {
-    "$cond": [
-        {"$eq": [{"$type": "$expires_at"}, "date"]},
-        {"$gt": [{"$toLong": "$expires_at"}, {"$toLong": "$$NOW"}]},
-        True,
-    ]
-}
-"""The store's liveness test (``chatmemory.stores.mongodb.expressions.NOT_EXPIRED``), spelled out."""
 
 PARTS = ("floor", "+ version", "+ incarnation", "+ live", "+ write ids", "+ written_at", "+ expiry")
 INCARNATION = 7_000_000_000_000_000_001
-WRITES_KEPT = 8
 
 
 def update_of(level: int, version: int, new: list[str], window: int, write_id: int) -> tuple[dict, dict]:
@@ -86,26 +77,11 @@ def update_of(level: int, version: int, new: list[str], window: int, write_id: i
     return query, update
 
 
-class Row:
-    """Wall and thread-CPU microseconds of one row, per turn."""
-
-    def __init__(self) -> None:
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-
-    def run(self, action: Callable[[], Any]) -> Any:
-        cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
-        result = action()
-        self.wall.append((time.perf_counter_ns() - wall) / 1000)
-        self.cpu.append((time.thread_time_ns() - cpu) / 1000)
-        return result
-
-
-def one_run(url: str, window: int, turns: int) -> list[Row]:
+def one_run(url: str, window: int, turns: int) -> list[Clock]:
     store: Any = open_store(url, collection=f"parts_{uuid.uuid4().hex[:8]}")
     client: Any = MongoClient(url)
     collection = client[store.collection.database.name][store.collection.name]
-    rows = [Row() for _ in range(len(PARTS) + 1)]
+    rows = [Clock() for _ in range(len(PARTS) + 1)]
     # Versions as the store's start (microseconds of the clock, int64), write ids as random as its own.
     versions = [time.time_ns() // 1000] * len(PARTS)
     try:
