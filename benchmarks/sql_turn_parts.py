@@ -13,7 +13,11 @@ form's), so the table splits the store's turn into:
   wall and client CPU per turn, and how many per turn;
 * ``statements``: their sum, what the store's SQL costs at the driver, with nothing of the store around it;
 * ``the rest``: the turn less its statements: the store's own Python (the request, the plan, binding, the
-  pool's checkout and return, the cache) and the wrappers' few microseconds.
+  pool's checkout and return, the cache) and the wrappers' few microseconds;
+* ``the rest, hot``: the store's turn once more, for ``HOT_TURNS`` further turns with every statement
+  answered at once (as its kind was last answered live: the head update matched), so that only the
+  store's own code runs, hot in the caches. The last line says how much dearer that code is in the live
+  turn, where it runs right after a wait on the database.
 
 Printed beside the floor's whole turn, with ratios to it: ``statements`` over the floor is what the
 store's SQL alone costs against the floor (its head row: the version, the write id ring, the expiry,
@@ -42,6 +46,9 @@ sys.path.append(_HERE)
 from plain_contract import drop, floor_for, store_for  # noqa: E402
 from workload import sliding_windows  # noqa: E402
 
+HOT_TURNS = 1000
+"""Turns run after the live ones with the statements answered at once: the store's Python alone, hot."""
+
 Totals = dict[str, list[float]]
 """Per name: [wall seconds, CPU seconds, count]."""
 
@@ -63,28 +70,60 @@ def _timed(totals: Totals, name_of: Any, run: Any) -> Any:
     return timed
 
 
+_LAST_REPLIES: dict[str, Any] = {}
+"""What each statement kind last answered in the live turns, for the hot ones."""
+
+
+def _answered(name_of: Any, run: Any) -> Any:
+    """Answers each command with what its kind last answered live (``run`` sends a kind not seen live)."""
+
+    def answered(cursor: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        name = name_of(command)
+        if name in _LAST_REPLIES:
+            return _LAST_REPLIES[name]
+        return run(cursor, command, *args, **kwargs)
+
+    return answered
+
+
+def _recorded(name_of: Any, run: Any) -> Any:
+    """``run``, keeping its reply under ``name_of(command)`` for :func:`_answered`."""
+
+    def recorded(cursor: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        reply = run(cursor, command, *args, **kwargs)
+        _LAST_REPLIES[name_of(command)] = reply
+        return reply
+
+    return recorded
+
+
 def _statement_name(command: Any) -> str:
     return str(command.statement).split(None, 1)[0].rstrip(";") + (" (many)" if command.many else "")
 
 
-def one_run(url: str, window: int, turns: int) -> tuple[Totals, list[float], list[float], int]:
-    """The store's statement totals, its turn's [wall, CPU] and the floor's, and the turns counted."""
+def one_run(url: str, window: int, turns: int) -> tuple[Totals, list[float], list[float], int, list[float]]:
+    """The store's statement totals, its turn's [wall, CPU] and the floor's, the turns counted, and its hot turn."""
     store = store_for(url)
     floor = floor_for(url)
     memory_id = f"user-{uuid.uuid4().hex[:8]}"
     totals: Totals = {}
     counting: Totals = {}
     plain_execute = sql_driver.execute_driver_sql
-    sql_driver.execute_driver_sql = _timed(counting, _statement_name, plain_execute)
+    sql_driver.execute_driver_sql = _timed(counting, _statement_name, _recorded(_statement_name, plain_execute))
     driver: Any = store._driver
     driver._joined_results = functools.partial(
-        _timed(counting, lambda batch: "BEGIN;... (one string)", sql_driver.joined_results),
+        _timed(
+            counting,
+            lambda batch: "BEGIN;... (one string)",
+            _recorded(lambda batch: "joined", sql_driver.joined_results),
+        ),
         dbapi_error=driver._dbapi_error,
     )
-    store_turn, floor_turn = [0.0, 0.0], [0.0, 0.0]
+    store_turn, floor_turn, hot_turn = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
     skip = turns // 4
+    windows = list(sliding_windows(turns + HOT_TURNS, window))
     try:
-        for turn, (current, appended, evicted) in enumerate(sliding_windows(turns, window)):
+        for turn, (current, appended, evicted) in enumerate(windows[:turns]):
             on = turn >= skip
             counting.clear()
             cpu, wall = time.thread_time(), time.perf_counter()
@@ -104,11 +143,20 @@ def one_run(url: str, window: int, turns: int) -> tuple[Totals, list[float], lis
             if on:
                 floor_turn[0] += wall
                 floor_turn[1] += cpu
+        # The store's Python hot: the next turns with every statement answered at once, as it was last
+        # answered in the live turns (the head update matched), so only the store's own code runs.
+        sql_driver.execute_driver_sql = _answered(_statement_name, plain_execute)
+        driver._joined_results = _answered(lambda batch: "joined", driver._joined_results)
+        for current, _, _ in windows[turns:]:
+            cpu, wall = time.thread_time(), time.perf_counter()
+            store.update_messages(memory_id, current)
+            hot_turn[0] += time.perf_counter() - wall
+            hot_turn[1] += time.thread_time() - cpu
     finally:
         sql_driver.execute_driver_sql = plain_execute
         floor.close()
         drop(store, memory_id)
-    return totals, store_turn, floor_turn, turns - skip
+    return totals, store_turn, floor_turn, turns - skip, [total / HOT_TURNS for total in hot_turn]
 
 
 def main() -> None:
@@ -147,6 +195,11 @@ def main() -> None:
     line("the rest", store_wall - statements[0], store_cpu - statements[1])
     line("store turn", store_wall, store_cpu)
     line("floor turn", floor_wall, floor_cpu)
+    hot_wall = median(lambda run: run[4][0]) * 1e6
+    hot_cpu = median(lambda run: run[4][1]) * 1e6
+    line("the rest, hot", hot_wall, hot_cpu)
+    rest_cpu = store_cpu - statements[1]
+    print(f"the rest costs {rest_cpu / hot_cpu:.2f}x its hot CPU in the live turn")
 
 
 if __name__ == "__main__":
