@@ -24,7 +24,10 @@ collection (a server's cost per update depends on the collection too):
 
 Printed: median wall and client CPU per row, the step from the row above, and each row's ratio to the floor.
 The steps 2-7 are what the server spends on each part; the last step is the store's own work on the
-client (its client CPU) and whatever else its call waits for. Figures only: not run in CI.
+client (its client CPU) and whatever else its call waits for. Two more rows give that work's client CPU
+alone: ``store, hot``, further turns with the update answered at once (the server never asked), back to
+back; ``after a sleep``, the same with a sleep as long as a floor update before each turn (not timed),
+as a live turn starts after a wait. Figures only: not run in CI.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from pymongo import MongoClient  # noqa: E402
 
 from chatmemory import ChatMessage, open_store  # noqa: E402
 from chatmemory.serialization.native import dumps_message  # noqa: E402
+from chatmemory.stores.mongodb.commands import Result  # noqa: E402
 from chatmemory.stores.mongodb.expressions import NOT_EXPIRED, WRITES_KEPT  # noqa: E402
 
 sys.path.append(_HERE)
@@ -53,6 +57,9 @@ from workload import sliding_windows  # noqa: E402
 
 PARTS = ("floor", "+ version", "+ incarnation", "+ live", "+ write ids", "+ written_at", "+ expiry")
 INCARNATION = 7_000_000_000_000_000_001
+HOT_TURNS = 1000
+"""Turns of the store alone after the others, its update answered at once: half back to back, half each
+after a sleep."""
 
 
 def update_of(level: int, version: int, new: list[str], window: int, write_id: int) -> tuple[dict, dict]:
@@ -81,7 +88,7 @@ def one_run(url: str, window: int, turns: int) -> list[Clock]:
     store: Any = open_store(url, collection=f"parts_{uuid.uuid4().hex[:8]}")
     client: Any = MongoClient(url)
     collection = client[store.collection.database.name][store.collection.name]
-    rows = [Clock() for _ in range(len(PARTS) + 1)]
+    rows = [Clock() for _ in range(len(PARTS) + 3)]
     # Versions as the store's start (microseconds of the clock, int64), write ids as random as its own.
     versions = [time.time_ns() // 1000] * len(PARTS)
     try:
@@ -97,7 +104,20 @@ def one_run(url: str, window: int, turns: int) -> list[Clock]:
                 if matched != 1:
                     raise SystemExit(f"row {PARTS[level]!r} matched {matched} documents at turn {turn}")
                 versions[level] += 1
-            rows[-1].run(lambda m=messages: store.update_messages("m", m))
+            rows[len(PARTS)].run(lambda m=messages: store.update_messages("m", m))
+        # The store's own work alone: further turns with its update answered at once (matched), back to
+        # back, then each after a sleep as long as a floor update takes (not timed).
+        nap = statistics.median(rows[0].wall) / 1e6
+        sent = store._perform
+        store._perform = lambda command: 1 if command.result is Result.MATCHED else sent(command)
+        for index, (current, _, _) in enumerate(sliding_windows(turns + HOT_TURNS, window)):
+            if index < turns:
+                continue
+            napped = index >= turns + HOT_TURNS // 2
+            if napped:
+                time.sleep(nap)
+            rows[len(PARTS) + 1 + napped].run(lambda m=current: store.update_messages("m", m))
+        store._perform = sent
     finally:
         collection.drop()
         store.close()
@@ -129,6 +149,9 @@ def main() -> None:
             f"{cpu:9.0f}{cpu - previous_cpu:+8.0f}{cpu / floor_cpu:9.2f}"
         )
         previous_wall, previous_cpu = wall, cpu
+    for index, name in ((len(PARTS) + 1, "store, hot"), (len(PARTS) + 2, "  after a sleep")):
+        cpu = statistics.median(statistics.median(run[index].cpu) for run in runs)
+        print(f"{name:16}{'':9}{'':8}{'':9}{cpu:9.0f}{'':8}{cpu / floor_cpu:9.2f}")
 
 
 if __name__ == "__main__":
