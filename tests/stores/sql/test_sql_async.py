@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
+from sqlalchemy.util import greenlet_spawn
 
 from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, StoreError, UserMessage
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
+from chatmemory.stores.sql.engine import in_transaction
 from support.backends.sqlite import SQLBackend
 
 pytestmark = pytest.mark.asyncio
@@ -254,3 +257,64 @@ async def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a
     again = await counters()
     assert again["Com_rollback"] == after["Com_rollback"] + 1
     assert (await store.load("m")).version == version
+
+
+async def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_before_anyone_reuses_it(
+    store: AsyncSQLStore,
+) -> None:
+    await store.update_messages("m", texts("a", "b"))
+    version = (await store.load("m")).version
+    # The pooled connection itself, as the store's operations hold it (a SQLAlchemy Connection would roll
+    # back on its own when closed): only the pool's reset stands between its transaction and the next user.
+    pooled = await store.engine.raw_connection()
+    handed_back = pooled.dbapi_connection
+
+    def begin_and_hand_back() -> None:
+        cursor = pooled.cursor()
+        cursor.execute("BEGIN")
+        cursor.execute(f"UPDATE {store._tables.memories.name} SET version = version + 100")
+        cursor.close()
+        assert in_transaction(handed_back)
+        pooled.close()
+
+    await greenlet_spawn(begin_and_hand_back)
+    assert checked_out(store) == 0
+    assert not in_transaction(handed_back)  # back in the pool, its transaction ended
+    assert (await store.load("m")).version == version
+    await store.update_messages("m", texts("b", "c"))  # and no lock is left behind
+
+
+class _CountedRollbacks(sqlite3.Connection):
+    """A ``sqlite3`` connection that counts its ``rollback()`` calls (the driver's own, otherwise untouched)."""
+
+    rollbacks = 0
+
+    def rollback(self) -> None:
+        type(self).rollbacks += 1
+        super().rollback()
+
+
+async def test_aiosqlite_connections_go_back_to_the_pool_without_a_rollback_unless_a_transaction_is_open(
+    sql_backend: SQLBackend, sync_store: SQLChatMemoryStore
+) -> None:
+    if not sql_backend.url.startswith("sqlite"):
+        pytest.skip("the driver's rollback() calls are counted on sqlite3's own connection class")
+    # aiosqlite runs each call, rollback() too, on its own thread: a rollback with nothing open would
+    # cost every operation a hop there and back.
+    counted = type("Counted", (_CountedRollbacks,), {"rollbacks": 0})
+    options = {"connect_args": {"factory": counted}}
+    async with AsyncSQLStore(sql_backend.url, table_prefix=sync_store.table_prefix, engine_options=options) as store:
+        await store.update_messages("m", texts("a"))  # checks the schema and takes the locked path first
+        counted.rollbacks = 0
+        for turn in range(10):
+            await store.update_messages("m", texts("a", f"b{turn}"))
+            await store.get_messages("m")
+        assert counted.rollbacks == 0
+        pooled = await store.engine.raw_connection()
+
+        def begin_and_hand_back() -> None:
+            pooled.cursor().execute("BEGIN")
+            pooled.close()
+
+        await greenlet_spawn(begin_and_hand_back)
+        assert counted.rollbacks == 1  # one handed back inside a transaction is rolled back

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,7 @@ from sqlalchemy import event, select, text
 
 from chatmemory import ChatMessage, SystemMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
+from chatmemory.stores.sql.engine import in_transaction
 from support.backends.sqlite import SQLBackend
 
 
@@ -380,3 +382,56 @@ def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a_trans
     again = _session_counters(store)
     assert again["Com_rollback"] == after["Com_rollback"] + 1
     assert store.load("m").version == version  # the update was rolled back, not left open nor committed
+
+
+def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_before_anyone_reuses_it(
+    store: SQLChatMemoryStore,
+) -> None:
+    store.update_messages("m", [UserMessage("a"), UserMessage("b")])
+    version = store.load("m").version
+    connection = store.engine.raw_connection()
+    cursor = connection.cursor()
+    cursor.execute("BEGIN")
+    cursor.execute(f"UPDATE {store._tables.memories.name} SET version = version + 100")
+    cursor.close()
+    handed_back = connection.dbapi_connection
+    assert in_transaction(handed_back)
+    connection.close()
+    assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert not in_transaction(handed_back)  # back in the pool, its transaction ended
+    assert store.load("m").version == version  # rolled back: neither left open nor committed
+    store.update_messages("m", [UserMessage("b"), UserMessage("c")])  # and no lock is left behind
+
+
+class _CountedRollbacks(sqlite3.Connection):
+    """A ``sqlite3`` connection that counts its ``rollback()`` calls (the driver's own, otherwise untouched)."""
+
+    rollbacks = 0
+
+    def rollback(self) -> None:
+        type(self).rollbacks += 1
+        super().rollback()
+
+
+def test_sqlite_connections_go_back_to_the_pool_without_a_rollback_call_unless_a_transaction_is_open(
+    sql_backend: SQLBackend,
+) -> None:
+    if not sql_backend.url.startswith("sqlite"):
+        pytest.skip("the driver's rollback() calls are counted on sqlite3's own connection class")
+    counted = type("Counted", (_CountedRollbacks,), {"rollbacks": 0})
+    store = sql_backend.make_store(engine_options={"connect_args": {"factory": counted}})
+    try:
+        # The first write checks the schema and takes the locked path, each on a SQLAlchemy Connection,
+        # whose close calls rollback() (a no-op in sqlite3 with nothing open); the turns after it do not.
+        store.update_messages("m", [UserMessage("a")])
+        counted.rollbacks = 0
+        for turn in range(10):
+            store.update_messages("m", [UserMessage("a"), UserMessage(f"b{turn}")])
+            store.get_messages("m")
+        assert counted.rollbacks == 0  # every operation ended its transaction: nothing left to roll back
+        connection = store.engine.raw_connection()
+        connection.cursor().execute("BEGIN")
+        connection.close()
+        assert counted.rollbacks == 1  # one handed back inside a transaction is rolled back
+    finally:
+        sql_backend.close_store(store)

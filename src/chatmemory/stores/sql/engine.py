@@ -68,6 +68,8 @@ _CLIENT_MULTI_STATEMENTS = 1 << 16
 """MySQL protocol: the client may send several ``;``-separated statements as one query."""
 _SERVER_STATUS_IN_TRANS = 1
 """MySQL protocol: the server status flag of an open transaction (``SERVER_STATUS_IN_TRANS``)."""
+_PSYCOPG_IDLE = 0
+"""psycopg: ``pq.TransactionStatus.IDLE``, a session with no transaction open."""
 _SKIPS_AUTOCOMMIT_ROLLBACK = "skip_autocommit_rollback" in inspect.signature(DefaultDialect.__init__).parameters
 """Whether SQLAlchemy (2.0.43 and later) can skip ``rollback()`` on a connection in autocommit."""
 
@@ -152,11 +154,15 @@ def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
     pool pre-ping: a call that finds its pooled connection dead is retried once on a new connection.
     PyMySQL connections allow multiple statements per query (unless ``connect_args`` sets
     ``client_flag``; one in the URL is kept beside it), so that a turn is one round trip.
-    On MySQL/MariaDB a connection goes back to the pool without a ``ROLLBACK`` unless a transaction is
-    open (see :func:`install_connect_hooks`).
+    A connection goes back to the pool without a rollback unless a transaction is open (see
+    :func:`install_connect_hooks`).
     """
     settings = dict(options)
     settings.setdefault("isolation_level", AUTOCOMMIT)
+    # The pool does not roll back each connection it takes back: the reset hook rolls back what is really
+    # open. A rollback with nothing open costs a round trip with PyMySQL and asyncmy (they send ROLLBACK
+    # on every call), a hop to aiosqlite's thread, or a hop out of the greenlet with psycopg's async mode.
+    settings.setdefault("pool_reset_on_return", None)
     connect_args = dict(settings.pop("connect_args", {}))
     backend = dialect_family(url.get_backend_name())
     if backend == "sqlite":
@@ -172,24 +178,29 @@ def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
         asked = int(given if isinstance(given, str) else given[-1])
         connect_args["client_flag"] = asked | _CLIENT_FOUND_ROWS | _CLIENT_MULTI_STATEMENTS
     if backend == "mysql":
-        # PyMySQL and asyncmy send ROLLBACK on every rollback() call, even with no transaction open: one
-        # round trip per pooled call. The pool does not roll back, nor (in autocommit) does SQLAlchemy
-        # when it closes a connection; the reset hook rolls back what is really open.
-        settings.setdefault("pool_reset_on_return", None)
+        # Nor (in autocommit) does SQLAlchemy roll back when it closes a connection: PyMySQL and asyncmy
+        # would send ROLLBACK even with no transaction open.
         if _SKIPS_AUTOCOMMIT_ROLLBACK:
             settings.setdefault("skip_autocommit_rollback", True)
     return settings
 
 
 def install_connect_hooks(engine: Engine) -> None:
-    """Per-connection settings: WAL on SQLite, ``READ COMMITTED`` on MySQL/MariaDB; MySQL/MariaDB's reset.
+    """Per-connection settings (WAL on SQLite, ``READ COMMITTED`` on MySQL/MariaDB), and the pool's reset.
 
-    On MySQL/MariaDB a connection going back to the pool is rolled back only if the server's status
-    (sent with every reply, kept by the driver) says a transaction is open: the reset costs no round
-    trip after an autocommit statement, and a transaction left open (an operation interrupted between
-    ``BEGIN`` and ``COMMIT``) is still ended before another call gets the connection.
+    A connection going back to the pool is rolled back only if its driver says a transaction is open
+    (:func:`in_transaction`: state the driver keeps, read without I/O): the reset costs nothing after an
+    autocommit statement or a committed transaction, and a transaction left open (an operation
+    interrupted between ``BEGIN`` and ``COMMIT``) is still ended before another call gets the connection.
     """
     backend = dialect_family(engine.dialect.name)
+
+    @event.listens_for(engine, "reset")
+    def _rollback_if_open(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
+        if state.terminate_only or not state.asyncio_safe:
+            return  # discarded, not reused (or, on asyncio, in a garbage collection: nothing can be sent)
+        if in_transaction(dbapi_connection):
+            dbapi_connection.rollback()
 
     if backend == "sqlite":
 
@@ -210,18 +221,23 @@ def install_connect_hooks(engine: Engine) -> None:
             cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             cursor.close()
 
-        @event.listens_for(engine, "reset")
-        def _rollback_if_open(dbapi_connection: Any, _record: Any, state: PoolResetState) -> None:
-            if state.terminate_only or not state.asyncio_safe:
-                return  # discarded, not reused (or, on asyncio, in a garbage collection: nothing can be sent)
-            if in_transaction(dbapi_connection):
-                dbapi_connection.rollback()
-
 
 def in_transaction(dbapi_connection: Any) -> bool:
-    """Whether a PyMySQL or asyncmy connection's last reply said a transaction is open."""
-    driver_connection = getattr(dbapi_connection, "driver_connection", dbapi_connection)  # asyncmy's adapter
-    return bool(driver_connection.server_status & _SERVER_STATUS_IN_TRANS)
+    """Whether a connection of a store's drivers has a transaction open, as the driver knows it (no I/O).
+
+    PyMySQL and asyncmy keep the server status of the last reply; psycopg the session's transaction
+    status (anything but idle counts: in a transaction, failed in one, a command running, or unknown);
+    ``sqlite3`` and aiosqlite ask SQLite whether it is in autocommit. An asyncio driver's connection is
+    reached through SQLAlchemy's adapter around it.
+    """
+    driver_connection = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+    status = getattr(driver_connection, "server_status", None)
+    if status is not None:  # PyMySQL, asyncmy
+        return bool(status & _SERVER_STATUS_IN_TRANS)
+    info = getattr(driver_connection, "info", None)
+    if info is not None:  # psycopg
+        return int(info.transaction_status) != _PSYCOPG_IDLE
+    return bool(driver_connection.in_transaction)  # sqlite3, aiosqlite
 
 
 def takes_multi_statements(dbapi_connection: Any) -> bool:
