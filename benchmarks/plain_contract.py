@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -299,6 +299,14 @@ class Clock:
         self.wall.append((time.perf_counter_ns() - wall) / 1000)
         return result
 
+    async def arun(self, action: Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`run` for a coroutine (the event loop runs nothing else meanwhile)."""
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        result = await action()
+        self.cpu.append((time.thread_time_ns() - cpu) / 1000)
+        self.wall.append((time.perf_counter_ns() - wall) / 1000)
+        return result
+
 
 def _store_turn(
     clocks: dict[str, Clock], name: str, store: Any, memory_id: str, current: list[ChatMessage], turn: int
@@ -363,22 +371,26 @@ def main() -> None:
     print(f"{shown}: {args.turns} turns, medians of {args.runs} runs, µs (wall / client CPU)")
     for window in args.windows:
         runs = [one_run(args.url, window, args.turns, args.history) for _ in range(args.runs)]
+        print_window(window, runs, ["store", *(["history"] if args.history else []), "floor"])
 
-        def median(key: str, field: str, part: slice = slice(None), runs: list[dict[str, Clock]] = runs) -> float:
-            return statistics.median(statistics.median(getattr(run[key], field)[part]) for run in runs)
 
-        print(f"\nwindow {window}")
-        print(f"{'':22}{'wall':>10}{'x floor':>9}{'cpu':>10}{'x floor':>9}")
-        sides = ["store", *(["history"] if args.history else []), "floor"]
-        for op in ("update", "get"):
-            floor_wall, floor_cpu = median(f"floor {op}", "wall"), median(f"floor {op}", "cpu")
-            for side in sides:
-                wall, cpu = median(f"{side} {op}", "wall"), median(f"{side} {op}", "cpu")
-                print(f"{side + ' ' + op:22}{wall:10.0f}{wall / floor_wall:9.2f}{cpu:10.0f}{cpu / floor_cpu:9.2f}")
+def print_window(window: int, runs: list[dict[str, Clock]], sides: list[str]) -> None:
+    """The table of one window: medians over ``runs`` per side and operation, ratios to the floor, "flat"."""
+
+    def median(key: str, field: str, part: slice = slice(None)) -> float:
+        return statistics.median(statistics.median(getattr(run[key], field)[part]) for run in runs)
+
+    print(f"\nwindow {window}")
+    print(f"{'':22}{'wall':>10}{'x floor':>9}{'cpu':>10}{'x floor':>9}")
+    for op in ("update", "get"):
+        floor_wall, floor_cpu = median(f"floor {op}", "wall"), median(f"floor {op}", "cpu")
         for side in sides:
-            first = median(f"{side} update", "wall", slice(0, FLAT_SPAN))
-            last = median(f"{side} update", "wall", slice(-FLAT_SPAN, None))
-            print(f"flat ({side} update, last {FLAT_SPAN} / first {FLAT_SPAN} turns): {last / first:.2f}")
+            wall, cpu = median(f"{side} {op}", "wall"), median(f"{side} {op}", "cpu")
+            print(f"{side + ' ' + op:22}{wall:10.0f}{wall / floor_wall:9.2f}{cpu:10.0f}{cpu / floor_cpu:9.2f}")
+    for side in sides:
+        first = median(f"{side} update", "wall", slice(0, FLAT_SPAN))
+        last = median(f"{side} update", "wall", slice(-FLAT_SPAN, None))
+        print(f"flat ({side} update, last {FLAT_SPAN} / first {FLAT_SPAN} turns): {last / first:.2f}")
 
 
 if __name__ == "__main__":
