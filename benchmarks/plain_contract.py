@@ -65,14 +65,60 @@ class Floor:
         raise NotImplementedError
 
 
-class _RowFloor(Floor):
-    """A table of (memory_id, seq, payload) rows; the floor keeps each memory's next and first seq."""
+def driver_connect_args(url: str) -> dict[str, Any]:
+    """Keyword arguments that connect psycopg (sync or async), PyMySQL or asyncmy to the server of ``url``."""
+    from sqlalchemy.engine import make_url
 
-    def __init__(self) -> None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return {
+            "host": parsed.host,
+            "port": parsed.port or 5432,
+            "user": parsed.username,
+            "password": parsed.password,
+            "dbname": parsed.database,
+        }
+    return {
+        "host": parsed.host,
+        "port": parsed.port or 3306,
+        "user": parsed.username,
+        "password": parsed.password or "",
+        "database": parsed.database,
+    }
+
+
+_ROW_COLUMNS = {
+    "postgresql": "memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL",
+    "sqlite": "memory_id TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL",
+    "mysql": "memory_id VARCHAR(255) NOT NULL, seq BIGINT NOT NULL, payload LONGBLOB NOT NULL",
+}
+
+
+class RowTable:
+    """The SQL floors' table of (memory_id, seq, payload) rows: its statements, and each memory's seqs.
+
+    No I/O: the sync floors here and the asyncio ones of ``plain_contract_aio.py`` send its statements.
+    """
+
+    def __init__(self, backend: str) -> None:
+        name = f"floor_{uuid.uuid4().hex[:10]}"
+        m = "?" if backend == "sqlite" else "%s"
+        self.create = f"CREATE TABLE {name} ({_ROW_COLUMNS[backend]}, PRIMARY KEY (memory_id, seq))"
+        self.insert = f"INSERT INTO {name} (memory_id, seq, payload) VALUES ({m}, {m}, {m})"
+        self.delete = f"DELETE FROM {name} WHERE memory_id = {m} AND seq < {m}"
+        self.read = f"SELECT payload FROM {name} WHERE memory_id = {m} ORDER BY seq"
+        self.drop = f"DROP TABLE IF EXISTS {name}"
+        self.update = (
+            f"WITH new AS (INSERT INTO {name} (memory_id, seq, payload) "
+            "SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])) "
+            f"DELETE FROM {name} WHERE memory_id = %s AND seq < %s"
+        )
+        """PostgreSQL's whole turn as one statement (:meth:`update_parameters`)."""
         self.next_seq: dict[str, int] = {}
         self.first_seq: dict[str, int] = {}
 
-    def _rows(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> tuple[list, int]:
+    def turn(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> tuple[list, int]:
+        """The rows a turn inserts (new messages encoded) and the first seq it keeps."""
         start = self.next_seq.get(memory_id, 0)
         new = window[len(window) - appended :] if appended else []
         rows = [(memory_id, start + index, dumps_message(message)) for index, message in enumerate(new)]
@@ -81,76 +127,58 @@ class _RowFloor(Floor):
         self.first_seq[memory_id] = first
         return rows, first
 
+    @staticmethod
+    def update_parameters(memory_id: str, rows: list, first: int) -> tuple[Any, ...]:
+        """Parameters of :attr:`update` for a turn's rows and first kept seq."""
+        return (memory_id, [row[1] for row in rows], [row[2] for row in rows], memory_id, first)
 
-class PostgresFloor(_RowFloor):
+
+class PostgresFloor(Floor):
     def __init__(self, url: str) -> None:
         import psycopg
-        from sqlalchemy.engine import make_url
 
-        super().__init__()
-        parsed = make_url(url)
-        self.connection = psycopg.connect(
-            host=parsed.host,
-            port=parsed.port or 5432,
-            user=parsed.username,
-            password=parsed.password,
-            dbname=parsed.database,
-            autocommit=True,
-        )
-        self.table = f"floor_{uuid.uuid4().hex[:10]}"
-        self.connection.execute(
-            f"CREATE TABLE {self.table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
-            "PRIMARY KEY (memory_id, seq))"
-        )
-        self.update_sql = (
-            f"WITH new AS (INSERT INTO {self.table} (memory_id, seq, payload) "
-            "SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])) "
-            f"DELETE FROM {self.table} WHERE memory_id = %s AND seq < %s"
-        )
-        self.read_sql = f"SELECT payload FROM {self.table} WHERE memory_id = %s ORDER BY seq"
+        self.table = RowTable("postgresql")
+        self.connection = psycopg.connect(**driver_connect_args(url), autocommit=True)
+        self.connection.execute(self.table.create)
 
     def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
-        rows, first = self._rows(memory_id, window, appended, evicted)
-        self.connection.execute(
-            self.update_sql, (memory_id, [row[1] for row in rows], [row[2] for row in rows], memory_id, first)
-        )
+        rows, first = self.table.turn(memory_id, window, appended, evicted)
+        self.connection.execute(self.table.update, RowTable.update_parameters(memory_id, rows, first))
 
     def get(self, memory_id: str) -> list[ChatMessage]:
-        rows = self.connection.execute(self.read_sql, (memory_id,)).fetchall()
+        rows = self.connection.execute(self.table.read, (memory_id,)).fetchall()
         return [loads_message(row[0], memory_id=memory_id) for row in rows]
 
     def close(self) -> None:
-        self.connection.execute(f"DROP TABLE IF EXISTS {self.table}")
+        self.connection.execute(self.table.drop)
         self.connection.close()
 
 
-class _DbApiFloor(_RowFloor):
+class _DbApiFloor(Floor):
     """SQLite and MySQL: one transaction with an INSERT of the new rows and a DELETE of the evicted ones."""
 
     connection: Any
-    table: str
-    marker: str
+    table: RowTable
 
     def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
-        rows, first = self._rows(memory_id, window, appended, evicted)
+        rows, first = self.table.turn(memory_id, window, appended, evicted)
         cursor = self.connection.cursor()
-        m = self.marker
         if rows:
-            cursor.executemany(f"INSERT INTO {self.table} (memory_id, seq, payload) VALUES ({m}, {m}, {m})", rows)
+            cursor.executemany(self.table.insert, rows)
         if evicted:
-            cursor.execute(f"DELETE FROM {self.table} WHERE memory_id = {m} AND seq < {m}", (memory_id, first))
+            cursor.execute(self.table.delete, (memory_id, first))
         self.connection.commit()
 
     def get(self, memory_id: str) -> list[ChatMessage]:
         cursor = self.connection.cursor()
-        cursor.execute(f"SELECT payload FROM {self.table} WHERE memory_id = {self.marker} ORDER BY seq", (memory_id,))
+        cursor.execute(self.table.read, (memory_id,))
         rows = cursor.fetchall()
         self.connection.commit()
         return [loads_message(bytes(row[0]), memory_id=memory_id) for row in rows]
 
     def close(self) -> None:
         cursor = self.connection.cursor()
-        cursor.execute(f"DROP TABLE IF EXISTS {self.table}")
+        cursor.execute(self.table.drop)
         self.connection.commit()
         self.connection.close()
 
@@ -159,41 +187,21 @@ class SQLiteFloor(_DbApiFloor):
     def __init__(self, url: str) -> None:
         import sqlite3
 
-        super().__init__()
-        path = urlsplit(url).path[1:] or ":memory:"
-        self.connection = sqlite3.connect(path)
+        self.table = RowTable("sqlite")
+        self.connection = sqlite3.connect(urlsplit(url).path[1:] or ":memory:")
         self.connection.execute("PRAGMA journal_mode=WAL")
-        self.table = f"floor_{uuid.uuid4().hex[:10]}"
-        self.marker = "?"
-        self.connection.execute(
-            f"CREATE TABLE {self.table} (memory_id TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, "
-            "PRIMARY KEY (memory_id, seq))"
-        )
+        self.connection.execute(self.table.create)
         self.connection.commit()
 
 
 class MySQLFloor(_DbApiFloor):
     def __init__(self, url: str) -> None:
         import pymysql
-        from sqlalchemy.engine import make_url
 
-        super().__init__()
-        parsed = make_url(url)
-        self.connection = pymysql.connect(
-            host=parsed.host,
-            port=parsed.port or 3306,
-            user=parsed.username,
-            password=parsed.password or "",
-            database=parsed.database,
-            autocommit=False,
-        )
-        self.table = f"floor_{uuid.uuid4().hex[:10]}"
-        self.marker = "%s"
+        self.table = RowTable("mysql")
+        self.connection = pymysql.connect(**driver_connect_args(url), autocommit=False)
         cursor = self.connection.cursor()
-        cursor.execute(
-            f"CREATE TABLE {self.table} (memory_id VARCHAR(255) NOT NULL, seq BIGINT NOT NULL, "
-            "payload LONGBLOB NOT NULL, PRIMARY KEY (memory_id, seq))"
-        )
+        cursor.execute(self.table.create)
         self.connection.commit()
 
 

@@ -32,7 +32,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 sys.path.append(_HERE)
 
-from plain_contract import TTL_SECONDS, Clock, print_window  # noqa: E402
+from plain_contract import TTL_SECONDS, Clock, RowTable, driver_connect_args, print_window  # noqa: E402
 from workload import sliding_windows  # noqa: E402
 
 from chatmemory import ChatMessage  # noqa: E402
@@ -53,160 +53,97 @@ class AsyncFloor:
         raise NotImplementedError
 
 
-class _AsyncRowFloor(AsyncFloor):
-    """A table of (memory_id, seq, payload) rows; the floor keeps each memory's next and first seq."""
-
-    def __init__(self) -> None:
-        self.next_seq: dict[str, int] = {}
-        self.first_seq: dict[str, int] = {}
-        self.table = f"floor_{uuid.uuid4().hex[:10]}"
-
-    def _rows(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> tuple[list, int]:
-        start = self.next_seq.get(memory_id, 0)
-        new = window[len(window) - appended :] if appended else []
-        rows = [(memory_id, start + index, dumps_message(message)) for index, message in enumerate(new)]
-        self.next_seq[memory_id] = start + len(rows)
-        first = self.first_seq.get(memory_id, 0) + evicted
-        self.first_seq[memory_id] = first
-        return rows, first
-
-
-class AsyncPostgresFloor(_AsyncRowFloor):
+class AsyncPostgresFloor(AsyncFloor):
     async def open(self, url: str) -> AsyncPostgresFloor:
         import psycopg
-        from sqlalchemy.engine import make_url
 
-        parsed = make_url(url)
-        self.connection = await psycopg.AsyncConnection.connect(
-            host=parsed.host,
-            port=parsed.port or 5432,
-            user=parsed.username,
-            password=parsed.password,
-            dbname=parsed.database,
-            autocommit=True,
-        )
-        await self.connection.execute(
-            f"CREATE TABLE {self.table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
-            "PRIMARY KEY (memory_id, seq))"
-        )
+        self.table = RowTable("postgresql")
+        self.connection = await psycopg.AsyncConnection.connect(**driver_connect_args(url), autocommit=True)
+        await self.connection.execute(self.table.create)
         return self
 
     async def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
-        rows, first = self._rows(memory_id, window, appended, evicted)
-        await self.connection.execute(
-            f"WITH new AS (INSERT INTO {self.table} (memory_id, seq, payload) "
-            "SELECT %s, unnest(%s::bigint[]), unnest(%s::bytea[])) "
-            f"DELETE FROM {self.table} WHERE memory_id = %s AND seq < %s",
-            (memory_id, [row[1] for row in rows], [row[2] for row in rows], memory_id, first),
-        )
+        rows, first = self.table.turn(memory_id, window, appended, evicted)
+        await self.connection.execute(self.table.update, RowTable.update_parameters(memory_id, rows, first))
 
     async def get(self, memory_id: str) -> list[ChatMessage]:
-        cursor = await self.connection.execute(
-            f"SELECT payload FROM {self.table} WHERE memory_id = %s ORDER BY seq", (memory_id,)
-        )
+        cursor = await self.connection.execute(self.table.read, (memory_id,))
         return [loads_message(row[0], memory_id=memory_id) for row in await cursor.fetchall()]
 
     async def close(self) -> None:
-        await self.connection.execute(f"DROP TABLE IF EXISTS {self.table}")
+        await self.connection.execute(self.table.drop)
         await self.connection.close()
 
 
-class _AsyncDbApiFloor(_AsyncRowFloor):
-    """aiosqlite and asyncmy: one transaction with an INSERT of the new rows and a DELETE of the evicted ones."""
+class AsyncSQLiteFloor(AsyncFloor):
+    """One transaction with an INSERT of the new rows and a DELETE of the evicted ones."""
 
-    connection: Any
-    marker: str
+    async def open(self, url: str) -> AsyncSQLiteFloor:
+        import aiosqlite
+
+        self.table = RowTable("sqlite")
+        self.connection = await aiosqlite.connect(urlsplit(url).path[1:])
+        await self.connection.execute("PRAGMA journal_mode=WAL")
+        await self.connection.execute(self.table.create)
+        await self.connection.commit()
+        return self
 
     async def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
-        rows, first = self._rows(memory_id, window, appended, evicted)
-        m = self.marker
+        rows, first = self.table.turn(memory_id, window, appended, evicted)
         cursor = await self.connection.cursor()
         if rows:
-            await cursor.executemany(f"INSERT INTO {self.table} (memory_id, seq, payload) VALUES ({m}, {m}, {m})", rows)
+            await cursor.executemany(self.table.insert, rows)
         if evicted:
-            await cursor.execute(f"DELETE FROM {self.table} WHERE memory_id = {m} AND seq < {m}", (memory_id, first))
+            await cursor.execute(self.table.delete, (memory_id, first))
         await cursor.close()
         await self.connection.commit()
 
     async def get(self, memory_id: str) -> list[ChatMessage]:
         cursor = await self.connection.cursor()
-        await cursor.execute(
-            f"SELECT payload FROM {self.table} WHERE memory_id = {self.marker} ORDER BY seq", (memory_id,)
-        )
+        await cursor.execute(self.table.read, (memory_id,))
         rows = await cursor.fetchall()
         await cursor.close()
         await self.connection.commit()
         return [loads_message(bytes(row[0]), memory_id=memory_id) for row in rows]
 
     async def close(self) -> None:
-        cursor = await self.connection.cursor()
-        await cursor.execute(f"DROP TABLE IF EXISTS {self.table}")
-        await cursor.close()
+        await self.connection.execute(self.table.drop)
         await self.connection.commit()
         await self.connection.close()
 
 
-class AsyncSQLiteFloor(_AsyncDbApiFloor):
-    marker = "?"
-
-    async def open(self, url: str) -> AsyncSQLiteFloor:
-        import aiosqlite
-
-        self.connection = await aiosqlite.connect(urlsplit(url).path[1:])
-        await self.connection.execute("PRAGMA journal_mode=WAL")
-        await self.connection.execute(
-            f"CREATE TABLE {self.table} (memory_id TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, "
-            "PRIMARY KEY (memory_id, seq))"
-        )
-        await self.connection.commit()
-        return self
-
-
-class AsyncMySQLFloor(_AsyncDbApiFloor):
-    marker = "%s"
+class AsyncMySQLFloor(AsyncFloor):
+    """One transaction with an INSERT of the new rows and a DELETE of the evicted ones."""
 
     async def open(self, url: str) -> AsyncMySQLFloor:
         import asyncmy
-        from sqlalchemy.engine import make_url
 
-        parsed = make_url(url)
-        self.connection = await asyncmy.connect(
-            host=parsed.host,
-            port=parsed.port or 3306,
-            user=parsed.username,
-            password=parsed.password or "",
-            database=parsed.database,
-            autocommit=False,
-        )
-        cursor = self.connection.cursor()
-        await cursor.execute(
-            f"CREATE TABLE {self.table} (memory_id VARCHAR(255) NOT NULL, seq BIGINT NOT NULL, "
-            "payload LONGBLOB NOT NULL, PRIMARY KEY (memory_id, seq))"
-        )
+        self.table = RowTable("mysql")
+        self.connection = await asyncmy.connect(**driver_connect_args(url), autocommit=False)
+        async with self.connection.cursor() as cursor:  # asyncmy's cursor() is not awaited
+            await cursor.execute(self.table.create)
         await self.connection.commit()
         return self
 
     async def update(self, memory_id: str, window: Sequence[ChatMessage], appended: int, evicted: int) -> None:
-        rows, first = self._rows(memory_id, window, appended, evicted)
-        async with self.connection.cursor() as cursor:  # asyncmy's cursor() is not awaited
+        rows, first = self.table.turn(memory_id, window, appended, evicted)
+        async with self.connection.cursor() as cursor:
             if rows:
-                await cursor.executemany(
-                    f"INSERT INTO {self.table} (memory_id, seq, payload) VALUES (%s, %s, %s)", rows
-                )
+                await cursor.executemany(self.table.insert, rows)
             if evicted:
-                await cursor.execute(f"DELETE FROM {self.table} WHERE memory_id = %s AND seq < %s", (memory_id, first))
+                await cursor.execute(self.table.delete, (memory_id, first))
         await self.connection.commit()
 
     async def get(self, memory_id: str) -> list[ChatMessage]:
         async with self.connection.cursor() as cursor:
-            await cursor.execute(f"SELECT payload FROM {self.table} WHERE memory_id = %s ORDER BY seq", (memory_id,))
+            await cursor.execute(self.table.read, (memory_id,))
             rows = await cursor.fetchall()
         await self.connection.commit()
         return [loads_message(bytes(row[0]), memory_id=memory_id) for row in rows]
 
     async def close(self) -> None:
         async with self.connection.cursor() as cursor:
-            await cursor.execute(f"DROP TABLE IF EXISTS {self.table}")
+            await cursor.execute(self.table.drop)
         await self.connection.commit()
         await self.connection.ensure_closed()
 

@@ -64,6 +64,9 @@ from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemorySt
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 from chatmemory.stores.sql import SQLChatMemoryStore  # noqa: E402
 
+sys.path.append(_HERE)
+from plain_contract import driver_connect_args  # noqa: E402
+
 TTL_SECONDS = 3600
 FLAT_SPAN = 200
 COUNTED_TURNS = 20
@@ -93,15 +96,7 @@ class Baseline:
     def __init__(self, url: str, table: str) -> None:
         import psycopg
 
-        parsed = make_url(url)
-        self.connection = psycopg.connect(
-            host=parsed.host,
-            port=parsed.port or 5432,
-            user=parsed.username,
-            password=parsed.password,
-            dbname=parsed.database,
-            autocommit=True,
-        )
+        self.connection = psycopg.connect(**driver_connect_args(url), autocommit=True)
         self.table = table
         self.connection.execute(
             f"CREATE TABLE {table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
@@ -217,15 +212,7 @@ class AsyncBaseline:
     async def open(cls, url: str, table: str) -> AsyncBaseline:
         import psycopg
 
-        parsed = make_url(url)
-        connection = await psycopg.AsyncConnection.connect(
-            host=parsed.host,
-            port=parsed.port or 5432,
-            user=parsed.username,
-            password=parsed.password,
-            dbname=parsed.database,
-            autocommit=True,
-        )
+        connection = await psycopg.AsyncConnection.connect(**driver_connect_args(url), autocommit=True)
         await connection.execute(
             f"CREATE TABLE {table} (memory_id text NOT NULL, seq bigint NOT NULL, payload bytea NOT NULL, "
             "PRIMARY KEY (memory_id, seq))"
