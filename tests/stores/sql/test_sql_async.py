@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
 
@@ -17,7 +16,7 @@ from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.engine import in_transaction
-from support.backends.sqlite import SQLBackend
+from support.backends.sqlite import SQLBackend, counted_rollbacks
 
 pytestmark = pytest.mark.asyncio
 
@@ -284,16 +283,6 @@ async def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_befo
     await store.update_messages("m", texts("b", "c"))  # and no lock is left behind
 
 
-class _CountedRollbacks(sqlite3.Connection):
-    """A ``sqlite3`` connection that counts its ``rollback()`` calls (the driver's own, otherwise untouched)."""
-
-    rollbacks = 0
-
-    def rollback(self) -> None:
-        type(self).rollbacks += 1
-        super().rollback()
-
-
 async def test_aiosqlite_connections_go_back_to_the_pool_without_a_rollback_unless_a_transaction_is_open(
     sql_backend: SQLBackend, sync_store: SQLChatMemoryStore
 ) -> None:
@@ -301,7 +290,7 @@ async def test_aiosqlite_connections_go_back_to_the_pool_without_a_rollback_unle
         pytest.skip("the driver's rollback() calls are counted on sqlite3's own connection class")
     # aiosqlite runs each call, rollback() too, on its own thread: a rollback with nothing open would
     # cost every operation a hop there and back.
-    counted = type("Counted", (_CountedRollbacks,), {"rollbacks": 0})
+    counted = counted_rollbacks()
     options = {"connect_args": {"factory": counted}}
     async with AsyncSQLStore(sql_backend.url, table_prefix=sync_store.table_prefix, engine_options=options) as store:
         await store.update_messages("m", texts("a"))  # checks the schema and takes the locked path first

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +12,7 @@ from sqlalchemy import event, select, text
 from chatmemory import ChatMessage, SystemMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.engine import in_transaction
-from support.backends.sqlite import SQLBackend
+from support.backends.sqlite import SQLBackend, counted_rollbacks
 
 
 @pytest.fixture
@@ -403,22 +402,12 @@ def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_before_any
     store.update_messages("m", [UserMessage("b"), UserMessage("c")])  # and no lock is left behind
 
 
-class _CountedRollbacks(sqlite3.Connection):
-    """A ``sqlite3`` connection that counts its ``rollback()`` calls (the driver's own, otherwise untouched)."""
-
-    rollbacks = 0
-
-    def rollback(self) -> None:
-        type(self).rollbacks += 1
-        super().rollback()
-
-
 def test_sqlite_connections_go_back_to_the_pool_without_a_rollback_call_unless_a_transaction_is_open(
     sql_backend: SQLBackend,
 ) -> None:
     if not sql_backend.url.startswith("sqlite"):
         pytest.skip("the driver's rollback() calls are counted on sqlite3's own connection class")
-    counted = type("Counted", (_CountedRollbacks,), {"rollbacks": 0})
+    counted = counted_rollbacks()
     store = sql_backend.make_store(engine_options={"connect_args": {"factory": counted}})
     try:
         # The first write checks the schema and takes the locked path, each on a SQLAlchemy Connection,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -106,3 +107,22 @@ def open_sql_backend(name: str) -> SQLBackend:
 
     backend: SQLBackend = importlib.import_module(f"support.backends.{name}").open_backend()
     return backend
+
+
+class CountedRollbacks(sqlite3.Connection):
+    """A ``sqlite3`` connection that counts its ``rollback()`` calls (the driver's own, otherwise untouched).
+
+    Pass a fresh one (:func:`counted_rollbacks`) as ``connect_args={"factory": ...}``; aiosqlite passes it
+    on to ``sqlite3.connect`` too.
+    """
+
+    rollbacks = 0
+
+    def rollback(self) -> None:
+        type(self).rollbacks += 1
+        super().rollback()
+
+
+def counted_rollbacks() -> type[CountedRollbacks]:
+    """A connection class of its own, whose count starts at zero."""
+    return type("Counted", (CountedRollbacks,), {"rollbacks": 0})
