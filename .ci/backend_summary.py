@@ -11,7 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 
-BACKENDS = ("memory", "sqlite", "postgres", "mysql", "redis_cluster", "redis", "mongodb", "langchain4j_redis")
+BACKENDS = ("memory", "sqlite", "sqlite_aiosqlite", "postgres", "mysql", "redis_cluster", "redis", "mongodb", "langchain4j_redis")
 
 
 def _by_module(module: str) -> str:

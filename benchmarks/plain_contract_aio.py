@@ -13,8 +13,9 @@ sent with each driver's asyncio API, on the same server, the sides taking turns 
 * MongoDB (PyMongo's ``AsyncMongoClient``): one ``$push`` with ``$each`` and ``$slice``; one ``find_one``.
 
 The workload, the encoding and decoding, the medians and the table are ``plain_contract.py``'s. Client CPU
-is the event loop thread's (aiosqlite runs SQLite on a thread of its own, which it does not count). Figures
-only, no assertions: not run in CI.
+is the whole process's, every thread's: aiosqlite runs SQLite on a thread of its own per connection, and
+the SQLite store from a URL runs its operations on worker threads (``chatmemory.aio.stores.sql_threads``);
+the event loop runs nothing else meanwhile. Figures only, no assertions: not run in CI.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -240,7 +242,7 @@ async def drop(store: Any, memory_id: str) -> None:
 async def one_run(url: str, window: int, turns: int) -> dict[str, Clock]:
     store = await store_for(url)
     floor = await floor_for(url)
-    clocks = {f"{side} {op}": Clock() for side in ("store", "floor") for op in ("update", "get")}
+    clocks = {f"{side} {op}": Clock(time.process_time_ns) for side in ("store", "floor") for op in ("update", "get")}
     memory_id = f"user-{uuid.uuid4().hex[:8]}"
 
     async def store_turn(current: list[ChatMessage], appended: int, evicted: int, turn: int) -> None:

@@ -30,9 +30,13 @@ ASYNC_BACKENDS: list[tuple[str, str]] = [
     ("redis_cluster", "redis_cluster"),
     ("mongodb", "mongodb"),
     ("sqlite", "sqlite"),
+    # The asyncio store on an aiosqlite AsyncEngine passed in (from a URL it runs sqlite3 on threads).
+    ("sqlite_aiosqlite", "sqlite_aiosqlite"),
     ("postgres", "postgres"),
     ("mysql", "mysql"),
 ]
+# A backend's pytest marker, where it is not its id.
+MARKERS = {"sqlite_aiosqlite": "sqlite"}
 
 _opened: dict[str, Backend] = {}
 _opened_async: dict[str, AsyncBackend] = {}
@@ -59,7 +63,9 @@ def store(backend: Backend) -> Iterator[ChatMemoryStore]:
     backend.close_store(made)
 
 
-@pytest.fixture(params=[pytest.param(b, id=b[0], marks=getattr(pytest.mark, b[0])) for b in ASYNC_BACKENDS])
+@pytest.fixture(
+    params=[pytest.param(b, id=b[0], marks=getattr(pytest.mark, MARKERS.get(b[0], b[0]))) for b in ASYNC_BACKENDS]
+)
 def async_backend(request: pytest.FixtureRequest) -> AsyncBackend:
     """Each backend with an asyncio store in turn (session-wide; stores and clients are per test)."""
     name, module = request.param

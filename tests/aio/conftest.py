@@ -12,7 +12,15 @@ from support.backends import AsyncBackend
 # 2,000 memories and 100 x 20 adds without a server, half on Redis (the 200 tasks stay; the client's
 # own work per turn is what takes the time), less on the SQL servers, least on the MongoDB-compatible
 # test server (about 10 ms per write).
-SCALES = {"memory": 1.0, "redis": 0.5, "redis_cluster": 0.5, "sqlite": 0.25, "postgres": 0.25, "mysql": 0.25}
+SCALES = {
+    "memory": 1.0,
+    "redis": 0.5,
+    "redis_cluster": 0.5,
+    "sqlite": 0.25,
+    "sqlite_aiosqlite": 0.25,
+    "postgres": 0.25,
+    "mysql": 0.25,
+}
 DEFAULT_SCALE = 0.1
 
 

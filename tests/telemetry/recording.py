@@ -70,6 +70,7 @@ BACKEND_NAMES = {
     "redis_cluster": "redis",
     "mongodb": "mongodb",
     "sqlite": "sql",
+    "sqlite_aiosqlite": "sql",
     "postgres": "sql",
     "mysql": "sql",
     "langchain4j_redis": "langchain4j-redis",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
+from sqlalchemy import Engine
 from sqlalchemy.util import greenlet_spawn
 
 from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, StoreError, UserMessage
@@ -34,8 +37,18 @@ async def store(sql_backend: SQLBackend, sync_store: SQLChatMemoryStore) -> Asyn
         yield made
 
 
+def operations_engine(store: AsyncSQLStore) -> Engine:
+    """The sync engine whose pool the store's operations take connections from.
+
+    SQLite from a URL: the ``sqlite3`` engine of its worker threads; otherwise the ``AsyncEngine``'s own.
+    """
+    return store._thread_engine or store.engine.sync_engine
+
+
 def checked_out(store: AsyncSQLStore) -> int:
-    return int(store.engine.sync_engine.pool.checkedout())  # type: ignore[attr-defined]
+    """Connections out of the store's pools (the operations' and, when it differs, the ``AsyncEngine``'s)."""
+    pools = {id(engine.pool): engine.pool for engine in (operations_engine(store), store.engine.sync_engine)}
+    return sum(int(pool.checkedout()) for pool in pools.values())  # type: ignore[attr-defined]
 
 
 def texts(*words: str) -> list[ChatMessage]:
@@ -283,13 +296,13 @@ async def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_befo
     await store.update_messages("m", texts("b", "c"))  # and no lock is left behind
 
 
-async def test_aiosqlite_connections_go_back_to_the_pool_without_a_rollback_unless_a_transaction_is_open(
+async def test_sqlite_connections_go_back_to_the_pool_without_a_rollback_unless_a_transaction_is_open(
     sql_backend: SQLBackend, sync_store: SQLChatMemoryStore
 ) -> None:
     if not sql_backend.url.startswith("sqlite"):
         pytest.skip("the driver's rollback() calls are counted on sqlite3's own connection class")
-    # aiosqlite runs each call, rollback() too, on its own thread: a rollback with nothing open would
-    # cost every operation a hop there and back.
+    # The operations' connections (sqlite3 on the store's worker threads) are counted; a rollback with
+    # nothing open would be one more call per operation.
     counted = counted_rollbacks()
     options = {"connect_args": {"factory": counted}}
     async with AsyncSQLStore(sql_backend.url, table_prefix=sync_store.table_prefix, engine_options=options) as store:
@@ -299,11 +312,33 @@ async def test_aiosqlite_connections_go_back_to_the_pool_without_a_rollback_unle
             await store.update_messages("m", texts("a", f"b{turn}"))
             await store.get_messages("m")
         assert counted.rollbacks == 0
-        pooled = await store.engine.raw_connection()
-
-        def begin_and_hand_back() -> None:
-            pooled.cursor().execute("BEGIN")
-            pooled.close()
-
-        await greenlet_spawn(begin_and_hand_back)
+        pooled = operations_engine(store).raw_connection()
+        pooled.cursor().execute("BEGIN")
+        pooled.close()
         assert counted.rollbacks == 1  # one handed back inside a transaction is rolled back
+        assert checked_out(store) == 0
+
+
+async def test_sqlite_operations_run_on_the_stores_worker_threads_not_the_event_loops(
+    sql_backend: SQLBackend, sync_store: SQLChatMemoryStore
+) -> None:
+    if not sql_backend.url.startswith("sqlite"):
+        pytest.skip("only SQLite runs its operations on worker threads")
+    threads: list[str] = []
+
+    class Watched(sqlite3.Connection):
+        def cursor(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+            threads.append(threading.current_thread().name)
+            return super().cursor(*args, **kwargs)
+
+    options = {"connect_args": {"factory": Watched}}
+    async with AsyncSQLStore(sql_backend.url, table_prefix=sync_store.table_prefix, engine_options=options) as store:
+        await store.update_messages("w", texts("a"))
+        threads.clear()
+        for turn in range(5):
+            await store.update_messages("w", texts("a", f"b{turn}"))
+            assert await store.get_messages("w") == texts("a", f"b{turn}")
+        async for _ in store.memory_ids():
+            pass
+    assert threads, "no statement was counted"
+    assert {name.rsplit("_", 1)[0] for name in threads} == {"chatmemory-sqlite"}, threads

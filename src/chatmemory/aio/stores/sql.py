@@ -3,7 +3,10 @@
 Drivers, each behind the same extra as the sync store's:
 
 * PostgreSQL: psycopg 3 in its async mode, with the same ``postgresql+psycopg://`` URL (``chatmemory[postgres]``);
-* SQLite: aiosqlite (``sqlite:///file.db`` is mapped to ``sqlite+aiosqlite:///file.db``; ``chatmemory[sql]``);
+* SQLite: from a URL, every operation runs the sync store's ``sqlite3`` engine on a worker thread of the
+  store, one trip per operation (:mod:`chatmemory.aio.stores.sql_threads`); ``engine`` and the schema
+  commands use aiosqlite (``sqlite:///file.db`` is mapped to ``sqlite+aiosqlite:///file.db``;
+  ``chatmemory[sql]``). An aiosqlite ``AsyncEngine`` passed in is used as it is, as the others are;
 * MySQL/MariaDB: asyncmy (``mysql://`` and ``mysql+pymysql://`` are mapped to ``mysql+asyncmy://``;
   ``chatmemory[mysql]``). asyncmy is maintained, compiled (its protocol code is Cython), and works with
   the PyMySQL release the sync store uses. aiomysql, the other choice, runs PyMySQL's own protocol code,
@@ -12,13 +15,14 @@ Drivers, each behind the same extra as the sync store's:
 
 Every operation (what to read, what to write, when to retry) is the sync store's: written once in
 :mod:`chatmemory.stores.sql.operations` as generators of commands, sent by the sync executor run in a
-greenlet on the ``AsyncEngine`` (:mod:`chatmemory.aio.stores.sql_driver`); a memory written by one store
-is read and extended by the other.
+greenlet on the ``AsyncEngine`` (:mod:`chatmemory.aio.stores.sql_driver`), or on a worker thread for
+SQLite; a memory written by one store is read and extended by the other.
 
 Cancellation: a task cancelled inside a call (or timed out by ``asyncio.timeout``) leaves the memory at
 its old or its new list: an open transaction is never committed, and the connection it held is
 invalidated (the server rolls back when it closes) and its pool slot released, since a driver
-interrupted mid-protocol cannot be trusted with the next call.
+interrupted mid-protocol cannot be trusted with the next call. On SQLite from a URL the call returns
+once its worker thread has stopped (:mod:`chatmemory.aio.stores.sql_threads` says when that is).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import contextlib
 import datetime
 import functools
+import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal
 
@@ -34,10 +39,12 @@ from chatmemory.stores._optional import require
 
 require("sqlalchemy", feature="chatmemory.aio.stores.sql.SQLChatMemoryStore", extra="sql")
 
-from sqlalchemy.exc import SQLAlchemyError  # noqa: E402 - after the dependency check
+from sqlalchemy import Engine  # noqa: E402 - after the dependency check
+from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine  # noqa: E402
 
 from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
+from chatmemory.aio.stores.sql_threads import ThreadDriver  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
@@ -45,7 +52,16 @@ from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
-from chatmemory.stores.sql.engine import driver_options, install_connect_hooks, missing_driver, normalize_url  # noqa: E402
+from chatmemory.stores.sql.engine import (  # noqa: E402
+    autocommit_options,
+    dialect_family,
+    driver_options,
+    engine_from_url,
+    engine_isolation_level,
+    install_connect_hooks,
+    missing_driver,
+    normalize_url,
+)
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
 from chatmemory.stores.sql.schema_admin import revision_on  # noqa: E402
@@ -65,7 +81,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         table_prefix: prefix of the store's tables.
         ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the database's clock.
         snapshot_cache_size: how many memories' last state to keep for diffing writes without a read.
-        engine_options: passed to :func:`~sqlalchemy.ext.asyncio.create_async_engine` when a URL is given.
+        engine_options: passed to :func:`~sqlalchemy.ext.asyncio.create_async_engine` when a URL is given
+            (on SQLite, to :func:`~sqlalchemy.create_engine` too, for the engine of the worker threads).
         retry: how long writers creating or replacing one memory at once retry their collisions.
         history: keep every message ever added to a memory (see the sync store).
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
@@ -84,6 +101,9 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     )
     _wrong_dialect = "the SQL store supports PostgreSQL, SQLite and MySQL/MariaDB, not {name!r}"
 
+    _thread_engine: Engine | None = None
+    """SQLite from a URL: the sync engine its operations run on worker threads (see the module)."""
+
     def _engine_from_url(self, url: str, options: dict[str, Any]) -> AsyncEngine:
         parsed = normalize_url(url, asynchronous=True)
         try:
@@ -91,6 +111,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         except ImportError as exc:
             raise missing_driver(parsed, exc, "chatmemory.aio.stores.sql.SQLChatMemoryStore") from exc
         install_connect_hooks(engine.sync_engine)
+        if dialect_family(parsed.get_backend_name()) == "sqlite":
+            self._thread_engine = engine_from_url(url, options)
         return engine
 
     @functools.cached_property
@@ -99,10 +121,15 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @property
     def engine(self) -> AsyncEngine:
-        """The asyncio engine the store uses."""
+        """The asyncio engine the store uses (on SQLite from a URL, for the schema commands only)."""
         return self._engine
 
     async def _release(self) -> None:
+        driver = self.__dict__.get("_driver")
+        if isinstance(driver, ThreadDriver):
+            await asyncio.to_thread(driver.shutdown)
+        if self._thread_engine is not None:
+            self._thread_engine.dispose()
         await self._engine.dispose()
 
     # ------------------------------------------------------------------------------------------ schema
@@ -149,10 +176,33 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
                 async with self._connect(Operation.SCHEMA) as connection:
                     await connection.run_sync(self._schema.check_on)
 
+    @functools.cached_property
+    def _thread_schema_lock(self) -> threading.Lock:
+        return threading.Lock()
+
+    def _check_schema_on_thread(self) -> None:
+        """:meth:`_check_schema` on a worker thread, with the sync engine (SQLite from a URL)."""
+        engine = self._thread_engine
+        assert engine is not None, "only a store with worker threads checks its schema on them"
+        with self._thread_schema_lock:
+            if self._schema.checked:
+                return
+            try:
+                with engine.connect() as connection:
+                    self._schema.check_on(connection)
+            except ChatMemoryError:
+                raise
+            except SQLAlchemyError as exc:
+                raise self._schema.store_error(Operation.SCHEMA, None, exc) from exc
+
     # -------------------------------------------------------------------------------------- the driver
 
     @functools.cached_property
-    def _driver(self) -> AsyncDriver:
+    def _driver(self) -> AsyncDriver | ThreadDriver:
+        engine = self._thread_engine
+        if engine is not None:
+            autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
+            return ThreadDriver(engine, autocommit, self._check_schema_on_thread)
         return AsyncDriver(self._engine, self._autocommit, self._check_schema)
 
     # ------------------------------------------------------------------------------------------- reads

@@ -1,0 +1,172 @@
+"""How the asyncio SQL store sends commands on SQLite: the sync executor, one worker thread per operation.
+
+SQLite is a library in the process: a statement blocks on the file, not on a socket, so an asyncio
+driver can only run it on another thread. aiosqlite does so per call: through SQLAlchemy's adapter a
+turn is seven trips to its thread and back (open a cursor, ``BEGIN IMMEDIATE``, three statements,
+``COMMIT``, close the cursor), each one a wake-up of that thread and of the event loop. Here a whole
+operation is one trip: it is driven by the sync executor's
+:class:`~chatmemory.stores.sql.driver.Session` on a worker thread, with the sync ``sqlite3`` engine of
+the same file, and the event loop awaits its outcome. The operations, the statements and the connection
+hooks are the sync store's; the event loop's thread runs none of them.
+
+The threads are the store's own (made as concurrent operations need them, up to :data:`WORKERS`), so a
+slow SQLite call never takes a thread of the loop's default executor. An operation that needs more
+connections than the engine's pool holds waits for one on its thread, as the sync store's callers do.
+A retry's backoff sleeps on the worker thread; the schema check runs there too, once per store.
+
+Cancellation (a cancelled task, an ``asyncio.timeout``): an operation not begun yet never runs. One
+under way stops before its next command; a command already sent (a batch of statements is one command)
+runs to its end, so the memory is left at its old or its new list. The call returns, with the
+cancellation, only once its thread is done and its connection back in the pool (invalidated, if the
+operation stopped between commands, which ends any transaction it had begun), so that nothing of it
+runs after the call. A command waiting for SQLite's write lock keeps waiting, up to the busy timeout:
+``sqlite3`` cannot interrupt that wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import AsyncGenerator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+
+from chatmemory.stores.base.driving import drive
+from chatmemory.stores.sql.commands import Emit, ListingClosed, Steps
+from chatmemory.stores.sql.driver import Session, SyncDriver
+
+__all__ = ["WORKERS", "ThreadDriver"]
+
+_T = TypeVar("_T")
+
+WORKERS = 16
+"""The most worker threads one store runs at once (threads are made only as operations need them)."""
+
+
+class _Stopped(BaseException):
+    """Raised on the worker thread at an operation's next command once its task was cancelled."""
+
+
+class ThreadDriver:
+    """Sends the commands of one asyncio store's operations on worker threads, with a sync engine.
+
+    Args:
+        engine: the sync engine of the store's database (the store made it; its event listeners decide
+            the path of driver SQL, as for the sync store).
+        autocommit: that engine in autocommit, which operations check connections out of.
+        check_schema: checks the schema revision once per store (called on a worker thread).
+    """
+
+    __slots__ = ("_executor", "_shut", "_sync")
+
+    def __init__(self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None]) -> None:
+        self._sync = SyncDriver(engine, autocommit, check_schema)
+        self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="chatmemory-sqlite")
+        self._shut = False
+
+    def shutdown(self) -> None:
+        """Let the worker threads end once the operations under way are done (blocks until then).
+
+        An operation of the closed store that follows is driven on the caller's thread with nothing to
+        send it: it refuses before its first command (the store checks that it is open first).
+        """
+        self._shut = True
+        self._executor.shutdown(wait=True)
+
+    def _submit(self, function: Callable[..., _T], *args: Any) -> Future[_T]:
+        context = contextvars.copy_context()  # as asyncio.to_thread: the caller's context variables
+        return self._executor.submit(context.run, function, *args)
+
+    async def run(self, steps: Steps[_T]) -> _T:
+        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+        if self._shut:
+            return drive(steps, _closed)
+        stop = threading.Event()
+        return await _outcome(self._submit(_ran, self._sync.session(), steps, stop), stop)
+
+    async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+        """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
+        session = self._sync.session()
+        stop = threading.Event()
+        sent = steps
+        try:
+            command = sent.send(None)
+            while True:
+                if isinstance(command, Emit):
+                    try:
+                        for memory_id in command.ids:
+                            yield memory_id
+                    except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
+                        command = sent.throw(ListingClosed())
+                    else:
+                        command = sent.send(None)
+                    continue
+                try:
+                    reply = await _outcome(self._submit(session.perform, command), stop)
+                except Exception as exc:
+                    command = sent.throw(exc)
+                else:
+                    command = sent.send(reply)
+        except (StopIteration, ListingClosed):
+            pass
+        except BaseException as exc:
+            await _finished(self._submit(session.end, exc))
+            raise
+        await _finished(self._submit(session.end, None))
+
+
+def _closed(command: Any) -> Any:
+    raise RuntimeError(f"the store is closed: {command!r} was not sent")
+
+
+def _ran(session: Session, steps: Steps[_T], stop: threading.Event) -> _T:
+    """``steps`` driven by ``session`` to its end, its connection handed back (on the worker thread)."""
+
+    def perform(command: Any) -> Any:
+        if stop.is_set():
+            raise _Stopped
+        return session.perform(command)
+
+    try:
+        result = drive(steps, perform)
+    except BaseException as exc:
+        session.end(exc)  # _Stopped is not an Exception: the connection is invalidated
+        raise
+    session.end(None)
+    return result
+
+
+async def _outcome(future: Future[_T], stop: threading.Event) -> _T:
+    """What the worker thread's ``future`` gives; on cancellation, stop it and wait for its end first."""
+    waiting = asyncio.wrap_future(future)
+    try:
+        return await asyncio.shield(waiting)
+    except asyncio.CancelledError:
+        stop.set()
+        if not future.cancel():  # under way: it stops before its next command
+            await _settled(waiting)
+        raise
+
+
+async def _finished(future: Future[None]) -> None:
+    """Await a cleanup on the worker thread to its end even if the task is cancelled meanwhile."""
+    waiting = asyncio.wrap_future(future)
+    try:
+        await asyncio.shield(waiting)
+    except asyncio.CancelledError:
+        await _settled(waiting)
+        raise
+
+
+async def _settled(waiting: asyncio.Future[Any]) -> None:
+    """Wait until ``waiting`` is done, through further cancellations; its outcome is dropped."""
+    while not waiting.done():
+        try:
+            await asyncio.wait({waiting})
+        except asyncio.CancelledError:  # noqa: PERF203 - once per cancellation that arrives meanwhile
+            continue
+    if not waiting.cancelled():
+        waiting.exception()  # retrieved: a cancelled call's outcome is not reported

@@ -1,0 +1,55 @@
+"""The asyncio SQL store on an aiosqlite ``AsyncEngine`` the application made and passes in.
+
+A store made from a ``sqlite://`` URL runs its operations on worker threads with ``sqlite3``; one given
+an ``AsyncEngine`` uses it as it is, through SQLAlchemy's aiosqlite adapter: this backend keeps that
+path under the asyncio contract suite. Each store gets its own engine (in autocommit, as the engines the
+store makes are), disposed of with the store.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from chatmemory import aio
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
+
+
+class AiosqliteEngineBackend:
+    """Stores on an ``AsyncEngine`` of their own over one SQLite file."""
+
+    def __init__(self, url: str, cleanup: Any) -> None:
+        self.name = "sqlite_aiosqlite"
+        self.url = url
+        self._cleanup = cleanup
+
+    async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
+        options.setdefault("table_prefix", f"e{uuid.uuid4().hex[:12]}_")
+        store = AsyncSQLChatMemoryStore(create_async_engine(self.url, isolation_level="AUTOCOMMIT"), **options)
+        await store.create_schema()
+        return store
+
+    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(store, AsyncSQLChatMemoryStore)
+        await store.write_raw(memory_id, records)
+
+    async def close_store(self, store: aio.ChatMemoryStore) -> None:
+        assert isinstance(store, AsyncSQLChatMemoryStore)
+        try:
+            await store.drop_schema()
+        finally:
+            await store.aclose()
+            await store.engine.dispose()
+
+    def close(self) -> None:
+        self._cleanup()
+
+
+def open_async_backend() -> AiosqliteEngineBackend:
+    directory = tempfile.TemporaryDirectory(prefix="chatmemory-aiosqlite-")
+    return AiosqliteEngineBackend(f"sqlite+aiosqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup)
