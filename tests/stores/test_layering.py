@@ -41,6 +41,7 @@ DRIVER_MODULES = {
     "chatmemory.aio.stores.redis_cluster_gate",
     "chatmemory.aio.stores.sql",
     "chatmemory.aio.stores.sql_driver",
+    "chatmemory.aio.stores.sql_threads",
     # Redis: the blocking executor, the base that builds clients, the driver's errors and the sender.
     "chatmemory.stores.redis.store",
     "chatmemory.stores.redis.base",
