@@ -2,8 +2,10 @@
 
 A store made from a ``sqlite://`` URL runs its operations on worker threads with ``sqlite3``; one given
 an ``AsyncEngine`` uses it as it is, through SQLAlchemy's aiosqlite adapter: this backend keeps that
-path under the asyncio contract suite. Each store gets its own engine (in autocommit, as the engines the
-store makes are), disposed of with the store.
+path under the asyncio contract suite. Each store gets its own engine, disposed of with the store, set up
+as the store sets up the engines it makes (autocommit, SQLite's busy timeout, the write-ahead log and the
+pool's reset hook): an engine in SQLite's default rollback journal makes 200 tasks' readers and writers
+wait on each other past any timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from chatmemory import aio
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
+from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS, install_connect_hooks
 
 
 class AiosqliteEngineBackend:
@@ -30,7 +33,11 @@ class AiosqliteEngineBackend:
 
     async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
         options.setdefault("table_prefix", f"e{uuid.uuid4().hex[:12]}_")
-        store = AsyncSQLChatMemoryStore(create_async_engine(self.url, isolation_level="AUTOCOMMIT"), **options)
+        engine = create_async_engine(
+            self.url, isolation_level="AUTOCOMMIT", connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+        )
+        install_connect_hooks(engine.sync_engine)
+        store = AsyncSQLChatMemoryStore(engine, **options)
         await store.create_schema()
         return store
 
