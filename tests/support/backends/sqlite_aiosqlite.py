@@ -2,10 +2,11 @@
 
 A store made from a ``sqlite://`` URL runs its operations on worker threads with ``sqlite3``; one given
 an ``AsyncEngine`` uses it as it is, through SQLAlchemy's aiosqlite adapter: this backend keeps that
-path under the asyncio contract suite. Each store gets its own engine, disposed of with the store, set up
-as the store sets up the engines it makes (autocommit, SQLite's busy timeout, the write-ahead log and the
-pool's reset hook): an engine in SQLite's default rollback journal makes 200 tasks' readers and writers
-wait on each other past any timeout.
+path under the asyncio contract suite. Each store gets its own engine, disposed of with the store, made
+as applications usually make one: not in autocommit (the store switches each connection it checks out to
+autocommit and back, which with aiosqlite are awaits a cancellation can land in), with SQLite's busy
+timeout, the write-ahead log and the pool's reset hook (an engine in SQLite's default rollback journal
+makes 200 tasks' readers and writers wait on each other past any timeout).
 """
 
 from __future__ import annotations
@@ -33,9 +34,7 @@ class AiosqliteEngineBackend:
 
     async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
         options.setdefault("table_prefix", f"e{uuid.uuid4().hex[:12]}_")
-        engine = create_async_engine(
-            self.url, isolation_level="AUTOCOMMIT", connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
-        )
+        engine = create_async_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
         install_connect_hooks(engine.sync_engine)
         store = AsyncSQLChatMemoryStore(engine, **options)
         await store.create_schema()

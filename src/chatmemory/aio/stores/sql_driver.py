@@ -65,6 +65,11 @@ class AsyncDriver:
         except BaseException as exc:
             await _to_completion(greenlet_spawn(session.end, exc))
             raise
+        if session.holds_connection:
+            # Closing a Connection resets what it set (the isolation level of an engine put in autocommit
+            # by execution options): awaits that a cancellation must not cut short, since SQLAlchemy's
+            # pool loses the connection's slot when its return is interrupted there.
+            await _to_completion(greenlet_spawn(session.end, None))
         return result
 
     async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
@@ -98,9 +103,13 @@ class AsyncDriver:
 
 
 def _ran(session: Session, steps: Steps[_T]) -> _T:
-    """``steps`` driven by ``session`` to its end, its connection handed back (in the greenlet)."""
+    """``steps`` driven by ``session`` to its end, its pooled connection handed back (in the greenlet).
+
+    A ``Connection`` the operation made is handed back by :meth:`AsyncDriver.run`, shielded.
+    """
     result = drive(steps, session.perform)
-    session.end(None)
+    if not session.holds_connection:
+        session.end(None)
     return result
 
 

@@ -232,14 +232,37 @@ class Session:
             raise  # pragma: no cover - the handler raises
 
     def connection(self) -> Connection:
-        """The operation's ``Connection``: around its pooled connection, or checked out now if it has none."""
+        """The operation's ``Connection``, around its pooled connection (checked out first if it has none).
+
+        The pooled connection is the session's before the ``Connection`` is made, so one whose making is
+        interrupted is still invalidated and handed back instead of staying checked out.
+        """
         connection = self._connection
         if connection is None:
             engine = self._driver._autocommit
             pooled = self._pooled
-            connection = engine.connect() if pooled is None else Connection(engine, connection=pooled)
+            if pooled is None:
+                try:
+                    pooled = self._pooled = engine.raw_connection()
+                except engine.dialect.loaded_dbapi.Error as exc:  # raised as Engine.connect() raises it
+                    Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
+                    raise  # pragma: no cover - the handler raises
+            try:
+                connection = Connection(engine, connection=pooled)
+            except BaseException:
+                # Its settings half applied (an engine put in autocommit by execution options sets the
+                # isolation level here: an await with asyncio drivers, where a cancellation can land).
+                self._pooled = None
+                pooled.invalidate()
+                pooled.close()
+                raise
             self._connection = connection
         return connection
+
+    @property
+    def holds_connection(self) -> bool:
+        """Whether the operation made a ``Connection``, whose closing resets its settings (see :meth:`end`)."""
+        return self._connection is not None
 
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (one interrupted mid-call is invalidated, never reused)."""
