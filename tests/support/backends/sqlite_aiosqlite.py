@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,11 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from chatmemory import aio
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
 from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS, install_connect_hooks
+from support.backends.sqlite import AsyncSQLBackend
 
 
-class AiosqliteEngineBackend:
+class AiosqliteEngineBackend(AsyncSQLBackend):
     """Stores on an ``AsyncEngine`` of their own over one SQLite file."""
-
-    def __init__(self, url: str, cleanup: Any) -> None:
-        self.name = "sqlite_aiosqlite"
-        self.url = url
-        self._cleanup = cleanup
 
     async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
         options.setdefault("table_prefix", f"e{uuid.uuid4().hex[:12]}_")
@@ -40,22 +35,16 @@ class AiosqliteEngineBackend:
         await store.create_schema()
         return store
 
-    async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
-        assert isinstance(store, AsyncSQLChatMemoryStore)
-        await store.write_raw(memory_id, records)
-
     async def close_store(self, store: aio.ChatMemoryStore) -> None:
         assert isinstance(store, AsyncSQLChatMemoryStore)
         try:
-            await store.drop_schema()
+            await super().close_store(store)
         finally:
-            await store.aclose()
-            await store.engine.dispose()
-
-    def close(self) -> None:
-        self._cleanup()
+            await store.engine.dispose()  # passed in: the store leaves it open
 
 
 def open_async_backend() -> AiosqliteEngineBackend:
     directory = tempfile.TemporaryDirectory(prefix="chatmemory-aiosqlite-")
-    return AiosqliteEngineBackend(f"sqlite+aiosqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup)
+    return AiosqliteEngineBackend(
+        "sqlite_aiosqlite", f"sqlite+aiosqlite:///{Path(directory.name) / 'chatmemory.db'}", directory.cleanup
+    )

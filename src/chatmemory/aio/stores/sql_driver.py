@@ -17,7 +17,7 @@ the cancellation goes on, even if it is cancelled again meanwhile.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -32,7 +32,7 @@ try:  # SQLAlchemy 2.1 renamed await_only (the old name goes in 2.2)
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
 
-__all__ = ["AsyncDriver"]
+__all__ = ["AsyncDriver", "emitted_ids"]
 
 _T = TypeVar("_T")
 
@@ -72,34 +72,54 @@ class AsyncDriver:
             await _to_completion(greenlet_spawn(session.end, None))
         return result
 
-    async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+    def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
         session = self._sync.session()
-        sent = steps
-        try:
-            command = sent.send(None)
-            while True:
-                if isinstance(command, Emit):
-                    try:
-                        for memory_id in command.ids:
-                            yield memory_id
-                    except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
-                        command = sent.throw(ListingClosed())
-                    else:
-                        command = sent.send(None)
-                    continue
+
+        async def perform(command: Any) -> Any:
+            return await greenlet_spawn(session.perform, command)
+
+        async def end(error: BaseException | None) -> None:
+            await _to_completion(greenlet_spawn(session.end, error))
+
+        return emitted_ids(steps, perform, end)
+
+
+async def emitted_ids(
+    steps: Steps[None],
+    perform: Callable[[Any], Awaitable[Any]],
+    end: Callable[[BaseException | None], Awaitable[None]],
+) -> AsyncGenerator[str, None]:
+    """Drive a listing with ``await perform(command)``, handing out the ids it emits; ``end`` it at the close.
+
+    Both asyncio executors list this way (a greenlet, or a worker thread, per command). A caller that
+    stops early ends the listing's snapshot first; a driver error goes back in where it was yielded.
+    """
+    sent = steps
+    try:
+        command = sent.send(None)
+        while True:
+            if isinstance(command, Emit):
                 try:
-                    reply = await greenlet_spawn(session.perform, command)
-                except Exception as exc:
-                    command = sent.throw(exc)
+                    for memory_id in command.ids:
+                        yield memory_id
+                except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
+                    command = sent.throw(ListingClosed())
                 else:
-                    command = sent.send(reply)
-        except (StopIteration, ListingClosed):
-            pass
-        except BaseException as exc:
-            await _to_completion(greenlet_spawn(session.end, exc))
-            raise
-        await _to_completion(greenlet_spawn(session.end, None))
+                    command = sent.send(None)
+                continue
+            try:
+                reply = await perform(command)
+            except Exception as exc:
+                command = sent.throw(exc)
+            else:
+                command = sent.send(reply)
+    except (StopIteration, ListingClosed):
+        pass
+    except BaseException as exc:
+        await end(exc)
+        raise
+    await end(None)
 
 
 def _ran(session: Session, steps: Steps[_T]) -> _T:

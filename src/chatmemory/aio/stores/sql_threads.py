@@ -34,8 +34,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
+from chatmemory.aio.stores.sql_driver import emitted_ids
 from chatmemory.stores.base.driving import drive
-from chatmemory.stores.sql.commands import Emit, ListingClosed, Steps
+from chatmemory.stores.sql.commands import Steps
 from chatmemory.stores.sql.driver import Session, SyncDriver
 
 __all__ = ["WORKERS", "ThreadDriver"]
@@ -87,35 +88,18 @@ class ThreadDriver:
         stop = threading.Event()
         return await _outcome(self._submit(_ran, self._sync.session(), steps, stop), stop)
 
-    async def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+    def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
         session = self._sync.session()
         stop = threading.Event()
-        sent = steps
-        try:
-            command = sent.send(None)
-            while True:
-                if isinstance(command, Emit):
-                    try:
-                        for memory_id in command.ids:
-                            yield memory_id
-                    except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
-                        command = sent.throw(ListingClosed())
-                    else:
-                        command = sent.send(None)
-                    continue
-                try:
-                    reply = await _outcome(self._submit(session.perform, command), stop)
-                except Exception as exc:
-                    command = sent.throw(exc)
-                else:
-                    command = sent.send(reply)
-        except (StopIteration, ListingClosed):
-            pass
-        except BaseException as exc:
-            await _finished(self._submit(session.end, exc))
-            raise
-        await _finished(self._submit(session.end, None))
+
+        async def perform(command: Any) -> Any:
+            return await _outcome(self._submit(session.perform, command), stop)
+
+        async def end(error: BaseException | None) -> None:
+            await _finished(self._submit(session.end, error))
+
+        return emitted_ids(steps, perform, end)
 
 
 def _closed(command: Any) -> Any:
