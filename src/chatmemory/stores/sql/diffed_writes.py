@@ -9,7 +9,7 @@ On PostgreSQL it is one statement; elsewhere a short transaction whose head upda
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from chatmemory import telemetry
@@ -19,7 +19,7 @@ from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
 from chatmemory.stores.sql.window import WindowCover, cover_window
 from chatmemory.stores.sql.write_requests import WriteRequest, message_rows, removed_seqs, write_entry
 
-__all__ = ["JOINED_PAYLOAD_LIMIT", "RUN", "SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff"]
+__all__ = ["JOINED_PAYLOAD_LIMIT", "RUN", "SCALAR_DIFF_LIMIT", "DiffWrite", "diff_outcome", "plan_diff", "removal_of"]
 
 SCALAR_DIFF_LIMIT = 8
 """The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
@@ -48,19 +48,12 @@ class DiffWrite:
     payloads: tuple[bytes, ...]
     state: CachedSnapshot
     cover: WindowCover
-    flagged_seqs: tuple[int, ...] = ()
-    removed_seqs: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    """The rows the write deletes (without history) or marks evicted (with history)."""
-    removal: int = field(init=False, repr=False, compare=False)
+    flagged_seqs: tuple[int, ...]
+    removed_seqs: tuple[int, ...]
+    """The rows the write deletes (without history: :attr:`deleted_seqs`) or marks evicted (with history:
+    :attr:`flagged_seqs`)."""
+    removal: int
     """How :attr:`removed_seqs` are named: :data:`RUN` for consecutive rows, else their count (``p_d0``…)."""
-
-    def __post_init__(self) -> None:
-        # Read several times per turn: worked out once.
-        removed = self.flagged_seqs if self.request.history else self.deleted_seqs
-        object.__setattr__(self, "removed_seqs", removed)
-        count = len(removed)
-        consecutive = count > 1 and removed == tuple(range(removed[0], removed[0] + count))
-        object.__setattr__(self, "removal", RUN if consecutive else count)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -168,8 +161,15 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
     window = stays + new_seqs
     cover = cover_window(window, cached.window_start, next_seq)
     deleted, flagged = removed_seqs(request, evicted, cover)
+    removed = flagged if request.history else deleted
     state = CachedSnapshot(cached.version + 1, cached.incarnation, next_seq, window, request.messages, cover.start)
-    return DiffWrite(request, cached, deleted, new_seqs, payloads, state, cover, flagged)
+    return DiffWrite(request, cached, deleted, new_seqs, payloads, state, cover, flagged, removed, removal_of(removed))
+
+
+def removal_of(removed: tuple[int, ...]) -> int:
+    """How rows ``removed`` (ascending) are named in a statement: :data:`RUN` if consecutive, else their count."""
+    count = len(removed)
+    return RUN if count > 1 and removed == tuple(range(removed[0], removed[0] + count)) else count
 
 
 def _kept_seqs(seqs: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int, ...]:

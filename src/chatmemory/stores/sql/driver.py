@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.pool import PoolProxiedConnection
@@ -169,19 +169,24 @@ class Session:
 
         On the pooled connection alone (see the module), its statements share one cursor.
         """
-        if self._on_pooled():
-            cursor = self._checked_out().cursor()
-            try:
-                return send_batch(batch, functools.partial(self._send_on, cursor))
-            finally:
-                cursor.close()
-        return send_batch(batch, self._send_part)
+        if not self._on_pooled():
+            return send_batch(batch, self._send_part)
+        cursor = self._checked_out().cursor()
+        dbapi_error = self._driver._dbapi_error
 
-    def _send_on(self, cursor: Any, command: Statement | Batch) -> Any:
-        """Send one command of a batch on ``cursor``, the pooled connection's (until a ``Connection`` is needed)."""
-        if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
-            return self._send_part(command)
-        return self._run(cursor, execute_driver_sql, command, command)
+        def send_on_cursor(command: Statement | Batch) -> Any:
+            # One call per statement on the hot path: ``_run`` inline, until a ``Connection`` is needed.
+            if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
+                return self._send_part(command)
+            try:
+                return execute_driver_sql(cursor, command)
+            except dbapi_error as exc:
+                self._raise_wrapped(exc, command, cursor)
+
+        try:
+            return send_batch(batch, send_on_cursor)
+        finally:
+            cursor.close()
 
     def _send_part(self, command: Statement | Batch) -> Any:
         return self.send(command) if isinstance(command, Statement) else self.send_joined(command)
@@ -228,8 +233,12 @@ class Session:
         try:
             return run(cursor, argument)
         except self._driver._dbapi_error as exc:
-            self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
-            raise  # pragma: no cover - the handler raises
+            self._raise_wrapped(exc, command, cursor)
+
+    def _raise_wrapped(self, exc: Exception, command: Statement, cursor: Any) -> NoReturn:
+        """Raise driver error ``exc`` of ``command`` as SQLAlchemy does (wrapped; a lost connection invalidated)."""
+        self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
+        raise exc  # pragma: no cover - the handler raises
 
     def connection(self) -> Connection:
         """The operation's ``Connection``, around its pooled connection (checked out first if it has none).
