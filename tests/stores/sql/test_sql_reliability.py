@@ -371,6 +371,31 @@ def test_an_oversized_mariadb_message_names_max_allowed_packet() -> None:
         backend.close_store(store)
 
 
+@pytest.mark.sqlite
+def test_a_driver_error_in_a_steady_state_turn_is_a_store_error_and_rolls_the_turn_back() -> None:
+    # A diff turn is sent as a batch on the pooled connection's cursor: a driver error there is wrapped
+    # as on every other path (a StoreError, not the driver's own), and the turn is rolled back.
+    backend = open_sql_backend("sqlite")
+    store = backend.make_store()
+    try:
+        first = [UserMessage("a")]
+        store.update_messages("refusing", first)
+        messages = store._tables.messages.name
+        _sql(
+            store,
+            f"CREATE TRIGGER {messages}_refuse BEFORE INSERT ON {messages} "
+            "WHEN instr(CAST(NEW.payload AS TEXT), 'refused') > 0 BEGIN SELECT RAISE(ABORT, 'refused row'); END",
+        )
+        with pytest.raises(StoreError) as raised:
+            store.update_messages("refusing", [*first, UserMessage("refused")])
+        assert "refused row" in str(raised.value)
+        assert store.get_messages("refusing") == first
+        store.update_messages("refusing", [*first, UserMessage("b")])
+        assert store.get_messages("refusing") == [*first, UserMessage("b")]
+    finally:
+        backend.close_store(store)
+
+
 @pytest.mark.parametrize(
     ("url", "advice"),
     [

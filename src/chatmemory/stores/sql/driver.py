@@ -236,8 +236,17 @@ class Session:
             self._raise_wrapped(exc, command, cursor)
 
     def _raise_wrapped(self, exc: Exception, command: Statement, cursor: Any) -> NoReturn:
-        """Raise driver error ``exc`` of ``command`` as SQLAlchemy does (wrapped; a lost connection invalidated)."""
-        self.connection()._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
+        """Raise driver error ``exc`` of ``command`` as SQLAlchemy does (wrapped; a lost connection invalidated).
+
+        The operation's transaction, if it began one, is left for it to end: a ``Connection`` outside a
+        transaction of its own rolls the driver connection back while it handles an error, which would end
+        the operation's transaction under it and make its ``ROLLBACK`` fail in place of the error that
+        caused it. So the ``Connection`` is marked in a transaction first (its ``BEGIN`` sends nothing).
+        """
+        connection = self.connection()
+        if not connection.in_transaction() and not connection.invalidated:
+            connection.begin()
+        connection._handle_dbapi_exception(exc, command.statement, command.parameters, cursor, None)
         raise exc  # pragma: no cover - the handler raises
 
     def connection(self) -> Connection:
