@@ -394,6 +394,7 @@ def test_a_driver_error_in_a_steady_state_turn_is_a_store_error_and_rolls_the_tu
         assert store.get_messages("refusing") == [*first, UserMessage("b")]
     finally:
         backend.close_store(store)
+        backend.close()
 
 
 @pytest.mark.parametrize(
