@@ -169,24 +169,19 @@ class Session:
 
         On the pooled connection alone (see the module), its statements share one cursor.
         """
-        if not self._on_pooled():
-            return send_batch(batch, self._send_part)
-        cursor = self._checked_out().cursor()
-        dbapi_error = self._driver._dbapi_error
-
-        def send_on_cursor(command: Statement | Batch) -> Any:
-            # One call per statement on the hot path: ``_run`` inline, until a ``Connection`` is needed.
-            if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
-                return self._send_part(command)
+        if self._on_pooled():
+            cursor = self._checked_out().cursor()
             try:
-                return execute_driver_sql(cursor, command)
-            except dbapi_error as exc:
-                self._raise_wrapped(exc, command, cursor)
+                return send_batch(batch, functools.partial(self._send_on, cursor))
+            finally:
+                cursor.close()
+        return send_batch(batch, self._send_part)
 
-        try:
-            return send_batch(batch, send_on_cursor)
-        finally:
-            cursor.close()
+    def _send_on(self, cursor: Any, command: Statement | Batch) -> Any:
+        """Send one command of a batch on ``cursor``, the pooled connection's (until a ``Connection`` is needed)."""
+        if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
+            return self._send_part(command)
+        return self._run(cursor, execute_driver_sql, command, command)
 
     def _send_part(self, command: Statement | Batch) -> Any:
         return self.send(command) if isinstance(command, Statement) else self.send_joined(command)
