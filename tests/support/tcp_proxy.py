@@ -5,7 +5,10 @@ the next bytes that flow: :meth:`TcpProxy.cut_upstream_after` forwards only ``n`
 to server and then closes both sides (the server sees a half-sent command); :meth:`TcpProxy.cut_reply`
 lets the request through and closes both sides instead of forwarding the server's answer (the command
 ran, the client never hears it); :meth:`TcpProxy.cut_downstream_after` forwards ``n`` bytes of the answer
-first. A fault fires once; connections made afterwards (a driver's retry) pass untouched.
+first. :meth:`TcpProxy.cut_reply_to` cuts the reply on the connection whose request holds given bytes
+only, for a client that talks to the server on connections of its own meanwhile (a driver's monitor,
+whose heartbeat reply could otherwise take the cut meant for a command). A fault fires once;
+connections made afterwards (a driver's retry) pass untouched.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ _CHUNK = 65536
 
 
 class _Fault:
-    def __init__(self, direction: str, after: int) -> None:
+    def __init__(self, direction: str, after: int, request: bytes | None = None) -> None:
         self.direction = direction  # "up" (client -> server) or "down" (server -> client)
         self.remaining = after
+        self.request = request  # only the reply on the connection that sends these bytes up next
+        self.pair: tuple[socket.socket, socket.socket] | None = None  # that connection, once seen
 
 
 class TcpProxy:
@@ -57,6 +62,14 @@ class TcpProxy:
     def cut_reply(self) -> None:
         """Close the connection instead of forwarding the next bytes the server sends."""
         self.cut_downstream_after(0)
+
+    def cut_reply_to(self, request: bytes) -> None:
+        """Close the connection instead of forwarding the reply to the next request holding ``request``.
+
+        Replies on the other connections pass, as do the bytes before that request.
+        """
+        with self._lock:
+            self._fault = _Fault("down", 0, request)
 
     @property
     def armed(self) -> bool:
@@ -112,6 +125,11 @@ class TcpProxy:
             cut = False
             with self._lock:
                 fault = self._fault
+                if fault is not None and fault.request is not None:
+                    if fault.pair is None and direction == "up" and fault.request in data:
+                        fault.pair = pair
+                    if fault.pair is not pair:
+                        fault = None
                 if fault is not None and fault.direction == direction:
                     if len(data) >= fault.remaining:
                         data, cut = data[: fault.remaining], True

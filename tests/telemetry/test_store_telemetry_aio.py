@@ -142,7 +142,9 @@ class _LoseWriteReply(monitoring.CommandListener):
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if self.armed and event.command_name in {"findAndModify", "update"}:
             self.armed = False
-            self.proxy.cut_reply()
+            # The command goes through; its answer does not come back. Only this command's: the key that
+            # opens its body (BSON string element) marks its connection, not the monitor's.
+            self.proxy.cut_reply_to(b"\x02" + event.command_name.encode() + b"\x00")
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass
