@@ -353,6 +353,39 @@ def test_a_dead_pooled_connection_costs_no_failed_call(
         through.close()
 
 
+@pytest.mark.parametrize("path", ["diffed turn", "locked write"])
+def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, path: str
+) -> None:
+    if server_backend.name == "postgres" and path == "diffed turn":
+        pytest.skip("a PostgreSQL diffed turn is one statement: no transaction to be lost inside")
+    cache = 0 if path == "locked write" else 16
+    through = SQLChatMemoryStore(
+        _through(server_backend, proxy), table_prefix=server_store.table_prefix, snapshot_cache_size=cache
+    )
+    memory = MessageWindowChatMemory("inside", max_messages=50, store=through)
+    memory.add(UserMessage("start"))
+    memory.add(UserMessage("warm"))
+    armed = {"on": True}
+    previous: list[str] = []
+
+    def cut_after_begin(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        # Cursor events: the turn goes statement by statement. The one after BEGIN never reaches the server.
+        if armed["on"] and previous and previous[-1].lstrip().upper().startswith("BEGIN"):
+            armed["on"] = False
+            proxy.cut_upstream_after(0)
+        previous.append(statement)
+
+    event.listen(through.engine, "before_cursor_execute", cut_after_begin)
+    try:
+        memory.add(UserMessage("once"))  # rolled back with its connection, and sent again on a new one
+        assert not armed["on"] and proxy.cuts == 1
+        assert server_store.get_messages("inside") == texts("start", "warm", "once")
+    finally:
+        event.remove(through.engine, "before_cursor_execute", cut_after_begin)
+        through.close()
+
+
 # ----------------------------------------------------------------------- #14 oversized messages, bad URLs
 
 

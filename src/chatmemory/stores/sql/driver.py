@@ -32,6 +32,7 @@ from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     RELEASE,
+    ROLLBACK,
     Batch,
     Emit,
     ListingClosed,
@@ -152,7 +153,15 @@ class Session:
         return None
 
     def send(self, command: Statement) -> Any:
-        """Send a statement on the operation's connection (checked out by the first); return its result."""
+        """Send a statement on the operation's connection (checked out by the first); return its result.
+
+        A ``ROLLBACK`` after the connection was lost sends nothing: the server ended the transaction with
+        the connection, and sending would check out another only to fail in place of the error that was
+        lost (the operation may then try again on a new connection, as it does for a lost connection).
+        """
+        if command is ROLLBACK and self._connection is not None and self._connection.invalidated:
+            self._connection.rollback()  # SQLAlchemy's record of the transaction only: nothing is sent
+            return None
         driver = self._driver
         sql = command.statement
         if type(sql) is str and self._on_pooled():
