@@ -353,6 +353,41 @@ def test_a_dead_pooled_connection_costs_no_failed_call(
         through.close()
 
 
+@pytest.mark.mysql
+def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy
+) -> None:
+    # The joined turn's reply is lost with its connection: the turn, never committed, is written again
+    # under the lock on a new connection, once.
+    if server_backend.name != "mysql":
+        pytest.skip("only MySQL/MariaDB turns go as one string")
+    through = SQLChatMemoryStore(_through(server_backend, proxy), table_prefix=server_store.table_prefix)
+    armed = {"on": True}
+
+    def watch(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # No cursor events (they would send the turn statement by statement): the driver's own query call.
+        send = dbapi_connection.query
+
+        def query(sql: Any, unbuffered: bool = False) -> Any:
+            if armed["on"] and str(sql).startswith("BEGIN; UPDATE"):
+                armed["on"] = False
+                proxy.cut_reply()
+            return send(sql, unbuffered)
+
+        dbapi_connection.query = query
+
+    event.listen(through.engine, "checkout", watch)
+    memory = MessageWindowChatMemory("joined", max_messages=50, store=through)
+    try:
+        memory.add(UserMessage("start"))
+        memory.add(UserMessage("once"))  # no error: the store sends it again
+        assert not armed["on"] and proxy.cuts == 1
+        assert server_store.get_messages("joined") == texts("start", "once")
+    finally:
+        event.remove(through.engine, "checkout", watch)
+        through.close()
+
+
 @pytest.mark.parametrize("path", ["diffed turn", "locked write"])
 def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, path: str
