@@ -26,6 +26,7 @@ from chatmemory import (
     StoreError,
     UserMessage,
 )
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.sql import SQLChatMemoryStore
@@ -419,6 +420,32 @@ def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     finally:
         event.remove(through.engine, "before_cursor_execute", cut_after_begin)
         through.close()
+
+
+async def test_an_asyncio_write_whose_connection_is_lost_inside_its_transaction_costs_no_failed_call(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy
+) -> None:
+    # The asyncio executor drives the same session in a greenlet: the same ROLLBACK, the same new attempt.
+    async with AsyncSQLChatMemoryStore(
+        _through(server_backend, proxy), table_prefix=server_store.table_prefix, snapshot_cache_size=0
+    ) as through:
+        await through.update_messages("inside", texts("start"))
+        armed = {"on": True}
+        previous: list[str] = []
+
+        def cut_after_begin(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            if armed["on"] and previous and previous[-1].lstrip().upper().startswith("BEGIN"):
+                armed["on"] = False
+                proxy.cut_upstream_after(0)
+            previous.append(statement)
+
+        event.listen(through.engine.sync_engine, "before_cursor_execute", cut_after_begin)
+        try:
+            await through.update_messages("inside", texts("start", "once"))
+        finally:
+            event.remove(through.engine.sync_engine, "before_cursor_execute", cut_after_begin)
+        assert not armed["on"] and proxy.cuts == 1
+    assert server_store.get_messages("inside") == texts("start", "once")
 
 
 # ----------------------------------------------------------------------- #14 oversized messages, bad URLs
