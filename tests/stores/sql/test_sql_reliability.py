@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -420,6 +421,48 @@ def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     finally:
         event.remove(through.engine, "before_cursor_execute", cut_after_begin)
         through.close()
+
+
+@pytest.mark.parametrize("cut", ["first statement", "after BEGIN"])
+@pytest.mark.parametrize("operation", ["trim_history", "purge_expired"])
+def test_a_trim_or_purge_whose_connection_is_lost_is_sent_again_on_a_new_one(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, operation: str, cut: str
+) -> None:
+    # Maintenance runs from a job, often the first call after the database restarted: a dead pooled
+    # connection, or one lost mid-transaction, costs it no failed run, as it costs no write one.
+    prefix = server_store.table_prefix
+    direct = SQLChatMemoryStore(server_backend.url, table_prefix=prefix, history=True, ttl=0.5)
+    through = SQLChatMemoryStore(_through(server_backend, proxy), table_prefix=prefix, history=True)
+    armed = {"on": False}
+    previous: list[str] = []
+
+    def cut_connection(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        after_begin = bool(previous) and previous[-1].lstrip().upper().startswith("BEGIN")
+        if armed["on"] and (cut == "first statement" or after_begin):
+            armed["on"] = False
+            proxy.cut_upstream_after(0)
+        previous.append(statement)
+
+    try:
+        direct.update_messages("old", texts("a", "b", "c"))
+        direct.update_messages("old", texts("c"))  # "a" and "b" stay as history only
+        assert through.get_messages("other") == []  # its schema checked, a connection in its pool
+        time.sleep(0.6)  # the memory expires (a purge removes it) and its entries age (a trim removes them)
+        event.listen(through.engine, "before_cursor_execute", cut_connection)
+        armed["on"] = True
+        if operation == "trim_history":
+            removed = through.trim_history(older_than=datetime.timedelta(seconds=0.5))
+        else:
+            removed = through.purge_expired()
+        assert not armed["on"] and proxy.cuts == 1
+        assert removed >= 1
+        assert server_store.get_messages("old") == []
+        if operation == "purge_expired":
+            assert [memory_id for memory_id in server_store.memory_ids() if memory_id == "old"] == []
+    finally:
+        event.remove(through.engine, "before_cursor_execute", cut_connection)
+        through.close()
+        direct.close()
 
 
 async def test_an_asyncio_write_whose_connection_is_lost_inside_its_transaction_costs_no_failed_call(

@@ -153,4 +153,4 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return await self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))
+        return await self._drive(Operation.TRIM, memory_id, self._trim(older_than, memory_id))

@@ -196,4 +196,4 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return await self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))
+        return await self._drive(Operation.TRIM, memory_id, self._trim(older_than, memory_id))

@@ -16,5 +16,6 @@ class Operation:
     DELETE: Final = "deleting the memory"
     LIST: Final = "listing memory ids"
     PURGE: Final = "purging expired memories"
+    TRIM: Final = "trimming the history"
     SCHEMA: Final = "checking the schema"
     CLOSE: Final = "closing the store"

@@ -177,4 +177,4 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))
+        return self._drive(Operation.TRIM, memory_id, self._trim(older_than, memory_id))

@@ -167,7 +167,7 @@ class HistoryOperations(MongoStoreBase[_Client]):
         if memory_id is not None:
             memory_id = validate_memory_id(memory_id)
         history = self._require_history()
-        self._check_open(Operation.DELETE, memory_id)
+        self._check_open(Operation.TRIM, memory_id)
         cutoff = trim_cutoff(older_than, (yield from self._server_now()))
         head_query, head_update = trim_head(cutoff, memory_id)
         try:
@@ -185,5 +185,5 @@ class HistoryOperations(MongoStoreBase[_Client]):
             removed: int = yield call(_HISTORY, "delete_many", trim_filter(cutoff, memory_id), result=Result.DELETED)
             yield call(Target.WINDOW, "update_many", head_query, head_update, result=Result.NOTHING)
         except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.DELETE, memory_id, describe(exc)) from exc
+            raise StoreError(Operation.TRIM, memory_id, describe(exc)) from exc
         return removed

@@ -212,4 +212,4 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return self._drive(Operation.WRITE, memory_id, self._trim(older_than, memory_id))
+        return self._drive(Operation.TRIM, memory_id, self._trim(older_than, memory_id))

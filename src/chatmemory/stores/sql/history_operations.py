@@ -20,6 +20,7 @@ from chatmemory.stores.sql.base import SQLStoreBase
 from chatmemory.stores.sql.commands import Batch, Result, Statement, Steps
 from chatmemory.stores.sql.reads import clock_time, decode_history, history_parameters
 from chatmemory.stores.sql.times import stamp_parameter
+from chatmemory.stores.sql.writes import WriteLoop
 
 __all__ = ["HistoryOperations"]
 
@@ -43,21 +44,31 @@ class HistoryOperations(SQLStoreBase[_Engine]):
         return decode_history(memory_id, rows, query)
 
     def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[int]:
-        """Remove history entries written before ``older_than``: the server's clock, then one transaction."""
+        """Remove history entries written before ``older_than``: the server's clock, then one transaction.
+
+        Tried again as a write is (once on a new connection after a lost one, and after conflicts); after
+        a lost reply to its ``COMMIT`` the count is the answering attempt's, which finds them gone.
+        """
         trim_cutoff(older_than, datetime.datetime.now(datetime.timezone.utc))  # check the argument first
         if memory_id is not None:
             memory_id = validate_memory_id(memory_id)
         self._require_history()
-        yield from self._ready(Operation.WRITE, memory_id)
+        yield from self._ready(Operation.TRIM, memory_id)
         delete, unrecord = self._statements.trim(memory_id is not None)
-        try:
-            now = clock_time((yield Statement(self._statements.server_clock, None, Result.SCALAR)))
-            parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
-            if memory_id is not None:
-                parameters["p_id"] = memory_id
-            # One transaction: delete the entries outside their window, then unrecord those left in it.
-            batch = (Statement(delete, parameters), Statement(unrecord, parameters))
-            deleted, unrecorded = yield Batch(batch, self._begin_statement)
-        except SQLAlchemyError as exc:
-            raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
-        return int(deleted) + int(unrecorded)
+        loop = WriteLoop(None, self._retry, self._dialect, Operation.TRIM, memory_id)
+        while True:
+            try:
+                with loop.errors():
+                    now = clock_time((yield Statement(self._statements.server_clock, None, Result.SCALAR)))
+                    cutoff = stamp_parameter(trim_cutoff(older_than, now), self._dialect)
+                    parameters: dict[str, Any] = {"p_cutoff": cutoff}
+                    if memory_id is not None:
+                        parameters["p_id"] = memory_id
+                    # One transaction: delete the entries outside their window, then unrecord those left in it.
+                    batch = (Statement(delete, parameters), Statement(unrecord, parameters))
+                    deleted, unrecorded = yield Batch(batch, self._begin_statement)
+            except SQLAlchemyError as exc:
+                raise self._schema.store_error(Operation.TRIM, memory_id, exc) from exc
+            if not loop.failed:
+                return int(deleted) + int(unrecorded)
+            yield from self._pause(loop)

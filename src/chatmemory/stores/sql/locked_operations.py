@@ -127,7 +127,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         """Read, change and write ``memory_id`` under its head row's lock; return the version it is at."""
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.WRITE, memory_id)
-        loop = WriteLoop(None, self._retry, self._dialect)
+        loop = WriteLoop(None, self._retry, self._dialect, Operation.WRITE, memory_id)
         while True:
             outcome: plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted | None = None
             try:

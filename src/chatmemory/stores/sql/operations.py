@@ -199,7 +199,7 @@ class SQLOperations(LockedOperations[_Engine]):
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.DELETE, memory_id)
         statements, key, begin = self._statements, {"p_id": memory_id}, self._begin_statement
-        loop = WriteLoop(None, self._retry, self._dialect)
+        loop = WriteLoop(None, self._retry, self._dialect, Operation.DELETE, memory_id)
         while True:
             try:
                 with loop.errors():
@@ -263,15 +263,25 @@ class SQLOperations(LockedOperations[_Engine]):
             yield ROLLBACK
 
     def _purge(self, batch_size: int) -> Steps[int]:
-        """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
+        """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
+
+        Each transaction is tried again as a write is (once on a new connection after a lost one, and
+        after conflicts); after a lost reply to its ``COMMIT``, its memories are not counted.
+        """
         check_batch_size(batch_size)
         yield from self._ready(Operation.PURGE)
         purged = 0
         while True:
-            try:
-                ids = yield from self._in_transaction(self._purge_batch(batch_size))
-            except SQLAlchemyError as exc:
-                raise self._schema.store_error(Operation.PURGE, None, exc) from exc
+            loop = WriteLoop(None, self._retry, self._dialect, Operation.PURGE)
+            while True:
+                try:
+                    with loop.errors():
+                        ids = yield from self._in_transaction(self._purge_batch(batch_size))
+                except SQLAlchemyError as exc:
+                    raise self._schema.store_error(Operation.PURGE, None, exc) from exc
+                if not loop.failed:
+                    break
+                yield from self._pause(loop)
             self._cache.forget(*ids)
             purged += len(ids)
             if len(ids) < batch_size:

@@ -32,16 +32,27 @@ _DISCONNECT_RETRIES = 1
 
 
 class WriteLoop:
-    """The attempts of one write (or delete).
+    """The attempts of one write (or of another operation that changes rows: a delete, a trim, a purge).
 
     Args:
-        request: the write (``None`` for a delete, which has no outcome to settle).
+        request: the write (``None`` for the others, which have no outcome to settle).
         policy: how long database-level conflicts are retried.
         dialect: the dialect family, to classify driver errors.
+        operation: what the error says failed when conflicts outlast ``policy``.
+        memory_id: the memory it names, when there is no ``request`` (``None``: every memory).
     """
 
-    def __init__(self, request: plan.WriteRequest | None, policy: RetryPolicy, dialect: str) -> None:
+    def __init__(
+        self,
+        request: plan.WriteRequest | None,
+        policy: RetryPolicy,
+        dialect: str,
+        operation: str = Operation.WRITE,
+        memory_id: str | None = None,
+    ) -> None:
         self._request = request
+        self._operation = operation
+        self._memory_id = memory_id if request is None else request.memory_id
         self._attempts: Attempts = policy.start()
         self._dialect = dialect
         self._disconnects = 0
@@ -117,9 +128,10 @@ class WriteLoop:
             return 0.0
         delay = self._attempts.backoff()
         if delay is None:
-            memory_id = None if self._request is None else self._request.memory_id
             raise StoreError(
-                Operation.WRITE, memory_id, f"conflicted with other writers on each of {self._attempts.count} attempts"
+                self._operation,
+                self._memory_id,
+                f"conflicted with other writers on each of {self._attempts.count} attempts",
             ) from error
         return delay
 
