@@ -20,6 +20,7 @@ import pytest
 from freezegun import freeze_time
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from chatmemory import (
     CorruptedMemoryError,
@@ -421,6 +422,47 @@ def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     finally:
         event.remove(through.engine, "before_cursor_execute", cut_after_begin)
         through.close()
+
+
+def test_a_schema_check_on_a_dead_pooled_connection_is_sent_again_on_a_new_one(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy
+) -> None:
+    # A store's first call checks its tables; on an engine of the caller's, that may be on a pooled
+    # connection the server dropped since (a restart).
+    engine = create_engine(_through(server_backend, proxy))
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")  # a connection for the pool
+        store = SQLChatMemoryStore(engine, table_prefix=server_store.table_prefix)
+        proxy.cut_upstream_after(0)  # which dies the moment it is used
+        assert store.get_messages("fresh") == []
+        assert proxy.cuts == 1
+        assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]  # the dead one handed back
+        store.close()
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("engine_of", ["the store", "the caller"])
+async def test_an_asyncio_schema_check_on_a_dead_pooled_connection_is_sent_again_on_a_new_one(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, engine_of: str
+) -> None:
+    url = _through(server_backend, proxy)
+    engine = None
+    if engine_of == "the caller":  # not in autocommit: the store sets it on each connection it takes
+        async_url = make_url(url).set(drivername=make_url(url).drivername.replace("pymysql", "asyncmy"))
+        engine = create_async_engine(async_url)
+    async with AsyncSQLChatMemoryStore(
+        engine if engine is not None else url, table_prefix=server_store.table_prefix
+    ) as store:
+        async with store.engine.connect() as connection:
+            await connection.exec_driver_sql("SELECT 1")  # a connection for the pool the store shares
+        proxy.cut_upstream_after(0)
+        assert await store.get_messages("fresh") == []
+        assert proxy.cuts == 1
+        assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]  # the dead one handed back
+    if engine is not None:
+        await engine.dispose()
 
 
 @pytest.mark.parametrize("cut", ["first statement", "after BEGIN"])

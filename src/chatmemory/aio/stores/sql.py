@@ -42,10 +42,11 @@ require("sqlalchemy", feature="chatmemory.aio.stores.sql.SQLChatMemoryStore", ex
 from sqlalchemy import Engine  # noqa: E402 - after the dependency check
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine  # noqa: E402
+from sqlalchemy.util import greenlet_spawn  # noqa: E402
 
 from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
 from chatmemory.aio.stores.sql_threads import ThreadDriver  # noqa: E402
-from chatmemory.core.errors import ChatMemoryError  # noqa: E402
+from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
@@ -59,12 +60,13 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
     engine_from_url,
     engine_isolation_level,
     install_connect_hooks,
+    lost_connection,
     missing_driver,
     normalize_url,
 )
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
-from chatmemory.stores.sql.schema_admin import revision_on  # noqa: E402
+from chatmemory.stores.sql.schema_admin import connect, revision_on  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -136,15 +138,21 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @contextlib.asynccontextmanager
     async def _connect(self, operation: str) -> AsyncIterator[AsyncConnection]:
-        """A pooled autocommit connection for a schema command; driver errors become StoreErrors."""
+        """A pooled autocommit connection for a schema command; driver errors become StoreErrors.
+
+        Taken as the sync store takes its own (:func:`~chatmemory.stores.sql.schema_admin.connect`), so
+        that a driver error while autocommit is set is wrapped, and its connection handed back.
+        """
         try:
-            async with self._autocommit.connect() as connection:
-                try:
-                    yield connection
-                except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-                    # Interrupted mid-protocol: never reuse it; closing it rolls back any transaction.
-                    await asyncio.shield(connection.invalidate())
-                    raise
+            connection = AsyncConnection(self._autocommit, await greenlet_spawn(connect, self._autocommit.sync_engine))
+            try:
+                yield connection
+            except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+                # Interrupted mid-protocol: never reuse it; closing it rolls back any transaction.
+                await asyncio.shield(connection.invalidate())
+                raise
+            finally:
+                await asyncio.shield(connection.close())
         except ChatMemoryError:
             raise
         except SQLAlchemyError as exc:
@@ -171,10 +179,19 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         self._cache.clear()
 
     async def _check_schema(self) -> None:
+        """Check the revision once per store, once more on a new connection after a lost one (as the sync store)."""
         async with self._schema_lock:
             if not self._schema.checked:
-                async with self._connect(Operation.SCHEMA) as connection:
-                    await connection.run_sync(self._schema.check_on)
+                try:
+                    await self._check_schema_once()
+                except StoreError as exc:
+                    if not lost_connection(exc.__cause__):
+                        raise
+                    await self._check_schema_once()
+
+    async def _check_schema_once(self) -> None:
+        async with self._connect(Operation.SCHEMA) as connection:
+            await connection.run_sync(self._schema.check_on)
 
     @functools.cached_property
     def _thread_schema_lock(self) -> threading.Lock:
@@ -188,8 +205,14 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             if self._schema.checked:
                 return
             try:
-                with engine.connect() as connection:
-                    self._schema.check_on(connection)
+                for attempt in range(2):  # once more on a new connection after a lost one
+                    try:
+                        with engine.connect() as connection:
+                            self._schema.check_on(connection)
+                        break
+                    except SQLAlchemyError as exc:
+                        if attempt or not lost_connection(exc):
+                            raise
             except ChatMemoryError:
                 raise
             except SQLAlchemyError as exc:

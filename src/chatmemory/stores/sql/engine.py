@@ -42,6 +42,7 @@ __all__ = [
     "is_conflict",
     "is_disconnect",
     "is_packet_too_large",
+    "lost_connection",
     "normalize_url",
     "snapshot_statements",
     "takes_multi_statements",
@@ -350,6 +351,11 @@ def is_conflict(dialect: str, exc: DBAPIError) -> bool:
 def is_disconnect(exc: DBAPIError) -> bool:
     """Whether the connection died under the call: its outcome is unknown, and a retry takes a new one."""
     return bool(exc.connection_invalidated)
+
+
+def lost_connection(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a driver error whose connection died under the call (see :func:`is_disconnect`)."""
+    return isinstance(exc, DBAPIError) and is_disconnect(exc)
 
 
 def is_packet_too_large(dialect: str, exc: DBAPIError) -> bool:

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from chatmemory.core.errors import SchemaVersionError, StoreError
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.sql.engine import begin_statement, dialect_family, is_packet_too_large
+from chatmemory.stores.sql.engine import begin_statement, dialect_family, is_packet_too_large, lost_connection
 from chatmemory.stores.sql.schema import (
     DEFAULT_TABLE_PREFIX,
     REQUIRED_SCHEMA_REVISION,
@@ -32,7 +32,7 @@ from chatmemory.stores.sql.schema import (
     version_table_name,
 )
 
-__all__ = ["SchemaAdmin", "migrate_command", "schema_lock", "version_table"]
+__all__ = ["SchemaAdmin", "connect", "migrate_command", "schema_lock", "version_table"]
 
 _LOCK_WAIT_SECONDS = 300
 
@@ -93,6 +93,31 @@ def schema_lock(connection: Connection, prefix: str) -> Iterator[None]:
         if dialect == "mysql":
             connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
             connection.commit()
+
+
+def connect(engine: Engine) -> Connection:
+    """A pooled connection of ``engine``; a driver error while its execution options are set is wrapped too.
+
+    Setting them may talk to the server (autocommit on a connection of a caller's engine, in a
+    transaction mode of its own): SQLAlchemy raises a driver error there as it is, and leaves the
+    connection checked out (for the garbage collector to hand back). Here the connection is invalidated
+    and handed back, and the error wrapped as ``Engine.connect()`` wraps the others (a lost connection
+    marked so, which the schema check sends again), as the store's sessions do.
+    """
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        pooled = engine.raw_connection()
+    except dbapi_error as exc:  # raised as Engine.connect() raises it
+        Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
+        raise  # pragma: no cover - the handler raises
+    try:
+        return Connection(engine, connection=pooled)
+    except BaseException as exc:
+        pooled.invalidate()
+        pooled.close()
+        if isinstance(exc, dbapi_error):
+            Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
+        raise
 
 
 def revision_on(connection: Connection, prefix: str) -> str | None:
@@ -178,16 +203,30 @@ class SchemaAdmin:
 
     def _connect(self) -> Connection:
         assert self._engine is not None, "the asyncio store passes its own connections"
-        return self._engine.connect()
+        return connect(self._engine)
 
     def check(self) -> None:
-        """Check the revision once per store (thread-safe)."""
+        """Check the revision once per store (thread-safe), once more on a new connection after a lost one.
+
+        The first call of a store on an engine of the caller's may meet a pooled connection the server
+        dropped (a restart): SQLAlchemy then invalidates the pool, and the check is sent again, as the
+        store's operations are.
+        """
         if self._checked:
             return
         with self._lock:
             if not self._checked:
-                with self._wrapped(Operation.SCHEMA), self._connect() as connection:
-                    self.check_on(connection)
+                with self._wrapped(Operation.SCHEMA):
+                    try:
+                        self._check_once()
+                    except SQLAlchemyError as exc:
+                        if not lost_connection(exc):
+                            raise
+                        self._check_once()
+
+    def _check_once(self) -> None:
+        with self._connect() as connection:
+            self.check_on(connection)
 
     def revision(self) -> str | None:
         """The revision of the tables."""
