@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from chatmemory import MessageWindowChatMemory, StoreError, SystemMessage, UserMessage
+from chatmemory import MessageWindowChatMemory, StoreError, SystemMessage, UserMessage, aio
+from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore
 from support.backends.redis import drop_prefix, fresh_prefix
@@ -142,3 +145,35 @@ def test_a_read_cut_mid_reply_fails_cleanly_and_the_next_read_is_whole(
     assert redis_proxy.cuts == 1
     assert store.get_messages("m") == window
     client.close()
+
+
+async def test_an_asyncio_write_resent_after_a_lost_reply_is_neither_repeated_nor_a_conflict(
+    redis_proxy: TcpProxy, redis_direct: Redis, prefix: str
+) -> None:
+    # The asyncio store sends the same script calls with redis.asyncio: its resend is recognised the same way.
+    db = redis_direct.connection_pool.connection_kwargs.get("db", 0)
+    client = AsyncRedis(
+        host=redis_proxy.host, port=redis_proxy.port, db=db, retry=AsyncRetry(NoBackoff(), 2), socket_timeout=5
+    )
+    store = AsyncRedisStore(client, key_prefix=prefix)
+    reader = RedisChatMemoryStore(redis_direct, key_prefix=prefix, snapshot_cache_size=0)
+    try:
+        memory = aio.MessageWindowChatMemory("m", store=store, max_messages=4, always_keep_system_message_first=True)
+        await memory.add(SystemMessage("sys"))
+        expected: list[ChatMessage] = [SystemMessage("sys")]
+        for turn in range(4):
+            redis_proxy.cut_reply()  # the turn's reply is lost: the driver sends it again
+            await memory.add(UserMessage(f"turn {turn}"))
+            expected.append(UserMessage(f"turn {turn}"))
+            del expected[1:-3]
+            assert reader.get_messages("m") == expected
+        assert redis_proxy.cuts == 4
+        snapshot = await store.load("m")
+        version = await store.save("m", [*snapshot.messages, UserMessage("once")], snapshot.version)
+        redis_proxy.cut_reply()
+        retried = await store.save("m", [*snapshot.messages, UserMessage("once"), UserMessage("twice")], version)
+        assert redis_proxy.cuts == 5
+        assert retried > version
+        assert reader.get_messages("m") == [*snapshot.messages, UserMessage("once"), UserMessage("twice")]
+    finally:
+        await client.aclose()
