@@ -507,6 +507,51 @@ def test_a_trim_or_purge_whose_connection_is_lost_is_sent_again_on_a_new_one(
         direct.close()
 
 
+def test_a_connection_lost_inside_a_transaction_on_the_pooled_cursor_costs_no_failed_call(
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy
+) -> None:
+    # Without cursor events the store sends its statements on the pooled connection's own cursor: the
+    # driver's cursor is watched instead (a pool event, which leaves that path as it is).
+    through = SQLChatMemoryStore(
+        _through(server_backend, proxy), table_prefix=server_store.table_prefix, snapshot_cache_size=0
+    )
+    armed = {"on": False}
+    previous: list[str] = []
+
+    class Watched:
+        def __init__(self, cursor: Any) -> None:
+            self._cursor = cursor
+
+        def execute(self, statement: Any, *args: Any, **kwargs: Any) -> Any:
+            text = str(statement)
+            if armed["on"] and previous and previous[-1].lstrip().upper().startswith("BEGIN"):
+                armed["on"] = False
+                proxy.cut_upstream_after(0)
+            previous.append(text)
+            return self._cursor.execute(statement, *args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._cursor, name)
+
+    def watch(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if getattr(dbapi_connection, "_watched", False):
+            return
+        make = dbapi_connection.cursor
+        dbapi_connection.cursor = lambda *args, **kwargs: Watched(make(*args, **kwargs))
+        dbapi_connection._watched = True
+
+    event.listen(through.engine, "checkout", watch)
+    try:
+        through.update_messages("pooled", texts("start"))
+        armed["on"] = True
+        through.update_messages("pooled", texts("start", "once"))
+        assert not armed["on"] and proxy.cuts == 1
+        assert server_store.get_messages("pooled") == texts("start", "once")
+    finally:
+        event.remove(through.engine, "checkout", watch)
+        through.close()
+
+
 async def test_an_asyncio_write_whose_connection_is_lost_inside_its_transaction_costs_no_failed_call(
     server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy
 ) -> None:
