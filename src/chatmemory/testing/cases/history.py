@@ -15,6 +15,7 @@ from chatmemory.core.memory import MessageWindowChatMemory
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionRequest, UserMessage
 from chatmemory.stores.memory import InMemoryChatMemoryStore
 from chatmemory.testing.cases.hooks import texts
+from chatmemory.testing.cases.margins import TooLate, late, with_slower_clock_when_late
 from chatmemory.testing.conversation import ODD_ARGUMENTS, scripted_turns
 from chatmemory.testing.driver import ContractDriver, HistoryView
 
@@ -47,16 +48,6 @@ def _assert_increasing(entries: list[HistoryEntry]) -> None:
     assert sequences == sorted(set(sequences)), f"sequences must strictly increase: {sequences}"
 
 
-class _TooLate(Exception):
-    """A read meant to land inside a lifetime ended after it: the margins did not hold on this machine."""
-
-
-def _inside(started: float, lifetime: float) -> None:
-    """Raise :class:`_TooLate` if ``lifetime`` seconds have passed since ``started`` (``time.monotonic``)."""
-    if time.monotonic() - started >= lifetime:
-        raise _TooLate
-
-
 async def _history_outlives_the_window(contract: ContractDriver, memory_id: str, scale: float) -> None:
     """One store's history expires with its window; the other's outlives it (every time times ``scale``).
 
@@ -70,23 +61,23 @@ async def _history_outlives_the_window(contract: ContractDriver, memory_id: str,
     started = time.monotonic()
     await with_window.update_messages(memory_id, texts(3))
     recorded = await _messages(with_window, memory_id)
-    if recorded != texts(3):
-        _inside(started, ttl)
+    if recorded != texts(3) and late(started, ttl):
+        raise TooLate
     assert recorded == texts(3)
     first_write = time.monotonic()
     await outliving.update_messages(memory_id, texts(3))
     await contract.sleep(1.5 * scale)
     kept = await _all_entries(outliving, memory_id)
-    if [entry.message for entry in kept] != texts(3):
-        _inside(first_write, history_ttl)
+    if [entry.message for entry in kept] != texts(3) and late(first_write, history_ttl):
+        raise TooLate
     assert [entry.message for entry in kept] == texts(3)
     assert await outliving.get_messages(memory_id) == []
     assert await with_window.get_messages(memory_id) == []
     assert (await with_window.history(memory_id)).entries == []
     await outliving.update_messages(memory_id, texts(1, "new"))  # a new window; the history goes on
     entries = await _all_entries(outliving, memory_id)
-    if [entry.message for entry in entries] != [*texts(3), *texts(1, "new")]:
-        _inside(first_write, history_ttl)
+    if [entry.message for entry in entries] != [*texts(3), *texts(1, "new")] and late(first_write, history_ttl):
+        raise TooLate
     assert [entry.message for entry in entries] == [*texts(3), *texts(1, "new")]
     _assert_increasing(entries)
     await contract.sleep(2.8 * scale)
@@ -311,16 +302,12 @@ class HistoryCases:
     async def test_history_expires_with_the_window_or_after_history_ttl(
         self, contract: ContractDriver, memory_id: str
     ) -> None:
-        # A read that must still find messages is judged only if it ended inside their lifetime, as
-        # measured here; on a machine too loaded for the margins (under a second), the case runs again
-        # with every time doubled, three tries in all. What must be gone can only be more so later.
-        for attempt, scale in enumerate((1.0, 2.0, 4.0)):
-            try:
-                await _history_outlives_the_window(contract, f"{memory_id}-{attempt}", scale)
-            except _TooLate:
-                continue
-            return
-        pytest.fail("on each try, a read came after the lifetime it checks: the machine is too slow for this case")
+        # Margins under a second: a read that must still find messages is judged only if it ended
+        # inside their lifetime, else the case runs again slower (see margins.py).
+        async def case(scale: float, attempt: int) -> None:
+            await _history_outlives_the_window(contract, f"{memory_id}-{attempt}", scale)
+
+        await with_slower_clock_when_late(case, "a read came after the lifetime it checks")
 
     async def test_trim_history_removes_old_entries_and_never_the_window(
         self, contract: ContractDriver, memory_id: str
