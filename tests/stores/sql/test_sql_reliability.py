@@ -391,6 +391,28 @@ def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
         through.close()
 
 
+class _CutAfterBegin:
+    """Cuts the connection as the statement after a ``BEGIN`` goes out (or the first one): it never
+    reaches the server. Fires once, while :attr:`armed`; fed every statement sent (:meth:`saw`)."""
+
+    def __init__(self, proxy: TcpProxy, *, armed: bool = True, first: bool = False) -> None:
+        self.proxy = proxy
+        self.armed = armed
+        self.first = first
+        self._previous: str | None = None
+
+    def saw(self, statement: Any) -> None:
+        after_begin = self._previous is not None and self._previous.lstrip().upper().startswith("BEGIN")
+        if self.armed and (self.first or after_begin):
+            self.armed = False
+            self.proxy.cut_upstream_after(0)
+        self._previous = str(statement)
+
+    def before_cursor_execute(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        """The ``before_cursor_execute`` listener (with it, a turn goes statement by statement)."""
+        self.saw(statement)
+
+
 @pytest.mark.parametrize("path", ["diffed turn", "locked write"])
 def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, path: str
@@ -404,23 +426,14 @@ def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     memory = MessageWindowChatMemory("inside", max_messages=50, store=through)
     memory.add(UserMessage("start"))
     memory.add(UserMessage("warm"))
-    armed = {"on": True}
-    previous: list[str] = []
-
-    def cut_after_begin(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        # Cursor events: the turn goes statement by statement. The one after BEGIN never reaches the server.
-        if armed["on"] and previous and previous[-1].lstrip().upper().startswith("BEGIN"):
-            armed["on"] = False
-            proxy.cut_upstream_after(0)
-        previous.append(statement)
-
-    event.listen(through.engine, "before_cursor_execute", cut_after_begin)
+    cut = _CutAfterBegin(proxy)
+    event.listen(through.engine, "before_cursor_execute", cut.before_cursor_execute)
     try:
         memory.add(UserMessage("once"))  # rolled back with its connection, and sent again on a new one
-        assert not armed["on"] and proxy.cuts == 1
+        assert not cut.armed and proxy.cuts == 1
         assert server_store.get_messages("inside") == texts("start", "warm", "once")
     finally:
-        event.remove(through.engine, "before_cursor_execute", cut_after_begin)
+        event.remove(through.engine, "before_cursor_execute", cut.before_cursor_execute)
         through.close()
 
 
@@ -465,44 +478,35 @@ async def test_an_asyncio_schema_check_on_a_dead_pooled_connection_is_sent_again
         await engine.dispose()
 
 
-@pytest.mark.parametrize("cut", ["first statement", "after BEGIN"])
+@pytest.mark.parametrize("where", ["first statement", "after BEGIN"])
 @pytest.mark.parametrize("operation", ["trim_history", "purge_expired"])
 def test_a_trim_or_purge_whose_connection_is_lost_is_sent_again_on_a_new_one(
-    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, operation: str, cut: str
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, operation: str, where: str
 ) -> None:
     # Maintenance runs from a job, often the first call after the database restarted: a dead pooled
     # connection, or one lost mid-transaction, costs it no failed run, as it costs no write one.
     prefix = server_store.table_prefix
     direct = SQLChatMemoryStore(server_backend.url, table_prefix=prefix, history=True, ttl=0.5)
     through = SQLChatMemoryStore(_through(server_backend, proxy), table_prefix=prefix, history=True)
-    armed = {"on": False}
-    previous: list[str] = []
-
-    def cut_connection(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        after_begin = bool(previous) and previous[-1].lstrip().upper().startswith("BEGIN")
-        if armed["on"] and (cut == "first statement" or after_begin):
-            armed["on"] = False
-            proxy.cut_upstream_after(0)
-        previous.append(statement)
-
+    cut = _CutAfterBegin(proxy, armed=False, first=where == "first statement")
     try:
         direct.update_messages("old", texts("a", "b", "c"))
         direct.update_messages("old", texts("c"))  # "a" and "b" stay as history only
         assert through.get_messages("other") == []  # its schema checked, a connection in its pool
         time.sleep(0.6)  # the memory expires (a purge removes it) and its entries age (a trim removes them)
-        event.listen(through.engine, "before_cursor_execute", cut_connection)
-        armed["on"] = True
+        event.listen(through.engine, "before_cursor_execute", cut.before_cursor_execute)
+        cut.armed = True
         if operation == "trim_history":
             removed = through.trim_history(older_than=datetime.timedelta(seconds=0.5))
         else:
             removed = through.purge_expired()
-        assert not armed["on"] and proxy.cuts == 1
+        assert not cut.armed and proxy.cuts == 1
         assert removed >= 1
         assert server_store.get_messages("old") == []
         if operation == "purge_expired":
             assert [memory_id for memory_id in server_store.memory_ids() if memory_id == "old"] == []
     finally:
-        event.remove(through.engine, "before_cursor_execute", cut_connection)
+        event.remove(through.engine, "before_cursor_execute", cut.before_cursor_execute)
         through.close()
         direct.close()
 
@@ -515,19 +519,14 @@ def test_a_connection_lost_inside_a_transaction_on_the_pooled_cursor_costs_no_fa
     through = SQLChatMemoryStore(
         _through(server_backend, proxy), table_prefix=server_store.table_prefix, snapshot_cache_size=0
     )
-    armed = {"on": False}
-    previous: list[str] = []
+    cut = _CutAfterBegin(proxy, armed=False)
 
     class Watched:
         def __init__(self, cursor: Any) -> None:
             self._cursor = cursor
 
         def execute(self, statement: Any, *args: Any, **kwargs: Any) -> Any:
-            text = str(statement)
-            if armed["on"] and previous and previous[-1].lstrip().upper().startswith("BEGIN"):
-                armed["on"] = False
-                proxy.cut_upstream_after(0)
-            previous.append(text)
+            cut.saw(statement)
             return self._cursor.execute(statement, *args, **kwargs)
 
         def __getattr__(self, name: str) -> Any:
@@ -543,9 +542,9 @@ def test_a_connection_lost_inside_a_transaction_on_the_pooled_cursor_costs_no_fa
     event.listen(through.engine, "checkout", watch)
     try:
         through.update_messages("pooled", texts("start"))
-        armed["on"] = True
+        cut.armed = True
         through.update_messages("pooled", texts("start", "once"))
-        assert not armed["on"] and proxy.cuts == 1
+        assert not cut.armed and proxy.cuts == 1
         assert server_store.get_messages("pooled") == texts("start", "once")
     finally:
         event.remove(through.engine, "checkout", watch)
@@ -560,21 +559,13 @@ async def test_an_asyncio_write_whose_connection_is_lost_inside_its_transaction_
         _through(server_backend, proxy), table_prefix=server_store.table_prefix, snapshot_cache_size=0
     ) as through:
         await through.update_messages("inside", texts("start"))
-        armed = {"on": True}
-        previous: list[str] = []
-
-        def cut_after_begin(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-            if armed["on"] and previous and previous[-1].lstrip().upper().startswith("BEGIN"):
-                armed["on"] = False
-                proxy.cut_upstream_after(0)
-            previous.append(statement)
-
-        event.listen(through.engine.sync_engine, "before_cursor_execute", cut_after_begin)
+        cut = _CutAfterBegin(proxy)
+        event.listen(through.engine.sync_engine, "before_cursor_execute", cut.before_cursor_execute)
         try:
             await through.update_messages("inside", texts("start", "once"))
         finally:
-            event.remove(through.engine.sync_engine, "before_cursor_execute", cut_after_begin)
-        assert not armed["on"] and proxy.cuts == 1
+            event.remove(through.engine.sync_engine, "before_cursor_execute", cut.before_cursor_execute)
+        assert not cut.armed and proxy.cuts == 1
     assert server_store.get_messages("inside") == texts("start", "once")
 
 
