@@ -7,8 +7,10 @@ command. Nothing here sends anything.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.memory_id import validate_memory_id
@@ -176,6 +178,25 @@ class SQLStoreBase(Generic[_Engine]):
             raise
         yield COMMIT
         return result
+
+    def _retried(self, operation: str, memory_id: str | None, attempt: Callable[[], Steps[_T]]) -> Steps[_T]:
+        """Run ``attempt()`` until one is not cut short by a retryable driver error; return its result.
+
+        For operations that change rows and have no outcome to settle (a delete, a trim, a batch of a
+        purge): tried again as a write is (:class:`~chatmemory.stores.sql.writes.WriteLoop`: once on a new
+        connection after a lost one, and after conflicts within the retry policy). Any other driver error
+        is raised as a ``StoreError`` of ``operation``.
+        """
+        loop = WriteLoop(None, self._retry, self._dialect, operation, memory_id)
+        while True:
+            try:
+                with loop.errors():
+                    result = yield from attempt()
+            except SQLAlchemyError as exc:
+                raise self._schema.store_error(operation, memory_id, exc) from exc
+            if not loop.failed:
+                return result
+            yield from self._pause(loop)
 
     def _pause(self, loop: WriteLoop) -> Steps[None]:
         """Between two attempts: hand the connection back, then back off as ``loop`` says."""

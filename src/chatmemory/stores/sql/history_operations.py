@@ -20,7 +20,6 @@ from chatmemory.stores.sql.base import SQLStoreBase
 from chatmemory.stores.sql.commands import Batch, Result, Statement, Steps
 from chatmemory.stores.sql.reads import clock_time, decode_history, history_parameters
 from chatmemory.stores.sql.times import stamp_parameter
-from chatmemory.stores.sql.writes import WriteLoop
 
 __all__ = ["HistoryOperations"]
 
@@ -55,20 +54,15 @@ class HistoryOperations(SQLStoreBase[_Engine]):
         self._require_history()
         yield from self._ready(Operation.TRIM, memory_id)
         delete, unrecord = self._statements.trim(memory_id is not None)
-        loop = WriteLoop(None, self._retry, self._dialect, Operation.TRIM, memory_id)
-        while True:
-            try:
-                with loop.errors():
-                    now = clock_time((yield Statement(self._statements.server_clock, None, Result.SCALAR)))
-                    cutoff = stamp_parameter(trim_cutoff(older_than, now), self._dialect)
-                    parameters: dict[str, Any] = {"p_cutoff": cutoff}
-                    if memory_id is not None:
-                        parameters["p_id"] = memory_id
-                    # One transaction: delete the entries outside their window, then unrecord those left in it.
-                    batch = (Statement(delete, parameters), Statement(unrecord, parameters))
-                    deleted, unrecorded = yield Batch(batch, self._begin_statement)
-            except SQLAlchemyError as exc:
-                raise self._schema.store_error(Operation.TRIM, memory_id, exc) from exc
-            if not loop.failed:
-                return int(deleted) + int(unrecorded)
-            yield from self._pause(loop)
+
+        def attempt() -> Steps[int]:
+            now = clock_time((yield Statement(self._statements.server_clock, None, Result.SCALAR)))
+            parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
+            if memory_id is not None:
+                parameters["p_id"] = memory_id
+            # One transaction: delete the entries outside their window, then unrecord those left in it.
+            batch = (Statement(delete, parameters), Statement(unrecord, parameters))
+            deleted, unrecorded = yield Batch(batch, self._begin_statement)
+            return int(deleted) + int(unrecorded)
+
+        return (yield from self._retried(Operation.TRIM, memory_id, attempt))

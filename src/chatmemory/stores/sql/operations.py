@@ -199,17 +199,13 @@ class SQLOperations(LockedOperations[_Engine]):
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.DELETE, memory_id)
         statements, key, begin = self._statements, {"p_id": memory_id}, self._begin_statement
-        loop = WriteLoop(None, self._retry, self._dialect, Operation.DELETE, memory_id)
-        while True:
-            try:
-                with loop.errors():
-                    # The head row first: writers lock it before any message row, so this order cannot deadlock.
-                    yield Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), begin)
-            except SQLAlchemyError as exc:
-                raise self._schema.store_error(Operation.DELETE, memory_id, exc) from exc
-            if not loop.failed:
-                break
-            yield from self._pause(loop)
+        # The head row first: writers lock it before any message row, so this order cannot deadlock.
+        batch = Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), begin)
+
+        def attempt() -> Steps[Any]:
+            return (yield batch)
+
+        yield from self._retried(Operation.DELETE, memory_id, attempt)
         self._cache.forget(memory_id)
 
     def _expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[None]:
@@ -272,16 +268,9 @@ class SQLOperations(LockedOperations[_Engine]):
         yield from self._ready(Operation.PURGE)
         purged = 0
         while True:
-            loop = WriteLoop(None, self._retry, self._dialect, Operation.PURGE)
-            while True:
-                try:
-                    with loop.errors():
-                        ids = yield from self._in_transaction(self._purge_batch(batch_size))
-                except SQLAlchemyError as exc:
-                    raise self._schema.store_error(Operation.PURGE, None, exc) from exc
-                if not loop.failed:
-                    break
-                yield from self._pause(loop)
+            ids = yield from self._retried(
+                Operation.PURGE, None, lambda: self._in_transaction(self._purge_batch(batch_size))
+            )
             self._cache.forget(*ids)
             purged += len(ids)
             if len(ids) < batch_size:
