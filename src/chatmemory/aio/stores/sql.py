@@ -66,7 +66,7 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
 )
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
-from chatmemory.stores.sql.schema_admin import connect, revision_on  # noqa: E402
+from chatmemory.stores.sql.schema_admin import check_with, connect, revision_on  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -205,14 +205,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             if self._schema.checked:
                 return
             try:
-                for attempt in range(2):  # once more on a new connection after a lost one
-                    try:
-                        with engine.connect() as connection:
-                            self._schema.check_on(connection)
-                        break
-                    except SQLAlchemyError as exc:
-                        if attempt or not lost_connection(exc):
-                            raise
+                check_with(engine, self._schema.check_on)
             except ChatMemoryError:
                 raise
             except SQLAlchemyError as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Column, Connection, Engine, MetaData, PrimaryKeyConstraint, String, Table, inspect, select, text
@@ -32,7 +32,7 @@ from chatmemory.stores.sql.schema import (
     version_table_name,
 )
 
-__all__ = ["SchemaAdmin", "connect", "migrate_command", "schema_lock", "version_table"]
+__all__ = ["SchemaAdmin", "check_with", "connect", "migrate_command", "schema_lock", "version_table"]
 
 _LOCK_WAIT_SECONDS = 300
 
@@ -118,6 +118,22 @@ def connect(engine: Engine) -> Connection:
         if isinstance(exc, dbapi_error):
             Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
         raise
+
+
+def check_with(engine: Engine, check: Callable[[Connection], None]) -> None:
+    """``check`` on a pooled connection of ``engine`` (:func:`connect`), once more on a new one after a lost one.
+
+    A store's first call on an engine of the caller's may meet a pooled connection the server dropped (a
+    restart): SQLAlchemy then invalidates the pool, and the check is sent again, as operations are.
+    """
+    try:
+        with connect(engine) as connection:
+            check(connection)
+    except SQLAlchemyError as exc:
+        if not lost_connection(exc):
+            raise
+        with connect(engine) as connection:
+            check(connection)
 
 
 def revision_on(connection: Connection, prefix: str) -> str | None:
@@ -206,27 +222,14 @@ class SchemaAdmin:
         return connect(self._engine)
 
     def check(self) -> None:
-        """Check the revision once per store (thread-safe), once more on a new connection after a lost one.
-
-        The first call of a store on an engine of the caller's may meet a pooled connection the server
-        dropped (a restart): SQLAlchemy then invalidates the pool, and the check is sent again, as the
-        store's operations are.
-        """
+        """Check the revision once per store (thread-safe), once more after a lost connection (:func:`check_with`)."""
         if self._checked:
             return
         with self._lock:
             if not self._checked:
+                assert self._engine is not None, "the asyncio store passes its own connections"
                 with self._wrapped(Operation.SCHEMA):
-                    try:
-                        self._check_once()
-                    except SQLAlchemyError as exc:
-                        if not lost_connection(exc):
-                            raise
-                        self._check_once()
-
-    def _check_once(self) -> None:
-        with self._connect() as connection:
-            self.check_on(connection)
+                    check_with(self._engine, self.check_on)
 
     def revision(self) -> str | None:
         """The revision of the tables."""
