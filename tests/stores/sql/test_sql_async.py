@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import sqlite3
 import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.util import greenlet_spawn
 
 from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, StoreError, UserMessage
@@ -342,3 +344,35 @@ async def test_sqlite_operations_run_on_the_stores_worker_threads_not_the_event_
             pass
     assert threads, "no statement was counted"
     assert {name.rsplit("_", 1)[0] for name in threads} == {"chatmemory-sqlite"}, threads
+
+
+async def test_creating_the_schema_on_mariadb_logs_no_warnings(
+    sql_backend: SQLBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    if not sql_backend.url.startswith(("mysql", "mariadb")):
+        pytest.skip("only MySQL/MariaDB warn of a named primary key (asyncmy logs each warning it is told of)")
+    prefix = f"n{uuid.uuid4().hex[:8]}_"
+    async with AsyncSQLStore(sql_backend.url, table_prefix=prefix) as made:
+        try:
+            with caplog.at_level(logging.INFO):
+                await made.create_schema()
+            assert [record.getMessage() for record in caplog.records if record.name.startswith("asyncmy")] == []
+            assert await made.schema_revision() == made.required_schema_revision
+            async with made.engine.connect() as connection:
+                keys = await connection.execute(
+                    text(
+                        "SELECT table_name, GROUP_CONCAT(column_name ORDER BY seq_in_index)"
+                        " FROM information_schema.statistics WHERE table_schema = DATABASE()"
+                        " AND index_name = 'PRIMARY' AND table_name LIKE :tables GROUP BY table_name"
+                    ),
+                    {"tables": f"{prefix}%"},
+                )
+                assert dict(keys.all()) == {
+                    f"{prefix}memories": "memory_id",
+                    f"{prefix}messages": "memory_id,seq",
+                    f"{prefix}alembic_version": "version_num",
+                }
+            await made.update_messages("m", texts("a", "b"))
+            assert await made.get_messages("m") == texts("a", "b")
+        finally:
+            await made.drop_schema()

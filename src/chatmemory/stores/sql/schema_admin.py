@@ -32,7 +32,15 @@ from chatmemory.stores.sql.schema import (
     version_table_name,
 )
 
-__all__ = ["SchemaAdmin", "check_with", "connect", "migrate_command", "schema_lock", "version_table"]
+__all__ = [
+    "SchemaAdmin",
+    "check_with",
+    "connect",
+    "migrate_command",
+    "schema_lock",
+    "unname_primary_keys",
+    "version_table",
+]
 
 _LOCK_WAIT_SECONDS = 300
 
@@ -46,6 +54,17 @@ def version_table(prefix: str) -> Table:
         Column("version_num", String(32), nullable=False),
         PrimaryKeyConstraint("version_num", name=f"{name}_pkc"),
     )
+
+
+def unname_primary_keys(tables: Iterable[Table]) -> None:
+    """Create ``tables`` with unnamed primary keys (MySQL/MariaDB, where every primary key is ``PRIMARY``).
+
+    Those servers answer a named one with a warning (1280, the name is ignored), which asyncmy reads
+    with ``SHOW WARNINGS`` and logs: three warnings at each schema creation that say nothing is wrong.
+    The tables are the same either way.
+    """
+    for table in tables:
+        table.primary_key.name = None
 
 
 def migrate_command(url: str | URL, table_prefix: str = DEFAULT_TABLE_PREFIX) -> str:
@@ -199,8 +218,11 @@ class SchemaAdmin:
         with schema_lock(connection, self._prefix):
             found = revision_on(connection, self._prefix)
             if found is None:
-                build_tables(self._prefix).metadata.create_all(connection)
+                metadata = build_tables(self._prefix).metadata
                 table = version_table(self._prefix)
+                if self._dialect == "mysql":
+                    unname_primary_keys([*metadata.tables.values(), table])
+                metadata.create_all(connection)
                 table.create(connection, checkfirst=True)
                 connection.execute(table.insert().values(version_num=REQUIRED_SCHEMA_REVISION))
         if found not in (None, REQUIRED_SCHEMA_REVISION):
