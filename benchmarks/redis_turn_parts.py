@@ -17,6 +17,11 @@ what the server spent on each side is known per turn:
 * ``the rest``: the turn less its round trip: the store's own Python (the plan, the diff, the cache),
   or the floor's encoding and pipeline building.
 
+A third side, ``bare script``, is one ``EVALSHA`` of a script that makes the same server calls as the
+store's common turn (``TIME``, ``HMGET``, ``RPUSH``, ``LTRIM``, ``HSET``, ``PERSIST`` twice) with nothing
+else: no checks, no version arithmetic. Its server time is what those calls cost from Lua whatever a
+script does with them; the store's script beyond it is its own logic.
+
 Printed per side: wall and client CPU per turn and each line's wall against the floor's whole turn. The
 server's time is inside the round trip; what the round trip waits beyond it is the network and the
 scheduler. Needs ``INFO`` on the server (nothing else may run commands there meanwhile: the counts are
@@ -48,6 +53,23 @@ from workload import sliding_windows  # noqa: E402
 BLOCK = 100
 """Turns per block; the sides' blocks alternate."""
 
+SIDES = ("store", "bare script", "floor")
+
+BARE_SCRIPT = """
+redis.call('TIME')
+redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'length', 'seq')
+local length = redis.call('LLEN', KEYS[2])
+if #ARGV > 1 then
+  length = redis.call('RPUSH', KEYS[2], unpack(ARGV, 2))
+end
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[1]), -1)
+redis.call('HSET', KEYS[1], 'version', length, 'length', length, 'written', length, 'seq', length, 'w0', length)
+redis.call('PERSIST', KEYS[1])
+redis.call('PERSIST', KEYS[2])
+return length
+"""
+"""The store's common turn's server calls alone (an ``LLEN`` only when a turn appends nothing)."""
+
 
 def _server_usec(client: redis.Redis) -> dict[str, int]:
     """The server's total µs per command so far (``INFO commandstats``)."""
@@ -62,7 +84,9 @@ def one_run(url: str, window: int, turns: int) -> dict[str, dict[str, float]]:
     memory_id = f"user-{uuid.uuid4().hex[:8]}"
     windows = list(sliding_windows(turns, window))
     skip = turns // 4
-    totals: dict[str, dict[str, float]] = {side: {"turns": 0.0} for side in ("store", "floor")}
+    totals: dict[str, dict[str, float]] = {side: {"turns": 0.0} for side in SIDES}
+    bare_sha = info.script_load(BARE_SCRIPT)
+    bare_keys = (f"{floor.prefix}bare:{memory_id}:meta", f"{floor.prefix}bare:{memory_id}:messages")
     round_trip = [0.0]
     plain_send = redis_store.send
 
@@ -84,11 +108,18 @@ def one_run(url: str, window: int, turns: int) -> dict[str, dict[str, float]]:
         pipeline.execute()
         round_trip[0] += time.perf_counter() - started
 
+    def bare_update(current: list[Any], appended: int) -> None:
+        records = [dumps_message(message) for message in current[len(current) - appended :]] if appended else []
+        started = time.perf_counter()
+        floor.client.evalsha(bare_sha, 2, *bare_keys, len(current), *records)
+        round_trip[0] += time.perf_counter() - started
+
     redis_store.send = timed_send  # type: ignore[assignment]
     try:
         for start in range(0, turns, BLOCK):
             block = windows[start : start + BLOCK]
-            order = ("store", "floor") if (start // BLOCK) % 2 == 0 else ("floor", "store")
+            shift = (start // BLOCK) % len(SIDES)
+            order = SIDES[shift:] + SIDES[:shift]
             # Each side replays the same block in its own memory (the store's turns are its own, so the
             # store's memory is updated on every turn, counted or not).
             for side in order:
@@ -100,6 +131,8 @@ def one_run(url: str, window: int, turns: int) -> dict[str, dict[str, float]]:
                     w, c = time.perf_counter(), time.thread_time()
                     if side == "store":
                         store.update_messages(memory_id, current)
+                    elif side == "bare script":
+                        bare_update(current, appended)
                     else:
                         floor_update(current, appended, evicted)
                     wall += time.perf_counter() - w
@@ -117,6 +150,7 @@ def one_run(url: str, window: int, turns: int) -> dict[str, dict[str, float]]:
                             entry[f"server {name}"] = entry.get(f"server {name}", 0.0) + spent / 1e6
     finally:
         redis_store.send = plain_send  # type: ignore[assignment]
+        floor.client.delete(*bare_keys)
         floor.close()
         drop(store, memory_id)
         info.close()
@@ -138,7 +172,7 @@ def main() -> None:
     floor_wall = per_turn("floor", "wall")
     print(f"Redis turn by parts: window {args.window}, {args.turns} turns, medians of {args.runs} runs, µs per turn")
     print(f"{'':30}{'wall':>8}{'x floor':>9}{'cpu':>8}")
-    for side in ("store", "floor"):
+    for side in SIDES:
         wall, cpu, trip = per_turn(side, "wall"), per_turn(side, "cpu"), per_turn(side, "round trip")
         print(f"{side + ' turn':30}{wall:8.0f}{wall / floor_wall:9.2f}{cpu:8.0f}")
         print(f"{'  round trip':30}{trip:8.0f}{trip / floor_wall:9.2f}")
