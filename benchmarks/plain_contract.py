@@ -20,8 +20,9 @@ after the floor's read showed an update ratio 0.08-0.11 higher). The floor:
 Both sides encode with ``dumps_message`` and decode with ``loads_message``; the raw side encodes only the
 new messages (it knows the diff), has no versions, no expiry bookkeeping and no conflict detection: it is
 the floor, not an alternative. Printed per window: median wall time and client CPU (thread time) per
-update and per get, for the store and the floor, their ratios, and "flat": the store's median update over
-the last 200 turns against the first 200. Medians over ``--runs`` runs. ``--history`` adds the store built
+update and per get, for the store and the floor, their ratios, "runs": the lowest and highest of each
+run's own wall ratio (how far one run alone may land from the median), and "flat": the store's median
+update over the last 200 turns against the first 200. Medians over ``--runs`` runs. ``--history`` adds the store built
 with ``history=True`` beside the plain one. Figures only, no assertions: not run in CI.
 """
 
@@ -393,13 +394,23 @@ def print_window(window: int, runs: list[dict[str, Clock]], sides: list[str]) ->
     def median(key: str, field: str, part: slice = slice(None)) -> float:
         return statistics.median(statistics.median(getattr(run[key], field)[part]) for run in runs)
 
+    def spread(key: str, op: str) -> str:
+        """The lowest and highest of the runs' own wall ratios (each run's median over the floor's)."""
+        ratios = [
+            statistics.median(run[f"{key} {op}"].wall) / statistics.median(run[f"floor {op}"].wall) for run in runs
+        ]
+        return f"{min(ratios):.2f}-{max(ratios):.2f}"
+
     print(f"\nwindow {window}")
-    print(f"{'':22}{'wall':>10}{'x floor':>9}{'cpu':>10}{'x floor':>9}")
+    print(f"{'':22}{'wall':>10}{'x floor':>9}{'runs':>12}{'cpu':>10}{'x floor':>9}")
     for op in ("update", "get"):
         floor_wall, floor_cpu = median(f"floor {op}", "wall"), median(f"floor {op}", "cpu")
         for side in sides:
             wall, cpu = median(f"{side} {op}", "wall"), median(f"{side} {op}", "cpu")
-            print(f"{side + ' ' + op:22}{wall:10.0f}{wall / floor_wall:9.2f}{cpu:10.0f}{cpu / floor_cpu:9.2f}")
+            print(
+                f"{side + ' ' + op:22}{wall:10.0f}{wall / floor_wall:9.2f}{spread(side, op):>12}"
+                f"{cpu:10.0f}{cpu / floor_cpu:9.2f}"
+            )
     for side in sides:
         first = median(f"{side} update", "wall", slice(0, FLAT_SPAN))
         last = median(f"{side} update", "wall", slice(-FLAT_SPAN, None))
