@@ -94,6 +94,32 @@ def test_rows_the_cache_holds_are_reused_and_new_ones_decoded() -> None:
     assert result.state == CachedSnapshot(8, 42, 7, (4, 5, 6), (*cached.messages[1:], new), 4)
 
 
+def test_an_unchanged_window_reads_as_the_cached_snapshot_in_any_row_order() -> None:
+    cached = snapshot_of(texts("a", "b", "c"))
+    head = head_row(cached.version, cached.incarnation, cached.next_seq, window_start=cached.window_start)
+    rows = [head, *((seq, None) for seq in cached.seqs)]
+    result = plan.decode_read("m", rows, cached)
+    assert isinstance(result, plan.ReadResult) and result.state is cached
+    assert result.snapshot.messages == list(cached.messages) and result.snapshot.version == cached.version
+    assert all(got is held for got, held in zip(result.snapshot.messages, cached.messages, strict=True))
+    shuffled = plan.decode_read("m", [rows[2], rows[3], head, rows[1]], cached)
+    assert isinstance(shuffled, plan.ReadResult) and shuffled.state is cached
+    assert shuffled.snapshot.messages == list(cached.messages)
+
+
+def test_a_window_at_the_cached_version_with_other_rows_is_read_from_its_rows() -> None:
+    cached = snapshot_of(texts("a", "b", "c"))
+    head = head_row(cached.version, cached.incarnation, cached.next_seq, window_start=cached.window_start)
+    first, second, third = cached.seqs
+    fewer = plan.decode_read("m", [head, (first, None), (third, None)], cached)
+    assert isinstance(fewer, plan.ReadResult) and fewer.state is not None
+    assert fewer.snapshot.messages == [cached.messages[0], cached.messages[2]] and fewer.state.seqs == (first, third)
+    changed = (second, dumps_message(UserMessage("B")))
+    sent = plan.decode_read("m", [head, (first, None), changed, (third, None)], cached)
+    assert isinstance(sent, plan.ReadResult)
+    assert sent.snapshot.messages == [cached.messages[0], UserMessage("B"), cached.messages[2]]
+
+
 def test_a_row_the_cache_does_not_hold_asks_for_an_uncached_read() -> None:
     # A row deleted and put back by hand under another sequence number: no KeyError, a fresh read.
     cached = snapshot_of(texts("a", "b"))

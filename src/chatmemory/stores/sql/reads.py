@@ -69,23 +69,38 @@ def read_parameters(memory_id: str, cached: CachedSnapshot | None) -> dict[str, 
     }
 
 
-def _split(rows: Sequence[ReadRow]) -> tuple[ReadHead | None, list[tuple[int, bytes | None]]]:
-    """The head (``None``: no head row) and the message rows as ``(seq, payload)``, in ``seq`` order.
+def _split(rows: Sequence[ReadRow]) -> tuple[ReadHead | None, list[int], list[bytes | None]]:
+    """The head (``None``: no head row), and the message rows' seqs and payloads, in the rows' order.
+
+    Each column is taken out in one pass at C speed: a read runs on every turn, mostly to find every row
+    as it was.
+    """
+    seqs: list[Any] = list(map(_SEQ, rows))
+    payloads: list[Any] = list(map(_PAYLOAD, rows))
+    try:
+        at = seqs.index(None)  # the head row (one at most: memory_id is the head table's key)
+    except ValueError:
+        return None, seqs, payloads
+    head = ReadHead.unpack(payloads[at])
+    del seqs[at], payloads[at]
+    return head, seqs, payloads
+
+
+def _in_order(seqs: list[int], payloads: list[bytes | None]) -> tuple[list[int], list[bytes | None]]:
+    """The message rows in ``seq`` order.
 
     The statement has no ``ORDER BY`` (see :func:`~chatmemory.stores.sql.statements.window_read`): the rows
-    usually come head first and in order, and are sorted here when they do not.
+    come in whatever order the server finds them (on PostgreSQL a long window's rows mostly out of order),
+    and are sorted here when they are not in order.
     """
-    head = None
-    pairs = []
-    for seq, payload in rows:
-        if seq is None:
-            head = ReadHead.unpack(payload)
-        else:
-            pairs.append((seq, payload))
-    seqs = [seq for seq, _ in pairs]
-    if any(map(gt, seqs, seqs[1:])):
-        pairs.sort(key=itemgetter(0))
-    return head, pairs
+    if not any(map(gt, seqs, seqs[1:])):
+        return seqs, payloads
+    pairs = sorted(zip(seqs, payloads, strict=True), key=_SEQ)
+    return list(map(_SEQ, pairs)), list(map(_PAYLOAD, pairs))
+
+
+_SEQ = itemgetter(0)
+_PAYLOAD = itemgetter(1)
 
 
 def decode_read(
@@ -102,7 +117,7 @@ def decode_read(
         CorruptedMemoryError: a payload does not decode.
         UnsupportedFormatVersionError: a payload is from a newer format.
     """
-    head, pairs = _split(rows)
+    head, seqs, payloads = _split(rows)
     if head is None:
         return HEADLESS
     if not head.live:
@@ -111,26 +126,27 @@ def decode_read(
         cached is not None
         and head.version == cached.version
         and head.incarnation == cached.incarnation
-        and len(pairs) == len(cached.seqs)
-        and all(payload is None and seq == known for (seq, payload), known in zip(pairs, cached.seqs, strict=True))
+        and payloads.count(None) == len(payloads)
+        and (tuple(seqs) == cached.seqs or sorted(seqs) == list(cached.seqs))
     ):
-        # Unchanged since the cached snapshot: every row came without its payload, the same rows.
+        # Unchanged since the cached snapshot: every row came without its payload, the same rows (in any
+        # order: the cached seqs are in order).
         telemetry.note(bytes=0)
         return ReadResult(Snapshot(list(cached.messages), head.version), cached)
+    seqs, payloads = _in_order(seqs, payloads)
     known = (
         dict(zip(cached.seqs, cached.messages, strict=True))
         if cached is not None and cached.incarnation == head.incarnation
         else {}
     )
-    telemetry.note(bytes=sum(len(payload) for _, payload in pairs if payload is not None))
+    telemetry.note(bytes=sum(len(payload) for payload in payloads if payload is not None))
     lookup = known.get
     messages: list[ChatMessage | object] = [
         lookup(seq, _MISSING) if payload is None else loads_message(payload, memory_id=memory_id)
-        for seq, payload in pairs
+        for seq, payload in zip(seqs, payloads, strict=True)
     ]
     if any(message is _MISSING for message in messages):
         return StaleCache()
-    seqs = [seq for seq, _ in pairs]
     # A row appended by hand past the head's next_seq must not collide with the next insert.
     next_seq = max(head.next_seq, seqs[-1] + 1) if seqs else head.next_seq
     decoded = cast("list[ChatMessage]", messages)
@@ -150,12 +166,12 @@ def raw_records(rows: Sequence[ReadRow]) -> list[bytes] | Headless:
 
     Then the stray read's rows are what an operator inspects (:func:`stray_records`).
     """
-    head, pairs = _split(rows)
+    head, seqs, payloads = _split(rows)
     if head is None:
         return HEADLESS
     if not head.live:
         return []
-    return [bytes(payload) for _, payload in pairs if payload is not None]
+    return [bytes(payload) for payload in _in_order(seqs, payloads)[1] if payload is not None]
 
 
 def stray_records(strays: Sequence[ReadRow]) -> list[bytes]:
