@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chatmemory import AiMessage, ChatMessage, StoreError, SystemMessage, UserMessage
+from chatmemory import AiMessage, ChatMessage, CorruptedMemoryError, StoreError, SystemMessage, UserMessage
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.mongodb.clock import MAX_AGE, ServerClock, expired
 from chatmemory.stores.mongodb.layout import (
@@ -20,6 +20,7 @@ from chatmemory.stores.mongodb.layout import (
     MemoryState,
     MongoLayout,
     decode_document,
+    encode_record,
     materialize,
     plan_head_trim,
     plan_layout,
@@ -360,6 +361,31 @@ def test_a_verify_read_finds_the_write_or_reports_a_conflict() -> None:
     assert verified_outcome(plan, {"version": 9, "writes": [{"w": plan.write_id + 1, "v": 9}]}) == Conflict()
     landed = verified_outcome(plan, {"version": 9, "writes": [{"w": plan.write_id, "v": 8}, {"w": 5, "v": 9}]})
     assert landed == Written(8, None)
+
+
+def _document(version: int, records: list[Any]) -> dict[str, Any]:
+    # Each record a new object, as a driver hands a document over: found by content, not by identity.
+    return {"_id": "m", "version": version, "incarnation": 9, "messages": [bytes(r).decode() for r in records]}
+
+
+def test_a_read_decodes_only_the_records_the_previous_state_does_not_hold() -> None:
+    old = _users(1, 2, 3)
+    previous = decode_document("m", _document(5, [encode_record(m).encode() for m in old]), None)
+    new = UserMessage("4")
+    state = decode_document("m", _document(6, [encode_record(m).encode() for m in (*old[1:], new)]), previous)
+    assert state.layout.array == (*old[1:], new) and state.version == 6
+    assert state.layout.array[0] is previous.layout.array[1] and state.layout.array[1] is previous.layout.array[2]
+    assert decode_document("m", _document(6, []), previous).layout.array == ()
+
+
+@pytest.mark.parametrize("damage", [{"text": "a document"}, ["an", "array"], 42, None])
+def test_a_record_of_another_bson_type_among_known_ones_is_named(damage: Any) -> None:
+    old = _users(1, 2, 3)
+    previous = decode_document("m", _document(5, [encode_record(m).encode() for m in old]), None)
+    document = _document(6, [encode_record(m).encode() for m in old])
+    document["messages"].insert(2, damage)
+    with pytest.raises(CorruptedMemoryError, match=r"messages\[2\] is a BSON .*, not a message record"):
+        decode_document("m", document, previous)
 
 
 def test_a_generator_is_consumed_once() -> None:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, count, repeat
+from operator import is_
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from chatmemory import telemetry
@@ -177,6 +179,31 @@ def _message(memory_id: str, record: object, where: str, known: Mapping[Record, 
     return message if message is not None else loads_message(record, memory_id=memory_id)
 
 
+def _messages(memory_id: str, records: list[Any], known: Mapping[Record, ChatMessage]) -> tuple[ChatMessage, ...]:
+    """The messages of the ``messages`` array: those ``known`` holds found at C speed, the others checked and decoded.
+
+    Every key of ``known`` is a record this store read before, so a record found there is one; anything
+    else goes through :func:`_message` (named by its position when it is not a record).
+    """
+    try:
+        found: list[Any] = list(map(known.get, records))
+    except TypeError:  # an unhashable BSON value (an embedded document or array) where a record belongs
+        found = [None] * len(records)
+    for index in compress(count(), map(is_, found, repeat(None))):
+        found[index] = _message(memory_id, records[index], f"messages[{index}]", known)
+    return tuple(found)
+
+
+def _record_bytes(records: list[Any]) -> int:
+    """The size of the records among ``records`` (characters of a string, bytes of binary)."""
+    if set(map(type, records)) <= _RECORD_TYPES:
+        return sum(map(len, records))
+    return sum(len(record) for record in records if isinstance(record, (str, bytes)))
+
+
+_RECORD_TYPES = frozenset((str, bytes))
+
+
 def _incarnation(value: object) -> Hashable | None:
     # Any scalar the store (an int) or an earlier version of it (an ObjectId) wrote is a token; writes
     # compare it with $eq and $literal, so no value can act as an operator.
@@ -211,10 +238,10 @@ def decode_document(memory_id: str, document: Mapping[str, Any], previous: Memor
         UnsupportedFormatVersionError: a record was written by a newer format version.
     """
     records = _checked_array(memory_id, document)
-    telemetry.note(bytes=sum(len(record) for record in records if isinstance(record, (str, bytes))))
+    telemetry.note(bytes=_record_bytes(records))
     # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
     known = previous.decoded() if previous is not None else {}
-    array = tuple(_message(memory_id, record, f"messages[{index}]", known) for index, record in enumerate(records))
+    array = _messages(memory_id, records, known)
     system: ChatMessage | None = None
     system_at = 0
     if "system" in document:
