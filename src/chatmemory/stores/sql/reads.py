@@ -69,6 +69,10 @@ def read_parameters(memory_id: str, cached: CachedSnapshot | None) -> dict[str, 
     }
 
 
+_SEQ = itemgetter(0)
+_PAYLOAD = itemgetter(1)
+
+
 def _split(rows: Sequence[ReadRow]) -> tuple[ReadHead | None, list[int], list[bytes | None]]:
     """The head (``None``: no head row), and the message rows' seqs and payloads, in the rows' order.
 
@@ -97,10 +101,6 @@ def _in_order(seqs: list[int], payloads: list[bytes | None]) -> tuple[list[int],
         return seqs, payloads
     pairs = sorted(zip(seqs, payloads, strict=True), key=_SEQ)
     return list(map(_SEQ, pairs)), list(map(_PAYLOAD, pairs))
-
-
-_SEQ = itemgetter(0)
-_PAYLOAD = itemgetter(1)
 
 
 def decode_read(

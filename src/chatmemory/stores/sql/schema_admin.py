@@ -57,7 +57,7 @@ def version_table(prefix: str) -> Table:
 
 
 def unname_primary_keys(tables: Iterable[Table]) -> None:
-    """Create ``tables`` with unnamed primary keys (MySQL/MariaDB, where every primary key is ``PRIMARY``).
+    """Leave the primary keys of ``tables`` unnamed (for MySQL/MariaDB, where every one is ``PRIMARY``).
 
     Those servers answer a named one with a warning (1280, the name is ignored), which asyncmy reads
     with ``SHOW WARNINGS`` and logs: three warnings at each schema creation that say nothing is wrong.
