@@ -344,17 +344,23 @@ def test_a_window_read_with_history_reads_only_the_window(history_store: SQLChat
 _COUNTERS = "SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Com_rollback')"
 
 
-def _session_counters(store: SQLChatMemoryStore) -> dict[str, int]:
-    """The server's counters of the store's pooled connection (its only one, idle: the reads' connection)."""
-    connection = store.engine.raw_connection()
-    try:
-        cursor = connection.cursor()
-        cursor.execute(_COUNTERS)
-        counters = {name: int(value) for name, value in cursor.fetchall()}
-        cursor.close()
-    finally:
-        connection.close()
+def _counters_of(dbapi_connection: Any) -> dict[str, int]:
+    """The server's counters of one connection's session."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute(_COUNTERS)
+    counters = {name: int(value) for name, value in cursor.fetchall()}
+    cursor.close()
     return counters
+
+
+def _session_counters(store: SQLChatMemoryStore) -> dict[str, int]:
+    """The counters of the connection the store's calls use: the one it keeps between them."""
+    driver = store._driver
+    connection = driver.checkout()
+    try:
+        return _counters_of(connection.dbapi_connection)
+    finally:
+        assert driver.keep(connection)  # kept again for the store's next call
 
 
 def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a_transaction_is_open(
@@ -368,18 +374,19 @@ def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a_trans
     for _ in range(20):
         store.get_messages("m")
     after = _session_counters(store)
-    assert after["Com_select"] - before["Com_select"] == 20  # the same pooled connection served every read
-    assert after["Com_rollback"] == before["Com_rollback"]  # and went back to the pool without a round trip
+    assert after["Com_select"] - before["Com_select"] == 20  # the same connection served every read
+    assert after["Com_rollback"] == before["Com_rollback"]  # and was kept for the next without a round trip
 
     # A connection handed back inside a transaction is still rolled back before anyone reuses it.
     connection = store.engine.raw_connection()
+    handed_back = connection.dbapi_connection
+    rollbacks = _counters_of(handed_back)["Com_rollback"]
     cursor = connection.cursor()
     cursor.execute("BEGIN")
     cursor.execute(f"UPDATE {store._tables.memories.name} SET version = version + 100")
     cursor.close()
     connection.close()
-    again = _session_counters(store)
-    assert again["Com_rollback"] == after["Com_rollback"] + 1
+    assert _counters_of(handed_back)["Com_rollback"] == rollbacks + 1  # idle in the pool, rolled back
     assert store.load("m").version == version  # the update was rolled back, not left open nor committed
 
 
@@ -388,6 +395,7 @@ def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_before_any
 ) -> None:
     store.update_messages("m", [UserMessage("a"), UserMessage("b")])
     version = store.load("m").version
+    kept = store.engine.pool.checkedout()  # type: ignore[attr-defined]  # the one the store keeps for its next call
     connection = store.engine.raw_connection()
     cursor = connection.cursor()
     cursor.execute("BEGIN")
@@ -396,7 +404,7 @@ def test_a_connection_handed_back_inside_a_transaction_is_rolled_back_before_any
     handed_back = connection.dbapi_connection
     assert in_transaction(handed_back)
     connection.close()
-    assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert store.engine.pool.checkedout() == kept  # type: ignore[attr-defined]
     assert not in_transaction(handed_back)  # back in the pool, its transaction ended
     assert store.load("m").version == version  # rolled back: neither left open nor committed
     store.update_messages("m", [UserMessage("b"), UserMessage("c")])  # and no lock is left behind

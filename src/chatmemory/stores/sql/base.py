@@ -70,13 +70,17 @@ class SQLStoreBase(Generic[_Engine]):
         self._retry = retry or RetryPolicy()
         self._engine: _Engine
         if isinstance(url_or_engine, str):
-            self._engine = self._engine_from_url(url_or_engine, engine_options or {})
+            options = engine_options or {}
+            self._engine = self._engine_from_url(url_or_engine, options)
             self._owns_client = True
+            # A connection kept between operations skips the pool's checkout: its pre-ping and recycling.
+            self._keeps_connection = not options.get("pool_pre_ping") and options.get("pool_recycle", -1) < 0
         elif isinstance(url_or_engine, self._engine_type):
             if engine_options:
                 raise ValueError("engine_options apply only when the store is given a URL")
             self._engine = url_or_engine
             self._owns_client = False
+            self._keeps_connection = False  # the caller's pool: every connection goes back to it
         else:
             raise TypeError(self._wrong_engine.format(kind=type(url_or_engine).__name__))
         engine: Any = self._engine

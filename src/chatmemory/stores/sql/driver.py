@@ -15,12 +15,20 @@ On an engine whose connections come out of the pool in autocommit (``create_engi
 isolation_level="AUTOCOMMIT")``, as store-made engines are) and that has no execution options, an
 operation that sends only driver SQL holds the pooled connection itself: a SQLAlchemy ``Connection`` is
 put around it only to run a SQLAlchemy statement or to handle a driver error, which is all it would add.
+
+A store that made its engine keeps the connection an operation ended with for the next one (see
+:meth:`SyncDriver.keep`), so that a call does not pay for the pool's checkout and return: about 10 µs
+back to back, 35-75 µs in a live turn. Only a connection that is sound, outside a transaction, and on a
+plain queue pool that nothing listens to is kept; one at a time; the child of a fork never uses the one
+its parent kept; :meth:`SyncDriver.hand_back` returns it before the store disposes of its engine.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
@@ -42,7 +50,7 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
-from chatmemory.stores.sql.engine import connects_in_autocommit, takes_multi_statements
+from chatmemory.stores.sql.engine import connects_in_autocommit, in_transaction, takes_multi_statements
 
 __all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results"]
 
@@ -58,9 +66,22 @@ class SyncDriver:
         autocommit: the engine in autocommit, which operations check connections out of.
         check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
         sleep: waits a retry's backoff, for :class:`Sleep` (the asyncio executor's awaits ``asyncio.sleep``).
+        keeps_connection: whether the connection an operation ended with may be kept for the next one
+            (a store-made engine's: see :meth:`keep`).
     """
 
-    __slots__ = ("_autocommit", "_check_schema", "_dbapi_error", "_engine", "_joined_results", "_pooled", "_sleep")
+    __slots__ = (
+        "__weakref__",
+        "_autocommit",
+        "_check_schema",
+        "_dbapi_error",
+        "_engine",
+        "_joined_results",
+        "_keeps",
+        "_kept",
+        "_pooled",
+        "_sleep",
+    )
 
     def __init__(
         self,
@@ -68,6 +89,8 @@ class SyncDriver:
         autocommit: Engine,
         check_schema: Callable[[], None],
         sleep: Callable[[float], None] = time.sleep,
+        *,
+        keeps_connection: bool = False,
     ) -> None:
         self._engine = engine
         self._autocommit = autocommit
@@ -77,6 +100,52 @@ class SyncDriver:
         self._pooled = connects_in_autocommit(autocommit)
         """Whether driver SQL may go on the pooled connection without a ``Connection`` around it."""
         self._joined_results = functools.partial(joined_results, dbapi_error=self._dbapi_error)
+        self._kept: list[PoolProxiedConnection] = []
+        """The connection the last operation ended with, for the next (at most one, but for a race)."""
+        # A plain queue pool only: a NullPool's user wants no connection left open between calls.
+        self._keeps = keeps_connection and type(autocommit.pool).__name__ in _KEEPING_POOLS
+        if self._keeps:
+            _KEEPING.add(self)
+
+    def checkout(self) -> PoolProxiedConnection:
+        """A connection for one operation: the one the last operation left, else one from the pool."""
+        kept = self._kept
+        if kept:
+            try:
+                return kept.pop()
+            except IndexError:  # another thread took it meanwhile
+                pass
+        return self._autocommit.raw_connection()
+
+    def keep(self, pooled: PoolProxiedConnection) -> bool:
+        """Keep ``pooled``, which an operation ended with, for the next operation; ``False`` if it may not be.
+
+        It may be if the store keeps connections (a store-made engine on a queue pool), none is kept
+        already, nothing listens to the pool's checkouts and returns (they would miss some), and the
+        connection is sound and outside a transaction (as the pool's reset would leave it). It is then
+        used as a connection from the pool would be, without the pool's checkout: no pre-ping (a store's
+        engine has none unless asked: then :meth:`keep` is not asked, see the store) and no recycling.
+        """
+        if not self._keeps or self._kept:
+            return False
+        dispatch = self._autocommit.pool.dispatch
+        if dispatch.checkout or dispatch.checkin or not pooled.is_valid:
+            return False
+        if in_transaction(pooled.dbapi_connection):
+            return False
+        self._kept.append(pooled)
+        return True
+
+    def hand_back(self) -> None:
+        """Return the kept connection to the pool, and keep none from now on (before the engine is disposed)."""
+        self._keeps = False
+        kept = self._kept
+        while kept:
+            try:
+                pooled = kept.pop()
+            except IndexError:  # pragma: no cover - another thread took it meanwhile
+                break
+            pooled.close()
 
     def run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
@@ -220,7 +289,7 @@ class Session:
     def _checked_out(self) -> PoolProxiedConnection:
         pooled = self._pooled
         if pooled is None:
-            pooled = self._pooled = self._driver._autocommit.raw_connection()
+            pooled = self._pooled = self._driver.checkout()
         return pooled
 
     def _on_cursor(self, run: Callable[[Any, _A], _T], argument: _A, command: Statement) -> _T:
@@ -265,7 +334,7 @@ class Session:
             pooled = self._pooled
             if pooled is None:
                 try:
-                    pooled = self._pooled = engine.raw_connection()
+                    pooled = self._pooled = self._driver.checkout()
                 except engine.dialect.loaded_dbapi.Error as exc:  # raised as Engine.connect() raises it
                     Connection._handle_dbapi_exception_noconnection(exc, engine.dialect, engine)
                     raise  # pragma: no cover - the handler raises
@@ -298,7 +367,29 @@ class Session:
         elif pooled is not None:
             if interrupted:
                 pooled.invalidate()
+            elif error is None and self._driver.keep(pooled):
+                return
             pooled.close()
+
+
+_KEEPING_POOLS = frozenset({"QueuePool", "AsyncAdaptedQueuePool"})
+"""The pools a store keeps a connection of between operations (by name: not a subclass of the caller's)."""
+
+_KEEPING: weakref.WeakSet[SyncDriver] = weakref.WeakSet()
+"""The drivers that may keep a connection, for :func:`_forget_kept_connections` after a fork."""
+
+_INHERITED: list[PoolProxiedConnection] = []
+"""Connections a forked child's drivers kept in its parent: held here so that they are never used, closed
+or collected (which would hand them back to the child's pool) in the child, as their sockets are the parent's."""
+
+
+def _forget_kept_connections() -> None:
+    for driver in list(_KEEPING):
+        _INHERITED.extend(driver._kept)
+        driver._kept.clear()
+
+
+os.register_at_fork(after_in_child=_forget_kept_connections)
 
 
 def execute_driver_sql(cursor: Any, command: Statement) -> Any:

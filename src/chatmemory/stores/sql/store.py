@@ -52,8 +52,10 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
 
     Args:
         url_or_engine: a SQLAlchemy URL (the store makes the engine and disposes of it in :meth:`close`;
-            ``postgresql://`` means psycopg 3, ``mysql://`` PyMySQL) or an :class:`~sqlalchemy.Engine` the
-            caller owns and closes. Any engine works, one in autocommit included: the store opens its
+            ``postgresql://`` means psycopg 3, ``mysql://`` PyMySQL; between calls the store keeps the
+            connection the last one ended with, sparing the next the pool's checkout and return) or an
+            :class:`~sqlalchemy.Engine` the caller owns and closes (every connection goes back to its
+            pool). Any engine works, one in autocommit included: the store opens its
             transactions itself. An engine that is not in autocommit has its connections switched to it
             at each checkout (a round trip on some drivers); build yours with
             ``isolation_level="AUTOCOMMIT"`` to spare that.
@@ -63,7 +65,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         snapshot_cache_size: how many memories' last state to keep for diffing writes without a read
             (``0``: always rewrite whole windows).
         engine_options: passed to :func:`sqlalchemy.create_engine` when a URL is given (defaults:
-            autocommit connections, a connect timeout of 10 s, a SQLite busy timeout of 30 s).
+            autocommit connections, a connect timeout of 10 s, a SQLite busy timeout of 30 s). With
+            ``pool_pre_ping`` or ``pool_recycle`` every call checks its connection out of the pool.
         retry: how long writers creating or replacing one memory at once retry their collisions.
         history: keep every message ever added to a memory, evicted ones included (see :meth:`history`):
             evicted rows stay in the message table, outside the window's ranges, instead of being deleted.
@@ -97,6 +100,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         return self._engine
 
     def _release(self) -> None:
+        if "_driver" in self.__dict__:
+            self._driver.hand_back()
         self._engine.dispose()
 
     # -------------------------------------------------------------------------------------------- schema
@@ -133,7 +138,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
 
     @functools.cached_property
     def _driver(self) -> SyncDriver:
-        return SyncDriver(self._engine, self._autocommit, self._schema.check)
+        return SyncDriver(self._engine, self._autocommit, self._schema.check, keeps_connection=self._keeps_connection)
 
     # ---------------------------------------------------------------------------------------------- reads
 
