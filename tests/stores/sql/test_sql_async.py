@@ -48,9 +48,12 @@ def operations_engine(store: AsyncSQLStore) -> Engine:
 
 
 def checked_out(store: AsyncSQLStore) -> int:
-    """Connections out of the store's pools (the operations' and, when it differs, the ``AsyncEngine``'s)."""
+    """Connections out of the store's pools (the operations' and, when it differs, the ``AsyncEngine``'s),
+    but for the one the store keeps for its next operation: those no call holds are leaked."""
     pools = {id(engine.pool): engine.pool for engine in (operations_engine(store), store.engine.sync_engine)}
-    return sum(int(pool.checkedout()) for pool in pools.values())  # type: ignore[attr-defined]
+    out = sum(int(pool.checkedout()) for pool in pools.values())  # type: ignore[attr-defined]
+    driver = store.__dict__.get("_driver")
+    return out - (len(driver._sync._kept) if driver is not None else 0)
 
 
 def texts(*words: str) -> list[ChatMessage]:
@@ -248,13 +251,19 @@ async def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a
     if store.engine.dialect.name not in ("mysql", "mariadb"):
         pytest.skip("asyncmy sends ROLLBACK on every rollback(); the other drivers skip it themselves")
 
+    async def counters_of(driver_connection: Any) -> dict[str, int]:
+        async with driver_connection.cursor() as cursor:
+            await cursor.execute("SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Com_rollback')")
+            return {name: int(value) for name, value in await cursor.fetchall()}
+
     async def counters() -> dict[str, int]:
-        # The pool's only connection, idle: the one the reads used.
-        async with store.engine.connect() as connection:
-            raw = await connection.get_raw_connection()
-            async with raw.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
-                await cursor.execute("SHOW SESSION STATUS WHERE Variable_name IN ('Com_select', 'Com_rollback')")
-                return {name: int(value) for name, value in await cursor.fetchall()}
+        # The connection the store's operations use: the one it keeps between them.
+        kept = store._driver._sync
+        pooled = kept.checkout()
+        try:
+            return await counters_of(pooled.dbapi_connection.driver_connection)  # type: ignore[union-attr]
+        finally:
+            assert kept.keep(pooled)
 
     await store.update_messages("m", texts("a", "b"))
     version = (await store.load("m")).version
@@ -266,10 +275,11 @@ async def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a
     assert after["Com_rollback"] == before["Com_rollback"]
 
     async with store.engine.connect() as connection:  # handed back inside a transaction: rolled back
+        handed_back = (await connection.get_raw_connection()).driver_connection
+        rollbacks = (await counters_of(handed_back))["Com_rollback"]
         await connection.exec_driver_sql("BEGIN")
         await connection.exec_driver_sql(f"UPDATE {store._tables.memories.name} SET version = version + 100")
-    again = await counters()
-    assert again["Com_rollback"] == after["Com_rollback"] + 1
+    assert (await counters_of(handed_back))["Com_rollback"] == rollbacks + 1
     assert (await store.load("m")).version == version
 
 

@@ -8,6 +8,7 @@ that the pool never counts more out than the store keeps, and that a forked chil
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.pool import NullPool
 
 from chatmemory import UserMessage
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
+from chatmemory.aio.stores.sql_threads import WORKERS
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from support.backends.sqlite import SQLBackend
@@ -201,3 +204,56 @@ def test_a_forked_child_never_uses_the_connection_its_parent_keeps(
     assert int(childs) != parents  # a session of its own
     assert _session_id(store, query) == parents  # and the parent's kept connection is as it was
     assert store.get_messages("m") == texts("a")
+
+
+# ------------------------------------------------------------------------------------------ asyncio
+
+
+def _async_kept(store: AsyncSQLStore) -> list[Any]:
+    return [pooled.dbapi_connection for pooled in store._driver._sync._kept]
+
+
+def _operations_pool(store: AsyncSQLStore) -> Any:
+    """The pool the store's operations take connections from (SQLite from a URL: its worker threads')."""
+    return (store._thread_engine or store.engine.sync_engine).pool
+
+
+@pytest.mark.asyncio
+async def test_an_asyncio_store_keeps_its_connection_from_call_to_call(sql_backend: SQLBackend) -> None:
+    # On SQLite the operations run on worker threads: the kept connection goes from thread to thread.
+    sync = sql_backend.make_store()
+    try:
+        store = AsyncSQLStore(sql_backend.url, table_prefix=sync.table_prefix)
+        await store.update_messages("m", texts("a"))
+        assert await store.get_messages("m") == texts("a")
+        (kept,) = _async_kept(store)
+        pool = _operations_pool(store)
+        for turn in range(5):
+            await store.update_messages("m", texts(*(f"w{index}" for index in range(turn + 1))))
+            assert await store.get_messages("m") == texts(*(f"w{index}" for index in range(turn + 1)))
+        assert _async_kept(store) == [kept]
+        assert pool.checkedout() == 1
+        await store.aclose()
+        assert pool.checkedout() == 0  # handed back before the engine was disposed
+    finally:
+        sql_backend.close_store(sync)
+
+
+@pytest.mark.asyncio
+async def test_concurrent_asyncio_calls_keep_no_more_out_than_the_store_keeps(sql_backend: SQLBackend) -> None:
+    sync = sql_backend.make_store()
+    try:
+        async with AsyncSQLStore(sql_backend.url, table_prefix=sync.table_prefix) as store:
+
+            async def work(name: str) -> None:
+                for turn in range(10):
+                    await store.update_messages(name, texts(*(f"{name} {index}" for index in range(turn + 1))))
+                    assert (await store.get_messages(name))[-1] == UserMessage(f"{name} {turn}")
+
+            await asyncio.gather(*(work(f"t{index}") for index in range(6)))
+            kept = _async_kept(store)
+            # On the event loop's thread no two calls end at once; SQLite's worker threads may.
+            assert 1 <= len(kept) <= (1 if store._thread_engine is None else WORKERS)
+            assert _operations_pool(store).checkedout() == len(kept)
+    finally:
+        sql_backend.close_store(sync)

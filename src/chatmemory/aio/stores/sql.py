@@ -130,6 +130,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         driver = self.__dict__.get("_driver")
         if isinstance(driver, ThreadDriver):
             await asyncio.to_thread(driver.shutdown)
+        elif driver is not None:
+            await driver.hand_back()
         if self._thread_engine is not None:
             self._thread_engine.dispose()
         await self._engine.dispose()
@@ -218,8 +220,10 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         engine = self._thread_engine
         if engine is not None:
             autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
-            return ThreadDriver(engine, autocommit, self._check_schema_on_thread)
-        return AsyncDriver(self._engine, self._autocommit, self._check_schema)
+            return ThreadDriver(
+                engine, autocommit, self._check_schema_on_thread, keeps_connection=self._keeps_connection
+            )
+        return AsyncDriver(self._engine, self._autocommit, self._check_schema, keeps_connection=self._keeps_connection)
 
     # ------------------------------------------------------------------------------------------- reads
 

@@ -44,15 +44,28 @@ class AsyncDriver:
         engine: the store's engine (whose event listeners decide the path of driver SQL).
         autocommit: the engine in autocommit, which operations check connections out of.
         check_schema: checks the schema revision (once per store), for ``CHECK_SCHEMA``.
+        keeps_connection: whether the connection an operation ended with may be kept for the next one
+            (see :meth:`~chatmemory.stores.sql.driver.SyncDriver.keep`).
     """
 
     __slots__ = ("_check_schema", "_sync")
 
     def __init__(
-        self, engine: AsyncEngine, autocommit: AsyncEngine, check_schema: Callable[[], Coroutine[Any, Any, None]]
+        self,
+        engine: AsyncEngine,
+        autocommit: AsyncEngine,
+        check_schema: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        keeps_connection: bool = False,
     ) -> None:
         self._check_schema = check_schema
-        self._sync = SyncDriver(engine.sync_engine, autocommit.sync_engine, self._checked_schema, _sleep)
+        self._sync = SyncDriver(
+            engine.sync_engine, autocommit.sync_engine, self._checked_schema, _sleep, keeps_connection=keeps_connection
+        )
+
+    async def hand_back(self) -> None:
+        """Return the connection kept for the next operation to the pool (before the engine is disposed)."""
+        await _to_completion(greenlet_spawn(self._sync.hand_back))
 
     def _checked_schema(self) -> None:
         _await(self._check_schema())

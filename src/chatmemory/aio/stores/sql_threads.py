@@ -59,23 +59,30 @@ class ThreadDriver:
             the path of driver SQL, as for the sync store).
         autocommit: that engine in autocommit, which operations check connections out of.
         check_schema: checks the schema revision once per store (called on a worker thread).
+        keeps_connection: whether the connection an operation ended with may be kept for the next one
+            (see :meth:`~chatmemory.stores.sql.driver.SyncDriver.keep`).
     """
 
     __slots__ = ("_executor", "_shut", "_sync")
 
-    def __init__(self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None]) -> None:
-        self._sync = SyncDriver(engine, autocommit, check_schema)
+    def __init__(
+        self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None], *, keeps_connection: bool = False
+    ) -> None:
+        self._sync = SyncDriver(engine, autocommit, check_schema, keeps_connection=keeps_connection)
         self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="chatmemory-sqlite")
         self._shut = False
 
     def shutdown(self) -> None:
         """Let the worker threads end once the operations under way are done (blocks until then).
 
+        Then the connection kept for the next operation goes back to the pool.
+
         An operation of the closed store that follows is driven on the caller's thread with nothing to
         send it: it refuses before its first command (the store checks that it is open first).
         """
         self._shut = True
         self._executor.shutdown(wait=True)
+        self._sync.hand_back()
 
     def _submit(self, function: Callable[..., _T], *args: Any) -> Future[_T]:
         context = contextvars.copy_context()  # as asyncio.to_thread: the caller's context variables
