@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -78,6 +79,7 @@ class SyncDriver:
         "_dbapi_error",
         "_engine",
         "_joined_results",
+        "_keeping",
         "_keeps",
         "_kept",
         "_pooled",
@@ -102,7 +104,9 @@ class SyncDriver:
         """Whether driver SQL may go on the pooled connection without a ``Connection`` around it."""
         self._joined_results = functools.partial(joined_results, dbapi_error=self._dbapi_error)
         self._kept: list[PoolProxiedConnection] = []
-        """The connection the last operation ended with, for the next (at most one, but for a race)."""
+        """The connection the last operation ended with, for the next (at most one)."""
+        self._keeping = threading.Lock()
+        """Held to keep a connection: two operations ending at once keep one of theirs, not both."""
         # A plain queue pool only: a NullPool's user wants no connection left open between calls.
         self._keeps = keeps_connection and type(autocommit.pool).__name__ in _KEEPING_POOLS
         if self._keeps:
@@ -124,8 +128,8 @@ class SyncDriver:
         It may be if the store keeps connections (a store-made engine on a queue pool), none is kept
         already, nothing listens to the pool's checkouts and returns (they would miss some), and the
         connection is sound and outside a transaction (as the pool's reset would leave it). It is then
-        used as a connection from the pool would be, without the pool's checkout: no pre-ping (a store's
-        engine has none unless asked: then :meth:`keep` is not asked, see the store) and no recycling.
+        used as a connection from the pool would be, without the pool's checkout: no pre-ping and no
+        recycling (a store whose ``engine_options`` ask for either keeps no connection).
         """
         if not self._keeps or self._kept:
             return False
@@ -134,12 +138,16 @@ class SyncDriver:
             return False
         if in_transaction(pooled.dbapi_connection):
             return False
-        self._kept.append(pooled)
+        with self._keeping:
+            if self._kept or not self._keeps:  # another operation kept one meanwhile, or the store closed
+                return False
+            self._kept.append(pooled)
         return True
 
     def hand_back(self) -> None:
         """Return the kept connection to the pool, and keep none from now on (before the engine is disposed)."""
-        self._keeps = False
+        with self._keeping:
+            self._keeps = False
         kept = self._kept
         while kept:
             try:
@@ -388,6 +396,7 @@ def _forget_kept_connections() -> None:
     for driver in list(_KEEPING):
         _INHERITED.extend(driver._kept)
         driver._kept.clear()
+        driver._keeping = threading.Lock()  # a lock another thread of the parent held stays held here
 
 
 os.register_at_fork(after_in_child=_forget_kept_connections)
