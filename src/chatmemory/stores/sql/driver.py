@@ -399,7 +399,8 @@ def _forget_kept_connections() -> None:
         driver._keeping = threading.Lock()  # a lock another thread of the parent held stays held here
 
 
-os.register_at_fork(after_in_child=_forget_kept_connections)
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere a process has no fork to inherit connections through
+    os.register_at_fork(after_in_child=_forget_kept_connections)
 
 
 def execute_driver_sql(cursor: Any, command: Statement) -> Any:
