@@ -169,6 +169,31 @@ def _session_id(store: SQLChatMemoryStore, query: str) -> int:
     return int(session)
 
 
+def test_no_connection_is_kept_while_the_pool_would_have_none_left_to_give(sql_backend: SQLBackend) -> None:
+    # One connection in all: kept by the thread that last used it, the other threads would wait in the
+    # pool until its timeout. It goes back to the pool instead, and every thread gets its turns.
+    store = sql_backend.make_store(engine_options={"pool_size": 1, "max_overflow": 0, "pool_timeout": 5})
+    try:
+        failures: list[BaseException] = []
+
+        def work(name: str) -> None:
+            try:
+                _calls(store, name, turns=4)
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=work, args=(f"t{index}",)) for index in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        assert _kept(store) == []
+        assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    finally:
+        sql_backend.close_store(store)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_never_uses_the_connection_its_parent_keeps(
     sql_backend: SQLBackend, store: SQLChatMemoryStore

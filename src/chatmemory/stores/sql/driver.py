@@ -126,15 +126,18 @@ class SyncDriver:
         """Keep ``pooled``, which an operation ended with, for the next operation; ``False`` if it may not be.
 
         It may be if the store keeps connections (a store-made engine on a queue pool), none is kept
-        already, nothing listens to the pool's checkouts and returns (they would miss some), and the
-        connection is sound and outside a transaction (as the pool's reset would leave it). It is then
+        already, nothing listens to the pool's checkouts and returns (they would miss some), the pool
+        could still give out a connection at once (else a task or thread waiting in it would wait for
+        the kept one for ever), and the connection is sound and outside a transaction (as the pool's
+        reset would leave it). It is then
         used as a connection from the pool would be, without the pool's checkout: no pre-ping and no
         recycling (a store whose ``engine_options`` ask for either keeps no connection).
         """
         if not self._keeps or self._kept:
             return False
-        dispatch = self._autocommit.pool.dispatch
-        if dispatch.checkout or dispatch.checkin or not pooled.is_valid:
+        pool = self._autocommit.pool
+        dispatch = pool.dispatch
+        if dispatch.checkout or dispatch.checkin or not pooled.is_valid or not _room_beside(pool):
             return False
         if in_transaction(pooled.dbapi_connection):
             return False
@@ -418,6 +421,12 @@ def execute_driver_sql(cursor: Any, command: Statement) -> Any:
     if kind is Result.RECORDS:
         return cursor.fetchall()
     return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
+
+
+def _room_beside(pool: Any) -> bool:
+    """Whether a queue pool could give out a connection without waiting, one more kept out of it."""
+    max_overflow = getattr(pool, "_max_overflow", -1)  # QueuePool keeps it; it has no public accessor
+    return bool(pool.checkedin() > 0 or max_overflow < 0 or pool.overflow() < max_overflow)
 
 
 def joined_results(cursor: Any, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
