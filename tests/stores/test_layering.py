@@ -38,7 +38,7 @@ DRIVER_MODULES = {
     "chatmemory.aio.stores.langchain4j_redis",
     "chatmemory.aio.stores.mongodb",
     "chatmemory.aio.stores.redis",
-    "chatmemory.aio.stores.redis_cluster_gate",
+    "chatmemory.aio.stores.redis_gate",
     "chatmemory.aio.stores.sql",
     "chatmemory.aio.stores.sql_driver",
     "chatmemory.aio.stores.sql_threads",

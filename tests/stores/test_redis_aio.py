@@ -273,3 +273,45 @@ async def test_the_store_never_blocks_the_loop(kind: str, prefix: str, monkeypat
         finally:
             gc.unfreeze()
     assert not slow, slow
+
+
+# --------------------------------------------------------------------------------- many tasks, few connections
+
+
+async def test_commands_are_admitted_in_turn_when_the_connections_run_short(kind: str, prefix: str) -> None:
+    # One connection and four tasks: a task that just had its turn queues behind the others, so each
+    # round of turns is every task's once. A pool alone gives the connection back to the task that
+    # returned it, and the first task would take all its turns before the others took one.
+    async with AsyncStore(f"{_url(kind)}?max_connections=1", key_prefix=prefix) as store:
+        order: list[tuple[int, int]] = []
+
+        async def task(number: int) -> None:
+            for turn in range(4):
+                await store.update_messages(f"t{number}", _texts(turn + 1, f"t{number}"))
+                order.append((number, turn))
+
+        await asyncio.gather(*(task(number) for number in range(4)))
+        assert order == [(number, turn) for turn in range(4) for number in range(4)]
+        for number in range(4):
+            assert await store.get_messages(f"t{number}") == _texts(4, f"t{number}")
+
+
+async def test_a_store_waits_its_turn_on_a_callers_pool_that_would_refuse_more_connections(
+    server_prefix: str,
+) -> None:
+    # redis-py's plain asyncio pool fails a command beyond max_connections ("Too many connections").
+    client = AsyncRedis.from_url(redis_url(), max_connections=2)
+    try:
+        store = AsyncStore(client, key_prefix=server_prefix)
+
+        async def task(number: int) -> None:
+            for turn in range(3):
+                await store.update_messages(f"t{number}", _texts(turn + 1, f"t{number}"))
+
+        await asyncio.gather(*(task(number) for number in range(12)))
+        assert [await store.get_messages(f"t{number}") for number in range(12)] == [
+            _texts(3, f"t{number}") for number in range(12)
+        ]
+        await store.aclose()
+    finally:
+        await client.aclose()

@@ -31,7 +31,7 @@ from chatmemory.stores.redis.times import expire_at_call, times_call
 from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
 
-from chatmemory.aio.stores.redis_cluster_gate import GatedClient  # isort: skip - imports redis
+from chatmemory.aio.stores.redis_gate import GatedClient  # isort: skip - imports redis
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
 

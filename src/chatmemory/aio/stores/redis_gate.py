@@ -1,4 +1,4 @@
-"""The asyncio Redis stores' way to a ``redis.asyncio`` cluster client: initialized once, never over its limit.
+"""The asyncio Redis stores' way to their client: commands admitted in order, a cluster client initialized once.
 
 ``redis.asyncio.cluster.RedisCluster`` discovers the cluster on its first command. When several first
 commands are in flight at once (a service that starts under load, or tasks sharing a new store), they race
@@ -8,9 +8,12 @@ let one task initialize the client while the others wait, and only then send com
 
 Nor does that client have a blocking pool: a command that finds all ``max_connections`` of its node busy
 fails with ``MaxConnectionsError`` ("Too many connections"), so hundreds of tasks on one store would fail
-where a standalone store's blocking pool makes them wait. The gate therefore keeps the store's commands
-in flight under the client's ``max_connections`` (per node, so under it on every node): the others wait
-for a turn. Commands other code sends on a client it shares with the store are not counted.
+where a standalone store's blocking pool makes them wait. And a blocking pool does make them wait, but
+not in turn: the task that returns a connection takes it again at once, ahead of those it woke
+(:mod:`chatmemory.aio.stores.admission`). The gate therefore admits the store's commands in the order
+they were sent, no more at once than the client has connections: ``max_connections`` of a standalone
+client's pool (within its ``timeout``, for a blocking pool), or of each node of a cluster client (so
+under it on every node). Commands other code sends on a client it shares with the store are not counted.
 """
 
 from __future__ import annotations
@@ -18,21 +21,41 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
+from chatmemory.aio.stores.admission import Admission
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.base.operations import Operation
 
-__all__ = ["ClusterGate", "GatedClient"]
+__all__ = ["GatedClient", "RedisGate", "admission_for"]
 
 _DEFAULT_MAX_CONNECTIONS = 100
 """redis-py's default ``max_connections`` per node of ``redis.asyncio.cluster.RedisCluster``."""
 
 
-class ClusterGate:
-    """Lets commands through once the client is ready; a cluster client's no more at once than it has connections.
+def admission_for(client: Redis | RedisCluster) -> Admission | None:
+    """An admission as wide as ``client``'s connections (``None``: a pool without a usable bound)."""
+    if isinstance(client, RedisCluster):
+        limit = client.get_connection_kwargs().get("max_connections") or _DEFAULT_MAX_CONNECTIONS
+        return Admission(int(limit), None, f"max_connections={int(limit)} per node")
+    pool = client.connection_pool
+    limit = getattr(pool, "max_connections", None)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        return None
+    if isinstance(pool, BlockingConnectionPool):
+        # It waits ``timeout`` seconds for a connection (None: for ever); the store's commands wait as long
+        # for their turn, and then find a connection free.
+        timeout = pool.timeout
+        wait = "no timeout" if timeout is None else f"timeout={timeout:g} s"
+        return Admission(limit, timeout, f"max_connections={limit}, {wait}")
+    # A pool that does not wait fails a command beyond ``max_connections``: the store's commands wait instead.
+    return Admission(limit, None, f"max_connections={limit}")
+
+
+class RedisGate:
+    """Lets commands through once the client is ready, in order, no more at once than it has connections.
 
     Args:
         client: the store's client.
@@ -41,11 +64,8 @@ class ClusterGate:
     def __init__(self, client: Redis | RedisCluster) -> None:
         self._cluster = client if isinstance(client, RedisCluster) else None
         self._lock = asyncio.Lock()
-        self.turns: asyncio.Semaphore | None = None
-        """Taken for each command sent to a cluster client; ``None`` for a standalone one (its pool waits)."""
-        if isinstance(client, RedisCluster):
-            limit = client.get_connection_kwargs().get("max_connections") or _DEFAULT_MAX_CONNECTIONS
-            self.turns = asyncio.Semaphore(int(limit))
+        self.turns = admission_for(client)
+        """Taken for each command the store sends (``None``: the client's pool has no bound)."""
 
     async def ready(self) -> None:
         """Wait until the client may take commands, initializing a cluster client the first time.
@@ -68,20 +88,20 @@ class ClusterGate:
 
 class _Gated(Protocol):
     _client: Any
-    _gate: ClusterGate
+    _gate: RedisGate
 
     async def _send(self, command: Any) -> object: ...
 
 
 class GatedClient:
-    """What the asyncio Redis stores do with their client: send through the :class:`ClusterGate`, close it.
+    """What the asyncio Redis stores do with their client: send through the :class:`RedisGate`, close it.
 
     A store sends each command with its ``_send``; :meth:`_perform` (what its operations are driven with)
     waits for the gate first.
     """
 
     def _started(self: _Gated) -> None:
-        self._gate = ClusterGate(self._client)
+        self._gate = RedisGate(self._client)
 
     async def _perform(self: _Gated, command: Any) -> object:
         gate = self._gate

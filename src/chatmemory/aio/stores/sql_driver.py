@@ -9,6 +9,10 @@ the same commands sent the same way (pooled connection, one cursor per batch, jo
 turns), with one switch into the greenlet per operation instead of one per statement, checkout and
 return. A retry's backoff awaits ``asyncio.sleep`` and the schema check awaits the store's own.
 
+On a queue pool of bounded size, operations are admitted in the order they began, no more at once than
+the pool has connections (:mod:`chatmemory.aio.stores.admission`): the pool alone hands a returned
+connection to whoever asks next, so a few busy tasks would keep the connections and the rest would starve.
+
 A task cancelled meanwhile (the ``CancelledError`` comes out of the ``await`` the driver was blocked on)
 leaves its connection invalidated (the server rolls back what it had begun) and back in the pool before
 the cancellation goes on, even if it is cancelled again meanwhile.
@@ -21,8 +25,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import Pool, QueuePool
 from sqlalchemy.util import greenlet_spawn
 
+from chatmemory.aio.stores.admission import Admission
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.sql.commands import Emit, ListingClosed, Steps
 from chatmemory.stores.sql.driver import Session, SyncDriver
@@ -32,7 +38,7 @@ try:  # SQLAlchemy 2.1 renamed await_only (the old name goes in 2.2)
 except ImportError:  # pragma: no cover - SQLAlchemy 2.0
     from sqlalchemy.util import await_only as _await
 
-__all__ = ["AsyncDriver", "emitted_ids"]
+__all__ = ["AsyncDriver", "admission_for", "emitted_ids"]
 
 _T = TypeVar("_T")
 
@@ -48,7 +54,7 @@ class AsyncDriver:
             (see :meth:`~chatmemory.stores.sql.driver.SyncDriver.keep`).
     """
 
-    __slots__ = ("_check_schema", "_sync")
+    __slots__ = ("_check_schema", "_sync", "admission")
 
     def __init__(
         self,
@@ -62,6 +68,8 @@ class AsyncDriver:
         self._sync = SyncDriver(
             engine.sync_engine, autocommit.sync_engine, self._checked_schema, _sleep, keeps_connection=keeps_connection
         )
+        self.admission = admission_for(engine.sync_engine.pool)
+        """What admits the operations in order (``None``: the pool has no bound, every one goes at once)."""
 
     async def hand_back(self) -> None:
         """Return the connection kept for the next operation to the pool (before the engine is disposed)."""
@@ -71,7 +79,14 @@ class AsyncDriver:
         _await(self._check_schema())
 
     async def run(self, steps: Steps[_T]) -> _T:
-        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+        """Send each command ``steps`` yields, once admitted; a driver error goes back in where it was yielded."""
+        admission = self.admission
+        if admission is None:
+            return await self._run(steps)
+        async with admission:
+            return await self._run(steps)
+
+    async def _run(self, steps: Steps[_T]) -> _T:
         session = self._sync.session()
         try:
             result: _T = await greenlet_spawn(_ran, session, steps)
@@ -86,7 +101,16 @@ class AsyncDriver:
         return result
 
     def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
-        """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
+        """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it.
+
+        Admitted at its first id, it holds its place until it ends (it holds a connection until then).
+        """
+        admission = self.admission
+        if admission is None:
+            return self._iterate(steps)
+        return _admitted(admission, self._iterate(steps))
+
+    def _iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
         session = self._sync.session()
 
         async def perform(command: Any) -> Any:
@@ -96,6 +120,38 @@ class AsyncDriver:
             await _to_completion(greenlet_spawn(session.end, error))
 
         return emitted_ids(steps, perform, end)
+
+
+def admission_for(pool: Pool) -> Admission | None:
+    """An admission as wide as ``pool``'s lasting connections when it is a bounded queue pool, else ``None``.
+
+    A ``QueuePool`` (``AsyncAdaptedQueuePool`` included) keeps ``pool_size`` connections and opens up to
+    ``max_overflow`` more while they are all busy, closing each extra one as soon as it is returned. Let
+    through more operations than ``pool_size`` and the extra connections are opened and closed all the
+    time (a new server session each: measured on PostgreSQL, 617 connections opened in 4,000 turns of
+    200 tasks, at half the turns per second). So the store's operations are admitted ``pool_size`` at a
+    time, the overflow left to other users of the engine, and the wait for a turn is bounded by the
+    pool's ``pool_timeout``. A pool that never makes a checkout wait (``max_overflow=-1``, or
+    ``pool_size=0``, which SQLAlchemy takes as no bound) admits every operation at once.
+    """
+    if not isinstance(pool, QueuePool):
+        return None
+    overflow = getattr(pool, "_max_overflow", None)  # QueuePool keeps it; it has no public accessor
+    size = pool.size()
+    if not isinstance(overflow, int) or overflow < 0 or size < 1:
+        return None
+    timeout = pool.timeout()
+    return Admission(size, timeout, f"pool_size={size}, pool_timeout={timeout:g} s")
+
+
+async def _admitted(admission: Admission, ids: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
+    """``ids`` run once admitted, their place held until they end."""
+    async with admission:
+        try:
+            async for memory_id in ids:
+                yield memory_id
+        finally:
+            await ids.aclose()
 
 
 async def emitted_ids(
