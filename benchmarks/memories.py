@@ -1,8 +1,12 @@
 """Window memories under concurrency: 200 memories on one event loop beside 16 threads of sync memories.
 
-Prints turns per second (a turn: the user's message and the answer, one ``add``) and the median and p99
-latency of one turn, for the asyncio memories (``chatmemory.aio``, one task per memory) and for the sync
-memories (a pool of 16 threads sharing the memories), both on the store a URL names::
+Prints turns per second (a turn: the user's message and the answer, one ``add``), the median, p99 and
+slowest latency of one turn, and when the first and the last memory had played all their turns, for the
+asyncio memories (``chatmemory.aio``, one task per memory) and for the sync memories (a pool of 16
+threads sharing the memories), both on the store a URL names. With more tasks than the store has
+connections, the slowest turn and the spread of the finishing times show whether tasks take their turns
+in order (the stores admit operations first come, first served) or a few take turn after turn while the
+others wait (the threads play their memories one after another: their spread is the run's length)::
 
     python benchmarks/memories.py                       # the in-memory stores
     python benchmarks/memories.py redis://127.0.0.1:6379/0 --memories 200 --turns 20
@@ -30,11 +34,12 @@ import chatmemory
 from chatmemory import aio
 
 
-def _report(label: str, turns: int, seconds: float, micros: list[float]) -> None:
+def _report(label: str, turns: int, seconds: float, micros: list[float], finished: list[float]) -> None:
     p99 = statistics.quantiles(micros, n=100)[98] if len(micros) >= 100 else max(micros)
     print(
         f"{label:<34} {turns / seconds:>10,.0f} turns/s   median {statistics.median(micros):>8,.0f} us   "
-        f"p99 {p99:>9,.0f} us"
+        f"p99 {p99:>9,.0f} us   slowest {max(micros):>9,.0f} us   "
+        f"memories done from {min(finished):.2f} s to {max(finished):.2f} s"
     )
 
 
@@ -46,6 +51,7 @@ async def run_async(url: str, memories: int, turns: int, window: int) -> None:
             await store.create_schema()
         prefix = f"bench-{uuid.uuid4().hex[:8]}"
         micros: list[float] = []
+        finished: list[float] = []
 
         async def conversation(number: int) -> None:
             memory = aio.MessageWindowChatMemory(f"{prefix}-{number}", max_messages=window, store=store)
@@ -53,10 +59,13 @@ async def run_async(url: str, memories: int, turns: int, window: int) -> None:
                 started = time.perf_counter_ns()
                 await memory.add(message(2 * turn), message(2 * turn + 1))
                 micros.append((time.perf_counter_ns() - started) / 1000)
+            finished.append(time.perf_counter() - began)
 
-        started = time.perf_counter()
+        began = time.perf_counter()
         await asyncio.gather(*(conversation(number) for number in range(memories)))
-        _report(f"asyncio, {memories} tasks on one loop", memories * turns, time.perf_counter() - started, micros)
+        _report(
+            f"asyncio, {memories} tasks on one loop", memories * turns, time.perf_counter() - began, micros, finished
+        )
         for number in range(memories):
             await store.delete_messages(f"{prefix}-{number}")
 
@@ -69,26 +78,30 @@ def run_threads(url: str, memories: int, turns: int, window: int, threads: int) 
             store.create_schema()
         prefix = f"bench-{uuid.uuid4().hex[:8]}"
         micros: list[float] = []
+        finished: list[float] = []
         lock = threading.Lock()
 
         def play(numbers: range) -> None:
             mine: list[float] = []
+            done: list[float] = []
             for number in numbers:
                 memory = chatmemory.MessageWindowChatMemory(f"{prefix}-{number}", max_messages=window, store=store)
                 for turn in range(turns):
                     started = time.perf_counter_ns()
                     memory.add(message(2 * turn), message(2 * turn + 1))
                     mine.append((time.perf_counter_ns() - started) / 1000)
+                done.append(time.perf_counter() - began)
             with lock:
                 micros.extend(mine)
+                finished.extend(done)
 
         workers = [threading.Thread(target=play, args=(range(i, memories, threads),)) for i in range(threads)]
-        started = time.perf_counter()
+        began = time.perf_counter()
         for worker in workers:
             worker.start()
         for worker in workers:
             worker.join()
-        _report(f"sync, {threads} threads", memories * turns, time.perf_counter() - started, micros)
+        _report(f"sync, {threads} threads", memories * turns, time.perf_counter() - began, micros, finished)
         for number in range(memories):
             store.delete_messages(f"{prefix}-{number}")
 
