@@ -155,6 +155,7 @@ async def test_a_cancelled_write_leaves_the_old_or_the_new_list_and_frees_its_co
     old = texts("old 0", "old 1")
     await store.update_messages("c", old)
     outcomes = set()
+    earlier: list[list[ChatMessage]] = []  # the lists the steps before tried to write
     for step in range(40):
         current = await store.load("c")
         new = [*current.messages[1:], UserMessage(f"new {step}")]
@@ -174,7 +175,11 @@ async def test_a_cancelled_write_leaves_the_old_or_the_new_list_and_frees_its_co
             outcomes.add("cancelled")
         assert checked_out(store) == 0
         after = await store.get_messages("c")
-        assert after in (current.messages, new), (step, after)
+        # A write cancelled with its COMMIT on the way is decided by the server, which may apply it a
+        # moment after the cancellation came back (closing the connection does not stop a COMMIT it has
+        # received): then a later step finds that earlier list, whole.
+        assert after in (current.messages, new) or after in earlier, (step, after)
+        earlier.append(new)
     assert "cancelled" in outcomes
 
 

@@ -21,7 +21,9 @@ SQLite; a memory written by one store is read and extended by the other.
 Cancellation: a task cancelled inside a call (or timed out by ``asyncio.timeout``) leaves the memory at
 its old or its new list: an open transaction is never committed, and the connection it held is
 invalidated (the server rolls back when it closes) and its pool slot released, since a driver
-interrupted mid-protocol cannot be trusted with the next call. On SQLite from a URL the call returns
+interrupted mid-protocol cannot be trusted with the next call. A ``COMMIT`` the server has received is
+its to finish: cancelled while that reply was on the way, a write may land a moment after the
+cancellation returns (whole, like any other). On SQLite from a URL the call returns
 once its worker thread has stopped (:mod:`chatmemory.aio.stores.sql_threads` says when that is).
 """
 
