@@ -263,3 +263,30 @@ async def test_a_write_under_asyncio_timeout_is_whole_or_absent(make_async: Any)
         assert await store.get_messages("chat") in whole
     await asyncio.sleep(0.2)
     assert await store.get_messages("chat") in whole
+
+
+# --------------------------------------------------------------------------------- many tasks, few connections
+
+
+async def test_commands_are_admitted_in_turn_when_the_pool_runs_short(url: str, collection_name: str) -> None:
+    # One connection and four tasks: a task that just had its turn queues behind the others, so each
+    # round of turns is every task's once. PyMongo's pool alone gives the connection back to the task
+    # that returned it, and the first task would take all its turns before the others took one.
+    client: AsyncMongoClient[Any] = AsyncMongoClient(url, maxPoolSize=1, serverSelectionTimeoutMS=10_000)
+    try:
+        store = AsyncStore(client, database=DATABASE, collection=collection_name)
+        order: list[tuple[int, int]] = []
+
+        async def task(number: int) -> None:
+            for turn in range(4):
+                await store.update_messages(
+                    f"t{number}", [UserMessage(f"t{number} {index}") for index in range(turn + 1)]
+                )
+                order.append((number, turn))
+
+        await asyncio.gather(*(task(number) for number in range(4)))
+        assert order == [(number, turn) for turn in range(4) for number in range(4)]
+        for number in range(4):
+            assert await store.get_messages(f"t{number}") == [UserMessage(f"t{number} {index}") for index in range(4)]
+    finally:
+        await client.close()

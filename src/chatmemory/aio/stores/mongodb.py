@@ -4,17 +4,20 @@ Same constructor arguments, same document layout, same operations (:mod:`chatmem
 and decisions (:mod:`chatmemory.stores.mongodb.plan`) as :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`:
 a memory written by one is read and extended by the other. Every write is one ``find_one_and_update``,
 which the server applies whole or not at all, so a task cancelled at any ``await`` leaves the memory at
-its old or its new list.
+its old or its new list. Commands are admitted first come, first served, as many at once as the client's
+pool has connections (:mod:`chatmemory.aio.stores.admission`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import inspect
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from chatmemory.aio.stores.admission import Admission
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
@@ -76,10 +79,33 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient
 
     # ---------------------------------------------------------------------------------------- the driver
 
+    @functools.cached_property
+    def _admission(self) -> Admission | None:
+        """What admits the store's commands in order, as many at once as the client's pool connects.
+
+        ``maxPoolSize`` of them (``None`` for ``maxPoolSize=0``, no bound), each waiting at most
+        ``waitQueueTimeoutMS``: PyMongo's pool gives a returned connection to whoever asks next, the
+        task that returned it, and with more tasks than connections the others would wait until it is done.
+        """
+        pool = self._client.options.pool_options
+        limit = int(pool.max_pool_size)
+        if not limit:
+            return None
+        timeout = pool.wait_queue_timeout
+        wait = "no waitQueueTimeoutMS" if timeout is None else f"waitQueueTimeoutMS={timeout * 1000:g}"
+        return Admission(limit, timeout, f"maxPoolSize={limit}, {wait}")
+
     async def _perform(self, command: Command | Sleep) -> Any:
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
+        admission = self._admission
+        if admission is None:
+            return await self._call(command)
+        async with admission:
+            return await self._call(command)
+
+    async def _call(self, command: Command) -> Any:
         value = self._method(command)(*command.args, **command.kwargs)
         if inspect.isawaitable(value):  # find() returns its cursor at once, the rest are coroutines
             value = await value
