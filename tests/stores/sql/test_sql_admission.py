@@ -29,6 +29,20 @@ def texts(tag: str, count: int) -> list[ChatMessage]:
     return [UserMessage(f"{tag} {index}") for index in range(count)]
 
 
+async def _play(store: AsyncSQLStore, tasks: int, turns: int) -> list[tuple[int, int]]:
+    """``tasks`` tasks writing ``turns`` turns each, read back after each; the order turns ended in."""
+    order: list[tuple[int, int]] = []
+
+    async def task(number: int) -> None:
+        for turn in range(turns):
+            await store.update_messages(f"t{number}", texts(f"t{number}", turn + 1))
+            order.append((number, turn))
+            assert await store.get_messages(f"t{number}") == texts(f"t{number}", turn + 1)
+
+    await asyncio.gather(*(task(number) for number in range(tasks)))
+    return order
+
+
 def _on_the_event_loop(sql_backend: SQLBackend, store: AsyncSQLStore) -> AsyncDriver:
     driver = store._driver
     if not isinstance(driver, AsyncDriver):
@@ -44,17 +58,8 @@ async def test_tasks_take_their_turns_in_rounds_when_the_pool_runs_short(sql_bac
             sql_backend.url, table_prefix=sync.table_prefix, engine_options=ONE_CONNECTION
         ) as store:
             _on_the_event_loop(sql_backend, store)
-            order: list[tuple[int, int]] = []
-
-            async def task(number: int) -> None:
-                for turn in range(4):
-                    await store.update_messages(f"t{number}", texts(f"t{number}", turn + 1))
-                    order.append((number, turn))
-
-            await asyncio.gather(*(task(number) for number in range(4)))
+            order = await _play(store, tasks=4, turns=4)
             assert order == [(number, turn) for turn in range(4) for number in range(4)]
-            for number in range(4):
-                assert await store.get_messages(f"t{number}") == texts(f"t{number}", 4)
     finally:
         sql_backend.close_store(sync)
 
@@ -73,12 +78,7 @@ async def test_many_tasks_never_open_more_connections_than_the_pool_keeps(sql_ba
             opened: list[Any] = []
             event.listen(store.engine.sync_engine, "connect", lambda connection, record: opened.append(connection))
 
-            async def task(number: int) -> None:
-                for turn in range(5):
-                    await store.update_messages(f"t{number}", texts(f"t{number}", turn + 1))
-                    assert await store.get_messages(f"t{number}") == texts(f"t{number}", turn + 1)
-
-            await asyncio.gather(*(task(number) for number in range(12)))
+            await _play(store, tasks=12, turns=5)
             assert len(opened) <= 2
     finally:
         sql_backend.close_store(sync)

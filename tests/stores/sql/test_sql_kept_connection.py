@@ -135,21 +135,26 @@ def test_a_connection_left_in_a_transaction_is_not_kept(store: SQLChatMemoryStor
     assert store.get_messages("m") == texts("a")
 
 
-def test_threads_sharing_a_store_keep_no_more_connections_out_than_it_keeps(store: SQLChatMemoryStore) -> None:
+def _in_threads(store: SQLChatMemoryStore, threads: int, turns: int) -> list[BaseException]:
+    """``threads`` threads making ``turns`` calls each on memories of their own; what they raised."""
     failures: list[BaseException] = []
 
     def work(name: str) -> None:
         try:
-            _calls(store, name, turns=20)
-        except BaseException as exc:  # pragma: no cover - reported below
+            _calls(store, name, turns=turns)
+        except BaseException as exc:  # reported by the caller
             failures.append(exc)
 
-    threads = [threading.Thread(target=work, args=(f"t{index}",)) for index in range(4)]
-    for thread in threads:
+    started = [threading.Thread(target=work, args=(f"t{index}",)) for index in range(threads)]
+    for thread in started:
         thread.start()
-    for thread in threads:
+    for thread in started:
         thread.join()
-    assert failures == []
+    return failures
+
+
+def test_threads_sharing_a_store_keep_no_more_connections_out_than_it_keeps(store: SQLChatMemoryStore) -> None:
+    assert _in_threads(store, threads=4, turns=20) == []
     assert len(_kept(store)) == 1  # however many calls ended at once
     assert store.engine.pool.checkedout() == 1  # type: ignore[attr-defined]  # none out that nobody holds
 
@@ -174,20 +179,7 @@ def test_no_connection_is_kept_while_the_pool_would_have_none_left_to_give(sql_b
     # pool until its timeout. It goes back to the pool instead, and every thread gets its turns.
     store = sql_backend.make_store(engine_options={"pool_size": 1, "max_overflow": 0, "pool_timeout": 5})
     try:
-        failures: list[BaseException] = []
-
-        def work(name: str) -> None:
-            try:
-                _calls(store, name, turns=4)
-            except BaseException as exc:  # reported below
-                failures.append(exc)
-
-        threads = [threading.Thread(target=work, args=(f"t{index}",)) for index in range(3)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert failures == []
+        assert _in_threads(store, threads=3, turns=4) == []
         assert _kept(store) == []
         assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
     finally:

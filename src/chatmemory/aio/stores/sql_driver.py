@@ -31,7 +31,7 @@ from sqlalchemy.util import greenlet_spawn
 from chatmemory.aio.stores.admission import Admission
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.sql.commands import Emit, ListingClosed, Steps
-from chatmemory.stores.sql.driver import Session, SyncDriver
+from chatmemory.stores.sql.driver import Session, SyncDriver, max_overflow
 
 try:  # SQLAlchemy 2.1 renamed await_only (the old name goes in 2.2)
     from sqlalchemy.util import await_ as _await
@@ -136,9 +136,9 @@ def admission_for(pool: Pool) -> Admission | None:
     """
     if not isinstance(pool, QueuePool):
         return None
-    overflow = getattr(pool, "_max_overflow", None)  # QueuePool keeps it; it has no public accessor
+    overflow = max_overflow(pool)
     size = pool.size()
-    if not isinstance(overflow, int) or overflow < 0 or size < 1:
+    if overflow is None or overflow < 0 or size < 1:
         return None
     timeout = pool.timeout()
     return Admission(size, timeout, f"pool_size={size}, pool_timeout={timeout:g} s")

@@ -54,7 +54,7 @@ from chatmemory.stores.sql.commands import (
 )
 from chatmemory.stores.sql.engine import connects_in_autocommit, in_transaction, takes_multi_statements
 
-__all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results"]
+__all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results", "max_overflow"]
 
 _T = TypeVar("_T")
 _A = TypeVar("_A")
@@ -423,10 +423,16 @@ def execute_driver_sql(cursor: Any, command: Statement) -> Any:
     return cursor.fetchone()  # Result.FIRST, the only other result asked of driver SQL
 
 
+def max_overflow(pool: Any) -> int | None:
+    """A queue pool's ``max_overflow`` (-1: no bound; ``None``: not a pool that has one)."""
+    found = getattr(pool, "_max_overflow", None)  # QueuePool keeps it; it has no public accessor
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
 def _room_beside(pool: Any) -> bool:
     """Whether a queue pool could give out a connection without waiting, one more kept out of it."""
-    max_overflow = getattr(pool, "_max_overflow", -1)  # QueuePool keeps it; it has no public accessor
-    return bool(pool.checkedin() > 0 or max_overflow < 0 or pool.overflow() < max_overflow)
+    overflow = max_overflow(pool)
+    return bool(pool.checkedin() > 0 or overflow is None or overflow < 0 or pool.overflow() < overflow)
 
 
 def joined_results(cursor: Any, batch: Batch, dbapi_error: type[Exception]) -> list[int]:
