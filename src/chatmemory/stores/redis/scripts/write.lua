@@ -12,7 +12,7 @@
 -- already (at that version), {'x'} on a version conflict, {'s'} when a diff's cached incarnation is not the
 -- memory's, {'c', reason} when a conditional write finds the memory damaged. Nothing is written unless
 -- the reply is 'w' (so a write that loses a conflict records nothing in the history either).
-local now_ms, now_micros = server_clock()
+local now_ms, now_micros, now = server_clock()
 local ttl, refused = checked_ttl(ARGV[3])
 if refused then
   return refused
@@ -59,7 +59,7 @@ end
 local size, pushed = nil, false
 if not KEYS[3] and ARGV[4] == 'd' and conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2]
     and head[2] ~= '' and head[2] == ARGV[5] and head[3] then
-  local from = 8 + tonumber(ARGV[7])
+  local from = ARGV[7] == '0' and 8 or 8 + tonumber(ARGV[7])
   local count = #ARGV - from + 1
   if count > 0 and count <= 1000 then
     local length = redis.call('RPUSH', KEYS[2], unpack(ARGV, from))
@@ -74,10 +74,11 @@ if not KEYS[3] and ARGV[4] == 'd' and conditional and head[1] == ARGV[1] and ARG
         if span > 0 then
           redis.call('LTRIM', KEYS[2], ARGV[6], '-1')
         end
-        local version = string.format('%.0f', math.max(tonumber(head[1]) + 1, now_micros))
+        local written, micros_text = clock_text(now)
+        local version = next_version(tonumber(head[1]), now_micros, micros_text)
         local seq = tonumber(head[4]) or 0
-        redis.call('HSET', KEYS[1], 'version', version, 'length', length - span, 'written',
-          string.format('%.0f', now_ms), 'seq', seq + 1, 'w' .. (seq % WRITE_SLOTS), ARGV[2] .. '=' .. version)
+        redis.call('HSET', KEYS[1], 'version', version, 'length', length - span, 'written', written, 'seq',
+          seq + 1, 'w' .. (seq % WRITE_SLOTS), ARGV[2] .. '=' .. version)
         set_expiry(now_ms, ttl)
         return tonumber(version)
       end
@@ -120,6 +121,7 @@ if ARGV[4] == 'd' and head[2] ~= ARGV[5 + o] then
 end
 -- The write goes ahead. The history is appended first: it is the only command below that can fail (a
 -- history key of another type), and then nothing else has been written.
+local written, micros_text = clock_text(now)
 local hseq = nil
 if recorded > 0 then
   if state == 'memory' then
@@ -138,7 +140,7 @@ if recorded > 0 then
       end
     end
   end
-  local stamp = ':' .. string.format('%.0f', now_ms) .. ':'
+  local stamp = ':' .. written .. ':'
   local from = #ARGV - recorded
   local entries = {}
   for i = 1, recorded do
@@ -186,8 +188,7 @@ while first <= last do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, first, upto))
   first = upto + 1
 end
-local version = string.format('%.0f', math.max(current + 1, now_micros))
-local written = string.format('%.0f', now_ms)
+local version = next_version(current, now_micros, micros_text)
 local incarnation, seq = head[2], 0
 if state == 'memory' then
   seq = tonumber(head[4]) or 0
