@@ -28,10 +28,11 @@ local MAX_TTL_MS = 3162240000000 -- 100 * 366 days: what chatmemory.stores.base.
 local WRITE_SLOTS = 16 -- the write ids a memory remembers (at least 8 are promised)
 
 -- The server clock in milliseconds and in microseconds: versions and expiries never use a client's clock.
--- The third value, TIME's reply itself, is for clock_text.
+-- The third value, TIME's reply itself, is for clock_text. (Its digits are turned into numbers by
+-- arithmetic: tonumber() of a string runs strtod twice, about 500 instructions each; `+ 0` once.)
 local function server_clock()
   local now = redis.call('TIME')
-  local seconds, micros = tonumber(now[1]), tonumber(now[2])
+  local seconds, micros = now[1] + 0, now[2] + 0
   return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros, now
 end
 
@@ -43,12 +44,15 @@ local function clock_text(now)
   return now[1] .. string.sub(micros, 1, 3), now[1] .. micros
 end
 
--- The version a write gives: the clock in µs, or one more than `current` if the clock is not past it.
+-- The version a write gives after `current` (its text, then its value): the clock in µs, or one more
+-- than `current` if the clock is not past it. `current` is a version's text (digits, no leading zero),
+-- compared as text: a longer one is larger, and of two as long the one later in order.
 local function next_version(current, now_micros, micros_text)
-  if current < now_micros then
-    return micros_text
+  if #micros_text > #current or (#micros_text == #current and micros_text > current) then
+    return micros_text, now_micros
   end
-  return string.format('%.0f', current + 1)
+  local version = tonumber(current) + 1
+  return string.format('%.0f', version), version
 end
 
 -- The ttl argument in ms (0: no expiry), or nil and the error reply that stops the script before it
@@ -57,7 +61,7 @@ local function checked_ttl(text)
   if text == '0' then
     return 0, nil -- a store without ttl: no pattern to match
   end
-  -- tonumber() of a string runs strtod twice (about 500 instructions each): once here, not twice.
+  -- Read once (as tonumber() reads it twice, see server_clock); a text that is no number is refused.
   local ttl = string.match(text, '^%d+$') and tonumber(text)
   if not ttl or ttl > MAX_TTL_MS then
     return nil, redis.error_reply('ERR chatmemory: a ttl of ' .. text .. ' ms is outside 0..' .. MAX_TTL_MS)

@@ -75,12 +75,12 @@ if not KEYS[3] and ARGV[4] == 'd' and conditional and head[1] == ARGV[1] and ARG
           redis.call('LTRIM', KEYS[2], ARGV[6], '-1')
         end
         local written, micros_text = clock_text(now)
-        local version = next_version(tonumber(head[1]), now_micros, micros_text)
+        local version, version_number = next_version(head[1], now_micros, micros_text)
         local seq = tonumber(head[4]) or 0
         redis.call('HSET', KEYS[1], 'version', version, 'length', length - span, 'written', written, 'seq',
           seq + 1, 'w' .. (seq % WRITE_SLOTS), ARGV[2] .. '=' .. version)
         set_expiry(now_ms, ttl)
-        return tonumber(version)
+        return version_number
       end
     else
       redis.call('LTRIM', KEYS[2], 0, -count - 1)
@@ -188,7 +188,8 @@ while first <= last do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, first, upto))
   first = upto + 1
 end
-local version = next_version(current, now_micros, micros_text)
+-- A memory's version is its text (judged, or the one the write expected): a new memory starts after 0.
+local version, version_number = next_version(state == 'memory' and head[1] or '0', now_micros, micros_text)
 local incarnation, seq = head[2], 0
 if state == 'memory' then
   seq = tonumber(head[4]) or 0
@@ -223,6 +224,6 @@ if KEYS[3] then
 end
 if ARGV[4] == 'd' then
   -- The cheapest reply to send and parse: the caller knows the incarnation, it sent it.
-  return tonumber(version)
+  return version_number
 end
 return {'w', version, incarnation}
