@@ -1,7 +1,7 @@
 """The Redis server's own work per turn, counted in instructions: the store's scripts beside the raw floor.
 
-    python benchmarks/redis_server_instructions.py [--turns 2000] [--window 20] [--ttl 3600] [--port 6391]
-                                                   [--scripts DIR]
+    python benchmarks/redis_server_instructions.py [--turns 2000] [--window 20] [--ttl 3600] [--history]
+                                                   [--port 6391] [--scripts DIR]
 
 Wall time on a small shared machine moves by several percent from run to run, and a script's server time
 (``INFO commandstats``) with it: too much to see a change of a few hundred instructions in a script.
@@ -21,6 +21,7 @@ Sides, each on a memory of its own, one after another (counts do not drift, so t
 * ``floor update``: ``plain_contract.py``'s raw floor, one pipeline of ``RPUSH``, ``LTRIM``, ``EXPIRE``;
 * ``floor get``: its ``LRANGE 0 -1``.
 
+``--history`` builds the store with ``history=True`` (its write also appends the history key).
 ``--scripts DIR`` runs the store with the ``head.lua`` and ``write.lua`` of another directory (say, a
 copy of an earlier version's), to count what a change to the write script saves. Needs ``valgrind``
 (with ``callgrind_control``) and ``redis-server`` on the PATH. Under callgrind the server runs some 50
@@ -153,6 +154,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000, help="counted turns per side")
     parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--ttl", type=int, default=3600, help="the store's ttl in seconds (0: none)")
+    parser.add_argument("--history", action="store_true", help="the store keeps a history")
     parser.add_argument("--port", type=int, default=6391)
     parser.add_argument("--scripts", help="a directory with another head.lua and write.lua for the store")
     args = parser.parse_args()
@@ -164,7 +166,13 @@ def main() -> None:
     figures: dict[str, float] = {}
     with counted_server(args.port) as (pid, out):
         seen: set[Path] = set()
-        store = open_store(url, key_prefix=f"bench:{uuid.uuid4().hex[:8]}:", ttl=args.ttl or None, socket_timeout=120)
+        store = open_store(
+            url,
+            key_prefix=f"bench:{uuid.uuid4().hex[:8]}:",
+            ttl=args.ttl or None,
+            socket_timeout=120,
+            history=args.history,
+        )
         memory_id = "counted"
         figures["store update"] = count(pid, out, seen, turns, lambda turn: store.update_messages(memory_id, turn[0]))
         figures["store get"] = count(pid, out, seen, turns, lambda _turn: store.get_messages(memory_id))
@@ -176,7 +184,7 @@ def main() -> None:
     which = f", write script from {args.scripts}" if args.scripts else ""
     print(
         f"Redis server instructions per turn (callgrind): window {args.window}, {args.turns} turns, "
-        f"ttl {args.ttl or 'none'}{which}"
+        f"ttl {args.ttl or 'none'}{', history' if args.history else ''}{which}"
     )
     print(f"{'':16}{'instructions':>14}{'x floor':>9}")
     for kind in ("update", "get"):
