@@ -63,6 +63,34 @@ def test_the_last_write_is_the_server_clock_kept_in_the_metadata_not_the_version
     assert store.memory_times("m") == type(times)(None, None)
 
 
+def _server_ms(client: Redis | RedisCluster) -> datetime.datetime:
+    """The server clock now, cut to the millisecond (as a write keeps it)."""
+    now = _server_now(client)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["window", "history"])
+def test_every_write_keeps_the_millisecond_the_server_clock_read(
+    client: Redis | RedisCluster, prefix: str, history: bool
+) -> None:
+    # Each kind of write the script makes: a first write (the whole list), then diffs (without history,
+    # the common turn's short path), each between two readings of the server clock.
+    store = RedisChatMemoryStore(client, key_prefix=prefix, ttl=600, history=history)
+    window = list(WINDOW)
+    for turn in range(6):
+        window.append(UserMessage(f"turn {turn}"))
+        before = _server_ms(client)
+        store.update_messages("m", window[-4:])
+        after = _server_ms(client)
+        times = store.memory_times("m")
+        assert times is not None and times.last_write is not None
+        assert before <= times.last_write <= after, (turn, before, times.last_write, after)
+        assert times.expires_at == times.last_write + datetime.timedelta(seconds=600)
+        if history:
+            entry = store.history("m", reverse=True, limit=1).entries[0]
+            assert entry.written_at == times.last_write
+
+
 def test_the_expiry_is_the_servers_for_a_store_with_a_ttl(client: Redis | RedisCluster, prefix: str) -> None:
     store = RedisChatMemoryStore(client, key_prefix=prefix, ttl=600)
     store.update_messages("m", WINDOW)
