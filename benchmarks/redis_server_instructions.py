@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -145,8 +144,9 @@ def write_script(directory: str | None) -> LuaScript | None:
     """The write script made of ``directory``'s ``head.lua`` and ``write.lua`` (as the store makes its own)."""
     if directory is None:
         return None
-    source = Path(directory, "head.lua").read_text("utf-8") + "\n" + Path(directory, "write.lua").read_text("utf-8")
-    return LuaScript("write", source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+    return LuaScript.with_head(
+        "write", Path(directory, "head.lua").read_text("utf-8"), Path(directory, "write.lua").read_text("utf-8")
+    )
 
 
 def main() -> None:

@@ -28,11 +28,18 @@ class LuaScript:
     source: str
     sha: str
 
+    @classmethod
+    def with_head(cls, name: str, head: str, body: str) -> LuaScript:
+        """The script ``name`` of ``head.lua``'s text ``head`` and its own file's text ``body``."""
+        source = head + "\n" + body
+        return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())  # Redis names scripts by SHA1
+
 
 def _load(name: str) -> LuaScript:
     here = files(__name__)
-    source = here.joinpath("head.lua").read_text("utf-8") + "\n" + here.joinpath(f"{name}.lua").read_text("utf-8")
-    return LuaScript(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())  # Redis names scripts by SHA1
+    return LuaScript.with_head(
+        name, here.joinpath("head.lua").read_text("utf-8"), here.joinpath(f"{name}.lua").read_text("utf-8")
+    )
 
 
 READ = _load("read")

@@ -38,7 +38,7 @@ end
 
 -- The reading `now` of server_clock as the decimal text of its ms and of its µs since the epoch, put
 -- together from TIME's own digits: string.format('%.0f', n) goes through the C library's printf for
--- doubles, about 1,700 instructions a call (a write's whole server side is about 156,000).
+-- doubles, about 1,700 instructions a call (a write's whole server side is about 151,500).
 local function clock_text(now)
   local micros = string.sub('00000' .. now[2], -6)
   return now[1] .. string.sub(micros, 1, 3), now[1] .. micros
