@@ -1,7 +1,7 @@
 """The Redis server's own work per turn, counted in instructions: the store's scripts beside the raw floor.
 
     python benchmarks/redis_server_instructions.py [--turns 2000] [--window 20] [--ttl 3600] [--history]
-                                                   [--port 6391] [--scripts DIR]
+                                                   [--port 6391] [--scripts DIR] [--functions N]
 
 Wall time on a small shared machine moves by several percent from run to run, and a script's server time
 (``INFO commandstats``) with it: too much to see a change of a few hundred instructions in a script.
@@ -23,8 +23,12 @@ Sides, each on a memory of its own, one after another (counts do not drift, so t
 
 ``--history`` builds the store with ``history=True`` (its write also appends the history key).
 ``--scripts DIR`` runs the store with the ``head.lua`` and ``write.lua`` of another directory (say, a
-copy of an earlier version's), to count what a change to the write script saves. Needs ``valgrind``
-(with ``callgrind_control``) and ``redis-server`` on the PATH. Under callgrind the server runs some 50
+copy of an earlier version's), to count what a change to the write script saves. ``--functions N``
+also prints the ``N`` functions that spend the most of the store update's instructions themselves
+(``callgrind_annotate``), per turn: the C library's are named (number formatting is ``__printf_fp_l``
+and its helpers, parsing ``____strtod_l_internal``); a ``redis-server`` without symbols shows its own
+as addresses. Needs ``valgrind`` (with ``callgrind_control`` and ``callgrind_annotate``) and
+``redis-server`` on the PATH. Under callgrind the server runs some 50
 times slower, so keep ``--turns`` modest. Figures only: not run in CI.
 """
 
@@ -116,28 +120,63 @@ def _control(pid: int, flag: str) -> None:
     )
 
 
-def _dumped_total(out: Path, seen: set[Path]) -> int:
-    """The instruction total of the dump ``callgrind_control --dump`` just wrote (the newest file not seen)."""
+def _dumped(out: Path, seen: set[Path]) -> tuple[Path, int]:
+    """The dump ``callgrind_control --dump`` just wrote (the newest file not seen) and its instruction total."""
     for _ in range(100):
         fresh = sorted(set(out.glob("callgrind.out.*")) - seen)
         for path in fresh:
             match = re.search(r"^(?:summary|totals):\s*(\d+)", path.read_text(errors="replace"), re.MULTILINE)
             if match:
                 seen.add(path)
-                return int(match.group(1))
+                return path, int(match.group(1))
         time.sleep(0.1)
     raise SystemExit(f"no callgrind dump appeared in {out}")
 
 
-def count(pid: int, out: Path, seen: set[Path], turns: list[Any], play: Callable[[Any], None]) -> float:
-    """Instructions per turn of ``play`` over ``turns``, after :data:`WARM_UP` turns not counted."""
+def count(pid: int, out: Path, seen: set[Path], turns: list[Any], play: Callable[[Any], None]) -> tuple[float, Path]:
+    """Instructions per turn of ``play`` over ``turns``, after :data:`WARM_UP` turns not counted, and the dump."""
     for turn in turns[:WARM_UP]:
         play(turn)
     _control(pid, "--zero")
     for turn in turns[WARM_UP:]:
         play(turn)
     _control(pid, "--dump")
-    return _dumped_total(out, seen) / (len(turns) - WARM_UP)
+    path, total = _dumped(out, seen)
+    return total / (len(turns) - WARM_UP), path
+
+
+_SELF_COST = re.compile(r"^\s*([\d,]+)\s+\([\s\d.]+%\)\s+(\S.*?)\s*$")
+
+
+def top_functions(dump: Path, turns: int, limit: int) -> list[tuple[float, str]]:
+    """The ``limit`` functions of ``dump`` with the most instructions of their own, as (per turn, name)."""
+    if shutil.which("callgrind_annotate") is None:
+        raise SystemExit("callgrind_annotate is not on the PATH")
+    listing = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(dump)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    totals = re.search(r"^\s*([\d,]+)\s+\(100\.0%\)\s+PROGRAM TOTALS", listing, re.MULTILINE)
+    if totals is None:
+        raise SystemExit(f"callgrind_annotate printed no program total for {dump}")
+    total = int(totals.group(1).replace(",", ""))
+    # The table after the "file:function" header: one line per function, highest first.
+    _, _, table = listing.partition("file:function")
+    functions: list[tuple[float, str]] = []
+    for line in table.splitlines():
+        match = _SELF_COST.match(line)
+        if match is None:
+            continue
+        own = int(match.group(1).replace(",", ""))
+        if own >= total:  # the entry frames (main and what calls it) of a binary without symbols: no cost of their own
+            continue
+        name = re.sub(r"\s+\[[^]]*\]$", "", match.group(2))  # the object file: the name says enough
+        functions.append((own / turns, name.rsplit(":", 1)[-1]))
+        if len(functions) == limit:
+            break
+    return functions
 
 
 def write_script(directory: str | None) -> LuaScript | None:
@@ -157,6 +196,9 @@ def main() -> None:
     parser.add_argument("--history", action="store_true", help="the store keeps a history")
     parser.add_argument("--port", type=int, default=6391)
     parser.add_argument("--scripts", help="a directory with another head.lua and write.lua for the store")
+    parser.add_argument(
+        "--functions", type=int, default=0, metavar="N", help="also the store update's N costliest functions"
+    )
     args = parser.parse_args()
     turns = list(sliding_windows(WARM_UP + args.turns, args.window))
     url = f"redis://127.0.0.1:{args.port}/0"
@@ -174,13 +216,16 @@ def main() -> None:
             history=args.history,
         )
         memory_id = "counted"
-        figures["store update"] = count(pid, out, seen, turns, lambda turn: store.update_messages(memory_id, turn[0]))
-        figures["store get"] = count(pid, out, seen, turns, lambda _turn: store.get_messages(memory_id))
+        figures["store update"], update_dump = count(
+            pid, out, seen, turns, lambda turn: store.update_messages(memory_id, turn[0])
+        )
+        figures["store get"], _ = count(pid, out, seen, turns, lambda _turn: store.get_messages(memory_id))
         store.close()
         floor = RedisFloor(url)  # its client waits for replies without a timeout
-        figures["floor update"] = count(pid, out, seen, turns, lambda turn: floor.update(memory_id, *turn))
-        figures["floor get"] = count(pid, out, seen, turns, lambda _turn: floor.get(memory_id))
+        figures["floor update"], _ = count(pid, out, seen, turns, lambda turn: floor.update(memory_id, *turn))
+        figures["floor get"], _ = count(pid, out, seen, turns, lambda _turn: floor.get(memory_id))
         floor.close()
+        functions = top_functions(update_dump, args.turns, args.functions) if args.functions > 0 else []
     which = f", write script from {args.scripts}" if args.scripts else ""
     print(
         f"Redis server instructions per turn (callgrind): window {args.window}, {args.turns} turns, "
@@ -192,6 +237,10 @@ def main() -> None:
         for side in ("store", "floor"):
             figure = figures[f"{side} {kind}"]
             print(f"{side + ' ' + kind:16}{figure:14,.0f}{figure / floor_figure:9.2f}")
+    if functions:
+        print(f"store update, the {len(functions)} functions with the most instructions of their own, per turn:")
+        for figure, name in functions:
+            print(f"{figure:14,.0f}  {name}")
 
 
 if __name__ == "__main__":
