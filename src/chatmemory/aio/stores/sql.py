@@ -69,6 +69,7 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
 from chatmemory.stores.sql.schema_admin import check_with, connect, revision_on  # noqa: E402
+from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -223,7 +224,11 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         if engine is not None:
             autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
             return ThreadDriver(
-                engine, autocommit, self._check_schema_on_thread, keeps_connection=self._keeps_connection
+                engine,
+                autocommit,
+                self._check_schema_on_thread,
+                keeps_connection=self._keeps_connection,
+                writers=writer_queue_for(engine, self._engine_options),
             )
         return AsyncDriver(self._engine, self._autocommit, self._check_schema, keeps_connection=self._keeps_connection)
 

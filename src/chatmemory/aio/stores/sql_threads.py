@@ -38,6 +38,7 @@ from chatmemory.aio.stores.sql_driver import emitted_ids
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.sql.commands import Steps
 from chatmemory.stores.sql.driver import Session, SyncDriver
+from chatmemory.stores.sql.sqlite_writers import WriterQueue
 
 __all__ = ["WORKERS", "ThreadDriver"]
 
@@ -61,14 +62,22 @@ class ThreadDriver:
         check_schema: checks the schema revision once per store (called on a worker thread).
         keeps_connection: whether the connection an operation ended with may be kept for the next one
             (see :meth:`~chatmemory.stores.sql.driver.SyncDriver.keep`).
+        writers: the file's writer queue, which each transaction takes first
+            (:mod:`~chatmemory.stores.sql.sqlite_writers`).
     """
 
     __slots__ = ("_executor", "_shut", "_sync")
 
     def __init__(
-        self, engine: Engine, autocommit: Engine, check_schema: Callable[[], None], *, keeps_connection: bool = False
+        self,
+        engine: Engine,
+        autocommit: Engine,
+        check_schema: Callable[[], None],
+        *,
+        keeps_connection: bool = False,
+        writers: WriterQueue | None = None,
     ) -> None:
-        self._sync = SyncDriver(engine, autocommit, check_schema, keeps_connection=keeps_connection)
+        self._sync = SyncDriver(engine, autocommit, check_schema, keeps_connection=keeps_connection, writers=writers)
         self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="chatmemory-sqlite")
         self._shut = False
 

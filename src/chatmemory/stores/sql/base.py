@@ -73,6 +73,7 @@ class SQLStoreBase(Generic[_Engine]):
             options = engine_options or {}
             self._engine = self._engine_from_url(url_or_engine, options)
             self._owns_client = True
+            self._engine_options: dict[str, Any] | None = options
             # A connection kept between operations skips the pool's checkout: its pre-ping and recycling.
             self._keeps_connection = not options.get("pool_pre_ping") and options.get("pool_recycle", -1) < 0
         elif isinstance(url_or_engine, self._engine_type):
@@ -80,6 +81,7 @@ class SQLStoreBase(Generic[_Engine]):
                 raise ValueError("engine_options apply only when the store is given a URL")
             self._engine = url_or_engine
             self._owns_client = False
+            self._engine_options = None
             self._keeps_connection = False  # the caller's pool: every connection goes back to it
         else:
             raise TypeError(self._wrong_engine.format(kind=type(url_or_engine).__name__))

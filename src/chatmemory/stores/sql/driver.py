@@ -41,6 +41,7 @@ from chatmemory.stores.base.driving import drive
 from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
+    COMMIT,
     RELEASE,
     ROLLBACK,
     Batch,
@@ -52,9 +53,15 @@ from chatmemory.stores.sql.commands import (
     Steps,
     result_of,
 )
-from chatmemory.stores.sql.engine import connects_in_autocommit, in_transaction, takes_multi_statements
+from chatmemory.stores.sql.engine import (
+    begin_statement,
+    connects_in_autocommit,
+    in_transaction,
+    takes_multi_statements,
+)
+from chatmemory.stores.sql.sqlite_writers import WriterQueue
 
-__all__ = ["Session", "SyncDriver", "execute_driver_sql", "joined_results", "max_overflow"]
+__all__ = ["QueuedSession", "Session", "SyncDriver", "execute_driver_sql", "joined_results", "max_overflow"]
 
 _T = TypeVar("_T")
 _A = TypeVar("_A")
@@ -70,6 +77,8 @@ class SyncDriver:
         sleep: waits a retry's backoff, for :class:`Sleep` (the asyncio executor's awaits ``asyncio.sleep``).
         keeps_connection: whether the connection an operation ended with may be kept for the next one
             (a store-made engine's: see :meth:`keep`).
+        writers: the writer queue of a SQLite file (:mod:`~chatmemory.stores.sql.sqlite_writers`), which
+            each transaction takes first; ``None``: none.
     """
 
     __slots__ = (
@@ -84,6 +93,7 @@ class SyncDriver:
         "_kept",
         "_pooled",
         "_sleep",
+        "_writers",
     )
 
     def __init__(
@@ -94,8 +104,10 @@ class SyncDriver:
         sleep: Callable[[float], None] = time.sleep,
         *,
         keeps_connection: bool = False,
+        writers: WriterQueue | None = None,
     ) -> None:
         self._engine = engine
+        self._writers = writers
         self._autocommit = autocommit
         self._check_schema = check_schema
         self._sleep = sleep
@@ -172,7 +184,8 @@ class SyncDriver:
 
     def session(self) -> Session:
         """A session for one operation (what :meth:`run` drives it with; the asyncio executor drives its own)."""
-        return Session(self)
+        writers = self._writers
+        return Session(self) if writers is None else QueuedSession(self, writers)
 
     def iterate(self, steps: Steps[None]) -> Iterator[str]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
@@ -382,6 +395,77 @@ class Session:
             elif error is None and self._driver.keep(pooled):
                 return
             pooled.close()
+
+
+class QueuedSession(Session):
+    """A session whose transactions take a SQLite file's writer queue first (see :mod:`.sqlite_writers`).
+
+    The queue is taken before ``BEGIN IMMEDIATE`` is sent (a batch that is a transaction of its own takes
+    it for the whole batch), and given back once ``COMMIT`` or ``ROLLBACK`` has run (failed or not), when
+    the ``BEGIN`` fails, or when the operation ends.
+    """
+
+    __slots__ = ("_queue", "_writing")
+
+    def __init__(self, driver: SyncDriver, queue: WriterQueue) -> None:
+        super().__init__(driver)
+        self._queue = queue
+        self._writing = False
+
+    def send(self, command: Statement) -> Any:
+        """Send a statement as :meth:`Session.send` does; from ``BEGIN IMMEDIATE`` on, in the queue's turn."""
+        sql = command.statement
+        if sql is _BEGINS:
+            self._take()
+            try:
+                return super().send(command)
+            except BaseException:
+                self._leave()  # nothing was begun
+                raise
+        if command is COMMIT or command is ROLLBACK:
+            try:
+                return super().send(command)
+            finally:
+                self._leave()
+        return super().send(command)
+
+    def send_batch(self, batch: Batch) -> list[Any]:
+        """Send ``batch`` as :meth:`Session.send_batch` does; a transaction of its own, in the queue's turn."""
+        begin = batch.begin
+        if begin is None or begin.statement is not _BEGINS or self._writing:
+            return super().send_batch(batch)
+        self._take()
+        try:
+            return super().send_batch(batch)
+        finally:
+            self._leave()
+
+    def _take(self) -> None:
+        if not self._writing:
+            # The connection first: a writer waiting for the pool while it holds the turn would wait for
+            # the writers queued behind it, which hold the pool's connections.
+            if self._on_pooled():
+                self._checked_out()
+            else:
+                self.connection()
+            self._queue.enter(_BEGINS)
+            self._writing = True
+
+    def end(self, error: BaseException | None) -> None:
+        """Hand the connection back (see :meth:`Session.end`), then the queue's turn, if this session holds it."""
+        try:
+            super().end(error)
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        if self._writing:
+            self._writing = False
+            self._queue.leave()
+
+
+_BEGINS = begin_statement("sqlite")
+"""How a SQLite write transaction begins: the very string the store's operations send (compared by identity)."""
 
 
 _KEEPING_POOLS = frozenset({"QueuePool", "AsyncAdaptedQueuePool"})

@@ -37,6 +37,7 @@ from chatmemory.stores.sql.driver import SyncDriver  # noqa: E402
 from chatmemory.stores.sql.engine import engine_from_url  # noqa: E402
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
 from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
+from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -138,7 +139,13 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
 
     @functools.cached_property
     def _driver(self) -> SyncDriver:
-        return SyncDriver(self._engine, self._autocommit, self._schema.check, keeps_connection=self._keeps_connection)
+        return SyncDriver(
+            self._engine,
+            self._autocommit,
+            self._schema.check,
+            keeps_connection=self._keeps_connection,
+            writers=writer_queue_for(self._engine, self._engine_options),
+        )
 
     # ---------------------------------------------------------------------------------------------- reads
 

@@ -1,0 +1,206 @@
+"""The writers of one SQLite file in one process queue before they begin, instead of polling SQLite's lock.
+
+Without the queue a ``BEGIN IMMEDIATE`` that finds the write lock taken is sent all the same and then
+polls in ``sqlite3``'s busy handler, sleeping up to 100 ms at a time, so under many writers one can lose
+for a second and more. These tests pin what the queue promises: a write waits for the transaction under
+way before it sends anything of its own (across stores on the file, sync and asyncio), the turn comes
+back after every way a transaction ends, a write that waits for itself fails after the busy timeout
+rather than hanging, and which databases have a queue at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import make_url
+
+from chatmemory import StoreError, UserMessage
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
+from chatmemory.core.messages import ChatMessage
+from chatmemory.stores.sql import SQLChatMemoryStore
+from chatmemory.stores.sql.sqlite_writers import writer_queue, writer_queue_for
+
+pytestmark = pytest.mark.sqlite
+
+GRACE_SECONDS = 0.3
+"""How long a second writer is given to reach its ``BEGIN`` while the first holds its transaction."""
+
+
+def texts(*words: str) -> list[ChatMessage]:
+    return [UserMessage(word) for word in words]
+
+
+@pytest.fixture
+def url(tmp_path: pathlib.Path) -> str:
+    return f"sqlite:///{tmp_path / 'chat.db'}"
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[SQLChatMemoryStore]:
+    with SQLChatMemoryStore(url) as made:
+        made.create_schema()
+        yield made
+
+
+class Statements:
+    """Every statement the engines it listens to send, as (thread, SQL), in the order they are sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def listen(self, engine: Any) -> None:
+        @event.listens_for(engine, "before_cursor_execute")
+        def _sent(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            with self._lock:
+                self.sent.append((threading.current_thread().name, statement.split()[0].upper()))
+
+    def of(self, thread: str) -> list[str]:
+        return [statement for name, statement in self.sent if name == thread]
+
+    def index(self, thread: str, statement: str) -> int:
+        return self.sent.index((thread, statement))
+
+
+def _holding_a_transaction(store: SQLChatMemoryStore, inside: threading.Event, go: threading.Event) -> None:
+    def change(messages: list[ChatMessage]) -> list[ChatMessage]:
+        inside.set()
+        assert go.wait(10)
+        return [*messages, UserMessage("held")]
+
+    store.modify("held", change)
+
+
+def test_a_write_waits_for_the_transaction_under_way_before_it_begins(url: str, store: SQLChatMemoryStore) -> None:
+    # Two stores on one file: the second store's write sends nothing of its own (no BEGIN) until the first
+    # store's transaction has committed, although it was made to try while the transaction was open.
+    statements = Statements()
+    other = SQLChatMemoryStore(url)
+    try:
+        statements.listen(store.engine)
+        statements.listen(other.engine)
+        other.update_messages("warm", texts("a"))  # its schema checked and a connection opened
+        inside, go = threading.Event(), threading.Event()
+        holder = threading.Thread(target=_holding_a_transaction, args=(store, inside, go), name="holder")
+        holder.start()
+        assert inside.wait(10)
+        writer = threading.Thread(target=other.update_messages, args=("waits", texts("b")), name="writer")
+        writer.start()
+        time.sleep(GRACE_SECONDS)
+        assert "BEGIN" not in statements.of("writer")  # not even its BEGIN IMMEDIATE while the holder's is open
+        go.set()
+        holder.join(10)
+        writer.join(10)
+        assert statements.index("holder", "COMMIT") < statements.index("writer", "BEGIN")
+        assert other.get_messages("waits") == texts("b")
+        assert store.get_messages("held") == texts("held")
+    finally:
+        other.close()
+
+
+def test_an_asyncio_store_on_the_file_queues_behind_a_sync_one(url: str, store: SQLChatMemoryStore) -> None:
+    # The asyncio store runs SQLite operations on worker threads with a sync engine of the same file: its
+    # writes take the same queue.
+    statements = Statements()
+    statements.listen(store.engine)
+    inside, go = threading.Event(), threading.Event()
+
+    async def write_while_held() -> int:
+        async with AsyncSQLStore(url) as aio_store:
+            assert aio_store._thread_engine is not None  # a sqlite:// URL runs on worker threads
+            statements.listen(aio_store._thread_engine)
+            await aio_store.update_messages("warm", texts("a"))
+            holder = threading.Thread(target=_holding_a_transaction, args=(store, inside, go), name="holder")
+            holder.start()
+            assert await asyncio.to_thread(inside.wait, 10)
+            held_from = len(statements.sent)
+            writing = asyncio.ensure_future(aio_store.update_messages("waits", texts("b")))
+            await asyncio.sleep(GRACE_SECONDS)
+            assert [sql for name, sql in statements.sent[held_from:] if name != "holder"] == []
+            go.set()
+            await writing
+            await asyncio.to_thread(holder.join, 10)
+            assert await aio_store.get_messages("waits") == texts("b")
+            return held_from
+
+    held_from = asyncio.run(write_while_held())
+    begins = [index for index, (name, sql) in enumerate(statements.sent) if index >= held_from and sql == "BEGIN"]
+    assert begins  # the asyncio write began its transaction on a worker thread
+    assert statements.index("holder", "COMMIT") < begins[0]
+
+
+def test_the_turn_comes_back_however_a_transaction_ends(url: str, store: SQLChatMemoryStore) -> None:
+    queue = writer_queue(make_url(url), 30.0)
+    assert queue is not None
+    store.update_messages("m", texts("a"))  # committed
+    assert not queue.busy
+
+    def failing(messages: list[ChatMessage]) -> list[ChatMessage]:
+        assert queue.busy  # the change runs inside the transaction, in the queue's turn
+        raise RuntimeError("the change failed")
+
+    with pytest.raises(RuntimeError):
+        store.modify("m", failing)  # rolled back
+    assert not queue.busy
+    store.modify("m", lambda messages: None)  # nothing to write
+    assert not queue.busy
+    store.delete_messages("m")
+    assert not queue.busy
+    assert store.get_messages("m") == []
+
+
+def test_a_write_that_waits_for_itself_fails_after_the_busy_timeout(tmp_path: pathlib.Path) -> None:
+    # A change that writes the same file through another store would wait for its own transaction: it
+    # fails when the busy timeout runs out, as SQLite's own wait would, and the first write goes on.
+    url = f"sqlite:///{tmp_path / 'self.db'}"
+    options = {"connect_args": {"timeout": 0.2}}
+    with (
+        SQLChatMemoryStore(url, engine_options=options) as first,
+        SQLChatMemoryStore(url, engine_options=options) as second,
+    ):
+        first.create_schema()
+        second.update_messages("other", texts("x"))
+        failures: list[StoreError] = []
+
+        def change(messages: list[ChatMessage]) -> list[ChatMessage]:
+            started = time.monotonic()
+            with pytest.raises(StoreError) as raised:
+                second.update_messages("other", texts("y"))
+            failures.append(raised.value)
+            assert time.monotonic() - started < 10  # it gave up, it did not hang
+            return [*messages, UserMessage("mine")]
+
+        first.modify("m", change)
+        assert "database is locked" in str(failures[0])
+        assert first.get_messages("m") == texts("mine")
+        assert second.get_messages("other") == texts("x")
+        second.update_messages("other", texts("z"))  # the turn came back
+        assert second.get_messages("other") == texts("z")
+
+
+def test_which_databases_have_a_queue(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "q.db"
+    first = writer_queue(make_url(f"sqlite:///{path}"), 30.0)
+    assert first is not None
+    # One per file, however the URL names it.
+    assert writer_queue(make_url(f"sqlite:///{tmp_path}/./q.db"), 30.0) is first
+    assert writer_queue(make_url(f"sqlite:///file:{path}?mode=rwc&uri=true"), 30.0) is first
+    assert writer_queue(make_url(f"sqlite:///{tmp_path / 'other.db'}"), 30.0) is not first
+    # Nothing to share in memory.
+    assert writer_queue(make_url("sqlite://"), 30.0) is None
+    assert writer_queue(make_url("sqlite:///:memory:"), 30.0) is None
+    assert writer_queue(make_url("sqlite:///file:mem?mode=memory&uri=true"), 30.0) is None
+    # Only a store that made its engine (and so knows its busy timeout) queues.
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        assert writer_queue_for(engine, None) is None
+        assert writer_queue_for(engine, {}) is first
+    finally:
+        engine.dispose()
