@@ -71,6 +71,7 @@ DRIVER_MODULES = {
     "chatmemory.stores.sql.engine",
     "chatmemory.stores.sql.schema",
     "chatmemory.stores.sql.schema_admin",
+    "chatmemory.stores.sql.sqlite_writers",
     "chatmemory.stores.sql.statements",
     "chatmemory.stores.sql.writes",
 }
