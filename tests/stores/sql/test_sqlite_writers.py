@@ -25,6 +25,7 @@ from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
+from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS
 from chatmemory.stores.sql.sqlite_writers import writer_queue, writer_queue_for
 
 pytestmark = pytest.mark.sqlite
@@ -189,10 +190,13 @@ def test_which_databases_have_a_queue(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "q.db"
     first = writer_queue(make_url(f"sqlite:///{path}"), 30.0)
     assert first is not None
-    # One per file, however the URL names it.
-    assert writer_queue(make_url(f"sqlite:///{tmp_path}/./q.db"), 30.0) is first
-    assert writer_queue(make_url(f"sqlite:///file:{path}?mode=rwc&uri=true"), 30.0) is first
-    assert writer_queue(make_url(f"sqlite:///{tmp_path / 'other.db'}"), 30.0) is not first
+    # One turn per file, however the URL names it; each store waits by its own busy timeout.
+    same = writer_queue(make_url(f"sqlite:///{tmp_path}/./q.db"), 0.5)
+    assert same is not None and same.turn is first.turn and same.timeout == 0.5
+    uri = writer_queue(make_url(f"sqlite:///file:{path}?mode=rwc&uri=true"), 30.0)
+    assert uri is not None and uri.turn is first.turn
+    other = writer_queue(make_url(f"sqlite:///{tmp_path / 'other.db'}"), 30.0)
+    assert other is not None and other.turn is not first.turn
     # Nothing to share in memory.
     assert writer_queue(make_url("sqlite://"), 30.0) is None
     assert writer_queue(make_url("sqlite:///:memory:"), 30.0) is None
@@ -201,6 +205,9 @@ def test_which_databases_have_a_queue(tmp_path: pathlib.Path) -> None:
     engine = create_engine(f"sqlite:///{path}")
     try:
         assert writer_queue_for(engine, None) is None
-        assert writer_queue_for(engine, {}) is first
+        made = writer_queue_for(engine, {"connect_args": {"timeout": 2}})
+        assert made is not None and made.turn is first.turn and made.timeout == 2.0
+        default = writer_queue_for(engine, {})
+        assert default is not None and default.timeout == SQLITE_BUSY_TIMEOUT_SECONDS
     finally:
         engine.dispose()
