@@ -15,6 +15,7 @@ import pathlib
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -26,12 +27,9 @@ from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS
-from chatmemory.stores.sql.sqlite_writers import writer_queue, writer_queue_for
+from chatmemory.stores.sql.sqlite_writers import WriterQueue, writer_queue, writer_queue_for
 
 pytestmark = pytest.mark.sqlite
-
-GRACE_SECONDS = 0.3
-"""How long a second writer is given to reach its ``BEGIN`` while the first holds its transaction."""
 
 
 def texts(*words: str) -> list[ChatMessage]:
@@ -51,26 +49,61 @@ def store(url: str) -> Iterator[SQLChatMemoryStore]:
 
 
 class Statements:
-    """Every statement the engines it listens to send, as (thread, SQL), in the order they are sent."""
+    """Every statement the connections of the engines it traces send, as (thread, first word), in order.
+
+    Recorded by ``sqlite3``'s trace callback, set on each connection as the pool opens it: nothing listens
+    to the engine's cursor events, so the store sends on the pooled connection, as it does in use.
+    """
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
-    def listen(self, engine: Any) -> None:
-        @event.listens_for(engine, "before_cursor_execute")
-        def _sent(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def trace(self, engine: Any) -> None:
+        """Record what ``engine``'s connections send (call before the engine opens its first)."""
+
+        def record(sql: str) -> None:
             with self._lock:
-                self.sent.append((threading.current_thread().name, statement.split()[0].upper()))
+                self.sent.append((threading.current_thread().name, sql.split()[0].upper()))
 
-    def of(self, thread: str) -> list[str]:
-        return [statement for name, statement in self.sent if name == thread]
+        event.listen(
+            engine.pool, "connect", lambda dbapi_connection, _record: dbapi_connection.set_trace_callback(record)
+        )
 
-    def index(self, thread: str, statement: str) -> int:
-        return self.sent.index((thread, statement))
+    def of(self, prefix: str) -> list[str]:
+        """What the threads whose names start with ``prefix`` sent."""
+        return [statement for name, statement in list(self.sent) if name.startswith(prefix)]
+
+    def first(self, prefix: str, statement: str, start: int = 0) -> int:
+        """Where a thread named ``prefix``... first sent ``statement``, from ``start`` on."""
+        for index, (name, sent) in enumerate(list(self.sent)):
+            if index >= start and name.startswith(prefix) and sent == statement:
+                return index
+        raise AssertionError(f"no {statement} from {prefix} threads in {self.sent}")
 
 
-def _holding_a_transaction(store: SQLChatMemoryStore, inside: threading.Event, go: threading.Event) -> None:
+@pytest.fixture
+def waiting(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The names of the threads that asked for a file's turn (and may be waiting for it)."""
+    asked: set[str] = set()
+    enter = WriterQueue.enter
+
+    def noted(queue: WriterQueue, statement: str) -> Any:
+        asked.add(threading.current_thread().name)
+        return enter(queue, statement)
+
+    monkeypatch.setattr(WriterQueue, "enter", noted)
+    return asked
+
+
+def until(condition: Any, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def _hold_a_transaction(store: SQLChatMemoryStore, inside: threading.Event, go: threading.Event) -> None:
     def change(messages: list[ChatMessage]) -> list[ChatMessage]:
         inside.set()
         assert go.wait(10)
@@ -79,62 +112,65 @@ def _holding_a_transaction(store: SQLChatMemoryStore, inside: threading.Event, g
     store.modify("held", change)
 
 
-def test_a_write_waits_for_the_transaction_under_way_before_it_begins(url: str, store: SQLChatMemoryStore) -> None:
+def test_a_write_waits_for_the_transaction_under_way_before_it_begins(url: str, waiting: set[str]) -> None:
     # Two stores on one file: the second store's write sends nothing of its own (no BEGIN) until the first
-    # store's transaction has committed, although it was made to try while the transaction was open.
+    # store's transaction has committed, although it asked to write while the transaction was open.
     statements = Statements()
-    other = SQLChatMemoryStore(url)
-    try:
-        statements.listen(store.engine)
-        statements.listen(other.engine)
-        other.update_messages("warm", texts("a"))  # its schema checked and a connection opened
+    with SQLChatMemoryStore(url) as first, SQLChatMemoryStore(url) as second:
+        statements.trace(first.engine)
+        statements.trace(second.engine)
+        first.create_schema()
+        second.update_messages("warm", texts("a"))  # its schema checked, its connection open
+        assert second._driver.session()._on_pooled()  # statements go to the pooled connection, as in use
         inside, go = threading.Event(), threading.Event()
-        holder = threading.Thread(target=_holding_a_transaction, args=(store, inside, go), name="holder")
-        holder.start()
-        assert inside.wait(10)
-        writer = threading.Thread(target=other.update_messages, args=("waits", texts("b")), name="writer")
-        writer.start()
-        time.sleep(GRACE_SECONDS)
-        assert "BEGIN" not in statements.of("writer")  # not even its BEGIN IMMEDIATE while the holder's is open
-        go.set()
-        holder.join(10)
-        writer.join(10)
-        assert statements.index("holder", "COMMIT") < statements.index("writer", "BEGIN")
-        assert other.get_messages("waits") == texts("b")
-        assert store.get_messages("held") == texts("held")
-    finally:
-        other.close()
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="holder") as holders,
+            ThreadPoolExecutor(1, thread_name_prefix="writer") as writers,
+        ):
+            held = holders.submit(_hold_a_transaction, first, inside, go)
+            assert inside.wait(10)
+            written = writers.submit(second.update_messages, "waits", texts("b"))
+            until(lambda: any(name.startswith("writer") for name in waiting) or "BEGIN" in statements.of("writer"))
+            assert "BEGIN" not in statements.of("writer")  # not even its BEGIN IMMEDIATE while the other is open
+            go.set()
+            held.result(10)
+            written.result(10)
+        assert statements.first("holder", "COMMIT") < statements.first("writer", "BEGIN")
+        assert second.get_messages("waits") == texts("b")
+        assert first.get_messages("held") == texts("held")
 
 
-def test_an_asyncio_store_on_the_file_queues_behind_a_sync_one(url: str, store: SQLChatMemoryStore) -> None:
+def test_an_asyncio_store_on_the_file_queues_behind_a_sync_one(url: str, waiting: set[str]) -> None:
     # The asyncio store runs SQLite operations on worker threads with a sync engine of the same file: its
-    # writes take the same queue.
+    # writes take the same turn.
     statements = Statements()
-    statements.listen(store.engine)
     inside, go = threading.Event(), threading.Event()
 
-    async def write_while_held() -> int:
+    async def write_while_held(store: SQLChatMemoryStore) -> int:
         async with AsyncSQLStore(url) as aio_store:
             assert aio_store._thread_engine is not None  # a sqlite:// URL runs on worker threads
-            statements.listen(aio_store._thread_engine)
+            statements.trace(aio_store._thread_engine)
             await aio_store.update_messages("warm", texts("a"))
-            holder = threading.Thread(target=_holding_a_transaction, args=(store, inside, go), name="holder")
-            holder.start()
-            assert await asyncio.to_thread(inside.wait, 10)
-            held_from = len(statements.sent)
-            writing = asyncio.ensure_future(aio_store.update_messages("waits", texts("b")))
-            await asyncio.sleep(GRACE_SECONDS)
-            assert [sql for name, sql in statements.sent[held_from:] if name != "holder"] == []
-            go.set()
-            await writing
-            await asyncio.to_thread(holder.join, 10)
+            with ThreadPoolExecutor(1, thread_name_prefix="holder") as holders:
+                held = holders.submit(_hold_a_transaction, store, inside, go)
+                assert await asyncio.to_thread(inside.wait, 10)
+                held_from = len(statements.sent)
+                waiting.clear()
+                writing = asyncio.ensure_future(aio_store.update_messages("waits", texts("b")))
+                while not waiting and "BEGIN" not in statements.of("chatmemory-sqlite"):
+                    await asyncio.sleep(0.005)
+                assert "BEGIN" not in [sql for _, sql in statements.sent[held_from:]]
+                go.set()
+                await writing
+                held.result(10)
             assert await aio_store.get_messages("waits") == texts("b")
             return held_from
 
-    held_from = asyncio.run(write_while_held())
-    begins = [index for index, (name, sql) in enumerate(statements.sent) if index >= held_from and sql == "BEGIN"]
-    assert begins  # the asyncio write began its transaction on a worker thread
-    assert statements.index("holder", "COMMIT") < begins[0]
+    with SQLChatMemoryStore(url) as store:
+        statements.trace(store.engine)
+        store.create_schema()
+        held_from = asyncio.run(write_while_held(store))
+    assert statements.first("holder", "COMMIT") < statements.first("chatmemory-sqlite", "BEGIN", held_from)
 
 
 def test_the_turn_comes_back_however_a_transaction_ends(url: str, store: SQLChatMemoryStore) -> None:
@@ -159,7 +195,8 @@ def test_the_turn_comes_back_however_a_transaction_ends(url: str, store: SQLChat
 
 def test_a_write_that_waits_for_itself_fails_after_the_busy_timeout(tmp_path: pathlib.Path) -> None:
     # A change that writes the same file through another store would wait for its own transaction: it
-    # fails when the busy timeout runs out, as SQLite's own wait would, and the first write goes on.
+    # fails when the busy timeout runs out, as SQLite's own wait would, and the first write goes on. (So
+    # it did before the queue: this pins that waiting for the turn never hangs.)
     url = f"sqlite:///{tmp_path / 'self.db'}"
     options = {"connect_args": {"timeout": 0.2}}
     with (
@@ -184,6 +221,16 @@ def test_a_write_that_waits_for_itself_fails_after_the_busy_timeout(tmp_path: pa
         assert second.get_messages("other") == texts("x")
         second.update_messages("other", texts("z"))  # the turn came back
         assert second.get_messages("other") == texts("z")
+
+
+def test_an_endless_busy_timeout_waits_for_ever(tmp_path: pathlib.Path) -> None:
+    # A lock's wait cannot be told an infinite timeout: the turn is then awaited without one.
+    options = {"connect_args": {"timeout": float("inf")}}
+    with SQLChatMemoryStore(f"sqlite:///{tmp_path / 'endless.db'}", engine_options=options) as store:
+        store.create_schema()
+        store.update_messages("m", texts("a"))
+        store.update_messages("m", texts("a", "b"))
+        assert store.get_messages("m") == texts("a", "b")
 
 
 def test_which_databases_have_a_queue(tmp_path: pathlib.Path) -> None:

@@ -20,7 +20,8 @@ runs to its end, so the memory is left at its old or its new list. The call retu
 cancellation, only once its thread is done and its connection back in the pool (invalidated, if the
 operation stopped between commands, which ends any transaction it had begun), so that nothing of it
 runs after the call. A command waiting for SQLite's write lock keeps waiting, up to the busy timeout:
-``sqlite3`` cannot interrupt that wait.
+``sqlite3`` cannot interrupt that wait; nor is a wait for the file's writer turn
+(:mod:`~chatmemory.stores.sql.sqlite_writers`) interrupted, which ends as soon as the turn comes.
 """
 
 from __future__ import annotations

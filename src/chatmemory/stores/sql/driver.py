@@ -405,12 +405,13 @@ class QueuedSession(Session):
     the ``BEGIN`` fails, or when the operation ends.
     """
 
-    __slots__ = ("_queue", "_writing")
+    __slots__ = ("_held", "_queue")
 
     def __init__(self, driver: SyncDriver, queue: WriterQueue) -> None:
         super().__init__(driver)
         self._queue = queue
-        self._writing = False
+        self._held: threading.Lock | None = None
+        """The lock of the turn this session holds, if it does."""
 
     def send(self, command: Statement) -> Any:
         """Send a statement as :meth:`Session.send` does; from ``BEGIN IMMEDIATE`` on, in the queue's turn."""
@@ -432,7 +433,7 @@ class QueuedSession(Session):
     def send_batch(self, batch: Batch) -> list[Any]:
         """Send ``batch`` as :meth:`Session.send_batch` does; a transaction of its own, in the queue's turn."""
         begin = batch.begin
-        if begin is None or begin.statement is not _BEGINS or self._writing:
+        if begin is None or begin.statement is not _BEGINS or self._held is not None:
             return super().send_batch(batch)
         self._take()
         try:
@@ -441,15 +442,14 @@ class QueuedSession(Session):
             self._leave()
 
     def _take(self) -> None:
-        if not self._writing:
+        if self._held is None:
             # The connection first: a writer waiting for the pool while it holds the turn would wait for
             # the writers queued behind it, which hold the pool's connections.
             if self._on_pooled():
                 self._checked_out()
             else:
                 self.connection()
-            self._queue.enter(_BEGINS)
-            self._writing = True
+            self._held = self._queue.enter(_BEGINS)
 
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (see :meth:`Session.end`), then the queue's turn, if this session holds it."""
@@ -459,9 +459,9 @@ class QueuedSession(Session):
             self._leave()
 
     def _leave(self) -> None:
-        if self._writing:
-            self._writing = False
-            self._queue.leave()
+        held, self._held = self._held, None
+        if held is not None:
+            held.release()
 
 
 _BEGINS = begin_statement("sqlite")

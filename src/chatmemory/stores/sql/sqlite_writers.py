@@ -23,6 +23,10 @@ turn is bounded by the store's busy timeout, and a wait that runs out fails as S
 ``database is locked``: a writer that waits for itself (a ``modify`` whose change writes to the same
 file through another store) fails after the timeout instead of hanging.
 
+The turns go, in practice, in the order they were asked for (a lock promises no order). A writer that
+waited its turn may still find SQLite's lock held by another process, and wait up to the busy timeout
+once more in the busy handler. ``expire_at`` (one statement, outside a transaction) does not queue.
+
 Taking turns in order has a price when threads write without pause: the turn passes to a thread that
 must wake up first, where SQLite's lock went to whichever writer ran. On 4 or 16 threads that never
 pause (2 cores), 17-25% fewer turns a second, their median turn the length of the queue (2-10 ms)
@@ -77,19 +81,22 @@ class WriterQueue:
         self.turn = turn
         self.timeout = max(timeout, 0.0)
 
-    def enter(self, statement: str) -> None:
-        """Wait for the turn to write (up to :attr:`timeout`).
+    def enter(self, statement: str) -> threading.Lock:
+        """Wait for the turn to write (up to :attr:`timeout`); the lock to release when the turn ends.
+
+        The lock itself is handed back, so that a writer releases the one it took, even in the child of
+        a fork (which renews the file's lock for its own writers).
 
         Raises:
             sqlalchemy.exc.OperationalError: the turn did not come within the timeout (``database is
                 locked``, as SQLite says when its busy timeout runs out), for ``statement``.
         """
-        if not self.turn.lock.acquire(timeout=self.timeout):
+        lock = self.turn.lock
+        # A busy timeout beyond what a lock's wait takes (an infinite one included) waits for ever.
+        timeout = self.timeout if self.timeout < threading.TIMEOUT_MAX else -1
+        if not lock.acquire(timeout=timeout):
             raise OperationalError(statement, None, sqlite3.OperationalError("database is locked"))
-
-    def leave(self) -> None:
-        """Give the turn to the next writer."""
-        self.turn.lock.release()
+        return lock
 
     @property
     def busy(self) -> bool:
