@@ -223,6 +223,52 @@ def test_a_write_that_waits_for_itself_fails_after_the_busy_timeout(tmp_path: pa
         assert second.get_messages("other") == texts("z")
 
 
+def test_writers_take_their_connection_before_their_turn(tmp_path: pathlib.Path) -> None:
+    # One connection, eight threads writing one memory (diffs that find it moved on are tried again under
+    # the lock): writers queue for the turn holding their connection, so the one whose turn it is never
+    # waits for the pool. Any wait for each other would sit out the 5 s timeouts.
+    options = {"pool_size": 1, "max_overflow": 0, "pool_timeout": 5, "connect_args": {"timeout": 5}}
+    with SQLChatMemoryStore(f"sqlite:///{tmp_path / 'one.db'}", engine_options=options) as store:
+        store.create_schema()
+        store.update_messages("shared", texts("start"))
+
+        def write(number: int) -> None:
+            for turn in range(20):
+                store.update_messages("shared", texts("start", f"{number}-{turn}"))
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as threads:
+            for done in [threads.submit(write, number) for number in range(8)]:
+                done.result(60)
+        assert time.monotonic() - started < 5  # no write sat out a timeout
+        last = store.get_messages("shared")
+        assert last[0] == UserMessage("start") and len(last) == 2
+
+
+async def test_a_cancelled_asyncio_write_hands_the_turn_on(url: str, store: SQLChatMemoryStore) -> None:
+    # Cancelled while it waits for the turn: its batch, once begun, runs to its end (the memory holds the
+    # old list or the new one), and the turn is free again after it.
+    queue = writer_queue(make_url(url), 30.0)
+    assert queue is not None
+    inside, go = threading.Event(), threading.Event()
+    async with AsyncSQLStore(url) as aio_store:
+        await aio_store.update_messages("m", texts("a"))
+        with ThreadPoolExecutor(1, thread_name_prefix="holder") as holders:
+            held = holders.submit(_hold_a_transaction, store, inside, go)
+            assert await asyncio.to_thread(inside.wait, 10)
+            writing = asyncio.ensure_future(aio_store.update_messages("m", texts("a", "b")))
+            await asyncio.sleep(0.05)
+            writing.cancel()
+            go.set()
+            with pytest.raises(asyncio.CancelledError):
+                await writing
+            held.result(10)
+        assert not queue.busy
+        assert await aio_store.get_messages("m") in (texts("a"), texts("a", "b"))
+        await aio_store.update_messages("m", texts("a", "c"))  # the turn came back
+        assert await aio_store.get_messages("m") == texts("a", "c")
+
+
 def test_an_endless_busy_timeout_waits_for_ever(tmp_path: pathlib.Path) -> None:
     # A lock's wait cannot be told an infinite timeout: the turn is then awaited without one.
     options = {"connect_args": {"timeout": float("inf")}}
