@@ -408,53 +408,57 @@ class QueuedSession(Session):
     __slots__ = ("_held", "_queue")
 
     def __init__(self, driver: SyncDriver, queue: WriterQueue) -> None:
-        super().__init__(driver)
+        Session.__init__(self, driver)
         self._queue = queue
         self._held: threading.Lock | None = None
         """The lock of the turn this session holds, if it does."""
 
     def send(self, command: Statement) -> Any:
         """Send a statement as :meth:`Session.send` does; from ``BEGIN IMMEDIATE`` on, in the queue's turn."""
-        sql = command.statement
-        if sql is _BEGINS:
+        if command.statement is _BEGINS and self._held is None:
             self._take()
             try:
-                return super().send(command)
+                return Session.send(self, command)
             except BaseException:
                 self._leave()  # nothing was begun
                 raise
         if command is COMMIT or command is ROLLBACK:
             try:
-                return super().send(command)
+                return Session.send(self, command)
             finally:
                 self._leave()
-        return super().send(command)
+        return Session.send(self, command)
 
     def send_batch(self, batch: Batch) -> list[Any]:
         """Send ``batch`` as :meth:`Session.send_batch` does; a transaction of its own, in the queue's turn."""
         begin = batch.begin
         if begin is None or begin.statement is not _BEGINS or self._held is not None:
-            return super().send_batch(batch)
+            return Session.send_batch(self, batch)
         self._take()
         try:
-            return super().send_batch(batch)
+            return Session.send_batch(self, batch)
         finally:
             self._leave()
 
     def _take(self) -> None:
-        if self._held is None:
+        """Take the connection, then the turn (at once when no other writer holds it)."""
+        if self._pooled is None:
             # The connection first: a writer waiting for the pool while it holds the turn would wait for
             # the writers queued behind it, which hold the pool's connections.
             if self._on_pooled():
                 self._checked_out()
             else:
                 self.connection()
-            self._held = self._queue.enter(_BEGINS)
+        lock = self._queue.turn.lock
+        self._held = lock if lock.acquire(False) else self._queue.enter(_BEGINS)
 
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (see :meth:`Session.end`), then the queue's turn, if this session holds it."""
+        if self._held is None:
+            Session.end(self, error)
+            return
         try:
-            super().end(error)
+            Session.end(self, error)
         finally:
             self._leave()
 
