@@ -30,7 +30,7 @@ once more in the busy handler. ``expire_at`` (one statement, outside a transacti
 Taking turns in order has a price when threads write without pause: the turn passes to a thread that
 must wake up first, where SQLite's lock went to whichever writer ran. On 4 or 16 threads that never
 pause (2 cores), 17-25% fewer turns a second, their median turn the length of the queue (2-10 ms)
-instead of under 1 ms for most and a second or more for a few. The asyncio store's turns per second
+instead of under 1 ms for most and up to a second for a few. The asyncio store's turns per second
 are unchanged.
 
 Applies to stores that make their engine from a file URL (they know its busy timeout); an engine a
