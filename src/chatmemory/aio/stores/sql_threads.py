@@ -20,8 +20,8 @@ runs to its end, so the memory is left at its old or its new list. The call retu
 cancellation, only once its thread is done and its connection back in the pool (invalidated, if the
 operation stopped between commands, which ends any transaction it had begun), so that nothing of it
 runs after the call. A command waiting for SQLite's write lock keeps waiting, up to the busy timeout:
-``sqlite3`` cannot interrupt that wait; nor is a wait for the file's writer turn
-(:mod:`~chatmemory.stores.sql.sqlite_writers`) interrupted, which ends as soon as the turn comes.
+``sqlite3`` cannot interrupt that wait. A write waiting for the file's writer turn
+(:mod:`~chatmemory.stores.sql.sqlite_writers`) has begun nothing: it stops waiting, and never runs.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sqlalchemy import Engine
 from chatmemory.aio.stores.sql_driver import emitted_ids
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.sql.commands import Steps
-from chatmemory.stores.sql.driver import Session, SyncDriver
+from chatmemory.stores.sql.driver import QueuedSession, Session, SyncDriver
 from chatmemory.stores.sql.sqlite_writers import WriterQueue
 
 __all__ = ["WORKERS", "ThreadDriver"]
@@ -103,7 +103,10 @@ class ThreadDriver:
         if self._shut:
             return drive(steps, _closed)
         stop = threading.Event()
-        return await _outcome(self._submit(_ran, self._sync.session(), steps, stop), stop)
+        session = self._sync.session()
+        if isinstance(session, QueuedSession):
+            session.stop = stop  # a write waiting for the file's turn stops waiting
+        return await _outcome(self._submit(_ran, session, steps, stop), stop)
 
     def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""

@@ -405,13 +405,16 @@ class QueuedSession(Session):
     the ``BEGIN`` fails, or when the operation ends.
     """
 
-    __slots__ = ("_held", "_queue")
+    __slots__ = ("_held", "_queue", "stop")
 
     def __init__(self, driver: SyncDriver, queue: WriterQueue) -> None:
         Session.__init__(self, driver)
         self._queue = queue
         self._held: threading.Lock | None = None
         """The lock of the turn this session holds, if it does."""
+        self.stop: threading.Event | None = None
+        """Set when the operation's caller gives up (the asyncio executor's): a wait for the turn then
+        ends with :class:`~chatmemory.stores.sql.sqlite_writers.TurnAbandoned`."""
 
     def send(self, command: Statement) -> Any:
         """Send a statement as :meth:`Session.send` does; from ``BEGIN IMMEDIATE`` on, in the queue's turn."""
@@ -450,7 +453,7 @@ class QueuedSession(Session):
             else:
                 self.connection()
         lock = self._queue.turn.lock
-        self._held = lock if lock.acquire(False) else self._queue.enter(_BEGINS)
+        self._held = lock if lock.acquire(False) else self._queue.enter(_BEGINS, self.stop)
 
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (see :meth:`Session.end`), then the queue's turn, if this session holds it."""

@@ -21,7 +21,9 @@ A session takes the turn before it sends ``BEGIN IMMEDIATE`` and gives it back o
 without either (its connection goes back to the pool, which rolls the transaction back). Waiting for the
 turn is bounded by the store's busy timeout, and a wait that runs out fails as SQLite's own would, with
 ``database is locked``: a writer that waits for itself (a ``modify`` whose change writes to the same
-file through another store) fails after the timeout instead of hanging.
+file through another store) fails after the timeout instead of hanging. A write of the asyncio store
+whose task is cancelled while it waits for its turn has begun nothing: it stops waiting
+(:class:`TurnAbandoned`), and never runs.
 
 The turns go, in practice, in the order they were asked for (a lock promises no order). A writer that
 waited its turn may still find SQLite's lock held by another process, and wait up to the busy timeout
@@ -43,6 +45,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -52,7 +55,17 @@ from sqlalchemy.exc import OperationalError
 
 from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS, dialect_family
 
-__all__ = ["FileTurn", "WriterQueue", "writer_queue", "writer_queue_for"]
+__all__ = ["STOP_CHECK_SECONDS", "FileTurn", "TurnAbandoned", "WriterQueue", "writer_queue", "writer_queue_for"]
+
+STOP_CHECK_SECONDS = 0.02
+"""How often a writer that may be stopped (an asyncio task's, on a worker thread) looks whether it was."""
+
+
+class TurnAbandoned(BaseException):
+    """A writer stopped waiting for its turn: its caller gave up (an asyncio task was cancelled).
+
+    Nothing was begun. Like a cancellation, not an ``Exception``: the operation does not handle it.
+    """
 
 
 class FileTurn:
@@ -81,27 +94,48 @@ class WriterQueue:
         self.turn = turn
         self.timeout = max(timeout, 0.0)
 
-    def enter(self, statement: str) -> threading.Lock:
+    def enter(self, statement: str, stop: threading.Event | None = None) -> threading.Lock:
         """Wait for the turn to write (up to :attr:`timeout`); the lock to release when the turn ends.
 
         The lock itself is handed back, so that a writer releases the one it took, even in the child of
         a fork (which renews the file's lock for its own writers).
 
+        Args:
+            statement: what the writer begins with (for the error).
+            stop: set when the writer's caller gives up: it then stops waiting (within
+                :data:`STOP_CHECK_SECONDS`), and a turn that came meanwhile goes on to the next writer.
+
         Raises:
             sqlalchemy.exc.OperationalError: the turn did not come within the timeout (``database is
                 locked``, as SQLite says when its busy timeout runs out), for ``statement``.
+            TurnAbandoned: ``stop`` was set.
         """
         lock = self.turn.lock
-        # A busy timeout beyond what a lock's wait takes (an infinite one included) waits for ever.
-        timeout = self.timeout if self.timeout < threading.TIMEOUT_MAX else -1
-        if not lock.acquire(timeout=timeout):
-            raise OperationalError(statement, None, sqlite3.OperationalError("database is locked"))
-        return lock
+        endless = self.timeout >= threading.TIMEOUT_MAX  # beyond what a lock's wait takes: no bound
+        if stop is None:
+            if not lock.acquire(timeout=-1 if endless else self.timeout):
+                raise _locked(statement)
+            return lock
+        deadline = None if endless else time.monotonic() + self.timeout
+        while not stop.is_set():
+            wait = STOP_CHECK_SECONDS if deadline is None else min(STOP_CHECK_SECONDS, deadline - time.monotonic())
+            if wait <= 0:
+                raise _locked(statement)
+            if lock.acquire(timeout=wait):
+                if not stop.is_set():
+                    return lock
+                lock.release()
+                break
+        raise TurnAbandoned
 
     @property
     def busy(self) -> bool:
         """Whether a writer (of any store on the file) holds the turn."""
         return self.turn.lock.locked()
+
+
+def _locked(statement: str) -> OperationalError:
+    return OperationalError(statement, None, sqlite3.OperationalError("database is locked"))
 
 
 _TURNS: weakref.WeakValueDictionary[str, FileTurn] = weakref.WeakValueDictionary()
