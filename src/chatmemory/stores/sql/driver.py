@@ -452,8 +452,7 @@ class QueuedSession(Session):
                 self._checked_out()
             else:
                 self.connection()
-        lock = self._queue.turn.lock
-        self._held = lock if lock.acquire(False) else self._queue.enter(_BEGINS, self.stop)
+        self._held = self._queue.enter(_BEGINS, self.stop)
 
     def end(self, error: BaseException | None) -> None:
         """Hand the connection back (see :meth:`Session.end`), then the queue's turn, if this session holds it."""

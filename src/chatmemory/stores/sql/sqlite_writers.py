@@ -111,6 +111,8 @@ class WriterQueue:
             TurnAbandoned: ``stop`` was set.
         """
         lock = self.turn.lock
+        if lock.acquire(False):  # no other writer: no wait, timed or not
+            return lock
         endless = self.timeout >= threading.TIMEOUT_MAX  # beyond what a lock's wait takes: no bound
         if stop is None:
             if not lock.acquire(timeout=-1 if endless else self.timeout):
