@@ -9,7 +9,8 @@ Inside the store's turn, each statement's time on the DBAPI cursor is measured a
 (``chatmemory.stores.sql.driver`` wrapped for the run: the executor's statement function and its joined
 form's), so the table splits the store's turn into:
 
-* each statement kind (by its first word; ``BEGIN;...`` is a MySQL/MariaDB turn sent as one string),
+* each statement kind (by its first word; ``BEGIN;...`` is a MySQL turn sent as one string, ``block`` a
+  MariaDB turn as one compound statement),
   wall and client CPU per turn, and how many per turn;
 * ``statements``: their sum, what the store's SQL costs at the driver, with nothing of the store around it;
 * ``the rest``: the turn less its statements: the store's own Python (the request, the plan, binding, the
@@ -121,7 +122,10 @@ def _recorded(name_of: Any, run: Any) -> Any:
 
 
 def _statement_name(command: Any) -> str:
-    return str(command.statement).split(None, 1)[0].rstrip(";") + (" (many)" if command.many else "")
+    sql = str(command.statement)
+    if sql.startswith("BEGIN NOT ATOMIC"):
+        return "block (MariaDB)"
+    return sql.split(None, 1)[0].rstrip(";") + (" (many)" if command.many else "")
 
 
 class Run(NamedTuple):

@@ -1,4 +1,5 @@
-"""A MySQL/MariaDB turn as one multi-statement string: one round trip and a ``COMMIT`` instead of five.
+"""A MySQL/MariaDB turn in one round trip: one compound statement on MariaDB; on MySQL one
+multi-statement string and a ``COMMIT`` (that path runs here on MariaDB, with the store's blocks off).
 
 The statements are counted where PyMySQL sends them (``Connection.query``, one call per round trip), so
 the store's path is the one it takes with no cursor events listened to.
@@ -11,8 +12,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pymysql
 import pytest
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, make_url, text
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
@@ -33,9 +35,20 @@ def mysql() -> Iterator[SQLBackend]:
     backend.close()
 
 
+@pytest.fixture(params=["block", "joined"])
+def form(request: pytest.FixtureRequest) -> str:
+    """How the store sends a turn: MariaDB's compound statement, or MySQL's multi-statement string."""
+    return str(request.param)
+
+
 @pytest.fixture
-def store(mysql: SQLBackend) -> Iterator[SQLChatMemoryStore]:
+def store(mysql: SQLBackend, form: str) -> Iterator[SQLChatMemoryStore]:
     made = mysql.make_store()
+    made._statements.blocks_mariadb_turns = form == "block"
+    made.update_messages("warm-up", [UserMessage("hello")])  # the dialect has seen the server
+    if form == "block" and not made._statements.blocks_turns:
+        mysql.close_store(made)
+        pytest.skip("compound statements are MariaDB's")
     yield made
     mysql.close_store(made)
 
@@ -73,34 +86,50 @@ def _window(turn: int, size: int = 20) -> list[ChatMessage]:
     ]
 
 
-_VERB = re.compile(r"(?:^|; )(BEGIN|UPDATE|DELETE|INSERT|SELECT|COMMIT|ROLLBACK)\b")
+_VERB = re.compile(r"(?:^|; |THEN )(BEGIN|UPDATE|DELETE|INSERT|SELECT|COMMIT|ROLLBACK)\b")
+_BLOCK = re.compile(r"BEGIN NOT ATOMIC .*?START TRANSACTION; (.*) COMMIT; ELSE ROLLBACK; END IF; END", re.S)
 
 
 def _verbs(sent: list[str]) -> list[str]:
-    """Each query as the verbs of its statements (``BEGIN UPDATE INSERT`` for a joined turn)."""
-    return [" ".join(_VERB.findall(query)) for query in sent]
+    """Each query as the verbs of its statements: ``BEGIN UPDATE INSERT`` for a multi-statement string,
+    ``block: UPDATE INSERT`` for a compound statement (the statements it runs once its head update matched)."""
+    verbs = []
+    for query in sent:
+        block = _BLOCK.fullmatch(query)
+        if block is not None:
+            verbs.append("block: " + " ".join(_VERB.findall(block.group(1))))
+        else:
+            verbs.append(" ".join(_VERB.findall(query)))
+    return verbs
 
 
-def test_a_steady_state_turn_is_one_query_and_a_commit(store: SQLChatMemoryStore) -> None:
+def _one_turn(form: str, *verbs: str) -> list[str]:
+    """The queries of a steady-state turn whose statements are ``verbs`` (after the head update)."""
+    if form == "block":
+        return [" ".join(("block:", "UPDATE", *verbs))]
+    return [" ".join(("BEGIN", "UPDATE", *verbs)), "COMMIT"]
+
+
+def test_a_steady_state_turn_is_one_round_trip_and_on_mysql_a_commit(store: SQLChatMemoryStore, form: str) -> None:
     queries = Queries(store.engine)
     store.update_messages("m", _window(0))
     store.update_messages("m", _window(1))
     sent = queries.record()
     store.update_messages("m", _window(2))
-    assert _verbs(sent) == ["BEGIN UPDATE DELETE INSERT", "COMMIT"]
+    assert _verbs(sent) == _one_turn(form, "DELETE", "INSERT")
     assert store.get_messages("m") == _window(2)
 
 
-def test_a_turn_that_only_appends_deletes_nothing(store: SQLChatMemoryStore) -> None:
+def test_a_turn_that_only_appends_deletes_nothing(store: SQLChatMemoryStore, form: str) -> None:
     queries = Queries(store.engine)
     store.update_messages("m", _window(0, 3))
     sent = queries.record()
     store.update_messages("m", [*_window(0, 3), UserMessage("one more")])
-    assert _verbs(sent) == ["BEGIN UPDATE INSERT", "COMMIT"]
+    assert _verbs(sent) == _one_turn(form, "INSERT")
     assert store.get_messages("m") == [*_window(0, 3), UserMessage("one more")]
 
 
-def test_a_turn_of_large_messages_goes_statement_by_statement(store: SQLChatMemoryStore) -> None:
+def test_a_turn_of_large_messages_goes_statement_by_statement(store: SQLChatMemoryStore, form: str) -> None:
     queries = Queries(store.engine)
     store.update_messages("m", _window(0, 3))
     large = [UserMessage("x" * (JOINED_PAYLOAD_LIMIT // 2)), AiMessage("y" * (JOINED_PAYLOAD_LIMIT // 2))]
@@ -111,11 +140,11 @@ def test_a_turn_of_large_messages_goes_statement_by_statement(store: SQLChatMemo
     assert store.get_messages("m") == [*_window(0, 3), *large]
     sent.clear()
     store.update_messages("m", [*_window(0, 3), *large, UserMessage("small again")])
-    assert _verbs(sent) == ["BEGIN UPDATE INSERT", "COMMIT"]
+    assert _verbs(sent) == _one_turn(form, "INSERT")
 
 
-def test_a_stale_snapshot_rolls_the_joined_turn_back_and_writes_under_the_lock(
-    mysql: SQLBackend, store: SQLChatMemoryStore, caplog: pytest.LogCaptureFixture
+def test_a_stale_snapshot_writes_nothing_of_the_turn_and_writes_under_the_lock(
+    mysql: SQLBackend, store: SQLChatMemoryStore, form: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     other = SQLChatMemoryStore(mysql.url, table_prefix=store._tables.prefix)
     try:
@@ -125,24 +154,53 @@ def test_a_stale_snapshot_rolls_the_joined_turn_back_and_writes_under_the_lock(
         sent = queries.record()
         with caplog.at_level(logging.DEBUG, logger="chatmemory.stores.sql.store"):
             store.update_messages("m", _window(2))
-        # The joined turn's head update matched no row; its insert then hit the other writer's rows, an
-        # error of the transaction rolled back at once: a stale snapshot, not a conflict to back off from.
-        assert _verbs(sent)[:2] == ["BEGIN UPDATE DELETE INSERT", "ROLLBACK"]
+        verbs = _verbs(sent)
+        if form == "block":
+            # The head update matched no row: the block ran nothing else and rolled back by itself.
+            assert verbs[0] == "block: UPDATE DELETE INSERT" and verbs[1] == "BEGIN", verbs
+        else:
+            # The head update matched no row; the insert then hit the other writer's rows, an error of
+            # the transaction rolled back at once.
+            assert verbs[:2] == ["BEGIN UPDATE DELETE INSERT", "ROLLBACK"]
+        # A stale snapshot, not a conflict to back off from.
         assert "attempts=2" in caplog.text
         assert "conflicts=" not in caplog.text
         assert store.get_messages("m") == _window(2)
         assert other.get_messages("m") == _window(2)
         sent.clear()
-        store.update_messages("m", _window(3))  # the lock path refreshed the snapshot: joined again
-        assert _verbs(sent) == ["BEGIN UPDATE DELETE INSERT", "COMMIT"]
+        store.update_messages("m", _window(3))  # the lock path refreshed the snapshot: one round trip again
+        assert _verbs(sent) == _one_turn(form, "DELETE", "INSERT")
     finally:
         other.close()
 
 
-def _turn_on_an_engine_passed_in(mysql: SQLBackend, **engine_options: Any) -> list[str]:
+def test_a_turn_whose_insert_fails_is_rolled_back_and_written_under_the_lock(
+    store: SQLChatMemoryStore, form: str
+) -> None:
+    queries = Queries(store.engine)
+    store.update_messages("m", _window(0))
+    store.update_messages("m", _window(1))
+    messages, memories = store._tables.messages, store._tables.memories
+    with store.engine.begin() as connection:  # a row where the next turn's insert goes, the head left as it is
+        version = connection.execute(text(f"SELECT version FROM {memories.name} WHERE memory_id = 'm'")).scalar_one()
+        last = connection.execute(text(f"SELECT MAX(seq) FROM {messages.name} WHERE memory_id = 'm'")).scalar_one()
+        connection.execute(messages.insert().values(memory_id="m", seq=last + 1, payload=b"{}"))
+    sent = queries.record()
+    store.update_messages("m", _window(2))
+    verbs = _verbs(sent)
+    # The head update matched, the insert failed: the round trip's transaction is rolled back (by the
+    # block itself, or by the ROLLBACK after the string), then the lock path writes the turn.
+    first = _one_turn(form, "DELETE", "INSERT")[0]
+    assert verbs[:2] == ([first, "BEGIN"] if form == "block" else [first, "ROLLBACK"]), verbs
+    assert store.load("m").version > version
+    assert store.get_messages("m") == _window(2)
+
+
+def _turn_on_an_engine_passed_in(mysql: SQLBackend, form: str, **engine_options: Any) -> list[str]:
     """The verbs of one steady-state turn of a store on an engine of the caller's; checks what it wrote."""
     engine = create_engine(mysql.url, isolation_level="AUTOCOMMIT", **engine_options)
     store = SQLChatMemoryStore(engine, table_prefix=mysql.fresh_prefix())
+    store._statements.blocks_mariadb_turns = form == "block"
     store.create_schema()
     try:
         queries = Queries(engine)
@@ -158,21 +216,29 @@ def _turn_on_an_engine_passed_in(mysql: SQLBackend, **engine_options: Any) -> li
         engine.dispose()
 
 
-def test_an_engine_without_multiple_statements_sends_the_turn_statement_by_statement(mysql: SQLBackend) -> None:
-    assert _turn_on_an_engine_passed_in(mysql) == ["BEGIN", "UPDATE", "DELETE", "INSERT", "COMMIT"]
+def test_an_engine_without_multiple_statements_sends_a_mysql_turn_statement_by_statement(
+    store: SQLChatMemoryStore, mysql: SQLBackend, form: str
+) -> None:
+    # A compound statement is one statement: it needs no multi-statement connection.
+    expected = (
+        _one_turn(form, "DELETE", "INSERT") if form == "block" else ["BEGIN", "UPDATE", "DELETE", "INSERT", "COMMIT"]
+    )
+    assert _turn_on_an_engine_passed_in(mysql, form) == expected
 
 
-def test_an_engine_passed_in_with_multiple_statements_joins_its_turns(mysql: SQLBackend) -> None:
+def test_an_engine_passed_in_with_multiple_statements_joins_its_turns(
+    store: SQLChatMemoryStore, mysql: SQLBackend, form: str
+) -> None:
     # The README's recipe for an engine of one's own: FOUND_ROWS | MULTI_STATEMENTS, as a store-made one.
-    verbs = _turn_on_an_engine_passed_in(mysql, connect_args={"client_flag": 65538})
-    assert verbs == ["BEGIN UPDATE DELETE INSERT", "COMMIT"]
+    verbs = _turn_on_an_engine_passed_in(mysql, form, connect_args={"client_flag": 65538})
+    assert verbs == _one_turn(form, "DELETE", "INSERT")
 
 
-def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore) -> None:
+def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore, form: str) -> None:
     seen: list[str] = []
 
     def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(statement.split(None, 1)[0].upper())
+        seen.append(statement)
 
     store.update_messages("m", _window(0))
     event.listen(store.engine, "before_cursor_execute", before)
@@ -180,8 +246,52 @@ def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore) 
         store.update_messages("m", _window(1))
     finally:
         event.remove(store.engine, "before_cursor_execute", before)
-    assert seen == ["BEGIN", "UPDATE", "DELETE", "INSERT", "COMMIT"]
+    if form == "block":  # one statement: the events see it as it is sent
+        assert _verbs(seen) == _one_turn(form, "DELETE", "INSERT")
+    else:
+        assert [statement.split(None, 1)[0].upper() for statement in seen] == [
+            "BEGIN",
+            "UPDATE",
+            "DELETE",
+            "INSERT",
+            "COMMIT",
+        ]
     assert store.get_messages("m") == _window(1)
+
+
+def test_a_block_that_fails_leaves_no_transaction_open(mysql: SQLBackend) -> None:
+    dialect = create_engine("mysql+pymysql://nobody@127.0.0.1/none").dialect
+    head, insert = (render(text(sql), dialect) for sql in ("UPDATE t_x SET v = v + 1", "INSERT INTO t_x VALUES (1, 0)"))
+    url = make_url(mysql.url)
+    connection = pymysql.connect(
+        host=url.host,
+        port=url.port or 3306,
+        user=url.username,
+        password=url.password or "",
+        database=url.database,
+        autocommit=True,
+    )
+    try:
+        if "MariaDB" not in connection.get_server_info():
+            pytest.skip("compound statements are MariaDB's")
+        cursor = connection.cursor()
+        cursor.execute("CREATE TEMPORARY TABLE t_x (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+        cursor.execute("INSERT INTO t_x VALUES (1, 0)")
+        with pytest.raises(pymysql.IntegrityError):  # the head update matched; the insert fails
+            cursor.execute(Joined.atomic_block([head, insert]).sql)
+        cursor.execute("SELECT @@in_transaction, v FROM t_x")
+        assert cursor.fetchone() == (0, 0)  # rolled back by the block itself, its update with it
+        assert (
+            cursor.execute(
+                Joined.atomic_block([render(text("UPDATE t_x SET v = 5 WHERE id = 2"), dialect), insert]).sql
+            )
+            == 0
+        )
+        assert cursor.execute(Joined.atomic_block([head, render(text("UPDATE t_x SET v = v + 1"), dialect)]).sql) == 2
+        cursor.execute("SELECT @@in_transaction, v FROM t_x")
+        assert cursor.fetchone() == (0, 2)  # committed
+    finally:
+        connection.close()
 
 
 # ------------------------------------------------------------------ rendering (no server needed)
@@ -213,3 +323,17 @@ def test_joined_parts_bind_one_set_of_values(statements: Statements) -> None:
     positional = render(statements.delete_head, create_engine("sqlite://").dialect)
     with pytest.raises(ValueError, match="paramstyle"):
         Joined.of([head, positional])
+
+
+def test_a_block_turn_is_rendered_once_per_shape_from_the_joined_turns_parts(statements: Statements) -> None:
+    block, joined = statements.block_turn(1, 2, False), statements.joined_turn(1, 2, False)
+    assert block is not None and joined is not None
+    assert statements.block_turn(1, 2, False) is block
+    assert block.parts == joined.parts
+    head, removal, insert = (part.sql for part in block.parts)
+    assert block.sql == (
+        "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; "
+        f"START TRANSACTION; {head}; IF ROW_COUNT() = 1 THEN {removal}; {insert}; COMMIT; ELSE ROLLBACK; END IF; END"
+    )
+    assert statements.block_turn(SCALAR_DIFF_LIMIT + 1, 1, False) is None
+    assert not statements.blocks_turns  # MySQL's dialect: the server was never seen as MariaDB's

@@ -171,11 +171,13 @@ def test_a_lost_commit_reply_does_not_double_a_turn(
     memory.add(UserMessage("start"))
     memory.add(UserMessage("warm"))
     armed = {"on": True}
-    one_statement = server_backend.name == "postgres" and path == "diffed turn"
+    # A diffed turn is one statement on PostgreSQL (WITH ...) and MariaDB (a compound statement that commits).
+    mariadb = bool(getattr(through.engine.dialect, "is_mariadb", False))
+    one_statement = (server_backend.name == "postgres" or mariadb) and path == "diffed turn"
 
     def cut_at_commit(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         last = statement.lstrip().upper()
-        if armed["on"] and (last == "COMMIT" or (one_statement and last.startswith("WITH"))):
+        if armed["on"] and (last == "COMMIT" or (one_statement and last.startswith(("WITH", "BEGIN NOT ATOMIC")))):
             armed["on"] = False
             proxy.cut_reply()
 
@@ -357,14 +359,18 @@ def test_a_dead_pooled_connection_costs_no_failed_call(
 
 
 @pytest.mark.mysql
+@pytest.mark.parametrize("form", ["block", "joined"])
 def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
-    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy
+    server_backend: SQLBackend, server_store: SQLChatMemoryStore, proxy: TcpProxy, form: str
 ) -> None:
-    # The joined turn's reply is lost with its connection: the turn, never committed, is written again
-    # under the lock on a new connection, once.
+    # The turn's reply is lost with its connection. MySQL's multi-statement string never committed: the
+    # turn is written again under the lock on a new connection, once. MariaDB's compound statement did
+    # commit: the write under the lock finds its write id and reports its version, writing nothing again.
     if server_backend.name != "mysql":
         pytest.skip("only MySQL/MariaDB turns go as one string")
     through = SQLChatMemoryStore(_through(server_backend, proxy), table_prefix=server_store.table_prefix)
+    through._statements.blocks_mariadb_turns = form == "block"
+    prefix = "BEGIN NOT ATOMIC" if form == "block" else "BEGIN; UPDATE"
     armed = {"on": True}
 
     def watch(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
@@ -372,7 +378,7 @@ def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
         send = dbapi_connection.query
 
         def query(sql: Any, unbuffered: bool = False) -> Any:
-            if armed["on"] and str(sql).startswith("BEGIN; UPDATE"):
+            if armed["on"] and str(sql).startswith(prefix):
                 armed["on"] = False
                 proxy.cut_reply()
             return send(sql, unbuffered)
@@ -383,6 +389,8 @@ def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
     memory = MessageWindowChatMemory("joined", max_messages=50, store=through)
     try:
         memory.add(UserMessage("start"))
+        if form == "block" and not through._statements.blocks_turns:
+            pytest.skip("compound statements are MariaDB's")
         memory.add(UserMessage("once"))  # no error: the store sends it again
         assert not armed["on"] and proxy.cuts == 1
         assert server_store.get_messages("joined") == texts("start", "once")
@@ -423,6 +431,8 @@ def test_a_connection_lost_inside_a_turns_transaction_costs_no_failed_call(
     through = SQLChatMemoryStore(
         _through(server_backend, proxy), table_prefix=server_store.table_prefix, snapshot_cache_size=cache
     )
+    # MariaDB's diffed turn is one compound statement, as PostgreSQL's is one statement: MySQL's transaction.
+    through._statements.blocks_mariadb_turns = False
     memory = MessageWindowChatMemory("inside", max_messages=50, store=through)
     memory.add(UserMessage("start"))
     memory.add(UserMessage("warm"))

@@ -7,9 +7,10 @@ back the result, or throws the driver's exception back in. Driver SQL (the rende
 turn and a read, ``BEGIN`` and ``COMMIT``) goes straight to the cursor of the checked-out DBAPI
 connection, its errors handled as SQLAlchemy does (wrapped, a lost connection invalidated); through
 ``exec_driver_sql`` when cursor events are listened to, so that they see every statement. A batch with
-a joined form (a MySQL/MariaDB turn) goes as one multi-statement string when the connection allows it
-and nothing listens to cursor events. The asyncio executor (:mod:`chatmemory.aio.stores.sql_driver`)
-runs this module's :class:`Session` in a greenlet: both stores send every command the same way.
+a joined form (a MySQL turn) goes as one multi-statement string when the connection allows it and
+nothing listens to cursor events (a MariaDB turn is one compound statement, a plain statement here).
+The asyncio executor (:mod:`chatmemory.aio.stores.sql_driver`) runs this module's :class:`Session` in a
+greenlet: both stores send every command the same way.
 
 On an engine whose connections come out of the pool in autocommit (``create_engine(...,
 isolation_level="AUTOCOMMIT")``, as store-made engines are) and that has no execution options, an

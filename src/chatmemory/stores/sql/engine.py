@@ -154,7 +154,8 @@ def driver_options(url: URL, options: dict[str, Any]) -> dict[str, Any]:
     Connections are in autocommit (see the module docstring); connect timeouts are short. There is no
     pool pre-ping: a call that finds its pooled connection dead is retried once on a new connection.
     PyMySQL connections allow multiple statements per query (unless ``connect_args`` sets
-    ``client_flag``; one in the URL is kept beside it), so that a turn is one round trip.
+    ``client_flag``; one in the URL is kept beside it), so that a MySQL turn is one round trip and a
+    ``COMMIT`` (a MariaDB turn is one compound statement, which needs no such flag).
     A connection goes back to the pool without a rollback unless a transaction is open (see
     :func:`install_connect_hooks`).
     """

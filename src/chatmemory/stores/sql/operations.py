@@ -161,18 +161,20 @@ class SQLOperations(LockedOperations[_Engine]):
             yield from self._pause(loop)
 
     def _write_diff(self, diff: plan.DiffWrite) -> Steps[plan.Written | plan.Conflict]:
-        """A diffed write: one statement on PostgreSQL, else one transaction of one batch (one string on MySQL)."""
+        """A diffed write: one statement on PostgreSQL and MariaDB, else one batch (one string on MySQL)."""
         self._schema.check_payloads(diff.request.memory_id, diff.payloads)
         statements = self._statements
         if statements.has_diff_statement:
             turn = statements.diff_postgresql(*diff.shape)
             row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)
             return plan.diff_outcome(diff, row is not None)
-        rendered = (
-            statements.joined_turn(diff.removal, len(diff.payloads), diff.request.recorded)
-            if statements.joins_turns and diff.joinable(self._schema.max_allowed_packet)
-            else None
-        )
+        joinable = statements.joins_turns and diff.joinable(self._schema.max_allowed_packet)
+        if joinable and statements.blocks_turns:
+            block = statements.block_turn(diff.removal, len(diff.payloads), diff.request.recorded)
+            if block is not None:  # MariaDB: one compound statement, a transaction of its own
+                count = yield Statement(block.sql, block.bind(diff.joined_parameters())[0])
+                return plan.block_outcome(diff, count)
+        rendered = statements.joined_turn(diff.removal, len(diff.payloads), diff.request.recorded) if joinable else None
         if rendered is not None:
             # The parts, bound once, go as one string where the connection allows it, else one by one.
             whole, parameters = rendered.bind(diff.joined_parameters())

@@ -89,14 +89,16 @@ class Rendered:
 
 @dataclass(frozen=True, slots=True)
 class Joined:
-    """Statements rendered once and sent as one string, ``;``-separated: one round trip for all of them.
+    """Statements rendered once and sent as one string: one round trip for all of them.
 
-    MySQL/MariaDB run such a string when the connection was opened with multiple statements allowed
-    (``CLIENT.MULTI_STATEMENTS``), and answer with one result per statement. Every part binds its
-    parameters from the same named values, so a name the parts share (``p_id``) is one value.
+    Either ``;``-separated (:meth:`of`), which MySQL/MariaDB run when the connection was opened with
+    multiple statements allowed (``CLIENT.MULTI_STATEMENTS``), answering with one result per statement;
+    or one MariaDB compound statement (:meth:`atomic_block`), which any connection runs, answered with
+    one result. Every part binds its parameters from the same named values, so a name the parts share
+    (``p_id``) is one value.
 
     Attributes:
-        sql: ``BEGIN`` (when :attr:`begin`), then each part, separated by ``;``.
+        sql: the string sent.
         parts: the statements, in order.
     """
 
@@ -106,10 +108,26 @@ class Joined:
     @classmethod
     def of(cls, parts: Sequence[Rendered], begin: str | None = None) -> Joined:
         """``parts`` joined, after ``begin`` if given (a transaction's ``BEGIN``)."""
-        if len({part.positional for part in parts}) > 1:
-            raise ValueError("joined statements must share one paramstyle")
-        texts = [part.sql for part in parts]
+        texts = [part.sql for part in _one_paramstyle(parts)]
         return cls("; ".join([begin, *texts] if begin is not None else texts), tuple(parts))
+
+    @classmethod
+    def atomic_block(cls, parts: Sequence[Rendered]) -> Joined:
+        """``parts`` as one MariaDB compound statement, a transaction of its own (one statement, one result).
+
+        The block begins a transaction and runs the first part; only if that changed exactly one row
+        (``ROW_COUNT()``) does it run the other parts and commit, else it rolls back. An error in any part
+        rolls the transaction back before it goes to the client (the exit handler), so the block leaves
+        no transaction open whatever happens. The server answers with the rows all its statements changed
+        together: none when the first part matched no row, at least one when it did.
+        """
+        head, *rest = (part.sql for part in _one_paramstyle(parts))
+        guarded = "".join(f"{text}; " for text in rest)
+        return cls(
+            "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; "
+            f"START TRANSACTION; {head}; IF ROW_COUNT() = 1 THEN {guarded}COMMIT; ELSE ROLLBACK; END IF; END",
+            tuple(parts),
+        )
 
     def bind(self, values: Mapping[str, Any]) -> tuple[Any, list[Any]]:
         """The driver's parameters of the whole string, and of each part, for named ``values``."""
@@ -120,6 +138,12 @@ class Joined:
         for part in bound:
             merged.update(part)
         return merged, bound
+
+
+def _one_paramstyle(parts: Sequence[Rendered]) -> Sequence[Rendered]:
+    if len({part.positional for part in parts}) > 1:
+        raise ValueError("joined statements must share one paramstyle")
+    return parts
 
 
 def render(statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> Rendered:

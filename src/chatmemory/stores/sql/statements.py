@@ -230,7 +230,11 @@ class Statements:
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
         """:attr:`insert_history`, rendered (rows also name their head as ``p_head``)."""
         self._removals: dict[int, Rendered] = {}
-        self._joined: dict[tuple[int, int, bool], Joined] = {}
+        self._joined: dict[tuple[int, int, bool, bool], Joined] = {}
+        self.blocks_mariadb_turns = True
+        """Whether MariaDB's diffed turns go as compound statements (:attr:`blocks_turns`); ``False`` sends
+        them as MySQL's go, in one multi-statement string and a ``COMMIT`` (how that path is tested on
+        MariaDB)."""
 
     def removal(self, count: int) -> Rendered:
         """The delete (or, with history, the mark) of rows of ``p_id``, rendered once per ``count``.
@@ -262,20 +266,43 @@ class Statements:
         """Whether a diffed turn can also go as one multi-statement string (:meth:`joined_turn`): MySQL/MariaDB."""
         return self._dialect.name in ("mysql", "mariadb")
 
+    @property
+    def blocks_turns(self) -> bool:
+        """Whether a diffed turn goes as one compound statement (:meth:`block_turn`): MariaDB.
+
+        Known once the dialect has seen the server (a store's first connection, made before any turn
+        can be diffed), or from a ``mariadb://`` URL.
+        """
+        return self.blocks_mariadb_turns and bool(getattr(self._dialect, "is_mariadb", False))
+
     def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
         """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
 
         ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows (a
         :meth:`removal`) and one
         insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history entries, stamped with
-        the head's write time): one round trip where the transaction otherwise takes five. Rendered once
-        per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162 strings); larger turns, rare,
-        are sent statement by statement. Bind it with the values of
+        the head's write time): one round trip where the transaction otherwise takes five, then
+        ``COMMIT``. Rendered once per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162
+        strings); larger turns, rare, are sent statement by statement. Bind it with the values of
         :meth:`~chatmemory.stores.sql.diffed_writes.DiffWrite.joined_parameters`.
         """
+        return self._turn_as_one(removed, appended, recorded, block=False)
+
+    def block_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
+        """A diffed turn as one MariaDB compound statement, or ``None`` for a turn too large to render so.
+
+        The parts of :meth:`joined_turn` in a :meth:`~chatmemory.stores.sql.rendered.Joined.atomic_block`:
+        the head update, then, only if it matched its row, the delete (or mark) and the insert, and the
+        ``COMMIT``; one round trip and one result, where the multi-statement string answers with one
+        result per statement and still needs a ``COMMIT`` of its own (PyMySQL spends tens of
+        microseconds of the client's CPU on each). Bound as :meth:`joined_turn` is.
+        """
+        return self._turn_as_one(removed, appended, recorded, block=True)
+
+    def _turn_as_one(self, removed: int, appended: int, recorded: bool, *, block: bool) -> Joined | None:
         if removed > SCALAR_DIFF_LIMIT or appended > SCALAR_DIFF_LIMIT:
             return None
-        key = (removed, appended, recorded)
+        key = (removed, appended, recorded, block)
         joined = self._joined.get(key)
         if joined is None:
             parts = [self.fast_bump_head]
@@ -283,7 +310,7 @@ class Statements:
                 parts.append(self.removal(removed))
             if appended:
                 parts.append(render(self._rows_insert(appended, recorded), self._dialect))
-            joined = Joined.of(parts, "BEGIN")
+            joined = Joined.atomic_block(parts) if block else Joined.of(parts, "BEGIN")
             with self._diffs_lock:
                 self._joined[key] = joined
         return joined
