@@ -57,6 +57,9 @@ from chatmemory.stores.sql.turn_statement import diff_turn
 
 __all__ = ["Joined", "Rendered", "Statements", "render", "stray_read", "window_read"]
 
+_MARIADB_BLOCKS = (10, 1, 1)
+"""The first MariaDB to run compound statements (``BEGIN NOT ATOMIC``) outside stored programs."""
+
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
 
@@ -268,12 +271,17 @@ class Statements:
 
     @property
     def blocks_turns(self) -> bool:
-        """Whether a diffed turn goes as one compound statement (:meth:`block_turn`): MariaDB.
+        """Whether a diffed turn goes as one compound statement (:meth:`block_turn`): MariaDB 10.1.1 and later.
 
         Known once the dialect has seen the server (a store's first connection, made before any turn
-        can be diffed), or from a ``mariadb://`` URL.
+        can be diffed).
         """
-        return self.blocks_mariadb_turns and bool(getattr(self._dialect, "is_mariadb", False))
+        dialect: Any = self._dialect
+        return (
+            self.blocks_mariadb_turns
+            and bool(getattr(dialect, "is_mariadb", False))
+            and (dialect.server_version_info or (0,)) >= _MARIADB_BLOCKS
+        )
 
     def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
         """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
