@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, event, make_url, text
 from chatmemory import AiMessage, ChatMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT, SCALAR_DIFF_LIMIT
+from chatmemory.stores.sql.engine import MISSED_BLOCK_MESSAGE
 from chatmemory.stores.sql.rendered import Joined, render
 from chatmemory.stores.sql.schema import build_tables
 from chatmemory.stores.sql.statements import Statements
@@ -87,7 +88,7 @@ def _window(turn: int, size: int = 20) -> list[ChatMessage]:
 
 
 _VERB = re.compile(r"(?:^|; |THEN )(BEGIN|UPDATE|DELETE|INSERT|SELECT|COMMIT|ROLLBACK)\b")
-_BLOCK = re.compile(r"BEGIN NOT ATOMIC .*?START TRANSACTION; (.*) COMMIT; ELSE ROLLBACK; END IF; END", re.S)
+_BLOCK = re.compile(r"BEGIN NOT ATOMIC .*?START TRANSACTION; (.*) COMMIT; ELSE SIGNAL [^;]*; END IF; END", re.S)
 
 
 def _verbs(sent: list[str]) -> list[str]:
@@ -259,9 +260,12 @@ def test_cursor_events_see_every_statement_of_a_turn(store: SQLChatMemoryStore, 
     assert store.get_messages("m") == _window(1)
 
 
-def test_a_block_that_fails_leaves_no_transaction_open(mysql: SQLBackend) -> None:
+def test_a_block_leaves_no_transaction_open_whether_it_commits_misses_or_fails(mysql: SQLBackend) -> None:
     dialect = create_engine("mysql+pymysql://nobody@127.0.0.1/none").dialect
-    head, insert = (render(text(sql), dialect) for sql in ("UPDATE t_x SET v = v + 1", "INSERT INTO t_x VALUES (1, 0)"))
+
+    def block(*statements: str) -> str:
+        return Joined.atomic_block([render(text(sql), dialect) for sql in statements]).sql
+
     url = make_url(mysql.url)
     connection = pymysql.connect(
         host=url.host,
@@ -277,19 +281,26 @@ def test_a_block_that_fails_leaves_no_transaction_open(mysql: SQLBackend) -> Non
         cursor = connection.cursor()
         cursor.execute("CREATE TEMPORARY TABLE t_x (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
         cursor.execute("INSERT INTO t_x VALUES (1, 0)")
-        with pytest.raises(pymysql.IntegrityError):  # the head update matched; the insert fails
-            cursor.execute(Joined.atomic_block([head, insert]).sql)
-        cursor.execute("SELECT @@in_transaction, v FROM t_x")
-        assert cursor.fetchone() == (0, 0)  # rolled back by the block itself, its update with it
-        assert (
+
+        def state() -> Any:
+            cursor.execute("SELECT @@in_transaction, GROUP_CONCAT(id, '=', v ORDER BY id) FROM t_x")
+            return cursor.fetchone()
+
+        # The first statement matched, a later one fails: the error as the server raised it, all rolled back.
+        with pytest.raises(pymysql.IntegrityError) as failed:
             cursor.execute(
-                Joined.atomic_block([render(text("UPDATE t_x SET v = 5 WHERE id = 2"), dialect), insert]).sql
+                block("UPDATE t_x SET v = v + 1", "INSERT INTO t_x VALUES (2, 0)", "INSERT INTO t_x VALUES (1, 0)")
             )
-            == 0
-        )
-        assert cursor.execute(Joined.atomic_block([head, render(text("UPDATE t_x SET v = v + 1"), dialect)]).sql) == 2
-        cursor.execute("SELECT @@in_transaction, v FROM t_x")
-        assert cursor.fetchone() == (0, 2)  # committed
+        assert failed.value.args[0] == 1062
+        assert state() == (0, "1=0")
+        # The first statement matched no row: the block signals it, and runs nothing else.
+        with pytest.raises(pymysql.OperationalError) as missed:
+            cursor.execute(block("UPDATE t_x SET v = 5 WHERE id = 2", "INSERT INTO t_x VALUES (3, 0)"))
+        assert missed.value.args == (1644, MISSED_BLOCK_MESSAGE)
+        assert state() == (0, "1=0")
+        # It matched: everything runs, and is committed.
+        cursor.execute(block("UPDATE t_x SET v = v + 1", "INSERT INTO t_x VALUES (2, 0)", "UPDATE t_x SET v = v + 1"))
+        assert state() == (0, "1=2,2=1")
     finally:
         connection.close()
 
@@ -333,7 +344,21 @@ def test_a_block_turn_is_rendered_once_per_shape_from_the_joined_turns_parts(sta
     head, removal, insert = (part.sql for part in block.parts)
     assert block.sql == (
         "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; "
-        f"START TRANSACTION; {head}; IF ROW_COUNT() = 1 THEN {removal}; {insert}; COMMIT; ELSE ROLLBACK; END IF; END"
+        f"START TRANSACTION; {head}; IF ROW_COUNT() = 1 THEN {removal}; {insert}; COMMIT; "
+        f"ELSE SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{MISSED_BLOCK_MESSAGE}'; END IF; END"
     )
     assert statements.block_turn(SCALAR_DIFF_LIMIT + 1, 1, False) is None
     assert not statements.blocks_turns  # MySQL's dialect: the server was never seen as MariaDB's
+
+
+@pytest.mark.parametrize(
+    ("mariadb", "version", "blocks"),
+    [(True, (10, 11, 19), True), (True, (10, 1, 1), True), (True, (10, 0, 38), False), (False, (8, 4, 3), False)],
+)
+def test_turns_are_blocks_on_mariadb_from_10_1_1(mariadb: bool, version: tuple[int, ...], blocks: bool) -> None:
+    dialect: Any = create_engine("mysql+pymysql://nobody@127.0.0.1/none").dialect
+    dialect.is_mariadb, dialect.server_version_info = mariadb, version  # as the first connection sets them
+    statements = Statements(build_tables("t_"), dialect, expires=False, history=False, history_expires=False)
+    assert statements.blocks_turns is blocks
+    statements.blocks_mariadb_turns = False
+    assert not statements.blocks_turns

@@ -174,11 +174,13 @@ def test_a_lost_commit_reply_does_not_double_a_turn(
     # A diffed turn is one statement on PostgreSQL (WITH ...) and MariaDB (a compound statement that commits).
     mariadb = bool(getattr(through.engine.dialect, "is_mariadb", False))
     one_statement = (server_backend.name == "postgres" or mariadb) and path == "diffed turn"
+    cut: list[str] = []
 
     def cut_at_commit(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         last = statement.lstrip().upper()
         if armed["on"] and (last == "COMMIT" or (one_statement and last.startswith(("WITH", "BEGIN NOT ATOMIC")))):
             armed["on"] = False
+            cut.append(last.split(None, 1)[0])
             proxy.cut_reply()
 
     event.listen(through.engine, "before_cursor_execute", cut_at_commit)
@@ -188,6 +190,7 @@ def test_a_lost_commit_reply_does_not_double_a_turn(
         except StoreError:
             memory.add(UserMessage("once"))  # what an application does after an error: add again
         assert not armed["on"] and proxy.cuts == 1
+        assert cut == (["WITH" if server_backend.name == "postgres" else "BEGIN"] if one_statement else ["COMMIT"])
         assert [str(message) for message in server_store.get_messages("lost")].count(str(UserMessage("once"))) == 1
     finally:
         event.remove(through.engine, "before_cursor_execute", cut_at_commit)
@@ -372,12 +375,18 @@ def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
     through._statements.blocks_mariadb_turns = form == "block"
     prefix = "BEGIN NOT ATOMIC" if form == "block" else "BEGIN; UPDATE"
     armed = {"on": True}
+    after: list[str] = []  # the queries sent after the cut one
 
     def watch(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         # No cursor events (they would send the turn statement by statement): the driver's own query call.
+        if getattr(dbapi_connection, "_watched", False):
+            return
+        dbapi_connection._watched = True
         send = dbapi_connection.query
 
         def query(sql: Any, unbuffered: bool = False) -> Any:
+            if not armed["on"]:
+                after.append(str(sql))
             if armed["on"] and str(sql).startswith(prefix):
                 armed["on"] = False
                 proxy.cut_reply()
@@ -394,6 +403,8 @@ def test_a_lost_reply_to_a_joined_turn_does_not_double_it(
         memory.add(UserMessage("once"))  # no error: the store sends it again
         assert not armed["on"] and proxy.cuts == 1
         assert server_store.get_messages("joined") == texts("start", "once")
+        inserts = [sql for sql in after if "INSERT INTO" in sql]
+        assert len(inserts) == (0 if form == "block" else 1), after  # the block's turn is not written twice
     finally:
         event.remove(through.engine, "checkout", watch)
         through.close()

@@ -2,10 +2,9 @@
 
 :func:`plan_diff` turns a :class:`~chatmemory.stores.sql.write_requests.WriteRequest` and the cached
 snapshot into a :class:`DiffWrite`: the rows to delete (or, with history, mark) and the rows to append.
-On PostgreSQL it is one statement, on MariaDB one compound statement (:func:`block_outcome` reads what
-it reports); elsewhere a short transaction whose head update must match one row (on MySQL sent as one
-multi-statement string where the connection allows it). :func:`diff_outcome` reads whether it did. No
-driver, no I/O.
+On PostgreSQL it is one statement, on MariaDB one compound statement (which signals a miss); elsewhere
+a short transaction whose head update must match one row (on MySQL sent as one multi-statement string
+where the connection allows it). :func:`diff_outcome` reads whether it did. No driver, no I/O.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ __all__ = [
     "RUN",
     "SCALAR_DIFF_LIMIT",
     "DiffWrite",
-    "block_outcome",
     "diff_outcome",
     "plan_diff",
     "removal_of",
@@ -192,13 +190,3 @@ def _kept_seqs(seqs: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int, ...]:
 def diff_outcome(plan: DiffWrite, matched: bool) -> Written | Conflict:
     """The outcome of a diffed write whose head update did (or did not) match its row."""
     return Written(plan.state.version, plan.state) if matched else Conflict()
-
-
-def block_outcome(plan: DiffWrite, changed: int) -> Written | Conflict:
-    """The outcome of a diffed write sent as one compound statement that reported ``changed`` rows in all.
-
-    The block (:meth:`~chatmemory.stores.sql.rendered.Joined.atomic_block`) runs its deletes and inserts
-    and commits only after its head update matched the row, which that update changes: it reports at
-    least that row when it wrote, none when it did not (it then rolled back, having changed nothing).
-    """
-    return diff_outcome(plan, changed > 0)

@@ -41,6 +41,7 @@ __all__ = [
     "engine_from_url",
     "is_conflict",
     "is_disconnect",
+    "is_missed_block",
     "is_packet_too_large",
     "lost_connection",
     "normalize_url",
@@ -62,6 +63,12 @@ _CONFLICT_MYSQL_CODES = frozenset({1062, 1213, 1205})
 """MySQL/MariaDB: duplicate key, deadlock, lock wait timeout."""
 _PACKET_MYSQL_CODES = frozenset({1153, 1301, 2006, 2013})
 """MySQL/MariaDB: packet too large, result larger than max_allowed_packet, server gone away, lost connection."""
+
+MISSED_BLOCK_MESSAGE = "chatmemory: the first statement of the block matched no row"
+"""What a MariaDB compound statement of the store signals when its first statement matched no row
+(:meth:`~chatmemory.stores.sql.rendered.Joined.atomic_block`): nothing else ran, and nothing is left open."""
+_SIGNAL_MYSQL_CODE = 1644
+"""MySQL/MariaDB: the error of a ``SIGNAL SQLSTATE '45000'`` that sets no ``MYSQL_ERRNO`` of its own."""
 
 _CLIENT_FOUND_ROWS = 1 << 1
 """MySQL protocol: report the rows an ``UPDATE`` matched, not those it changed (SQLAlchemy's default)."""
@@ -347,6 +354,12 @@ def is_conflict(dialect: str, exc: DBAPIError) -> bool:
     if dialect == "mysql":
         return _mysql_code(exc) in _CONFLICT_MYSQL_CODES
     return False
+
+
+def is_missed_block(exc: DBAPIError) -> bool:
+    """Whether ``exc`` is the store's compound statement saying its first statement matched no row."""
+    args: tuple[Any, ...] = getattr(exc.orig, "args", ())
+    return len(args) > 1 and args[0] == _SIGNAL_MYSQL_CODE and args[1] == MISSED_BLOCK_MESSAGE
 
 
 def is_disconnect(exc: DBAPIError) -> bool:

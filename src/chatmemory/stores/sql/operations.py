@@ -20,7 +20,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
@@ -29,7 +29,7 @@ from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
 from chatmemory.stores.sql.commands import CHECK_SCHEMA, RELEASE, ROLLBACK, Batch, Emit, Result, Statement, Steps
-from chatmemory.stores.sql.engine import snapshot_statements
+from chatmemory.stores.sql.engine import is_missed_block, snapshot_statements
 from chatmemory.stores.sql.locked_operations import LockedOperations
 from chatmemory.stores.sql.plan import WriteRequest
 from chatmemory.stores.sql.times import expiry_parameter, times_of
@@ -172,8 +172,13 @@ class SQLOperations(LockedOperations[_Engine]):
         if joinable and statements.blocks_turns:
             block = statements.block_turn(diff.removal, len(diff.payloads), diff.request.recorded)
             if block is not None:  # MariaDB: one compound statement, a transaction of its own
-                count = yield Statement(block.sql, block.bind(diff.joined_parameters())[0])
-                return plan.block_outcome(diff, count)
+                try:
+                    yield Statement(block.sql, block.bind(diff.joined_parameters())[0])
+                except DBAPIError as exc:
+                    if not is_missed_block(exc):
+                        raise
+                    return plan.diff_outcome(diff, False)  # the head was not at the cached version
+                return plan.diff_outcome(diff, True)
         rendered = statements.joined_turn(diff.removal, len(diff.payloads), diff.request.recorded) if joinable else None
         if rendered is not None:
             # The parts, bound once, go as one string where the connection allows it, else one by one.

@@ -10,8 +10,8 @@ module re-exports both):
   :class:`Headless` (no head row: the stray read's rows → :func:`absent_read`);
 * a write whose list differs from the cached snapshot by a diff: :func:`plan_diff` → :class:`DiffWrite`
   (one conditional statement on PostgreSQL, one compound statement on MariaDB, a short transaction
-  elsewhere) → matched or not → :func:`diff_outcome` (:func:`block_outcome` for MariaDB's rows changed)
-  → :class:`Written` / :class:`Conflict`;
+  elsewhere) → matched or not (MariaDB's block signals a miss) → :func:`diff_outcome` →
+  :class:`Written` / :class:`Conflict`;
 * any other write: lock the head row → :func:`locked_head` → :func:`plan_locked` → :class:`LockedWrite`
   (its statements) / :class:`Written` (this write had landed already) / :class:`Conflict` /
   :class:`Corrupted`.
@@ -36,7 +36,7 @@ The decisions live in modules named for them; this module gathers them under one
 
 from __future__ import annotations
 
-from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT, DiffWrite, block_outcome, diff_outcome, plan_diff
+from chatmemory.stores.sql.diffed_writes import SCALAR_DIFF_LIMIT, DiffWrite, diff_outcome, plan_diff
 from chatmemory.stores.sql.locked_writes import (
     HeadRow,
     LockedHead,
@@ -94,7 +94,6 @@ __all__ = [
     "WriteRequest",
     "Written",
     "absent_read",
-    "block_outcome",
     "conflict_error",
     "decode_read",
     "diff_outcome",

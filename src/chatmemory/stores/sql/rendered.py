@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import ClauseElement, Dialect, LargeBinary
 
+from chatmemory.stores.sql.engine import MISSED_BLOCK_MESSAGE
 from chatmemory.stores.sql.schema import MemoryIdType
 
 __all__ = ["Joined", "Rendered", "render"]
@@ -94,7 +95,7 @@ class Joined:
     Either ``;``-separated (:meth:`of`), which MySQL/MariaDB run when the connection was opened with
     multiple statements allowed (``CLIENT.MULTI_STATEMENTS``), answering with one result per statement;
     or one MariaDB compound statement (:meth:`atomic_block`), which any connection runs, answered with
-    one result. Every part binds its parameters from the same named values, so a name the parts share
+    one result (or its error). Every part binds its parameters from the same named values, so a name the parts share
     (``p_id``) is one value.
 
     Attributes:
@@ -116,16 +117,19 @@ class Joined:
         """``parts`` as one MariaDB compound statement, a transaction of its own (one statement, one result).
 
         The block begins a transaction and runs the first part; only if that changed exactly one row
-        (``ROW_COUNT()``) does it run the other parts and commit, else it rolls back. An error in any part
-        rolls the transaction back before it goes to the client (the exit handler), so the block leaves
-        no transaction open whatever happens. The server answers with the rows all its statements changed
-        together: none when the first part matched no row, at least one when it did.
+        (``ROW_COUNT()``) does it run the other parts and commit. Otherwise it signals
+        :data:`~chatmemory.stores.sql.engine.MISSED_BLOCK_MESSAGE` (``SQLSTATE '45000'``, error 1644,
+        :func:`~chatmemory.stores.sql.engine.is_missed_block`): the client learns of the miss from the
+        error, not from the rows the block reports, whose count MariaDB does not document for compound
+        statements. An error in any part, that signal included, rolls the transaction back before it
+        goes to the client (the exit handler), so the block leaves no transaction open whatever happens.
         """
         head, *rest = (part.sql for part in _one_paramstyle(parts))
         guarded = "".join(f"{text}; " for text in rest)
         return cls(
             "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; "
-            f"START TRANSACTION; {head}; IF ROW_COUNT() = 1 THEN {guarded}COMMIT; ELSE ROLLBACK; END IF; END",
+            f"START TRANSACTION; {head}; IF ROW_COUNT() = 1 THEN {guarded}COMMIT; "
+            f"ELSE SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{MISSED_BLOCK_MESSAGE}'; END IF; END",
             tuple(parts),
         )
 
