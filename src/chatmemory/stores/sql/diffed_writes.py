@@ -32,8 +32,9 @@ __all__ = [
 SCALAR_DIFF_LIMIT = 8
 """The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
 JOINED_PAYLOAD_LIMIT = 512 * 1024
-"""The most payload bytes a MySQL/MariaDB turn sends as one multi-statement query (escaped, up to twice
-as many): larger turns go statement by statement, their rows in inserts PyMySQL keeps under 1 MB."""
+"""The most payload bytes a MySQL/MariaDB turn sends as one query, a multi-statement string or MariaDB's
+compound statement (escaped, up to twice as many): larger turns go statement by statement, their rows in
+inserts PyMySQL keeps under 1 MB."""
 RUN = -1
 """The :attr:`DiffWrite.removal` of consecutive rows: one range, ``p_first`` to ``p_last``. A steady-state
 turn evicts the oldest rows of its window, so it is almost always one; SQLite runs a range markedly faster
@@ -69,7 +70,7 @@ class DiffWrite:
         return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
 
     def joinable(self, max_packet: int | None) -> bool:
-        """Whether the turn is small enough to go as one multi-statement query.
+        """Whether the turn is small enough to go as one query (multi-statement, or MariaDB's compound statement).
 
         Args:
             max_packet: the server's ``max_allowed_packet``, if known: the query, its payloads escaped
