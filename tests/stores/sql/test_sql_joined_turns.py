@@ -15,11 +15,12 @@ from typing import Any
 import pymysql
 import pytest
 from sqlalchemy import create_engine, event, make_url, text
+from sqlalchemy.exc import DBAPIError
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT, SCALAR_DIFF_LIMIT
-from chatmemory.stores.sql.engine import MISSED_BLOCK_MESSAGE
+from chatmemory.stores.sql.engine import MISSED_BLOCK_MESSAGE, is_missed_block
 from chatmemory.stores.sql.rendered import Joined, render
 from chatmemory.stores.sql.schema import build_tables
 from chatmemory.stores.sql.statements import Statements
@@ -362,3 +363,13 @@ def test_turns_are_blocks_on_mariadb_from_10_1_1(mariadb: bool, version: tuple[i
     assert statements.blocks_turns is blocks
     statements.blocks_mariadb_turns = False
     assert not statements.blocks_turns
+
+
+def test_only_the_blocks_own_signal_counts_as_a_missed_head() -> None:
+    def error(*args: object) -> DBAPIError:
+        return DBAPIError("statement", None, pymysql.OperationalError(*args))
+
+    assert is_missed_block(error(1644, MISSED_BLOCK_MESSAGE))
+    assert not is_missed_block(error(1644, "Unhandled user-defined exception condition"))  # a SIGNAL of another's
+    assert not is_missed_block(error(1062, MISSED_BLOCK_MESSAGE))
+    assert not is_missed_block(error(2013))
