@@ -95,8 +95,8 @@ class Joined:
     Either ``;``-separated (:meth:`of`), which MySQL/MariaDB run when the connection was opened with
     multiple statements allowed (``CLIENT.MULTI_STATEMENTS``), answering with one result per statement;
     or one MariaDB compound statement (:meth:`atomic_block`), which any connection runs, answered with
-    one result (or its error). Every part binds its parameters from the same named values, so a name the parts share
-    (``p_id``) is one value.
+    one result (or its error). Every part binds its parameters from the same named values, so a name the
+    parts share (``p_id``) is one value.
 
     Attributes:
         sql: the string sent.
