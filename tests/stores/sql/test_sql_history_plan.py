@@ -228,15 +228,18 @@ def head(**fields: object) -> LockedHead:
     return LockedHead(**values)  # type: ignore[arg-type]
 
 
-def test_a_locked_write_with_history_reads_the_window_it_does_not_know() -> None:
-    request = WriteRequest.of_messages("m", [UserMessage("a")], None, None, history=True)
+@pytest.mark.parametrize("history", [True, False])
+def test_a_locked_write_of_messages_reads_the_window_it_does_not_know(history: bool) -> None:
+    request = WriteRequest.of_messages("m", [UserMessage("a")], None, None, history=history)
     assert plan.window_needed(request, None, head())
     known = CachedSnapshot(7, 42, 6, (5,), (UserMessage("a"),), 5)
     assert not plan.window_needed(request, known, head())
     assert plan.window_needed(request, known, head(version=8))
+    assert plan.window_needed(request, known, head(incarnation=43))
     assert not plan.window_needed(request, None, head(live=False))
-    assert not plan.window_needed(WriteRequest.of_messages("m", [], None, None), None, head())
-    assert not plan.window_needed(WriteRequest.of_records("m", [b"x"], None, history=True), None, head())
+    assert not plan.window_needed(request, None, head(present=False))
+    # Records are written as they are: nothing to diff them against.
+    assert not plan.window_needed(WriteRequest.of_records("m", [b"x"], None, history=history), None, head())
 
 
 def test_a_rewrite_with_history_keeps_the_rows_and_starts_past_them() -> None:

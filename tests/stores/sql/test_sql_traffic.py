@@ -157,6 +157,25 @@ def test_update_messages_after_another_writer_falls_back_to_the_locked_write(
         other.close()
 
 
+@pytest.mark.parametrize("window", [20, 200])
+def test_a_write_the_store_has_not_cached_changes_only_the_rows_that_differ(
+    sql_backend: SQLBackend, window: int
+) -> None:
+    # No snapshot cache: every write goes under the lock, and reads the stored window there to diff it.
+    store = sql_backend.make_store(snapshot_cache_size=0)
+    try:
+        messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(window)]
+        store.update_messages("cold", messages)
+        before = _row_versions(store, "cold")
+        messages = [*messages[1:], UserMessage("new")]
+        store.update_messages("cold", messages)
+        after = _row_versions(store, "cold")
+        assert len(before ^ after) == 2  # the evicted row and the appended one; the rest stay as written
+        assert store.get_messages("cold") == messages
+    finally:
+        sql_backend.close_store(store)
+
+
 def test_a_new_system_message_first_rewrites_the_window(store: SQLChatMemoryStore) -> None:
     # The test above could fail: a turn that is not "old minus some plus new" touches every row.
     messages: list[ChatMessage] = [UserMessage(f"m{i}") for i in range(50)]

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from chatmemory.core.errors import CorruptedMemoryError, UnsupportedFormatVersionError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.base import Operation
@@ -57,8 +58,15 @@ class LockedOperations(HistoryOperations[_Engine]):
     ) -> Steps[plan.Written | plan.Conflict | plan.Corrupted]:
         head = yield from self._lock_head(request.memory_id)
         if plan.window_needed(request, cached, head):
-            # With history a write records what it adds to the stored window: read it under the lock.
-            current = yield from self._locked_window(request.memory_id, head, cached)
+            # Read under the lock, the stored window lets the write change only the rows that differ.
+            try:
+                current: plan.ReadResult | plan.Corrupted | None = yield from self._locked_window(
+                    request.memory_id, head, cached
+                )
+            except (CorruptedMemoryError, UnsupportedFormatVersionError):
+                if request.history:  # what it adds to the history depends on what is stored
+                    raise
+                current = None  # rows it cannot decode: the write replaces them whole, as it does any rows
             cached = current.state if isinstance(current, plan.ReadResult) else None
         return (yield from self._decide(request, cached, head))
 

@@ -2,10 +2,11 @@
 
 The executor locks the head row (or, when there is none, reads the server's clock) and hands the row
 to :func:`locked_head`; :func:`plan_locked` then says whether the write landed already (its write id is
-among the recent writes), conflicts, or which statements to run (:class:`LockedWrite`). With history a
-write first reads the window under the lock (:func:`window_needed`, :func:`locked_read`) to know what it
-adds. A write creating a memory that finds message rows without a head row asks :func:`stray_rows`
-whether they stop it. No driver, no I/O.
+among the recent writes), conflicts, or which statements to run (:class:`LockedWrite`). A write of
+messages to a live memory its cached snapshot does not describe first reads the window under the lock
+(:func:`window_needed`, :func:`locked_read`), so that it writes only the rows that differ. A write
+creating a memory that finds message rows without a head row asks :func:`stray_rows` whether they stop
+it. No driver, no I/O.
 """
 
 from __future__ import annotations
@@ -137,12 +138,14 @@ class LockedWrite:
 
 
 def window_needed(request: WriteRequest, cached: CachedSnapshot | None, head: LockedHead) -> bool:
-    """Whether a locked write must read the stored window first (under the lock) to know what it adds.
+    """Whether a locked write reads the stored window first (under the lock), to write only what changed.
 
-    Only with history, for a write of messages to a live memory the cached snapshot does not describe:
-    without history a write that cannot diff replaces the rows whole, and what it adds does not matter.
+    For a write of messages to a live memory the cached snapshot does not describe (none cached, or
+    another writer's since): with the window read, the write deletes and inserts only the rows that
+    differ, as a diffed turn does, instead of replacing every row (and, with history, it records only
+    what it adds). Rows that cannot be decoded leave it to replace them whole.
     """
-    if not (request.history and request.messages is not None and head.present and head.live):
+    if not (request.messages is not None and head.present and head.live):
         return False
     return cached is None or (cached.version, cached.incarnation) != (head.version, head.incarnation)
 
