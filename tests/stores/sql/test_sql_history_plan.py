@@ -240,6 +240,13 @@ def test_a_locked_write_of_messages_reads_the_window_it_does_not_know(history: b
     assert not plan.window_needed(request, None, head(present=False))
     # Records are written as they are: nothing to diff them against.
     assert not plan.window_needed(WriteRequest.of_records("m", [b"x"], None, history=history), None, head())
+    # A write that conflicts, or landed already, reads nothing: it writes nothing either.
+    conditional = WriteRequest.of_messages("m", [UserMessage("a")], 6, None, history=history)
+    assert not plan.window_needed(conditional, None, head())
+    assert plan.window_needed(WriteRequest.of_messages("m", [UserMessage("a")], 7, None, history=history), None, head())
+    landed = head(recent_writes=plan.write_entry(request.write_id, 7))
+    assert not plan.window_needed(request, None, landed)
+    assert isinstance(plan.plan_locked(request, None, landed), plan.Written)
 
 
 def test_a_rewrite_with_history_keeps_the_rows_and_starts_past_them() -> None:

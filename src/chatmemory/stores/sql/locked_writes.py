@@ -143,9 +143,14 @@ def window_needed(request: WriteRequest, cached: CachedSnapshot | None, head: Lo
     For a write of messages to a live memory the cached snapshot does not describe (none cached, or
     another writer's since): with the window read, the write deletes and inserts only the rows that
     differ, as a diffed turn does, instead of replacing every row (and, with history, it records only
-    what it adds). Rows that cannot be decoded leave it to replace them whole.
+    what it adds). Rows that cannot be decoded leave it to replace them whole. Not for a write that
+    landed already or conflicts (:func:`plan_locked` says so before it looks at any row).
     """
     if not (request.messages is not None and head.present and head.live):
+        return False
+    if request.conditional and head.version != request.expected_version:
+        return False
+    if find_write(head.recent_writes, request.write_id) is not None:
         return False
     return cached is None or (cached.version, cached.incarnation) != (head.version, head.incarnation)
 
