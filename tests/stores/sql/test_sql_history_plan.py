@@ -240,6 +240,8 @@ def test_a_locked_write_of_messages_reads_the_window_it_does_not_know(history: b
     assert not plan.window_needed(request, None, head(present=False))
     # Records are written as they are: nothing to diff them against.
     assert not plan.window_needed(WriteRequest.of_records("m", [b"x"], None, history=history), None, head())
+    # An empty window keeps no row: without history there is nothing to read it for.
+    assert plan.window_needed(WriteRequest.of_messages("m", [], None, None, history=history), None, head()) is history
     # A write that conflicts, or landed already, reads nothing: it writes nothing either.
     conditional = WriteRequest.of_messages("m", [UserMessage("a")], 6, None, history=history)
     assert not plan.window_needed(conditional, None, head())

@@ -208,6 +208,38 @@ def _sql(store: SQLChatMemoryStore, statement: str, **parameters: Any) -> Any:
         return rows
 
 
+def test_an_unconditional_write_replaces_a_row_damaged_where_its_stale_snapshot_saw_it_sound(
+    sql_backend: SQLBackend, store: SQLChatMemoryStore
+) -> None:
+    # The store caches the memory; another writer moves it on, then a row the cache knows is damaged by
+    # hand. The store's next write goes under the lock (its snapshot is stale) and reads the window there
+    # whole, so it finds the damage and replaces the rows, instead of keeping the row its cache holds.
+    other = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+    try:
+        messages = [UserMessage(f"m{index}") for index in range(5)]
+        store.update_messages("mended", messages)
+        other.update_messages("mended", [*messages, UserMessage("other")])
+        _sql(
+            store,
+            f"UPDATE {store._tables.messages.name} SET payload = :bad WHERE memory_id = :id AND payload = :good",
+            bad=b"\xff",
+            id=b"mended",
+            good=dumps_message(messages[2]),
+        )
+        other.invalidate("mended")
+        with pytest.raises(CorruptedMemoryError, match="'mended'"):
+            other.get_messages("mended")
+        written = [*messages[1:], UserMessage("mine")]
+        store.update_messages("mended", written)
+        fresh = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+        try:
+            assert fresh.get_messages("mended") == written
+        finally:
+            fresh.close()
+    finally:
+        other.close()
+
+
 def test_a_row_deleted_and_put_back_by_hand_reads_without_key_error(store: SQLChatMemoryStore) -> None:
     memory = MessageWindowChatMemory("hand", max_messages=2, store=store)
     for word in ("a", "b", "c"):

@@ -58,10 +58,12 @@ class LockedOperations(HistoryOperations[_Engine]):
     ) -> Steps[plan.Written | plan.Conflict | plan.Corrupted]:
         head = yield from self._lock_head(request.memory_id)
         if plan.window_needed(request, cached, head):
-            # Read under the lock, the stored window lets the write change only the rows that differ.
+            # Read under the lock, the stored window lets the write change only the rows that differ. It
+            # is read whole, every payload decoded (not filled in from a stale snapshot): a row damaged
+            # since is then found, and replaced with the others, as an unconditional write promises.
             try:
                 current: plan.ReadResult | plan.Corrupted | None = yield from self._locked_window(
-                    request.memory_id, head, cached
+                    request.memory_id, head, None if not request.history else cached
                 )
             except (CorruptedMemoryError, UnsupportedFormatVersionError):
                 if request.history:  # what it adds to the history depends on what is stored

@@ -148,6 +148,8 @@ def window_needed(request: WriteRequest, cached: CachedSnapshot | None, head: Lo
     """
     if not (request.messages is not None and head.present and head.live):
         return False
+    if not request.messages and not request.history:  # nothing to keep: every row goes
+        return False
     if request.conditional and head.version != request.expected_version:
         return False
     if find_write(head.recent_writes, request.write_id) is not None:
