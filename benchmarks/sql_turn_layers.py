@@ -48,25 +48,11 @@ from workload import sliding_windows  # noqa: E402
 from chatmemory import ChatMessage  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
-from chatmemory.stores.sql.commands import Batch, Statement  # noqa: E402
+from chatmemory.stores.sql.commands import Batch  # noqa: E402
 
 WAYS = ("store", "operation", "session", "cursor")
 WARM_TURNS = 50
 """Turns every way starts with through ``update_messages``: the memory fills and its snapshot is cached."""
-
-
-def _statements(store: Any, diff: plan.DiffWrite) -> list[Statement]:
-    """The batch of a steady-state diff, as ``operations._write_diff`` builds it for SQLite."""
-    statements = store._statements
-    bump = statements.fast_bump_head
-    batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
-    if diff.removed_seqs:
-        removal = statements.removal(diff.removal)
-        batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
-    if diff.payloads:
-        insert = statements.fast_insert_messages
-        batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
-    return batch
 
 
 def _planned(store: Any, memory_id: str, messages: Sequence[ChatMessage]) -> plan.DiffWrite:
@@ -87,7 +73,7 @@ def turn_of(way: str, store: Any, memory_id: str) -> tuple[Callable[[Sequence[Ch
         def by_session(messages: Sequence[ChatMessage]) -> None:
             diff = _planned(store, memory_id, messages)
             session = store._driver.session()
-            counts = session.perform(Batch(tuple(_statements(store, diff)), store._begin_statement, None))
+            counts = session.perform(Batch(tuple(store._diff_statements(diff)), store._begin_statement, None))
             session.end(None)
             if counts[0] != 1:
                 raise SystemExit("the head update matched no row")
@@ -102,7 +88,7 @@ def turn_of(way: str, store: Any, memory_id: str) -> tuple[Callable[[Sequence[Ch
         cursor = connection.cursor()
         try:
             cursor.execute(store._begin)
-            for statement in _statements(store, diff):
+            for statement in store._diff_statements(diff):
                 if statement.many:
                     cursor.executemany(statement.statement, statement.parameters)
                 else:

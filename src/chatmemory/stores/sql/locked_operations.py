@@ -63,7 +63,7 @@ class LockedOperations(HistoryOperations[_Engine]):
             # since is then found, and replaced with the others, as an unconditional write promises.
             try:
                 current: plan.ReadResult | plan.Corrupted | None = yield from self._locked_window(
-                    request.memory_id, head, None if not request.history else cached
+                    request.memory_id, head, cached if request.history else None
                 )
             except (CorruptedMemoryError, UnsupportedFormatVersionError):
                 if request.history:  # what it adds to the history depends on what is stored
