@@ -268,6 +268,18 @@ def test_set_drops_leading_results(kind: str) -> None:
     assert memory.messages() == [u("1")]
 
 
+def test_a_result_without_an_id_that_an_eviction_leaves_at_the_head_goes_too(kind: str) -> None:
+    # A result without an id is judged by its place alone: behind a user message it stays, but once the
+    # eviction takes that message the result heads the window, where nothing can have asked for it.
+    evicted: list[ChatMessage] = []
+    memory = make_memory(kind, 3, on_evict=lambda _, messages: evicted.extend(messages))
+    add_each(memory, [u("1"), result(None, "stray"), u("2")])
+    assert memory.messages() == [u("1"), result(None, "stray"), u("2")]
+    memory.add(u("3"))
+    assert memory.messages() == [u("2"), u("3")]
+    assert evicted == [u("1"), result(None, "stray")]
+
+
 # ------------------------------------------------------------------------------------------ store traffic
 
 

@@ -82,8 +82,11 @@ def _place_messages(
     return window, changed
 
 
-def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> set[int]:
-    """Indices of the tool results that belong to the AI message that stood just before ``position``.
+def _results_of(window: Sequence[ChatMessage], alive: list[bool], position: int, ai: AiMessage) -> list[int]:
+    """Indices of the tool results that belong to ``ai``, the window's message at ``position``.
+
+    Only messages still ``alive`` (not evicted) count: those after ``position``, in order, are what stands
+    after ``ai`` once the evicted ones are gone.
 
     A result with an id belongs to the nearest earlier request with that id: some providers number calls
     per turn (``call_0`` every time), so a later AI message asking with the same id claims the results
@@ -91,9 +94,12 @@ def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> 
     """
     open_ids = {request.id for request in ai.tool_execution_requests if request.id is not None}
     doomed: set[int] = set()
-    for index in range(position, len(window)):
+    end = len(window)
+    for index in range(position + 1, end):
         if not open_ids:
             break
+        if not alive[index]:
+            continue
         message = window[index]
         if isinstance(message, AiMessage):
             open_ids -= {request.id for request in message.tool_execution_requests}
@@ -101,14 +107,16 @@ def _results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> 
             doomed.add(index)
     if any(request.id is None for request in ai.tool_execution_requests):
         # Requests without ids can only be matched the way LangChain4j does: the results right after them.
-        index = position
-        while index < len(window) and isinstance(window[index], ToolExecutionResultMessage):
-            result = window[index]
-            assert isinstance(result, ToolExecutionResultMessage)
-            if result.id is None:
-                doomed.add(index)
+        index = position + 1
+        while index < end:
+            if alive[index]:
+                result = window[index]
+                if not isinstance(result, ToolExecutionResultMessage):
+                    break
+                if result.id is None:
+                    doomed.add(index)
             index += 1
-    return doomed
+    return sorted(doomed)
 
 
 def _orphans(window: Sequence[ChatMessage]) -> list[int]:
@@ -123,15 +131,15 @@ def _orphans(window: Sequence[ChatMessage]) -> list[int]:
     orphans: list[int] = []
     at_head = True
     for index, message in enumerate(window):
-        if isinstance(message, SystemMessage):
-            continue
         if isinstance(message, ToolExecutionResultMessage):
             if at_head or (message.id is not None and message.id not in requested):
                 orphans.append(index)
-            continue
-        at_head = False
-        if isinstance(message, AiMessage):
-            requested.update(request.id for request in message.tool_execution_requests if request.id is not None)
+        elif isinstance(message, AiMessage):
+            at_head = False
+            if message.tool_execution_requests:
+                requested.update(request.id for request in message.tool_execution_requests if request.id is not None)
+        elif not isinstance(message, SystemMessage):
+            at_head = False
     return orphans
 
 
@@ -156,30 +164,55 @@ def evict(
 
     Returns:
         The evicted messages (oldest first) and the window.
+
+    One pass over the window, whatever is evicted: each eviction takes the oldest message that is not a
+    system message, with its tool results; after it, only the head of the window can hold new orphans
+    (every result further on was asked for by a message that stays, or was one of the evicted message's
+    own), so only the head is looked at again. Nothing is removed from ``window`` until the end.
     """
     weights = [weight(message) for message in window]
+    overhead = total(window) - sum(weights) if total is not None else 0
+    alive = [True] * len(window)
     evicted: list[ChatMessage] = []
+    weighed = sum(weights)
 
     def remove(indices: Iterable[int]) -> None:
-        doomed = sorted(indices)
-        evicted.extend(window[index] for index in doomed)
-        for index in reversed(doomed):
-            del window[index]
-            del weights[index]
+        nonlocal weighed
+        for index in indices:
+            alive[index] = False
+            weighed -= weights[index]
+            evicted.append(window[index])
 
-    overhead = total(window) - sum(weights) if total is not None else 0
     remove(_orphans(window))
-    while sum(weights) + overhead > limit:
-        victim = next((i for i, m in enumerate(window) if not isinstance(m, SystemMessage)), None)
-        if victim is None:
+    head = 0  # no message before it is alive and not a system message
+    end = len(window)
+    while weighed + overhead > limit:
+        while head < end and (not alive[head] or isinstance(window[head], SystemMessage)):
+            head += 1
+        if head == end:
             break
-        doomed = {victim}
-        message = window[victim]
+        message = window[head]
+        remove((head,))
         if isinstance(message, AiMessage) and message.tool_execution_requests:
-            doomed |= _results_of(window, victim + 1, message)
-        remove(doomed)
-        remove(_orphans(window))
+            remove(_results_of(window, alive, head, message))
+        remove(_head_orphans(window, alive, head + 1))
+    if evicted:
+        window[:] = [message for message, kept in zip(window, alive, strict=True) if kept]
     return evicted, window
+
+
+def _head_orphans(window: Sequence[ChatMessage], alive: list[bool], start: int) -> list[int]:
+    """The tool results at the head of the window (from ``start``, system messages aside): orphans all."""
+    orphans: list[int] = []
+    for index in range(start, len(window)):
+        if not alive[index]:
+            continue
+        message = window[index]
+        if isinstance(message, ToolExecutionResultMessage):
+            orphans.append(index)
+        elif not isinstance(message, SystemMessage):
+            break
+    return orphans
 
 
 def add_messages(
@@ -199,7 +232,8 @@ def add_messages(
     window, placed = _place_messages(current, added, always_keep_system_message_first)
     if not placed:
         return WindowUpdate(list(current), False, [], [])
-    oversized = [message for message in window if any(message is new for new in added) and weight(message) > limit]
+    added_ones = {id(message) for message in added}  # by identity: the objects added, not equal ones held
+    oversized = [message for message in window if id(message) in added_ones and weight(message) > limit]
     evicted, window = evict(window, limit, weight, total)
     return WindowUpdate(window, window != list(current), evicted, oversized)
 

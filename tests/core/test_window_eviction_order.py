@@ -1,0 +1,158 @@
+"""``evict`` against the rules read literally: after every eviction, look at the whole window again.
+
+:func:`chatmemory.core.window.evict` passes over a window once, however much it evicts, and looks at the
+head again after each eviction (the only place new orphans can appear). The oracle below is the direct
+reading of the rules (*Window rules* in docs/semantics.md), which rescans every message after every
+eviction. Both must evict the same messages in the same order and leave the same window, for windows the
+memories never build too: system messages anywhere, results without ids anywhere, ids reused, calls never
+answered, weights that differ, a per-request overhead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chatmemory import (
+    AiMessage,
+    ChatMessage,
+    CustomMessage,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from chatmemory.core.window import evict
+
+IDS = st.sampled_from(["a", "b", "c"]) | st.none()
+
+
+def _oracle_results_of(window: Sequence[ChatMessage], position: int, ai: AiMessage) -> set[int]:
+    open_ids = {request.id for request in ai.tool_execution_requests if request.id is not None}
+    doomed: set[int] = set()
+    for index in range(position, len(window)):
+        if not open_ids:
+            break
+        message = window[index]
+        if isinstance(message, AiMessage):
+            open_ids -= {request.id for request in message.tool_execution_requests}
+        elif isinstance(message, ToolExecutionResultMessage) and message.id in open_ids:
+            doomed.add(index)
+    if any(request.id is None for request in ai.tool_execution_requests):
+        index = position
+        while index < len(window) and isinstance(window[index], ToolExecutionResultMessage):
+            result = window[index]
+            assert isinstance(result, ToolExecutionResultMessage)
+            if result.id is None:
+                doomed.add(index)
+            index += 1
+    return doomed
+
+
+def _oracle_orphans(window: Sequence[ChatMessage]) -> list[int]:
+    requested: set[str] = set()
+    orphans: list[int] = []
+    at_head = True
+    for index, message in enumerate(window):
+        if isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, ToolExecutionResultMessage):
+            if at_head or (message.id is not None and message.id not in requested):
+                orphans.append(index)
+            continue
+        at_head = False
+        if isinstance(message, AiMessage):
+            requested.update(request.id for request in message.tool_execution_requests if request.id is not None)
+    return orphans
+
+
+def oracle_evict(
+    window: list[ChatMessage],
+    limit: int,
+    weight: Callable[[ChatMessage], int],
+    total: Callable[[Sequence[ChatMessage]], int] | None = None,
+) -> tuple[list[ChatMessage], list[ChatMessage]]:
+    """Evict the oldest message that is not a system message (with its results) while over ``limit``,
+    dropping every orphan after each step, the whole window looked at again each time."""
+    weights = [weight(message) for message in window]
+    evicted: list[ChatMessage] = []
+
+    def remove(indices: set[int] | list[int]) -> None:
+        doomed = sorted(indices)
+        evicted.extend(window[index] for index in doomed)
+        for index in reversed(doomed):
+            del window[index]
+            del weights[index]
+
+    overhead = total(window) - sum(weights) if total is not None else 0
+    remove(_oracle_orphans(window))
+    while sum(weights) + overhead > limit:
+        victim = next((i for i, m in enumerate(window) if not isinstance(m, SystemMessage)), None)
+        if victim is None:
+            break
+        doomed = {victim}
+        message = window[victim]
+        if isinstance(message, AiMessage) and message.tool_execution_requests:
+            doomed |= _oracle_results_of(window, victim + 1, message)
+        remove(doomed)
+        remove(_oracle_orphans(window))
+    return evicted, window
+
+
+@st.composite
+def windows(draw: st.DrawFn) -> list[ChatMessage]:
+    messages: list[ChatMessage] = []
+    for number in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["user", "ai", "call", "call", "result", "result", "result", "system", "custom"]))
+        text = f"m{number}" + "x" * draw(st.integers(0, 9))
+        if kind == "user":
+            messages.append(UserMessage(text))
+        elif kind == "ai":
+            messages.append(AiMessage(text))
+        elif kind == "call":
+            ids = draw(st.lists(IDS, min_size=1, max_size=3))
+            requests = [ToolExecutionRequest(call_id, "tool", "{}") for call_id in ids]
+            messages.append(AiMessage(draw(st.none() | st.just(text)), requests))
+        elif kind == "result":
+            messages.append(ToolExecutionResultMessage(draw(IDS), "tool", text))
+        elif kind == "system":
+            messages.append(SystemMessage(text))
+        else:
+            messages.append(CustomMessage({"n": number}))
+    return messages
+
+
+def _weight(message: ChatMessage) -> int:
+    if isinstance(message, CustomMessage):
+        return 2
+    text = getattr(message, "text", None) or ""
+    return 1 + len(text) % 4
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windows(), st.integers(0, 30), st.booleans())
+def test_evict_takes_what_the_rules_read_literally_take_in_the_same_order(
+    window: list[ChatMessage], limit: int, overhead: bool
+) -> None:
+    total = (lambda messages: 3 + sum(map(_weight, messages))) if overhead else None
+    expected_evicted, expected_window = oracle_evict(list(window), limit, _weight, total)
+    given_window = list(window)
+    evicted, kept = evict(given_window, limit, _weight, total)
+    assert evicted == expected_evicted
+    assert kept == expected_window
+    assert given_window == expected_window  # changed in place, as documented
+
+
+def test_a_long_window_evicted_down_to_a_few_turns_keeps_the_last_whole_turns() -> None:
+    window: list[ChatMessage] = []
+    for number in range(5000):
+        window.append(UserMessage(f"question {number}"))
+        window.append(AiMessage(None, [ToolExecutionRequest(f"call_{number}", "tool", "{}")]))
+        window.append(ToolExecutionResultMessage(f"call_{number}", "tool", "done"))
+        window.append(AiMessage(f"answer {number}"))
+    last_turns = window[-20:]
+    evicted, kept = evict(window, 20, lambda _: 1)
+    assert len(evicted) == 19_980
+    assert kept == last_turns and kept[0] == UserMessage("question 4995")
