@@ -1,15 +1,24 @@
 """Any store driven through the plain contract, beside a raw driver on the same server, turn by turn.
 
     python benchmarks/plain_contract.py URL [--turns 2000] [--windows 20 200] [--runs 3] [--history]
+                                            [--modes plain memory]
 
-This is how LangChain4j-style memories, custom memories and most integrations call a store: every turn
-``update_messages(id, whole_window)`` and then ``get_messages(id)``. The conversation is the realistic one
-of ``workload.py`` (mixed English/Chinese texts of 40-800 characters, a tool call every 5th turn). Beside
-each store operation, interleaved so that drift hits both alike, the raw driver does the least that keeps
-the same window on the same server. The sides take turns going first (the store, then the floor on even
-turns; the floor first on odd ones): whatever runs right after a read that decoded a window of 200 runs
-on cold caches, and with a fixed order one side would always pay for it (measured on Redis, a store kept
-after the floor's read showed an update ratio 0.08-0.11 higher). The floor:
+Two modes, each printed as a table of its own (both by default):
+
+* ``plain``: how LangChain4j-style memories, custom memories and most integrations call a store: every
+  turn ``update_messages(id, whole_window)`` and then ``get_messages(id)``.
+* ``memory``: how this library's own window memory calls it: every turn ``MessageWindowChatMemory.add`` of
+  the turn's messages (a load, then a save at the loaded version: the memory's window, computed in
+  Python), as one operation "add"; the floor's "add" is its read of the window (decoded) followed by its
+  write of the turn, the least a hand-written memory does.
+
+The conversation is the realistic one of ``workload.py`` (mixed English/Chinese texts of 40-800
+characters, a tool call every 5th turn). Beside each store operation, interleaved so that drift hits both
+alike, the raw driver does the least that keeps the same window on the same server. The sides take turns
+going first (the store, then the floor on even turns; the floor first on odd ones): whatever runs right
+after a read that decoded a window of 200 runs on cold caches, and with a fixed order one side would
+always pay for it (measured on Redis, a store kept after the floor's read showed an update ratio
+0.08-0.11 higher). The floor:
 
 * PostgreSQL (psycopg, autocommit): one ``WITH ... INSERT ... DELETE`` statement; one ``SELECT``.
 * SQLite (sqlite3) and MySQL/MariaDB (PyMySQL): one transaction of an ``INSERT`` of the new rows and a
@@ -19,11 +28,12 @@ after the floor's read showed an update ratio 0.08-0.11 higher). The floor:
 
 Both sides encode with ``dumps_message`` and decode with ``loads_message``; the raw side encodes only the
 new messages (it knows the diff), has no versions, no expiry bookkeeping and no conflict detection: it is
-the floor, not an alternative. Printed per window: median wall time and client CPU (thread time) per
-update and per get, for the store and the floor, their ratios, "runs": the lowest and highest of each
-run's own wall ratio (how far one run alone may land from the median), and "flat": the store's median
-update over the last 200 turns against the first 200. Medians over ``--runs`` runs. ``--history`` adds the store built
-with ``history=True`` beside the plain one. Figures only, no assertions: not run in CI.
+the floor, not an alternative. Printed per mode and window: median wall time and client CPU (thread time)
+per operation (update and get, or add), for the store and the floor, their ratios, "runs": the lowest and
+highest of each run's own wall ratio (how far one run alone may land from the median), and "flat": each
+side's median update (or add) over the last 200 turns against the first 200. Medians over ``--runs`` runs.
+``--history`` adds the store built with ``history=True`` beside the plain one. Figures only, no
+assertions: not run in CI.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ sys.path.append(_HERE)
 
 from workload import sliding_windows  # noqa: E402
 
-from chatmemory import ChatMessage, open_store  # noqa: E402
+from chatmemory import ChatMessage, MessageWindowChatMemory, open_store  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 
 FLAT_SPAN = 200
@@ -346,22 +356,71 @@ def _floor_turn(
         assert got == current, f"the floor read back another window at turn {turn}"
 
 
-def one_run(url: str, window: int, turns: int, history: bool) -> dict[str, Clock]:
+def _memory_turn(
+    clocks: dict[str, Clock],
+    name: str,
+    memory: MessageWindowChatMemory,
+    current: list[ChatMessage],
+    appended: int,
+    turn: int,
+) -> None:
+    clocks[f"{name} add"].run(lambda: memory.add(*current[len(current) - appended :]))
+    if turn % 500 == 0:
+        got = memory.messages()
+        assert got == current, f"{name}'s memory holds another window at turn {turn}"
+
+
+def _floor_add(
+    clocks: dict[str, Clock],
+    floor: Floor,
+    memory_id: str,
+    current: list[ChatMessage],
+    appended: int,
+    evicted: int,
+    turn: int,
+) -> None:
+    def add() -> list[ChatMessage]:
+        stored = floor.get(memory_id)
+        floor.update(memory_id, current, appended, evicted)
+        return stored
+
+    stored = clocks["floor add"].run(add)
+    if turn % 500 == 0 and turn:
+        assert stored[-1] == current[-appended - 1], f"the floor read back another window at turn {turn}"
+
+
+MODES = ("plain", "memory")
+OPERATIONS = {"plain": ("update", "get"), "memory": ("add",)}
+
+
+def one_run(url: str, window: int, turns: int, history: bool, mode: str = "plain") -> dict[str, Clock]:
     sides: dict[str, Any] = {"store": store_for(url)}
     if history:
         sides["history"] = store_for(url, history=True)
     floor = floor_for(url)
-    clocks = {f"{side} {op}": Clock() for side in [*sides, "floor"] for op in ("update", "get")}
+    clocks = {f"{side} {op}": Clock() for side in [*sides, "floor"] for op in OPERATIONS[mode]}
     memory_id = f"user-{uuid.uuid4().hex[:8]}"
+    memories = {
+        name: MessageWindowChatMemory(memory_id, max_messages=window, store=store) for name, store in sides.items()
+    }
     try:
         for turn, (current, appended, evicted) in enumerate(sliding_windows(turns, window)):
-            turns_of_sides = [
-                *(
-                    functools.partial(_store_turn, clocks, name, store, memory_id, current, turn)
-                    for name, store in sides.items()
-                ),
-                functools.partial(_floor_turn, clocks, floor, memory_id, current, appended, evicted, turn),
-            ]
+            if mode == "memory":
+                turns_of_sides = [
+                    *(
+                        functools.partial(_memory_turn, clocks, name, memory, current, appended, turn)
+                        for name, memory in memories.items()
+                    ),
+                    functools.partial(_floor_add, clocks, floor, memory_id, current, appended, evicted, turn),
+                ]
+            else:
+                turns_of_sides = [
+                    *(
+                        functools.partial(_store_turn, clocks, name, store, memory_id, current, turn)
+                        for name, store in sides.items()
+                    ),
+                    functools.partial(_floor_turn, clocks, floor, memory_id, current, appended, evicted, turn),
+                ]
             # The order alternates, so that each side runs after the others' read as often as after its own:
             # a read that decodes a long window leaves the caches cold for whatever runs next.
             for side_turn in turns_of_sides if turn % 2 == 0 else reversed(turns_of_sides):
@@ -380,16 +439,18 @@ def main() -> None:
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--history", action="store_true", help="also the store built with history=True")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="plain contract, window memory")
     args = parser.parse_args()
     shown = urlsplit(args.url)._replace(netloc=urlsplit(args.url).hostname or "").geturl()
     print(f"{shown}: {args.turns} turns, medians of {args.runs} runs, µs (wall / client CPU)")
-    for window in args.windows:
-        runs = [one_run(args.url, window, args.turns, args.history) for _ in range(args.runs)]
-        print_window(window, runs, ["store", *(["history"] if args.history else []), "floor"])
+    for mode in args.modes:
+        for window in args.windows:
+            runs = [one_run(args.url, window, args.turns, args.history, mode) for _ in range(args.runs)]
+            print_window(window, runs, ["store", *(["history"] if args.history else []), "floor"], mode)
 
 
-def print_window(window: int, runs: list[dict[str, Clock]], sides: list[str]) -> None:
-    """The table of one window: medians over ``runs`` per side and operation, ratios to the floor, "flat"."""
+def print_window(window: int, runs: list[dict[str, Clock]], sides: list[str], mode: str = "plain") -> None:
+    """The table of one window in ``mode``: medians over ``runs`` per side and operation, ratios, "flat"."""
 
     def median(key: str, field: str, part: slice = slice(None)) -> float:
         return statistics.median(statistics.median(getattr(run[key], field)[part]) for run in runs)
@@ -401,9 +462,10 @@ def print_window(window: int, runs: list[dict[str, Clock]], sides: list[str]) ->
         ]
         return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
-    print(f"\nwindow {window}")
+    print(f"\n{'window memory' if mode == 'memory' else 'plain contract'}, window {window}")
     print(f"{'':22}{'wall':>10}{'x floor':>9}{'runs':>12}{'cpu':>10}{'x floor':>9}")
-    for op in ("update", "get"):
+    operations = OPERATIONS[mode]
+    for op in operations:
         floor_wall, floor_cpu = median(f"floor {op}", "wall"), median(f"floor {op}", "cpu")
         for side in sides:
             wall, cpu = median(f"{side} {op}", "wall"), median(f"{side} {op}", "cpu")
@@ -411,10 +473,11 @@ def print_window(window: int, runs: list[dict[str, Clock]], sides: list[str]) ->
                 f"{side + ' ' + op:22}{wall:10.0f}{wall / floor_wall:9.2f}{spread(side, op):>12}"
                 f"{cpu:10.0f}{cpu / floor_cpu:9.2f}"
             )
+    writes = operations[0]
     for side in sides:
-        first = median(f"{side} update", "wall", slice(0, FLAT_SPAN))
-        last = median(f"{side} update", "wall", slice(-FLAT_SPAN, None))
-        print(f"flat ({side} update, last {FLAT_SPAN} / first {FLAT_SPAN} turns): {last / first:.2f}")
+        first = median(f"{side} {writes}", "wall", slice(0, FLAT_SPAN))
+        last = median(f"{side} {writes}", "wall", slice(-FLAT_SPAN, None))
+        print(f"flat ({side} {writes}, last {FLAT_SPAN} / first {FLAT_SPAN} turns): {last / first:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The asyncio stores driven through the plain contract, beside a raw asyncio driver on the same server.
 
     python benchmarks/plain_contract_aio.py URL [--turns 2000] [--windows 20 200] [--runs 3]
+                                                [--modes plain memory]
 
 ``plain_contract.py`` on one event loop: every turn ``await store.update_messages(id, whole_window)`` and
 then ``await store.get_messages(id)`` on the ``chatmemory.aio`` store the URL names, beside the same floor
@@ -12,6 +13,8 @@ sent with each driver's asyncio API, on the same server, the sides taking turns 
 * Redis (``redis.asyncio``): a pipeline of ``RPUSH``, ``LTRIM`` and ``EXPIRE``; one ``LRANGE``;
 * MongoDB (PyMongo's ``AsyncMongoClient``): one ``$push`` with ``$each`` and ``$slice``; one ``find_one``.
 
+The ``memory`` mode drives the store through ``chatmemory.aio.MessageWindowChatMemory.add`` (a load, then a
+save), beside the floor's read of the window and write of the turn, as ``plain_contract.py``'s does.
 The workload, the encoding and decoding, the medians and the table are ``plain_contract.py``'s. Client CPU
 is the whole process's, every thread's: aiosqlite runs SQLite on a thread of its own per connection, and
 the SQLite store from a URL runs its operations on worker threads (``chatmemory.aio.stores.sql_threads``);
@@ -34,11 +37,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 sys.path.append(_HERE)
 
-from plain_contract import TTL_SECONDS, Clock, RowTable, driver_connect_args, print_window  # noqa: E402
+from plain_contract import MODES, OPERATIONS, TTL_SECONDS, Clock, RowTable, driver_connect_args, print_window  # noqa: E402
 from workload import sliding_windows  # noqa: E402
 
 from chatmemory import ChatMessage  # noqa: E402
-from chatmemory.aio import open_store  # noqa: E402
+from chatmemory.aio import MessageWindowChatMemory, open_store  # noqa: E402
 from chatmemory.serialization.native import dumps_message, loads_message  # noqa: E402
 
 
@@ -239,11 +242,12 @@ async def drop(store: Any, memory_id: str) -> None:
     await store.aclose()
 
 
-async def one_run(url: str, window: int, turns: int) -> dict[str, Clock]:
+async def one_run(url: str, window: int, turns: int, mode: str = "plain") -> dict[str, Clock]:
     store = await store_for(url)
     floor = await floor_for(url)
-    clocks = {f"{side} {op}": Clock(time.process_time_ns) for side in ("store", "floor") for op in ("update", "get")}
+    clocks = {f"{side} {op}": Clock(time.process_time_ns) for side in ("store", "floor") for op in OPERATIONS[mode]}
     memory_id = f"user-{uuid.uuid4().hex[:8]}"
+    memory = MessageWindowChatMemory(memory_id, max_messages=window, store=store)
 
     async def store_turn(current: list[ChatMessage], appended: int, evicted: int, turn: int) -> None:
         await clocks["store update"].arun(lambda: store.update_messages(memory_id, current))
@@ -257,11 +261,26 @@ async def one_run(url: str, window: int, turns: int) -> dict[str, Clock]:
         if turn % 500 == 0:
             assert got == current, f"the floor read back another window at turn {turn}"
 
+    async def memory_turn(current: list[ChatMessage], appended: int, evicted: int, turn: int) -> None:
+        await clocks["store add"].arun(lambda: memory.add(*current[len(current) - appended :]))
+        if turn % 500 == 0:
+            assert await memory.messages() == current, f"the memory holds another window at turn {turn}"
+
+    async def floor_add(current: list[ChatMessage], appended: int, evicted: int, turn: int) -> None:
+        async def add() -> list[ChatMessage]:
+            stored = await floor.get(memory_id)
+            await floor.update(memory_id, current, appended, evicted)
+            return stored
+
+        stored = await clocks["floor add"].arun(add)
+        if turn % 500 == 0 and turn:
+            assert stored[-1] == current[-appended - 1], f"the floor read back another window at turn {turn}"
+
+    pair = (memory_turn, floor_add) if mode == "memory" else (store_turn, floor_turn)
     try:
         for turn, (current, appended, evicted) in enumerate(sliding_windows(turns, window)):
             # The sides take turns going first, as in plain_contract.py.
-            sides = (store_turn, floor_turn) if turn % 2 == 0 else (floor_turn, store_turn)
-            for side_turn in sides:
+            for side_turn in pair if turn % 2 == 0 else reversed(pair):
                 await side_turn(current, appended, evicted, turn)
     finally:
         await floor.close()
@@ -275,12 +294,14 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--windows", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="plain contract, window memory")
     args = parser.parse_args()
     shown = urlsplit(args.url)._replace(netloc=urlsplit(args.url).hostname or "").geturl()
     print(f"{shown} (asyncio): {args.turns} turns, medians of {args.runs} runs, µs (wall / client CPU)")
-    for window in args.windows:
-        runs = [asyncio.run(one_run(args.url, window, args.turns)) for _ in range(args.runs)]
-        print_window(window, runs, ["store", "floor"])
+    for mode in args.modes:
+        for window in args.windows:
+            runs = [asyncio.run(one_run(args.url, window, args.turns, mode)) for _ in range(args.runs)]
+            print_window(window, runs, ["store", "floor"], mode)
 
 
 if __name__ == "__main__":
