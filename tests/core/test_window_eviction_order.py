@@ -24,6 +24,7 @@ from chatmemory import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from chatmemory.core import window as window_module
 from chatmemory.core.window import evict
 
 IDS = st.sampled_from(["a", "b", "c"]) | st.none()
@@ -131,28 +132,36 @@ def _weight(message: ChatMessage) -> int:
     return 1 + len(text) % 4
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(windows(), st.integers(0, 30), st.booleans())
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windows(), st.integers(0, 30), st.booleans(), st.sampled_from([0, 1, 3, window_module.SCAN_LIMIT]))
 def test_evict_takes_what_the_rules_read_literally_take_in_the_same_order(
-    window: list[ChatMessage], limit: int, overhead: bool
+    window: list[ChatMessage], limit: int, overhead: bool, scan_limit: int
 ) -> None:
+    # scan_limit: how far results are looked for before the window is indexed (0: indexed at once).
     total = (lambda messages: 3 + sum(map(_weight, messages))) if overhead else None
     expected_evicted, expected_window = oracle_evict(list(window), limit, _weight, total)
     given_window = list(window)
-    evicted, kept = evict(given_window, limit, _weight, total)
+    default = window_module.SCAN_LIMIT
+    window_module.SCAN_LIMIT = scan_limit
+    try:
+        evicted, kept = evict(given_window, limit, _weight, total)
+    finally:
+        window_module.SCAN_LIMIT = default
     assert evicted == expected_evicted
     assert kept == expected_window
     assert given_window == expected_window  # changed in place, as documented
 
 
 def test_a_long_window_evicted_down_to_a_few_turns_keeps_the_last_whole_turns() -> None:
+    # Calls answered at once and calls never answered (their results looked for beyond SCAN_LIMIT).
     window: list[ChatMessage] = []
     for number in range(5000):
         window.append(UserMessage(f"question {number}"))
         window.append(AiMessage(None, [ToolExecutionRequest(f"call_{number}", "tool", "{}")]))
-        window.append(ToolExecutionResultMessage(f"call_{number}", "tool", "done"))
+        if number % 2:
+            window.append(ToolExecutionResultMessage(f"call_{number}", "tool", "done"))
         window.append(AiMessage(f"answer {number}"))
-    last_turns = window[-20:]
-    evicted, kept = evict(window, 20, lambda _: 1)
-    assert len(evicted) == 19_980
+    last_turns = window[-18:]
+    evicted, kept = evict(window, 18, lambda _: 1)
+    assert len(evicted) == 17_500 - 18
     assert kept == last_turns and kept[0] == UserMessage("question 4995")

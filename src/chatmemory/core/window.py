@@ -17,6 +17,7 @@ Rules (*Window rules* in docs/semantics.md):
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -82,11 +83,55 @@ def _place_messages(
     return window, changed
 
 
-def _results_of(window: Sequence[ChatMessage], alive: list[bool], position: int, ai: AiMessage) -> list[int]:
+SCAN_LIMIT = 64
+"""How far past an evicted call :func:`evict` looks for its results before it indexes the window instead."""
+
+
+class _Calls:
+    """Where each tool call id is asked (by AI messages) and answered (by results) in a window.
+
+    Built once per :func:`evict` that needs it: when a call's results are not all found close after it (a
+    call never answered), looking further for each evicted call would cost a pass over the window each.
+    """
+
+    __slots__ = ("answered", "asked")
+
+    def __init__(self, window: Sequence[ChatMessage]) -> None:
+        self.asked: dict[str, list[int]] = {}
+        self.answered: dict[str, list[int]] = {}
+        for index, message in enumerate(window):
+            if isinstance(message, AiMessage):
+                for request in message.tool_execution_requests:
+                    if request.id is not None:
+                        positions = self.asked.setdefault(request.id, [])
+                        if not positions or positions[-1] != index:
+                            positions.append(index)
+            elif isinstance(message, ToolExecutionResultMessage) and message.id is not None:
+                self.answered.setdefault(message.id, []).append(index)
+
+    def results(self, alive: list[bool], position: int, call_ids: set[str]) -> set[int]:
+        """The live results after ``position`` of each of ``call_ids``, up to the next message asking it again."""
+        found: set[int] = set()
+        for call_id in call_ids:
+            answers = self.answered.get(call_id)
+            if not answers:
+                continue
+            asks = self.asked[call_id]
+            later = bisect.bisect_right(asks, position)
+            bound = asks[later] if later < len(asks) else len(alive)
+            first, last = bisect.bisect_right(answers, position), bisect.bisect_left(answers, bound)
+            found.update(index for index in answers[first:last] if alive[index])
+        return found
+
+
+def _results_of(
+    window: Sequence[ChatMessage], alive: list[bool], position: int, ai: AiMessage, calls: list[_Calls]
+) -> list[int]:
     """Indices of the tool results that belong to ``ai``, the window's message at ``position``.
 
     Only messages still ``alive`` (not evicted) count: those after ``position``, in order, are what stands
-    after ``ai`` once the evicted ones are gone.
+    after ``ai`` once the evicted ones are gone. ``calls`` holds the window's :class:`_Calls` once built
+    (empty until then; built here when a call's results are not all found within :data:`SCAN_LIMIT`).
 
     A result with an id belongs to the nearest earlier request with that id: some providers number calls
     per turn (``call_0`` every time), so a later AI message asking with the same id claims the results
@@ -95,16 +140,23 @@ def _results_of(window: Sequence[ChatMessage], alive: list[bool], position: int,
     open_ids = {request.id for request in ai.tool_execution_requests if request.id is not None}
     doomed: set[int] = set()
     end = len(window)
-    for index in range(position + 1, end):
-        if not open_ids:
-            break
-        if not alive[index]:
-            continue
-        message = window[index]
-        if isinstance(message, AiMessage):
-            open_ids -= {request.id for request in message.tool_execution_requests}
-        elif isinstance(message, ToolExecutionResultMessage) and message.id in open_ids:
-            doomed.add(index)
+    if open_ids and not calls:
+        stop = min(end, position + 1 + SCAN_LIMIT)
+        unanswered = set(open_ids)
+        for index in range(position + 1, stop):
+            if not unanswered:
+                break
+            if not alive[index]:
+                continue
+            message = window[index]
+            if isinstance(message, AiMessage):
+                unanswered -= {request.id for request in message.tool_execution_requests}
+            elif isinstance(message, ToolExecutionResultMessage) and message.id in unanswered:
+                doomed.add(index)
+        if unanswered and stop < end:
+            calls.append(_Calls(window))
+    if open_ids and calls:
+        doomed = calls[0].results(alive, position, open_ids)
     if any(request.id is None for request in ai.tool_execution_requests):
         # Requests without ids can only be matched the way LangChain4j does: the results right after them.
         index = position + 1
@@ -186,6 +238,7 @@ def evict(
     remove(_orphans(window))
     head = 0  # no message before it is alive and not a system message
     end = len(window)
+    calls: list[_Calls] = []  # the window's calls and results, once a call's results are looked for far
     while weighed + overhead > limit:
         while head < end and (not alive[head] or isinstance(window[head], SystemMessage)):
             head += 1
@@ -194,7 +247,7 @@ def evict(
         message = window[head]
         remove((head,))
         if isinstance(message, AiMessage) and message.tool_execution_requests:
-            remove(_results_of(window, alive, head, message))
+            remove(_results_of(window, alive, head, message, calls))
         remove(_head_orphans(window, alive, head + 1))
     if evicted:
         window[:] = [message for message, kept in zip(window, alive, strict=True) if kept]
