@@ -5,6 +5,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import os
+import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -122,6 +126,28 @@ def test_equal_by_value_and_hash_alike(left: object, right: object) -> None:
     assert left == right
     assert hash(left) == hash(right)
     assert len({left, right}) == 1
+
+
+@pytest.mark.parametrize(("left", "right"), _pairs())
+def test_a_message_hashed_here_and_unpickled_in_another_process_hashes_as_that_process_does(
+    left: object, right: object
+) -> None:
+    # A message keeps its hash once computed; strings hash differently in every process (PYTHONHASHSEED),
+    # so a pickled message must not carry it, or equal messages there would hash apart.
+    hash(left)
+    script = (
+        "import pickle, sys; left, right = pickle.loads(sys.stdin.buffer.read()); "
+        "assert hash(left) == hash(right) and {left: 1}[right] == 1 and left == right; print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=pickle.dumps((left, right)),
+        capture_output=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.strip() == b"ok"
 
 
 def test_dict_key_order_does_not_matter() -> None:

@@ -126,6 +126,27 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+class _KeepsItsHash:
+    """The base of the message classes that hash more than a string: a slot keeping the hash once computed.
+
+    A message never changes, so neither does its hash; computing it hashes every part and a frozen image of
+    the attributes, and a token window weighs every message of its window by a cache keyed on the message
+    (several look-ups per message per add). The slot is no dataclass field: it is not compared, shown or
+    pickled (a frozen dataclass with slots pickles its fields alone), so a message unpickled in another
+    process, whose strings hash differently, computes its own.
+    """
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+
+def _keep_hash(message: _KeepsItsHash, image: tuple[Any, ...]) -> int:
+    """Hash ``image`` (what ``message`` is equal by) and keep the hash in the message."""
+    value = hash(image)
+    object.__setattr__(message, "_hash", value)
+    return value
+
+
 def _json_equal(left: Any, right: Any) -> bool:
     """Equality of copied attribute values as JSON sees them: ``1``, ``1.0`` and ``true`` differ.
 
@@ -223,7 +244,7 @@ class SystemMessage:
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class UserMessage:
+class UserMessage(_KeepsItsHash):
     """What the user said: one or more content parts, an optional name and attributes.
 
     ``UserMessage("hi")`` builds a single text part; so does ``UserMessage.from_text("hi")``.
@@ -294,7 +315,10 @@ class UserMessage:
         )
 
     def __hash__(self) -> int:
-        return hash((UserMessage, self.contents, self.name, _freeze(self.attributes)))
+        try:
+            return self._hash
+        except AttributeError:
+            return _keep_hash(self, (UserMessage, self.contents, self.name, _freeze(self.attributes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +336,7 @@ class ToolExecutionRequest:
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class AiMessage:
+class AiMessage(_KeepsItsHash):
     """What the model answered: text, tool calls, its thinking, attributes (e.g. a thought signature)."""
 
     text: str | None
@@ -369,11 +393,15 @@ class AiMessage:
         )
 
     def __hash__(self) -> int:
-        return hash((AiMessage, self.text, self.tool_execution_requests, self.thinking, _freeze(self.attributes)))
+        try:
+            return self._hash
+        except AttributeError:
+            image = (AiMessage, self.text, self.tool_execution_requests, self.thinking, _freeze(self.attributes))
+            return _keep_hash(self, image)
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class ToolExecutionResultMessage:
+class ToolExecutionResultMessage(_KeepsItsHash):
     """The result of one tool call, linked to its request by ``id``.
 
     ``tool_name`` may be ``None``: LangChain4j and some providers write results that name no tool.
@@ -417,13 +445,22 @@ class ToolExecutionResultMessage:
         )
 
     def __hash__(self) -> int:
-        return hash(
-            (ToolExecutionResultMessage, self.id, self.tool_name, self.text, self.is_error, _freeze(self.attributes))
-        )
+        try:
+            return self._hash
+        except AttributeError:
+            image = (
+                ToolExecutionResultMessage,
+                self.id,
+                self.tool_name,
+                self.text,
+                self.is_error,
+                _freeze(self.attributes),
+            )
+            return _keep_hash(self, image)
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class CustomMessage:
+class CustomMessage(_KeepsItsHash):
     """An application-specific entry; never treated as a system message or a tool message."""
 
     attributes: dict[str, Any] = field(hash=False)
@@ -438,7 +475,10 @@ class CustomMessage:
         return _json_equal(self.attributes, other.attributes)
 
     def __hash__(self) -> int:
-        return hash((CustomMessage, _freeze(self.attributes)))
+        try:
+            return self._hash
+        except AttributeError:
+            return _keep_hash(self, (CustomMessage, _freeze(self.attributes)))
 
 
 ChatMessage = Union[SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage, CustomMessage]
