@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -12,6 +13,7 @@ from chatmemory import (
     ImageContent,
     MissingDependencyError,
     SimpleTokenCountEstimator,
+    SummarizingChatMemory,
     SystemMessage,
     TiktokenTokenCountEstimator,
     TokenCountEstimator,
@@ -103,6 +105,38 @@ def test_the_cache_keeps_only_cache_size_messages() -> None:
     for text in ("a", "b", "c", "a"):
         estimator.estimate_message(UserMessage(text))
     assert (estimator.cache_hits, estimator.cache_misses) == (0, 4)  # "a" was evicted before it came back
+
+
+def _memory(kind: str, cache_size: int) -> TokenWindowChatMemory | SummarizingChatMemory:
+    if kind == "token window":
+        return TokenWindowChatMemory("m", max_tokens=60, cache_size=cache_size)
+    return SummarizingChatMemory("m", max_tokens=60, cache_size=cache_size, summarizer=lambda previous, gone: "s")
+
+
+@pytest.mark.parametrize("kind", ["token window", "summarizing"])
+def test_a_memory_without_an_estimator_counts_each_message_once_and_keeps_cache_size_counts(kind: str) -> None:
+    counted: dict[int, list[str]] = {}
+    for cache_size in (4096, 0):
+        memory = _memory(kind, cache_size)
+        estimator = memory.token_count_estimator
+        assert isinstance(estimator, SimpleTokenCountEstimator)
+        texts = counted[cache_size] = []
+        count = estimator.estimate_text
+
+        def recording(text: str, texts: list[str] = texts, count: Callable[[str], int] = count) -> int:
+            texts.append(text)
+            return count(text)
+
+        estimator.estimate_text = recording  # type: ignore[method-assign]
+        for number in range(12):
+            memory.add(UserMessage(f"message number {number} " + "word " * 8))
+            memory.messages()
+    # Each message counted once, however often the window was weighed after; with cache_size=0 nothing is
+    # kept, so the messages still in the window are counted again at every weighing. (A summarizing
+    # memory also counts its summary's parts.)
+    added = sorted(f"message number {number} " + "word " * 8 for number in range(12))
+    assert sorted(text for text in counted[4096] if text.startswith("message")) == added
+    assert len([text for text in counted[0] if text.startswith("message")]) > 2 * len(added)
 
 
 def test_bad_settings_name_the_estimator() -> None:

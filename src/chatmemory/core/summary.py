@@ -66,10 +66,11 @@ from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCou
 from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, evict
 from chatmemory.core.window_memory import (
     Limit,
-    SupportsEstimateMessages,
     WindowMemoryBase,
     check_callback,
     check_estimator,
+    counted_weight,
+    request_total,
 )
 from chatmemory.stores.base.retry import RetryPolicy
 
@@ -389,12 +390,14 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         self.summarizer = summarizer
         self.summary_prefix = summary_prefix
         self.headroom = headroom
+        self._counts: LRU[ChatMessage, int] = LRU(cache_size)
+        self._own_estimator: SimpleTokenCountEstimator | None = None
         self.token_count_estimator: TokenCountEstimator | None = None
         if max_tokens is not None:
-            self.token_count_estimator = (
-                SimpleTokenCountEstimator() if token_count_estimator is None else check_estimator(token_count_estimator)
-            )
-        self._counts: LRU[ChatMessage, int] = LRU(cache_size)
+            if token_count_estimator is None:
+                self._own_estimator = self.token_count_estimator = SimpleTokenCountEstimator(cache_size=cache_size)
+            else:
+                self.token_count_estimator = check_estimator(token_count_estimator)
 
     def _estimate(self, message: ChatMessage) -> int:
         tokens = self._counts.get(message)
@@ -405,11 +408,12 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         return tokens
 
     def _weight(self) -> MessageWeight:
-        return _count_one if self.token_count_estimator is None else self._estimate
+        if self.token_count_estimator is None:
+            return _count_one
+        return counted_weight(self.token_count_estimator, self._own_estimator, self._estimate)
 
     def _total(self) -> TotalWeight | None:
-        estimator = self.token_count_estimator
-        return estimator.estimate_messages if isinstance(estimator, SupportsEstimateMessages) else None
+        return None if self.token_count_estimator is None else request_total(self.token_count_estimator)
 
     def _summary_rules(self, rules: WindowRules) -> SummaryRules:
         return SummaryRules(rules, self.summarizer, self.summary_prefix, self.headroom)

@@ -64,6 +64,25 @@ class SupportsEstimateMessages(Protocol):
         ...
 
 
+def counted_weight(
+    estimator: TokenCountEstimator, own: SimpleTokenCountEstimator | None, through_cache: MessageWeight
+) -> MessageWeight:
+    """How a token window weighs one message: each distinct message counted once.
+
+    The estimator the memory made itself (``own``: none was given, and it keeps as many counts as the
+    memory's ``cache_size``) keeps the counts: a hit is one dictionary look-up, without a lock. An
+    estimator given to the memory may be shared by many memories and keep few counts or none, so it is
+    asked ``through_cache``, the memory's own LRU of counts.
+    """
+    return own.estimate_message if own is not None and estimator is own else through_cache
+
+
+def request_total(estimator: TokenCountEstimator) -> TotalWeight | None:
+    """The estimator's weight of a whole request (``estimate_messages``), if it has one."""
+    total = getattr(estimator, "estimate_messages", None)
+    return total if callable(total) else None
+
+
 def resolve_limit(limit: Limit, name: str) -> int:
     """The limit now: ``limit`` itself, or what the callable returns.
 
@@ -319,11 +338,14 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         self._setup(
             id, store, max_tokens, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized
         )
-        self.token_count_estimator: TokenCountEstimator = (
-            SimpleTokenCountEstimator() if token_count_estimator is None else check_estimator(token_count_estimator)
-        )
         # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)
+        self._own_estimator: SimpleTokenCountEstimator | None = None
+        self.token_count_estimator: TokenCountEstimator
+        if token_count_estimator is None:
+            self._own_estimator = self.token_count_estimator = SimpleTokenCountEstimator(cache_size=cache_size)
+        else:
+            self.token_count_estimator = check_estimator(token_count_estimator)
 
     def _estimate(self, message: ChatMessage) -> int:
         tokens = self._counts.get(message)
@@ -333,8 +355,7 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         return tokens
 
     def _weight(self) -> MessageWeight:
-        return self._estimate
+        return counted_weight(self.token_count_estimator, self._own_estimator, self._estimate)
 
     def _total(self) -> TotalWeight | None:
-        estimator = self.token_count_estimator
-        return estimator.estimate_messages if isinstance(estimator, SupportsEstimateMessages) else None
+        return request_total(self.token_count_estimator)
