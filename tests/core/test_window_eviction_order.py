@@ -25,7 +25,7 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.core import window as window_module
-from chatmemory.core.window import evict
+from chatmemory.core.window import FixedOverhead, evict
 
 IDS = st.sampled_from(["a", "b", "c"]) | st.none()
 
@@ -133,12 +133,22 @@ def _weight(message: ChatMessage) -> int:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(windows(), st.integers(0, 30), st.booleans(), st.sampled_from([0, 1, 3, window_module.SCAN_LIMIT]))
+@given(
+    windows(),
+    st.integers(0, 30),
+    st.sampled_from(["none", "function", "fixed"]),
+    st.sampled_from([0, 1, 3, window_module.SCAN_LIMIT]),
+)
 def test_evict_takes_what_the_rules_read_literally_take_in_the_same_order(
-    window: list[ChatMessage], limit: int, overhead: bool, scan_limit: int
+    window: list[ChatMessage], limit: int, overhead: str, scan_limit: int
 ) -> None:
+    # overhead: none, a total weight that weighs the window again, or one known to add a fixed number.
     # scan_limit: how far results are looked for before the window is indexed (0: indexed at once).
-    total = (lambda messages: 3 + sum(map(_weight, messages))) if overhead else None
+    total: Callable[[Sequence[ChatMessage]], int] | None = None
+    if overhead == "function":
+        total = lambda messages: 3 + sum(map(_weight, messages))  # noqa: E731
+    elif overhead == "fixed":
+        total = FixedOverhead(3, _weight)
     expected_evicted, expected_window = oracle_evict(list(window), limit, _weight, total)
     given_window = list(window)
     default = window_module.SCAN_LIMIT

@@ -413,7 +413,9 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         return counted_weight(self.token_count_estimator, self._own_estimator, self._estimate)
 
     def _total(self) -> TotalWeight | None:
-        return None if self.token_count_estimator is None else request_total(self.token_count_estimator)
+        if self.token_count_estimator is None:
+            return None
+        return request_total(self.token_count_estimator, self._weight())
 
     def _summary_rules(self, rules: WindowRules) -> SummaryRules:
         return SummaryRules(rules, self.summarizer, self.summary_prefix, self.headroom)

@@ -30,10 +30,28 @@ from chatmemory.core.messages import (
     require_message,
 )
 
-__all__ = ["WindowUpdate", "add_messages", "evict", "fit_window"]
+__all__ = ["FixedOverhead", "WindowUpdate", "add_messages", "evict", "fit_window"]
 
 MessageWeight = Callable[[ChatMessage], int]
 TotalWeight = Callable[[Sequence[ChatMessage]], int]
+
+
+class FixedOverhead:
+    """A request's weight as its messages' plus a fixed number of tokens, as a :data:`TotalWeight`.
+
+    What an estimator counting each message by itself and adding a fixed priming once gives: knowing the
+    overhead is fixed, :func:`evict` takes it as it is instead of weighing the whole window a second time.
+    """
+
+    __slots__ = ("tokens", "weight")
+
+    def __init__(self, tokens: int, weight: MessageWeight) -> None:
+        self.tokens = tokens
+        self.weight = weight
+
+    def __call__(self, window: Sequence[ChatMessage]) -> int:
+        """The weight of a request holding ``window``."""
+        return self.tokens + sum(map(self.weight, window))
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +241,12 @@ def evict(
     own), so only the head is looked at again. Nothing is removed from ``window`` until the end.
     """
     weights = [weight(message) for message in window]
-    overhead = total(window) - sum(weights) if total is not None else 0
+    if total is None:
+        overhead = 0
+    elif isinstance(total, FixedOverhead):
+        overhead = total.tokens
+    else:
+        overhead = total(window) - sum(weights)
     alive = [True] * len(window)
     evicted: list[ChatMessage] = []
     weighed = sum(weights)

@@ -28,7 +28,8 @@ from chatmemory.core.memory_steps import (
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
-from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate
+from chatmemory.core.tokens.framing import FramedEstimator
+from chatmemory.core.window import FixedOverhead, MessageWeight, TotalWeight, WindowUpdate
 from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
@@ -77,8 +78,18 @@ def counted_weight(
     return own.estimate_message if own is not None and estimator is own else through_cache
 
 
-def request_total(estimator: TokenCountEstimator) -> TotalWeight | None:
-    """The estimator's weight of a whole request (``estimate_messages``), if it has one."""
+def request_total(estimator: TokenCountEstimator, weight: MessageWeight) -> TotalWeight | None:
+    """The estimator's weight of a whole request (``estimate_messages``), if it has one.
+
+    A framed estimator's (one of this package's, its ``estimate_messages`` not replaced) is its messages'
+    counts plus ``reply_priming``: a :class:`~chatmemory.core.window.FixedOverhead` over ``weight``, the
+    memory's count of one message, which gives the same counts.
+    """
+    if (
+        isinstance(estimator, FramedEstimator)
+        and type(estimator).estimate_messages is FramedEstimator.estimate_messages
+    ):
+        return FixedOverhead(estimator.reply_priming, weight)
     total = getattr(estimator, "estimate_messages", None)
     return total if callable(total) else None
 
@@ -358,4 +369,4 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         return counted_weight(self.token_count_estimator, self._own_estimator, self._estimate)
 
     def _total(self) -> TotalWeight | None:
-        return request_total(self.token_count_estimator)
+        return request_total(self.token_count_estimator, self._weight())
