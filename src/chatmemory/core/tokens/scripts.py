@@ -163,6 +163,13 @@ def _numerals(run: str) -> int:
     return sum(unicodedata.category(character)[0] == "N" for character in run)
 
 
+_known_numerals = functools.lru_cache(maxsize=4096)(_numerals)
+""":func:`_numerals` of runs of wide punctuation, which come again and again (a full-width comma, a stop)."""
+
+WORD_COSTS_KEPT = 65536
+"""How many words not in the one-token list an estimator remembers the price of (then it starts again)."""
+
+
 # o200k_base cuts words at case changes (camelCase); cutting there too lets each part be looked up.
 _CASE_PARTS = re.compile(r" ?(?:[A-Z]?[a-z]+|[A-Z]+(?![a-z]))")
 _ACCENTED = re.compile(f"[{_LATIN_ACCENTED}]")
@@ -259,21 +266,29 @@ class SimpleTokenCountEstimator(FramedEstimator):
         self.rates = rates
         self.margin = float(margin)
         self._words = _one_token_words()
+        self._word_costs: dict[str, float] = {}
 
     def estimate_text(self, text: str) -> int:
         """Tokens in a piece of text, by the calibrated rates."""
         rates = self.rates
+        words, word_costs = self._words, self._word_costs
         # Fractional costs add up over the whole text; rounding each run up would overcount short runs.
         tokens = 0.0
         after_space = False
         for match in _RUNS.finditer(text):
             kind = match.lastgroup
             run = match.group()
-            if kind == "space":
+            if kind == "word":
+                if run in words:
+                    tokens += 1.0
+                else:
+                    cost = word_costs.get(run)
+                    if cost is None:
+                        cost = self._word_cost(run)
+                    tokens += cost
+            elif kind == "space":
                 after_space = True
                 continue
-            if kind == "word":
-                tokens += self._word(run)
             elif kind == "han":
                 tokens += len(run) * rates.han_tokens
             elif kind == "kana":
@@ -291,7 +306,7 @@ class SimpleTokenCountEstimator(FramedEstimator):
             elif kind == "punctuation":
                 tokens += max(1.0, len(run) / rates.punctuation_per_token)
             elif kind == "wide_punctuation":
-                tokens += len(run) * rates.wide_punctuation_tokens + _NUMERAL_TOKENS * _numerals(run)
+                tokens += len(run) * rates.wide_punctuation_tokens + _NUMERAL_TOKENS * _known_numerals(run)
             elif kind == "emoji":
                 modifiers = len(_MODIFIER.findall(run))
                 tokens += (len(run) - modifiers) * rates.emoji_tokens + modifiers * rates.emoji_modifier_tokens
@@ -301,6 +316,14 @@ class SimpleTokenCountEstimator(FramedEstimator):
                 tokens += len(run.encode("utf-8", "surrogatepass")) + after_space + _NUMERAL_TOKENS * _numerals(run)
             after_space = False
         return math.ceil(tokens * self.margin - 1e-9)
+
+    def _word_cost(self, word: str) -> float:
+        """:meth:`_word`, remembered for the next time ``word`` comes (a bounded number of words)."""
+        cost = self._word(word)
+        if len(self._word_costs) >= WORD_COSTS_KEPT:
+            self._word_costs.clear()
+        self._word_costs[word] = cost
+        return cost
 
     def _whitespace(self, run: str, before_text: bool) -> float:
         """Tokens of a run of whitespace: each stretch of one character costs apart.
