@@ -25,7 +25,7 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.core import window as window_module
-from chatmemory.core.window import FixedOverhead, evict
+from chatmemory.core.window import FixedOverhead, count_one, evict
 
 IDS = st.sampled_from(["a", "b", "c"]) | st.none()
 
@@ -138,23 +138,25 @@ def _weight(message: ChatMessage) -> int:
     st.integers(0, 30),
     st.sampled_from(["none", "function", "fixed"]),
     st.sampled_from([0, 1, 3, window_module.SCAN_LIMIT]),
+    st.sampled_from([_weight, count_one]),
 )
 def test_evict_takes_what_the_rules_read_literally_take_in_the_same_order(
-    window: list[ChatMessage], limit: int, overhead: str, scan_limit: int
+    window: list[ChatMessage], limit: int, overhead: str, scan_limit: int, weight: Callable[[ChatMessage], int]
 ) -> None:
     # overhead: none, a total weight that weighs the window again, or one known to add a fixed number.
     # scan_limit: how far results are looked for before the window is indexed (0: indexed at once).
+    # weight: one that differs by message, or a message window's (every message 1).
     total: Callable[[Sequence[ChatMessage]], int] | None = None
     if overhead == "function":
-        total = lambda messages: 3 + sum(map(_weight, messages))  # noqa: E731
+        total = lambda messages: 3 + sum(map(weight, messages))  # noqa: E731
     elif overhead == "fixed":
-        total = FixedOverhead(3, _weight)
-    expected_evicted, expected_window = oracle_evict(list(window), limit, _weight, total)
+        total = FixedOverhead(3, weight)
+    expected_evicted, expected_window = oracle_evict(list(window), limit, weight, total)
     given_window = list(window)
     default = window_module.SCAN_LIMIT
     window_module.SCAN_LIMIT = scan_limit
     try:
-        evicted, kept = evict(given_window, limit, _weight, total)
+        evicted, kept = evict(given_window, limit, weight, total)
     finally:
         window_module.SCAN_LIMIT = default
     assert evicted == expected_evicted

@@ -63,7 +63,7 @@ from chatmemory.core.memory_steps import (
 from chatmemory.core.messages import ChatMessage, SystemMessage, TextContent, UserMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
-from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, evict
+from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, count_one, evict
 from chatmemory.core.window_memory import (
     Limit,
     WindowMemoryBase,
@@ -340,10 +340,6 @@ def summary_steps(memory_id: str) -> Steps[str | None]:
     return summary_text(summary) if summary is not None else None
 
 
-def _count_one(message: ChatMessage) -> int:
-    return 1
-
-
 class SummarizingBase(WindowMemoryBase[StoreT]):
     """The summarizing memory's options, validated once; the sync and async classes add the I/O.
 
@@ -409,7 +405,7 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
 
     def _weight(self) -> MessageWeight:
         if self.token_count_estimator is None:
-            return _count_one
+            return count_one
         return counted_weight(self.token_count_estimator, self._own_estimator, self._estimate)
 
     def _total(self) -> TotalWeight | None:

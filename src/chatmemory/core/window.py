@@ -30,10 +30,15 @@ from chatmemory.core.messages import (
     require_message,
 )
 
-__all__ = ["FixedOverhead", "WindowUpdate", "add_messages", "evict", "fit_window"]
+__all__ = ["FixedOverhead", "WindowUpdate", "add_messages", "count_one", "evict", "fit_window"]
 
 MessageWeight = Callable[[ChatMessage], int]
 TotalWeight = Callable[[Sequence[ChatMessage]], int]
+
+
+def count_one(message: ChatMessage) -> int:
+    """The weight of every message in a message window: 1 (:func:`evict` knows it without asking)."""
+    return 1
 
 
 class FixedOverhead:
@@ -197,6 +202,8 @@ def _orphans(window: Sequence[ChatMessage]) -> list[int]:
     before it can have asked for it. A result without an id can only be judged by position, so it is an
     orphan only at the head.
     """
+    if not any(issubclass(kind, ToolExecutionResultMessage) for kind in set(map(type, window))):
+        return []  # no tool result at all (a chat without tools): nothing to look at one by one
     requested: set[str] = set()
     orphans: list[int] = []
     at_head = True
@@ -240,7 +247,7 @@ def evict(
     (every result further on was asked for by a message that stays, or was one of the evicted message's
     own), so only the head is looked at again. Nothing is removed from ``window`` until the end.
     """
-    weights = [weight(message) for message in window]
+    weights = [1] * len(window) if weight is count_one else [weight(message) for message in window]
     if total is None:
         overhead = 0
     elif isinstance(total, FixedOverhead):

@@ -29,7 +29,7 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.tokens.framing import FramedEstimator
-from chatmemory.core.window import FixedOverhead, MessageWeight, TotalWeight, WindowUpdate
+from chatmemory.core.window import FixedOverhead, MessageWeight, TotalWeight, WindowUpdate, count_one
 from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
@@ -298,10 +298,6 @@ class WindowMemoryBase(Generic[StoreT]):
         return f"{type(self).__name__}(id={self._id!r}, {self._limit_name}={self._limit!r}, store={self._store!r})"
 
 
-def _count_one(message: ChatMessage) -> int:
-    return 1
-
-
 class MessageWindowBase(WindowMemoryBase[StoreT]):
     """The message window's options: the last ``max_messages`` messages (see ``MessageWindowChatMemory``)."""
 
@@ -324,7 +320,7 @@ class MessageWindowBase(WindowMemoryBase[StoreT]):
         )
 
     def _weight(self) -> MessageWeight:
-        return _count_one
+        return count_one
 
 
 class TokenWindowBase(WindowMemoryBase[StoreT]):
