@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 
@@ -107,16 +108,17 @@ def test_the_cache_keeps_only_cache_size_messages() -> None:
     assert (estimator.cache_hits, estimator.cache_misses) == (0, 4)  # "a" was evicted before it came back
 
 
-def _memory(kind: str, cache_size: int) -> TokenWindowChatMemory | SummarizingChatMemory:
+def _memory(kind: str, cache_size: int | None) -> TokenWindowChatMemory | SummarizingChatMemory:
     if kind == "token window":
-        return TokenWindowChatMemory("m", max_tokens=60, cache_size=cache_size)
-    return SummarizingChatMemory("m", max_tokens=60, cache_size=cache_size, summarizer=lambda previous, gone: "s")
+        return TokenWindowChatMemory("m", max_tokens=60, cache_size=cache_size)  # type: ignore[arg-type]  # None too
+    summarize = lambda previous, gone: "s"  # noqa: E731
+    return SummarizingChatMemory("m", max_tokens=60, cache_size=cache_size, summarizer=summarize)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", ["token window", "summarizing"])
 def test_a_memory_without_an_estimator_counts_each_message_once_and_keeps_cache_size_counts(kind: str) -> None:
-    counted: dict[int, list[str]] = {}
-    for cache_size in (4096, 0):
+    counted: dict[int | None, list[str]] = {}
+    for cache_size in (4096, 1, 0, None):
         memory = _memory(kind, cache_size)
         estimator = memory.token_count_estimator
         assert isinstance(estimator, SimpleTokenCountEstimator)
@@ -131,12 +133,43 @@ def test_a_memory_without_an_estimator_counts_each_message_once_and_keeps_cache_
         for number in range(12):
             memory.add(UserMessage(f"message number {number} " + "word " * 8))
             memory.messages()
-    # Each message counted once, however often the window was weighed after; with cache_size=0 nothing is
-    # kept, so the messages still in the window are counted again at every weighing. (A summarizing
-    # memory also counts its summary's parts.)
+    # Each message counted once, however often the window was weighed after. With cache_size=1 the
+    # estimator keeps one count, so the messages still in the window are counted again at every weighing.
+    # With 0 or None the memory keeps counts as it always did: the default estimator counts, behind the
+    # memory's own LRU (none, or unbounded). (A summarizing memory also counts its summary's parts.)
     added = sorted(f"message number {number} " + "word " * 8 for number in range(12))
-    assert sorted(text for text in counted[4096] if text.startswith("message")) == added
-    assert len([text for text in counted[0] if text.startswith("message")]) > 2 * len(added)
+    for cache_size in (4096, 0, None):
+        assert sorted(text for text in counted[cache_size] if text.startswith("message")) == added, cache_size
+    assert len([text for text in counted[1] if text.startswith("message")]) > 2 * len(added)
+
+
+def test_an_estimate_messages_of_the_estimator_object_itself_counts_the_request() -> None:
+    estimator = SimpleTokenCountEstimator()
+    estimator.estimate_messages = lambda messages: 1000 + sum(map(estimator.estimate_message, messages))  # type: ignore[method-assign]
+    memory = TokenWindowChatMemory("m", max_tokens=200, token_count_estimator=estimator)
+    memory.add(UserMessage("hello"))
+    assert memory.messages() == []  # over the budget once the request's 1,000 tokens are counted
+
+
+def test_changed_rates_and_a_subclass_pricing_words_its_own_way_count_as_without_anything_remembered() -> None:
+    estimator = SimpleTokenCountEstimator()
+    text = "zqxvbn zqxvbn qwrtpl"  # words in no list: priced by their letters
+    estimator.estimate_text(text)
+    estimator.rates = dataclasses.replace(estimator.rates, letters_per_token=1.0)
+    fresh = SimpleTokenCountEstimator()
+    fresh.rates = estimator.rates
+    assert estimator.estimate_text(text) == fresh.estimate_text(text) > SimpleTokenCountEstimator().estimate_text(text)
+
+    asked: list[str] = []
+
+    class EveryWordFive(SimpleTokenCountEstimator):
+        def _word(self, word: str) -> float:
+            asked.append(word)
+            return 5.0
+
+    own = EveryWordFive(cache_size=0)
+    assert own.estimate_text("the the zqxvbn") == own.estimate_text("the the zqxvbn") >= 15
+    assert asked == ["the", " the", " zqxvbn"] * 2
 
 
 def test_bad_settings_name_the_estimator() -> None:

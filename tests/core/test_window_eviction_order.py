@@ -11,6 +11,8 @@ answered, weights that differ, a per-request overhead.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
+from unittest.mock import Mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -132,25 +134,32 @@ def _weight(message: ChatMessage) -> int:
     return 1 + len(text) % 4
 
 
+def _float_weight(message: ChatMessage) -> float:
+    """Weights whose sums round: the same sum in another order can differ in its last bit."""
+    return (0.1, 0.2, 0.7, 0.3)[_weight(message) - 1] if not isinstance(message, CustomMessage) else 0.6
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     windows(),
     st.integers(0, 30),
     st.sampled_from(["none", "function", "fixed"]),
     st.sampled_from([0, 1, 3, window_module.SCAN_LIMIT]),
-    st.sampled_from([_weight, count_one]),
+    st.sampled_from([_weight, count_one, _float_weight]),
 )
 def test_evict_takes_what_the_rules_read_literally_take_in_the_same_order(
-    window: list[ChatMessage], limit: int, overhead: str, scan_limit: int, weight: Callable[[ChatMessage], int]
+    window: list[ChatMessage], limit: int, overhead: str, scan_limit: int, weight: Callable[[ChatMessage], Any]
 ) -> None:
     # overhead: none, a total weight that weighs the window again, or one known to add a fixed number.
     # scan_limit: how far results are looked for before the window is indexed (0: indexed at once).
-    # weight: one that differs by message, or a message window's (every message 1).
+    # weight: one that differs by message, a message window's (every message 1), or floats.
     total: Callable[[Sequence[ChatMessage]], int] | None = None
     if overhead == "function":
         total = lambda messages: 3 + sum(map(weight, messages))  # noqa: E731
     elif overhead == "fixed":
         total = FixedOverhead(3, weight)
+    if weight is _float_weight:
+        limit = limit / 10  # type: ignore[assignment]
     expected_evicted, expected_window = oracle_evict(list(window), limit, weight, total)
     given_window = list(window)
     default = window_module.SCAN_LIMIT
@@ -177,3 +186,26 @@ def test_a_long_window_evicted_down_to_a_few_turns_keeps_the_last_whole_turns() 
     evicted, kept = evict(window, 18, lambda _: 1)
     assert len(evicted) == 17_500 - 18
     assert kept == last_turns and kept[0] == UserMessage("question 4995")
+
+
+def test_a_fixed_overhead_over_another_weight_is_weighed_as_a_total() -> None:
+    # Only a FixedOverhead over evict's own weight is taken as a constant; any other is called.
+    window: list[ChatMessage] = [UserMessage(str(number)) for number in range(5)]
+    expected = oracle_evict(list(window), 5, count_one, FixedOverhead(0, lambda _: 2))
+
+    class Doubled(FixedOverhead):
+        def __call__(self, messages: Sequence[ChatMessage]) -> int:
+            return 2 * super().__call__(messages)
+
+    assert evict(list(window), 5, count_one, FixedOverhead(0, lambda _: 2)) == expected
+    assert evict(list(window), 5, count_one, Doubled(0, count_one)) == oracle_evict(
+        list(window), 5, count_one, Doubled(0, count_one)
+    )
+    assert expected[1] == []
+
+
+def test_a_stand_in_for_a_tool_result_is_judged_as_one() -> None:
+    stray = Mock(spec=ToolExecutionResultMessage)
+    stray.id = "x"
+    evicted, kept = evict([stray, UserMessage("u")], 10, lambda _: 1)
+    assert evicted == [stray] and kept == [UserMessage("u")]

@@ -70,6 +70,7 @@ from chatmemory.core.window_memory import (
     check_callback,
     check_estimator,
     counted_weight,
+    own_estimator,
     request_total,
 )
 from chatmemory.stores.base.retry import RetryPolicy
@@ -387,13 +388,14 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         self.summary_prefix = summary_prefix
         self.headroom = headroom
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)
-        self._own_estimator: SimpleTokenCountEstimator | None = None
+        self._own_estimator = own_estimator(token_count_estimator, cache_size) if max_tokens is not None else None
         self.token_count_estimator: TokenCountEstimator | None = None
         if max_tokens is not None:
-            if token_count_estimator is None:
-                self._own_estimator = self.token_count_estimator = SimpleTokenCountEstimator(cache_size=cache_size)
-            else:
-                self.token_count_estimator = check_estimator(token_count_estimator)
+            self.token_count_estimator = (
+                self._own_estimator or SimpleTokenCountEstimator()
+                if token_count_estimator is None
+                else check_estimator(token_count_estimator)
+            )
 
     def _estimate(self, message: ChatMessage) -> int:
         tokens = self._counts.get(message)

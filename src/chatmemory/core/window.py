@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from chatmemory.core.messages import (
     AiMessage,
     ChatMessage,
+    CustomMessage,
     SystemMessage,
     ToolExecutionResultMessage,
+    UserMessage,
     checked_messages,
     require_message,
 )
@@ -109,12 +111,17 @@ def _place_messages(
 SCAN_LIMIT = 64
 """How far past an evicted call :func:`evict` looks for its results before it indexes the window instead."""
 
+_NEVER_RESULTS = frozenset({SystemMessage, UserMessage, AiMessage, CustomMessage})
+"""Message types that are no tool result (exactly these: a subclass or a stand-in is looked at one by one)."""
+
 
 class _Calls:
     """Where each tool call id is asked (by AI messages) and answered (by results) in a window.
 
-    Built once per :func:`evict` that needs it: when a call's results are not all found close after it (a
-    call never answered), looking further for each evicted call would cost a pass over the window each.
+    A result belongs to an evicted call until an AI message asks for its id again, however far after the
+    call it stands; with ids that are never asked again (the usual case) every evicted call would look
+    through the rest of the window. :func:`evict` builds this index instead, once, when a call's ids are not
+    all asked again within :data:`SCAN_LIMIT` messages and the window goes on beyond that.
     """
 
     __slots__ = ("answered", "asked")
@@ -154,7 +161,7 @@ def _results_of(
 
     Only messages still ``alive`` (not evicted) count: those after ``position``, in order, are what stands
     after ``ai`` once the evicted ones are gone. ``calls`` holds the window's :class:`_Calls` once built
-    (empty until then; built here when a call's results are not all found within :data:`SCAN_LIMIT`).
+    (empty until then; built here when the call's ids are not all asked again within :data:`SCAN_LIMIT`).
 
     A result with an id belongs to the nearest earlier request with that id: some providers number calls
     per turn (``call_0`` every time), so a later AI message asking with the same id claims the results
@@ -165,18 +172,18 @@ def _results_of(
     end = len(window)
     if open_ids and not calls:
         stop = min(end, position + 1 + SCAN_LIMIT)
-        unanswered = set(open_ids)
+        still_open = set(open_ids)  # ids no later AI message has asked again: their results are the call's
         for index in range(position + 1, stop):
-            if not unanswered:
+            if not still_open:
                 break
             if not alive[index]:
                 continue
             message = window[index]
             if isinstance(message, AiMessage):
-                unanswered -= {request.id for request in message.tool_execution_requests}
-            elif isinstance(message, ToolExecutionResultMessage) and message.id in unanswered:
+                still_open -= {request.id for request in message.tool_execution_requests}
+            elif isinstance(message, ToolExecutionResultMessage) and message.id in still_open:
                 doomed.add(index)
-        if unanswered and stop < end:
+        if still_open and stop < end:
             calls.append(_Calls(window))
     if open_ids and calls:
         doomed = calls[0].results(alive, position, open_ids)
@@ -202,7 +209,7 @@ def _orphans(window: Sequence[ChatMessage]) -> list[int]:
     before it can have asked for it. A result without an id can only be judged by position, so it is an
     orphan only at the head.
     """
-    if not any(issubclass(kind, ToolExecutionResultMessage) for kind in set(map(type, window))):
+    if set(map(type, window)) <= _NEVER_RESULTS:
         return []  # no tool result at all (a chat without tools): nothing to look at one by one
     requested: set[str] = set()
     orphans: list[int] = []
@@ -243,20 +250,24 @@ def evict(
         The evicted messages (oldest first) and the window.
 
     One pass over the window, whatever is evicted: each eviction takes the oldest message that is not a
-    system message, with its tool results; after it, only the head of the window can hold new orphans
-    (every result further on was asked for by a message that stays, or was one of the evicted message's
-    own), so only the head is looked at again. Nothing is removed from ``window`` until the end.
+    system message, with its tool results; after it, only the head of the window can hold new orphans (a
+    result further on with an id was asked for by a message that stays, or was one of the evicted
+    message's own; one without an id is judged by its place, which only the head changes), so only the
+    head is looked at again. Nothing is removed from ``window`` until the end.
     """
     weights = [1] * len(window) if weight is count_one else [weight(message) for message in window]
     if total is None:
         overhead = 0
-    elif isinstance(total, FixedOverhead):
+    elif type(total) is FixedOverhead and total.weight is weight:
         overhead = total.tokens
     else:
         overhead = total(window) - sum(weights)
     alive = [True] * len(window)
     evicted: list[ChatMessage] = []
     weighed = sum(weights)
+    # Ints are kept as a running total; any other weights (floats) are summed again after each eviction,
+    # in order, so that rounding comes out as it would over the window itself.
+    exact = weight is count_one or set(map(type, weights)) <= {int}
 
     def remove(indices: Iterable[int]) -> None:
         nonlocal weighed
@@ -264,6 +275,8 @@ def evict(
             alive[index] = False
             weighed -= weights[index]
             evicted.append(window[index])
+        if not exact:
+            weighed = sum(kept for kept, live in zip(weights, alive, strict=True) if live)
 
     remove(_orphans(window))
     head = 0  # no message before it is alive and not a system message

@@ -65,6 +65,18 @@ class SupportsEstimateMessages(Protocol):
         ...
 
 
+def own_estimator(given: TokenCountEstimator | None, cache_size: int | None) -> SimpleTokenCountEstimator | None:
+    """The estimator a token window makes to keep its counts itself, or ``None`` when it must not.
+
+    Only when no estimator is ``given`` and ``cache_size`` is a positive number: then the estimator keeps
+    that many counts. With none kept (``0``) or no bound (``None``), the memory counts with a default
+    estimator through its own LRU of counts, as with an estimator given to it.
+    """
+    if given is not None or cache_size is None or isinstance(cache_size, bool) or not isinstance(cache_size, int):
+        return None
+    return SimpleTokenCountEstimator(cache_size=cache_size) if cache_size > 0 else None
+
+
 def counted_weight(
     estimator: TokenCountEstimator, own: SimpleTokenCountEstimator | None, through_cache: MessageWeight
 ) -> MessageWeight:
@@ -85,12 +97,9 @@ def request_total(estimator: TokenCountEstimator, weight: MessageWeight) -> Tota
     counts plus ``reply_priming``: a :class:`~chatmemory.core.window.FixedOverhead` over ``weight``, the
     memory's count of one message, which gives the same counts.
     """
-    if (
-        isinstance(estimator, FramedEstimator)
-        and type(estimator).estimate_messages is FramedEstimator.estimate_messages
-    ):
-        return FixedOverhead(estimator.reply_priming, weight)
     total = getattr(estimator, "estimate_messages", None)
+    if isinstance(estimator, FramedEstimator) and getattr(total, "__func__", None) is FramedEstimator.estimate_messages:
+        return FixedOverhead(estimator.reply_priming, weight)
     return total if callable(total) else None
 
 
@@ -347,12 +356,12 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         )
         # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)
-        self._own_estimator: SimpleTokenCountEstimator | None = None
-        self.token_count_estimator: TokenCountEstimator
-        if token_count_estimator is None:
-            self._own_estimator = self.token_count_estimator = SimpleTokenCountEstimator(cache_size=cache_size)
-        else:
-            self.token_count_estimator = check_estimator(token_count_estimator)
+        self._own_estimator = own_estimator(token_count_estimator, cache_size)
+        self.token_count_estimator: TokenCountEstimator = (
+            self._own_estimator or SimpleTokenCountEstimator()
+            if token_count_estimator is None
+            else check_estimator(token_count_estimator)
+        )
 
     def _estimate(self, message: ChatMessage) -> int:
         tokens = self._counts.get(message)

@@ -267,11 +267,17 @@ class SimpleTokenCountEstimator(FramedEstimator):
         self.margin = float(margin)
         self._words = _one_token_words()
         self._word_costs: dict[str, float] = {}
+        self._priced_with = self.rates
 
     def estimate_text(self, text: str) -> int:
         """Tokens in a piece of text, by the calibrated rates."""
         rates = self.rates
         words, word_costs = self._words, self._word_costs
+        if rates is not self._priced_with:  # prices remembered under other rates no longer hold
+            word_costs.clear()
+            self._priced_with = rates
+        # A subclass pricing words its own way is asked for every word, as if nothing were remembered.
+        remembers = type(self)._word is SimpleTokenCountEstimator._word
         # Fractional costs add up over the whole text; rounding each run up would overcount short runs.
         tokens = 0.0
         after_space = False
@@ -279,7 +285,9 @@ class SimpleTokenCountEstimator(FramedEstimator):
             kind = match.lastgroup
             run = match.group()
             if kind == "word":
-                if run in words:
+                if not remembers:
+                    tokens += self._word(run)
+                elif run in words:
                     tokens += 1.0
                 else:
                     cost = word_costs.get(run)
