@@ -258,7 +258,7 @@ def evict(
     weights = [1] * len(window) if weight is count_one else [weight(message) for message in window]
     if total is None:
         overhead = 0
-    elif type(total) is FixedOverhead and total.weight is weight:
+    elif type(total) is FixedOverhead and total.weight == weight:  # the same function (a bound method: equal)
         overhead = total.tokens
     else:
         overhead = total(window) - sum(weights)
