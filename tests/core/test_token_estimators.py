@@ -143,6 +143,19 @@ def test_a_memory_without_an_estimator_counts_each_message_once_and_keeps_cache_
     assert len([text for text in counted[1] if text.startswith("message")]) > 2 * len(added)
 
 
+def test_a_window_weighed_by_an_estimator_of_this_package_looks_each_message_up_once() -> None:
+    # Its request is its messages' counts plus the reply priming: the window is weighed once, not a second
+    # time for the request's total (each look-up is a cache hit on the memory's own estimator).
+    memory = TokenWindowChatMemory("m", max_tokens=100_000)
+    for number in range(10):
+        memory.add(UserMessage(f"message {number}"))
+    estimator = memory.token_count_estimator
+    assert isinstance(estimator, SimpleTokenCountEstimator)
+    before = estimator.cache_hits
+    assert len(memory.messages()) == 10
+    assert estimator.cache_hits - before == 10
+
+
 def test_an_estimate_messages_of_the_estimator_object_itself_counts_the_request() -> None:
     estimator = SimpleTokenCountEstimator()
     estimator.estimate_messages = lambda messages: 1000 + sum(map(estimator.estimate_message, messages))  # type: ignore[method-assign]
