@@ -68,10 +68,9 @@ from chatmemory.core.window_memory import (
     Limit,
     WindowMemoryBase,
     check_callback,
-    check_estimator,
     counted_weight,
-    own_estimator,
     request_total,
+    window_estimator,
 )
 from chatmemory.stores.base.retry import RetryPolicy
 
@@ -388,14 +387,10 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         self.summary_prefix = summary_prefix
         self.headroom = headroom
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)
-        self._own_estimator = own_estimator(token_count_estimator, cache_size) if max_tokens is not None else None
         self.token_count_estimator: TokenCountEstimator | None = None
+        self._own_estimator: SimpleTokenCountEstimator | None = None
         if max_tokens is not None:
-            self.token_count_estimator = (
-                self._own_estimator or SimpleTokenCountEstimator()
-                if token_count_estimator is None
-                else check_estimator(token_count_estimator)
-            )
+            self.token_count_estimator, self._own_estimator = window_estimator(token_count_estimator, cache_size)
 
     def _estimate(self, message: ChatMessage) -> int:
         tokens = self._counts.get(message)

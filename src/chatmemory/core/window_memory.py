@@ -65,16 +65,22 @@ class SupportsEstimateMessages(Protocol):
         ...
 
 
-def own_estimator(given: TokenCountEstimator | None, cache_size: int | None) -> SimpleTokenCountEstimator | None:
-    """The estimator a token window makes to keep its counts itself, or ``None`` when it must not.
+def window_estimator(
+    given: TokenCountEstimator | None, cache_size: int | None
+) -> tuple[TokenCountEstimator, SimpleTokenCountEstimator | None]:
+    """The estimator a token window counts with, and the same one if the memory made it to keep its counts.
 
-    Only when no estimator is ``given`` and ``cache_size`` is a positive number: then the estimator keeps
-    that many counts. With none kept (``0``) or no bound (``None``), the memory counts with a default
-    estimator through its own LRU of counts, as with an estimator given to it.
+    ``given`` is checked and used as it is (its counts go through the memory's LRU: other memories may
+    share it). With none given, the memory makes a ``SimpleTokenCountEstimator``; when ``cache_size`` is a
+    positive number that estimator keeps the counts itself (the second value). With none kept (``0``) or
+    no bound (``None``), a default one counts behind the memory's own LRU, as a given one would.
     """
-    if given is not None or cache_size is None or isinstance(cache_size, bool) or not isinstance(cache_size, int):
-        return None
-    return SimpleTokenCountEstimator(cache_size=cache_size) if cache_size > 0 else None
+    if given is not None:
+        return check_estimator(given), None
+    if cache_size is None or isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size <= 0:
+        return SimpleTokenCountEstimator(), None
+    own = SimpleTokenCountEstimator(cache_size=cache_size)
+    return own, own
 
 
 def counted_weight(
@@ -356,12 +362,8 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         )
         # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)
-        self._own_estimator = own_estimator(token_count_estimator, cache_size)
-        self.token_count_estimator: TokenCountEstimator = (
-            self._own_estimator or SimpleTokenCountEstimator()
-            if token_count_estimator is None
-            else check_estimator(token_count_estimator)
-        )
+        self.token_count_estimator: TokenCountEstimator
+        self.token_count_estimator, self._own_estimator = window_estimator(token_count_estimator, cache_size)
 
     def _estimate(self, message: ChatMessage) -> int:
         tokens = self._counts.get(message)
