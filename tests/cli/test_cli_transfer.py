@@ -167,3 +167,27 @@ def test_copy_reports_a_source_memory_that_does_not_decode(stores, run) -> None:
     assert result.status == 1
     assert "memory 'b' does not decode at the source and was skipped: not valid JSON" in result.err
     assert "1 created, 1 failed" in result.err
+
+
+def test_import_reports_deeply_nested_lines_by_number_and_goes_on(stores, run, tmp_path: Path) -> None:
+    target = stores.url("target")
+    good = b'{"id": "good", "memory": ' + native.dumps([UserMessage("hi")]) + b"}"
+    later = good.replace(b'"good"', b'"later"')
+
+    def nested(depth: int) -> bytes:
+        inner = depth - 4
+        return b'{"id": "deep", "memory": {"version": 1, "messages": [{"x": ' + b"[" * inner + b"]" * inner + b"}]}}"
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join([good, nested(256), nested(700), nested(1023), nested(5000), later]))
+    strict = run("import", target, str(path), "--strict")
+    assert strict.status == 1
+    assert "4 bad lines; nothing was written (--strict)" in strict.err
+    assert stores[target].get_messages("good") == []
+    result = run("import", target, str(path))
+    assert result.status == 1
+    for number in (2, 3, 4, 5):
+        assert f"line {number}: " in result.err
+    assert "Traceback" not in result.err
+    assert "2 created, 4 failed" in result.err
+    assert stores[target].get_messages("later") == [UserMessage("hi")]

@@ -58,3 +58,28 @@ def test_a_bad_line_says_which_and_what(line: bytes, says: str) -> None:
         decode_line(line, 7)
     assert says in str(raised.value)
     assert raised.value.line_number == 7
+
+
+def nested_line(depth: int, memory_id: str = "m") -> bytes:
+    """An export line whose JSON nests ``depth`` levels deep in all (the deepest part in a message)."""
+    inner = depth - 4  # the line, its memory, the messages, the message
+    return (
+        b'{"id": "'
+        + memory_id.encode()
+        + b'", "memory": {"version": 1, "messages": [{"type": "USER", "x": '
+        + b"[" * inner
+        + b"]" * inner
+        + b"}]}}"
+    )
+
+
+@pytest.mark.parametrize("depth", [200, 255, 256, 257, 600, 1023, 1024, 1025, 5000])
+def test_a_line_nested_at_any_depth_is_a_bad_line(depth: int) -> None:
+    # orjson reads 1024 levels but writes only 255: a line between the two once escaped as a TypeError.
+    line = nested_line(depth)
+    if depth <= 1024:
+        orjson.loads(line)  # JSON the reader takes whole: only handing its payload on could fail
+    with pytest.raises(BadExportLineError) as raised:
+        decode_line(line, 9)
+    assert raised.value.line_number == 9
+    assert str(raised.value).startswith("line 9: ")

@@ -94,8 +94,9 @@ def decode_line(line: bytes | str, line_number: int) -> ExportedMemory:
     """The memory on one export line.
 
     Raises:
-        BadExportLineError: the line is not valid JSON, lacks ``id`` or ``memory``, has an invalid id, or
-            its payload does not decode (a corrupted or newer-format payload); the message says which.
+        BadExportLineError: the line is not valid JSON (or nests too deeply), lacks ``id`` or ``memory``,
+            has an invalid id, or its payload does not decode (a corrupted or newer-format payload); the
+            message says which.
     """
     try:
         document = orjson.loads(line)
@@ -117,7 +118,15 @@ def decode_line(line: bytes | str, line_number: int) -> ExportedMemory:
         raise BadExportLineError(line_number, f"invalid memory id: {exc}") from None
     expires_at = _expiry(document["expires_at"], line_number) if "expires_at" in document else UNKNOWN_EXPIRY
     try:
-        messages = native.loads(orjson.dumps(document["memory"]), memory_id=memory_id)
+        # orjson reads JSON nested up to 1024 levels but writes at most 255: a line in between is read
+        # whole and only its payload cannot be handed on.
+        payload = orjson.dumps(document["memory"])
+    except orjson.JSONEncodeError as exc:
+        raise BadExportLineError(
+            line_number, f"memory {memory_id!r} is nested too deeply to be a chatmemory payload ({exc})"
+        ) from None
+    try:
+        messages = native.loads(payload, memory_id=memory_id)
     except CorruptedMemoryError as exc:
         raise BadExportLineError(line_number, f"memory {memory_id!r} does not decode: {exc.reason}") from None
     except ChatMemoryError as exc:  # UnsupportedFormatVersionError: names the id and what to upgrade
