@@ -74,10 +74,10 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     # ------------------------------------------------------------------------------------ driving
 
-    async def _send(self, command: Command) -> object:
+    async def _send(self, client: Redis | RedisCluster, command: Command) -> object:
         if not isinstance(command, Scan):
-            return await send_async(self._client, command)
-        client, pattern, kind = self._client, command.pattern, command.type
+            return await send_async(client, command)
+        pattern, kind = command.pattern, command.type
         if isinstance(client, RedisCluster):
             found = client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
         else:
@@ -122,8 +122,9 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         pattern = glob_literal(self._prefix) + b"*"
         seen: set[str] = set()
         try:
-            await self._gate.ready()
-            async for found in self._client.scan_iter(match=pattern, count=1000, _type="string"):
+            on = self._on_loop()
+            await on.gate.ready()
+            async for found in on.client.scan_iter(match=pattern, count=1000, _type="string"):
                 memory_id = memory_id_of(found, self._prefix)
                 if memory_id is not None and memory_id not in seen:  # SCAN may return a key twice
                     seen.add(memory_id)

@@ -8,20 +8,24 @@ whose reply was abandoned and puts it back in the pool, so no connection is lost
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
+import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TypeVar
 
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.turns import AsyncLocalTurns
 from chatmemory.stores.redis.base import RedisStoreBase
-from chatmemory.stores.redis.commands import Command, Scan, Sends
+from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
 from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.sending import send_async
@@ -41,7 +45,10 @@ T = TypeVar("T")
 
 
 class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
-    """An asyncio store on Redis or Redis Cluster; supports versioning, listing, TTL, raw records and history.
+    """An asyncio store on Redis or Redis Cluster: versioning, locked updates, listing, TTL, raw records, history.
+
+    Works from any event loop: built from a URL, it keeps a client per loop (see
+    :class:`~chatmemory.aio.stores.redis_gate.GatedClient`); a client passed in serves its first loop only.
 
     The memories are the ones the blocking :class:`chatmemory.stores.redis.RedisChatMemoryStore` reads and
     writes: both stores can share a server, a key prefix and each memory.
@@ -77,11 +84,18 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
 
     # ------------------------------------------------------------------------------------ driving
 
-    async def _send(self, command: Command) -> object:
+    def _started(self) -> None:
+        super()._started()
+        self._turns = AsyncLocalTurns()
+
+    async def _send(self, client: Redis | RedisCluster, command: Command) -> object:
+        if isinstance(command, Sleep):
+            await asyncio.sleep(command.seconds)
+            return None
         try:
             if isinstance(command, Scan):
-                return {key async for key in self._scan(command.pattern)}
-            return await send_async(self._client, command)
+                return {key async for key in self._scan(client, command.pattern)}
+            return await send_async(client, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
 
@@ -89,11 +103,12 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         self._check_open(operation, memory_id)
         return await drive_async(step, self._perform)
 
-    def _scan(self, pattern: bytes) -> AsyncIterator[bytes]:
+    @staticmethod
+    def _scan(client: Redis | RedisCluster, pattern: bytes) -> AsyncIterator[bytes]:
         """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
-        if isinstance(self._client, RedisCluster):
-            return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
-        return self._client.scan_iter(match=pattern, count=1000)
+        if isinstance(client, RedisCluster):
+            return client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
+        return client.scan_iter(match=pattern, count=1000)
 
     # ---------------------------------------------------------------------------------- operations
 
@@ -111,6 +126,26 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return await self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
+
+    @_traced.coroutine("modify")
+    async def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+        """
+        steps = self._steps
+        async with self._turns.hold(memory_id):
+            token = secrets.token_bytes(16)
+            await self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, self._options.lock))
+            try:
+                version = await self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
+                    await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
+                raise
+            await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
+            return version
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
@@ -138,7 +173,7 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         self._check_open(Operation.LIST)
         seen: set[str] = set()
         try:
-            async for key in self._scan(self._key_space.meta_pattern):
+            async for key in self._scan(self._loop_client(), self._key_space.meta_pattern):
                 if (memory_id := self._key_space.new_id_of_meta_key(key, seen)) is not None:
                     yield memory_id
         except DRIVER_ERRORS as exc:

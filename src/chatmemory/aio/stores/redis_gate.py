@@ -19,7 +19,10 @@ under it on every node). Commands other code sends on a client it shares with th
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+import threading
+import weakref
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
@@ -86,30 +89,114 @@ class RedisGate:
             self._cluster = None
 
 
-class _Gated(Protocol):
-    _client: Any
-    _gate: RedisGate
+class _OnLoop:
+    """What an asyncio Redis store uses on one event loop: a client bound to that loop and its gate."""
 
-    async def _send(self, command: Any) -> object: ...
+    __slots__ = ("client", "closer", "gate", "owned")
+
+    def __init__(self, client: Any, owned: bool) -> None:
+        self.client = client
+        self.gate = RedisGate(client)
+        self.owned = owned
+        self.closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_with_loop(
+    store_ref: weakref.ReferenceType[Any], loop: asyncio.AbstractEventLoop
+) -> AsyncGenerator[None, None]:
+    """Suspended for the loop's lifetime: the loop's ``shutdown_asyncgens`` (``asyncio.run``) closes the client."""
+    try:
+        yield
+    finally:
+        store = store_ref()
+        on = None if store is None else store._loops.pop(loop, None)
+        if on is not None:
+            await on.client.aclose()
 
 
 class GatedClient:
-    """What the asyncio Redis stores do with their client: send through the :class:`RedisGate`, close it.
+    """What the asyncio Redis stores do with their clients: one per event loop, sent through a :class:`RedisGate`.
 
-    A store sends each command with its ``_send``; :meth:`_perform` (what its operations are driven with)
-    waits for the gate first.
+    A redis-py asyncio client belongs to the loop it first ran on (its connections and locks are that
+    loop's). A store built from a URL therefore makes one client per event loop, when that loop first
+    uses it, and closes it when the loop shuts down (``asyncio.run`` and test runners shut down a loop's
+    async generators first) or in ``aclose``; so ``asyncio.run`` twice, or several threads each running its
+    own loop, share one store. A client the caller passed in is used on the first loop only: on any other
+    the store raises :class:`~chatmemory.core.errors.StoreError` at once, naming the fix.
+
+    A store sends each command with its ``_send(client, command)``; :meth:`_perform` (what its operations
+    are driven with) finds the running loop's client and waits for its gate first.
     """
 
-    def _started(self: _Gated) -> None:
-        self._gate = RedisGate(self._client)
+    _client: Any
+    _owns_client: bool
+    _repr_name: ClassVar[str]
+    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _OnLoop]
+    _unused: bool
+    _loops_guard: threading.Lock
 
-    async def _perform(self: _Gated, command: Any) -> object:
-        gate = self._gate
+    if TYPE_CHECKING:  # the store's own, and its client holder's
+
+        async def _send(self, client: Any, command: Any) -> object: ...
+
+        def _another_client(self) -> Any: ...
+
+    def _started(self) -> None:
+        self._loops = weakref.WeakKeyDictionary()
+        self._unused = True  # the client built (or given) at construction, not yet bound to a loop
+        self._loops_guard = threading.Lock()
+
+    def _on_loop(self) -> _OnLoop:
+        loop = asyncio.get_running_loop()
+        on = self._loops.get(loop)
+        if on is not None:
+            return on
+        with self._loops_guard:
+            for other in [other for other in self._loops if other.is_closed()]:
+                self._loops.pop(other, None)  # its loop is gone, and its connections with it
+            if self._unused:
+                client, self._unused = self._client, False
+            else:
+                client = self._another_client()
+                if client is None:
+                    raise StoreError(
+                        Operation.CONNECT,
+                        detail=(
+                            f"the redis-py client given to {self._repr_name} belongs to the event loop it first "
+                            "ran on, and this is another one; build the store from a URL (it then keeps a client "
+                            "per event loop), or build one store per event loop"
+                        ),
+                    )
+            on = self._loops[loop] = _OnLoop(client, self._owns_client)
+        return on
+
+    async def _perform(self, command: Any) -> object:
+        on = self._on_loop()
+        if on.owned and on.closer is None:
+            on.closer = _close_with_loop(weakref.ref(self), asyncio.get_running_loop())
+            await on.closer.asend(None)
+        gate = on.gate
         await gate.ready()
         if gate.turns is None:
-            return await self._send(command)
+            return await self._send(on.client, command)
         async with gate.turns:
-            return await self._send(command)
+            return await self._send(on.client, command)
 
-    async def _release(self: _Gated) -> None:
-        await self._client.aclose()
+    def _loop_client(self) -> Any:
+        """The client of the running loop (made now if this loop has none yet)."""
+        return self._on_loop().client
+
+    async def _release(self) -> None:
+        running = asyncio.get_running_loop()
+        clients = list(self._loops.items())
+        self._loops.clear()
+        if self._unused:
+            clients.append((running, _OnLoop(self._client, True)))
+        for loop, on in clients:
+            if on.closer is not None:
+                on.closer = None  # its loop's shutdown finds nothing left to close
+            if loop is running:
+                await on.client.aclose()
+            elif not loop.is_closed():
+                future = asyncio.run_coroutine_threadsafe(on.client.aclose(), loop)
+                await asyncio.wrap_future(future)

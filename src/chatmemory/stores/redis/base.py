@@ -17,6 +17,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
+from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT
 from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.client import ClientHolder
 from chatmemory.stores.redis.commands import Sends
@@ -60,6 +61,8 @@ class RedisStoreBase(ClientHolder[_Client]):
         socket_connect_timeout: float = DEFAULT_SOCKET_CONNECT_TIMEOUT,
         history: bool = False,
         history_ttl: TTL = None,
+        lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
+        lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
     ) -> None:
         options = StoreOptions.validate(
             key_prefix=key_prefix,
@@ -70,6 +73,8 @@ class RedisStoreBase(ClientHolder[_Client]):
             socket_connect_timeout=socket_connect_timeout,
             history=history,
             history_ttl=history_ttl,
+            lock_lease=lock_lease,
+            lock_wait=lock_wait,
         )
         self._options = options
         self._key_space = KeySpace(options.key_prefix)

@@ -34,11 +34,14 @@ class ClientHolder(Generic[_Client]):
             ValueError: ``check`` refused the client (an owned one is let go first).
         """
         client: Any
+        self._build = build
         if isinstance(url_or_client, str):
             client = build(url_or_client)
+            self._url: str | None = url_or_client
             self._owns_client = True
         elif isinstance(url_or_client, self._client_types):
             client = url_or_client
+            self._url = None
             self._owns_client = False
         else:
             raise TypeError(self._wrong_client.format(name=type(url_or_client).__name__))
@@ -50,6 +53,10 @@ class ClientHolder(Generic[_Client]):
         self._client: _Client = client
         self._cluster = isinstance(client, self._client_types[1])
         self._started()
+
+    def _another_client(self) -> Any:
+        """One more client like the first, from the URL the store was built from (``None``: given a client)."""
+        return None if self._url is None else self._build(self._url)
 
     def _discard(self, client: Any) -> None:
         """Let go of a client the store will not use (the executor closes an owned one if it can)."""

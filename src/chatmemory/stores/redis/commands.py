@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any, NamedTuple, TypeVar
 
+from chatmemory.core.memory_steps import Sleep
 from chatmemory.stores.redis.keys import MemoryKeys
 from chatmemory.stores.redis.scripts import LuaScript
 
-__all__ = ["Call", "Command", "Scan", "ScriptCall", "Sends"]
+__all__ = ["Call", "Command", "Scan", "ScriptCall", "Sends", "Sleep"]
 
 _T = TypeVar("_T")
 
@@ -86,8 +87,8 @@ class Scan(NamedTuple):
     memory_id: None = None
 
 
-Command = ScriptCall | Call | Scan
-"""Anything an operation yields."""
+Command = ScriptCall | Call | Scan | Sleep
+"""Anything an operation yields (a :class:`~chatmemory.core.memory_steps.Sleep` while a writer waits its turn)."""
 
 Sends = Generator[Command, object, _T]
 """An operation: yields commands, receives each reply, returns its result."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from chatmemory.stores.base.options import (
     validate_prefix,
     validate_snapshot_cache_size,
 )
+from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 
 __all__ = ["DEFAULT_SOCKET_CONNECT_TIMEOUT", "DEFAULT_SOCKET_TIMEOUT", "ClientTarget", "StoreOptions"]
 
@@ -74,6 +76,7 @@ class StoreOptions:
     socket_connect_timeout: float
     history: bool = False
     history_ttl: float | None = None
+    lock: LockOptions = LockOptions()  # noqa: RUF009 - frozen, so one shared default is safe
 
     @classmethod
     def validate(
@@ -87,6 +90,8 @@ class StoreOptions:
         socket_connect_timeout: float,
         history: bool = False,
         history_ttl: TTL = None,
+        lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
+        lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
     ) -> StoreOptions:
         """The options, or the error that says which one is wrong and what to pass.
 
@@ -104,6 +109,7 @@ class StoreOptions:
             _timeout("socket_connect_timeout", socket_connect_timeout),
             history,
             history_ttl_seconds(history, history_ttl, seconds),
+            LockOptions.validate(lock_lease, lock_wait),
         )
 
     def client_options(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Where a memory lives in Redis: its keys in one hash slot, and the patterns that list them.
 
-A memory's keys are ``<prefix>{<escaped id>}:meta``, ``<prefix>{<escaped id>}:messages`` and, for a store
-built with history, ``<prefix>{<escaped id>}:history``. The braces make the escaped id the hash tag, so
+A memory's keys are ``<prefix>{<escaped id>}:meta``, ``<prefix>{<escaped id>}:messages``, for a store
+built with history ``<prefix>{<escaped id>}:history``, and while a writer holds the memory's lease lock
+``<prefix>{<escaped id>}:lock``. The braces make the escaped id the hash tag, so
 all of them sit in one slot of a Redis Cluster and one script can touch them together. ``{``, ``}`` and
 ``%`` are percent-escaped in the id so that no id can end the tag early and every key maps back to exactly
 one id.
@@ -19,7 +20,7 @@ __all__ = ["KeySpace", "MemoryKeys"]
 _ESCAPED_ID = re.compile(rb"(?:[^%{}]|%25|%7B|%7D)+")
 _GLOB_SPECIAL = re.compile(rb"([*?\[\]\\])")
 _UNESCAPES = {b"%25": b"%", b"%7B": b"{", b"%7D": b"}"}
-_META, _MESSAGES, _HISTORY = b":meta", b":messages", b":history"
+_META, _MESSAGES, _HISTORY, _LOCK = b":meta", b":messages", b":history", b":lock"
 
 
 def _escape_id(memory_id: str) -> bytes:
@@ -50,6 +51,7 @@ class MemoryKeys:
         meta: the metadata hash (version, incarnation, length, recent write ids).
         messages: the list of message records.
         history: the list of history entries (written only by stores built with history).
+        lock: the lease lock of ``modify`` (a string: its holder's token), absent while nobody holds it.
         window: ``(meta, messages)``: the keys a script of a store without history is sent.
         with_history: ``(meta, messages, history)``: the keys a script of a store with history is sent.
     """
@@ -57,6 +59,7 @@ class MemoryKeys:
     meta: bytes
     messages: bytes
     history: bytes
+    lock: bytes
     window: tuple[bytes, bytes]
     with_history: tuple[bytes, bytes, bytes]
 
@@ -75,7 +78,7 @@ class KeySpace:
         """The keys of ``memory_id`` (validated here)."""
         tagged = self._prefix + b"{" + _escape_id(validate_memory_id(memory_id)) + b"}"
         meta, messages, history = tagged + _META, tagged + _MESSAGES, tagged + _HISTORY
-        return MemoryKeys(meta, messages, history, (meta, messages), (meta, messages, history))
+        return MemoryKeys(meta, messages, history, tagged + _LOCK, (meta, messages), (meta, messages, history))
 
     @property
     def meta_pattern(self) -> bytes:

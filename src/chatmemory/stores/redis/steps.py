@@ -7,6 +7,10 @@ in at the ``yield`` as the store's error. It keeps the snapshot cache up to date
 store (:mod:`.store`) and the asyncio one (:mod:`chatmemory.aio.stores.redis`) only send the commands
 (:mod:`chatmemory.stores.base.driving`); neither decides anything. No driver and no I/O here.
 
+``modify`` (writers taking turns) is three operations the executor runs in order: :meth:`Steps.lock`
+(``SET NX PX`` with the holder's token, polled with :class:`~chatmemory.core.memory_steps.Sleep` while
+busy), :meth:`Steps.locked_change` (read, change, conditional write) and :meth:`Steps.unlock`.
+
 A store with history writes only over a window it knows (cached, or read first): the history appends
 are found from it, and the write is conditional on it, so a write that loses a conflict records nothing.
 """
@@ -19,12 +23,14 @@ from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.memory_steps import Sleep
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import loads_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
+from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.commands import Call, Scan, ScriptCall, Sends
 from chatmemory.stores.redis.history import history_page
@@ -40,6 +46,7 @@ from chatmemory.stores.redis.outcomes import (
     write_outcome,
 )
 from chatmemory.stores.redis.plan import Planner, WritePlan
+from chatmemory.stores.redis.scripts import UNLOCK
 from chatmemory.stores.redis.times import expire_at_done, times_of
 
 __all__ = ["Steps"]
@@ -161,6 +168,46 @@ class Steps:
         memory_id = validate_memory_id(memory_id)
         self.cache.forget(memory_id)
         yield Call("delete", self.planner.key_space.keys_of(memory_id).with_history, Operation.DELETE, memory_id)
+
+    # ------------------------------------------------------------------------------ taking turns
+
+    def lock(self, memory_id: str, token: bytes, options: LockOptions) -> Sends[None]:
+        """Take the lease lock of ``memory_id`` for ``token``, waiting while another writer holds it.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``options.wait`` seconds.
+        """
+        memory_id = validate_memory_id(memory_id)
+        key = self.planner.key_space.keys_of(memory_id).lock
+        take = Call("execute_command", ("SET", key, token, "NX", "PX", options.lease_ms), Operation.WRITE, memory_id)
+        waiting = options.polling().start()
+        while not (yield take):
+            delay = waiting.backoff()
+            if delay is None:
+                raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
+            yield Sleep(delay)
+
+    def locked_change(self, memory_id: str, change: Change) -> Sends[int]:
+        """Apply ``change`` to what is stored and write it at the version read, over again until it lands.
+
+        Run while holding the lock: the writes that still get in between come from writers that have not
+        queued (an optimistic first attempt, a plain update), and each costs one more read. The write stays
+        conditional, so a holder whose lease ran out cannot overwrite what the next holder wrote.
+        """
+        while True:
+            snapshot = yield from self.load(memory_id)
+            new = change(list(snapshot.messages))
+            if new is None:
+                return snapshot.version
+            try:
+                return (yield from self.save(memory_id, new, snapshot.version))
+            except ConcurrentUpdateError:
+                telemetry.retried()
+
+    def unlock(self, memory_id: str, token: bytes) -> Sends[None]:
+        """Give back the lease lock of ``memory_id`` if ``token`` still holds it."""
+        keys = self.planner.key_space.keys_of(validate_memory_id(memory_id))
+        yield ScriptCall(UNLOCK, keys, (token,), Operation.WRITE, memory_id, (keys.lock,))
 
     @staticmethod
     def times(call: ScriptCall) -> Sends[MemoryTimes | None]:

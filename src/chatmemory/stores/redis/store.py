@@ -8,20 +8,24 @@ order of the commands of each operation, in :mod:`.steps` (shared with the async
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import secrets
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.turns import LocalTurns
 from chatmemory.stores.redis.base import RedisStoreBase
-from chatmemory.stores.redis.commands import Command, Scan, Sends
+from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
 from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.keys import KeySpace
@@ -40,7 +44,10 @@ T = TypeVar("T")
 
 
 class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
-    """A store on Redis or Redis Cluster; supports versioning, listing, TTL, raw records and history.
+    """A store on Redis or Redis Cluster; supports versioning, locked updates, listing, TTL, raw records, history.
+
+    Writers of one memory that conflict take turns in :meth:`modify`: threads sharing the store queue in
+    the process, writers elsewhere on a lease lock in the memory's hash slot (``{id}:lock``), never listed.
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
@@ -61,6 +68,10 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
             ``ttl``; ``None``: it expires with the window.
         socket_connect_timeout: seconds to wait for a connection, likewise (default
             :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
+        lock_lease: seconds (or a ``timedelta``) after which the lock of :meth:`modify` is free again when
+            its holder died or hung (default 5): the longest a dead writer keeps the others waiting.
+        lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
+            :class:`~chatmemory.ConcurrentUpdateError` (default 30).
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a client, or an option has the wrong type.
@@ -94,7 +105,13 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
 
     # ------------------------------------------------------------------------------------ driving
 
+    def _started(self) -> None:
+        self._turns = LocalTurns()
+
     def _perform(self, command: Command) -> object:
+        if isinstance(command, Sleep):
+            time.sleep(command.seconds)
+            return None
         try:
             if isinstance(command, Scan):
                 return set(self._scan(command.pattern))
@@ -129,6 +146,26 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
+
+    @_traced("modify")
+    def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+        """
+        steps = self._steps
+        with self._turns.hold(memory_id):
+            token = secrets.token_bytes(16)
+            self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, self._options.lock))
+            try:
+                version = self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
+                    self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
+                raise
+            self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
+            return version
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

@@ -2,7 +2,8 @@
 
 ``head.lua`` (the layout, the server clock, the ttl check and the judgement of a memory's head) is put
 before each of ``read.lua``, ``write.lua``, ``times.lua``, ``expire.lua``, ``history.lua`` and
-``trim.lua``; each result is one script, run as one atomic round trip.
+``trim.lua``; each result is one script, run as one atomic round trip. ``unlock.lua`` (giving back a
+memory's lease lock) stands alone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 
-__all__ = ["EXPIRE", "HISTORY", "READ", "TIMES", "TRIM", "WRITE", "LuaScript"]
+__all__ = ["EXPIRE", "HISTORY", "READ", "TIMES", "TRIM", "UNLOCK", "WRITE", "LuaScript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,11 @@ class LuaScript:
     @classmethod
     def with_head(cls, name: str, head: str, body: str) -> LuaScript:
         """The script ``name`` of ``head.lua``'s text ``head`` and its own file's text ``body``."""
-        source = head + "\n" + body
+        return cls.of(name, head + "\n" + body)
+
+    @classmethod
+    def of(cls, name: str, source: str) -> LuaScript:
+        """The script ``name`` whose whole text is ``source``."""
         return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())  # Redis names scripts by SHA1
 
 
@@ -48,3 +53,4 @@ TIMES = _load("times")
 EXPIRE = _load("expire")
 HISTORY = _load("history")
 TRIM = _load("trim")
+UNLOCK = LuaScript.of("unlock", files(__name__).joinpath("unlock.lua").read_text("utf-8"))
