@@ -29,18 +29,21 @@ __all__ = [
 
 NAMESPACE_OPTIONS: dict[str, tuple[str, ...]] = {
     "redis": ("key_prefix",),
+    "langchain4j_redis": ("key_prefix",),
     "sql": ("table_prefix",),
     "mongodb": ("database", "collection"),
     "memory": (),
 }
-"""Store kind → the constructor options that choose its namespace."""
+"""Store kind (what :func:`store_kind` names) → the constructor options that choose its namespace.
+
+Every module :data:`chatmemory.stores.url.STORE_SCHEMES` maps a scheme to has an entry (a test holds them to it)."""
 
 StoreOpener = Callable[[str, Mapping[str, Any]], contextlib.AbstractContextManager[ChatMemoryStore]]
 """``(url, options) -> context manager of a store``: how commands open stores (tests pass their own)."""
 
 
 def store_kind(url: str) -> str:
-    """``redis``, ``sql``, ``mongodb`` or ``memory``: the kind of store a URL names.
+    """``redis``, ``langchain4j_redis``, ``sql``, ``mongodb`` or ``memory``: the kind of store a URL names.
 
     Raises:
         click.BadParameter: the URL has no scheme, or no store serves its scheme.
