@@ -18,18 +18,17 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.serialization import langchain4j
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
-from chatmemory.stores.langchain4j_redis.history import (
-    HISTORY_SUFFIX,
-    WRITE_HISTORY_SCRIPT_SHA,
-    Get,
-    HistorySteps,
-    Script,
+from chatmemory.stores.langchain4j_redis.history import WRITE_HISTORY_SCRIPT_SHA, Get, HistorySteps, Script
+from chatmemory.stores.langchain4j_redis.keys import (
+    HISTORY_MARK,
     history_key,
     history_pattern,
+    legacy_history_key,
     memory_id_of_history_key,
+    write_ids_key,
 )
 from chatmemory.stores.langchain4j_redis.known_values import KnownValues
-from chatmemory.stores.langchain4j_redis.plan import VersionBook, digest, key
+from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, digest, key
 from chatmemory.stores.langchain4j_redis.value import encode
 from chatmemory.stores.redis import Redis, RedisCluster
 from support.backends.langchain4j_redis import drop_prefix
@@ -42,7 +41,7 @@ keys = st.lists(st.one_of(BRACES, st.binary(max_size=4)), max_size=8).map(b"".jo
 @given(memory_key=keys)
 def test_a_history_key_is_in_the_memory_keys_slot_and_forms_no_other_hash_tag(memory_key: bytes) -> None:
     found = history_key(memory_key)
-    assert found.startswith(memory_key + HISTORY_SUFFIX)
+    assert found.startswith(memory_key + HISTORY_MARK)
     assert key_slot(found) == key_slot(memory_key)
 
 
@@ -62,7 +61,7 @@ def test_a_history_key_maps_back_to_its_memory_id(memory_id: str) -> None:
 
 
 def test_the_history_pattern_takes_the_prefix_literally() -> None:
-    assert history_pattern(b"a*[") == b"a\\*\\[*" + HISTORY_SUFFIX + b"*"
+    assert history_pattern(b"a*[") == b"a\\*\\[*" + HISTORY_MARK + b"*"
 
 
 @pytest.fixture(params=["server", pytest.param("cluster", marks=pytest.mark.redis_cluster)])
@@ -154,12 +153,12 @@ def test_a_store_without_history_writes_no_history_key(client: Redis | RedisClus
 
 def _steps() -> HistorySteps:
     book = VersionBook(8)
-    return HistorySteps(book, KnownValues(8), b"p:", 60_000, None)
+    return HistorySteps(book, KnownValues(8), WriteIds(), b"p:", 60_000, None)
 
 
 def _recorded(command: object) -> list[bytes]:
     assert isinstance(command, Script) and command.sha == WRITE_HISTORY_SCRIPT_SHA
-    assert command.keys == (b"p:m", history_key(b"p:m"))
+    assert command.keys == (b"p:m", history_key(b"p:m"), write_ids_key(b"p:m"), legacy_history_key(b"p:m"))
     return list(command.args[5:])
 
 

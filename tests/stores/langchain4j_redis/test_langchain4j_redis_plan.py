@@ -11,6 +11,7 @@ from hypothesis import assume, given
 from chatmemory import ConcurrentUpdateError, SerializationError, UserMessage
 from chatmemory.stores.langchain4j_redis.plan import (
     VersionBook,
+    WriteIds,
     client_url,
     digest,
     glob_literal,
@@ -35,20 +36,27 @@ def test_a_value_read_again_keeps_its_version_and_a_write_gets_a_greater_one() -
     assert book.expected_digest("m", 0) == b""
 
 
-def test_a_write_plan_carries_the_hash_of_the_value_read() -> None:
+def test_a_write_plan_carries_the_hash_of_the_value_read_and_its_own_write_id() -> None:
     book = VersionBook(8)
     version = book.read("m", digest(b"[]"))
-    plan = plan_write(book, b"p:", "m", [UserMessage("hi")], version, ttl_ms=0)
+    plan = plan_write(book, b"p:", "m", [UserMessage("hi")], version, ttl_ms=0, write_id=b"w1")
     assert (plan.key, plan.expected_digest, plan.new_digest) == (b"p:m", digest(b"[]"), digest(plan.value))
-    assert plan.script_args()[-1] == b"0"
+    assert plan.script_args() == (digest(b"[]"), plan.value, b"w1", b"0")
     assert written_version(book, "m", plan, 1, version) > version
     with pytest.raises(ConcurrentUpdateError, match="'m'"):
         written_version(book, "m", plan, 0, version)
     with pytest.raises(ConcurrentUpdateError):
-        plan_write(book, b"p:", "m", [], version, ttl_ms=0)  # not the current version any more
+        plan_write(book, b"p:", "m", [], version, ttl_ms=0, write_id=b"w2")  # not the current version any more
     book.forget("m")
     with pytest.raises(ConcurrentUpdateError):
-        plan_write(book, b"p:", "m", [], book.read("m", digest(b"[]")) + 1, ttl_ms=0)
+        plan_write(book, b"p:", "m", [], book.read("m", digest(b"[]")) + 1, ttl_ms=0, write_id=b"w3")
+
+
+def test_write_ids_are_never_repeated_within_a_store_or_across_stores() -> None:
+    first, second = WriteIds(), WriteIds()
+    ids = [first.next() for _ in range(1000)] + [second.next() for _ in range(1000)]
+    assert len(set(ids)) == len(ids)
+    assert all(each.isascii() and each.isalnum() for each in ids)
 
 
 @given(message_lists)

@@ -18,7 +18,7 @@ from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.langchain4j_redis.history import HistorySteps
 from chatmemory.stores.langchain4j_redis.known_values import KnownValues
-from chatmemory.stores.langchain4j_redis.plan import VersionBook, check_client, client_url, key
+from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, check_client, client_url, key
 from chatmemory.stores.redis.client import ClientHolder
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
@@ -60,10 +60,13 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history_ttl = history_seconds
         self._known = KnownValues(version_book_size)
+        self._write_ids = WriteIds()
         self._history: HistorySteps | None = None
         if history:
             history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
-            self._history = HistorySteps(self._book, self._known, self._prefix, self._ttl_ms, history_ms)
+            self._history = HistorySteps(
+                self._book, self._known, self._write_ids, self._prefix, self._ttl_ms, history_ms
+            )
         self._hold(url_or_client, self._client_from_url, self._check)
 
     def _check(self, client: Any) -> None:

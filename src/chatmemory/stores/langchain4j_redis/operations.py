@@ -22,10 +22,20 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
-from chatmemory.stores.langchain4j_redis.commands import Delete, Get, Scan, Script, Sends, Set
-from chatmemory.stores.langchain4j_redis.history import HistorySteps, history_key, history_pattern
-from chatmemory.stores.langchain4j_redis.history import memory_id_of_history_key as owner_of
+from chatmemory.stores.langchain4j_redis.commands import Get, Scan, Script, Sends, Set
+from chatmemory.stores.langchain4j_redis.history import HistorySteps
+from chatmemory.stores.langchain4j_redis.keys import (
+    history_key,
+    history_pattern,
+    legacy_history_key,
+    legacy_history_pattern,
+    memory_id_of_history_key,
+    memory_id_of_legacy_history_key,
+    write_ids_key,
+)
 from chatmemory.stores.langchain4j_redis.plan import (
+    DELETE_SCRIPT,
+    DELETE_SCRIPT_SHA,
     WRITE_SCRIPT,
     WRITE_SCRIPT_SHA,
     digest,
@@ -90,9 +100,11 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
         if self._history is not None:
             step = self._history.save(memory_id, listed, expected_version)
             return (yield from self._recorded(Operation.WRITE, memory_id, step))
-        plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms)
+        write_id = self._write_ids.next()
+        plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms, write_id)
         try:
-            reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, (plan.key,), plan.script_args())
+            keys = (plan.key, write_ids_key(plan.key))
+            reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, keys, plan.script_args())
         except RedisError as exc:
             raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
         version = written_version(self._book, memory_id, plan, reply, expected_version)
@@ -118,7 +130,8 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
     def _delete(self, memory_id: str) -> Sends[None]:
         try:
             memory_key = self.key_of(memory_id)
-            yield Delete((memory_key, history_key(memory_key)))
+            keys = (memory_key, history_key(memory_key), write_ids_key(memory_key), legacy_history_key(memory_key))
+            yield Script(DELETE_SCRIPT, DELETE_SCRIPT_SHA, keys, ())
         except RedisError as exc:
             raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
         finally:
@@ -152,11 +165,13 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
     def _trim_all(self, steps: HistorySteps, args: tuple[bytes, ...]) -> Sends[int]:
         try:
             keys: set[bytes] = yield Scan(history_pattern(self._prefix), "list")  # type: ignore[assignment]
+            legacy: set[bytes] = yield Scan(legacy_history_pattern(self._prefix), "list")  # type: ignore[assignment]
         except RedisError as exc:
             raise StoreError(Operation.LIST, detail=str(exc)) from exc
+        owners = {memory_id_of_history_key(each, self._prefix) for each in keys}
+        owners.update(memory_id_of_legacy_history_key(each, self._prefix) for each in legacy)
         removed = 0
-        for each in keys:
-            owner = owner_of(each, self._prefix)
+        for owner in owners:
             if owner is not None:
                 removed += yield from self._recorded(Operation.WRITE, owner, steps.trim(owner, args))
         return removed

@@ -18,11 +18,20 @@ sends it with the write. Hence:
   object, knows nothing of it and a save with it is a conflict, as after a restart: reload and go on);
 * a value that changed and changed back between a read and a write (A → B → A) is not a conflict: the
   value the writer read is the value it replaces, so nothing it did not see is lost.
+
+**Write ids.** The driver sends a script again when its reply was lost, and the value alone cannot tell
+that resend from another writer that read the same value and wrote the same result (two equal adds, two
+pops of one message). So every write carries an id of its own (:class:`WriteIds`); the script keeps the
+latest ones in a list beside the value (:func:`~chatmemory.stores.langchain4j_redis.keys.write_ids_key`),
+and only a write that finds its own id there is told it landed already. The value stays exactly
+LangChain4j's JSON, and a Java ``SET`` changes its hash, so a stale save still conflicts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import secrets
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,10 +46,13 @@ from chatmemory.stores.base.versions import next_version
 from chatmemory.stores.langchain4j_redis.value import encode
 
 __all__ = [
+    "DELETE_SCRIPT",
+    "DELETE_SCRIPT_SHA",
     "URL_SCHEMES",
     "WRITE_SCRIPT",
     "WRITE_SCRIPT_SHA",
     "VersionBook",
+    "WriteIds",
     "WritePlan",
     "check_client",
     "client_url",
@@ -53,10 +65,18 @@ __all__ = [
     "written_version",
 ]
 
-WRITE_SCRIPT = (resources.files("chatmemory.stores.langchain4j_redis") / "scripts" / "write.lua").read_text("utf-8")
-"""The compare-and-set of one memory's value (see the script for its arguments)."""
-WRITE_SCRIPT_SHA = hashlib.sha1(WRITE_SCRIPT.encode("utf-8"), usedforsecurity=False).hexdigest()
-"""What ``EVALSHA`` names the script by; a server that does not know it yet gets ``EVAL`` once."""
+
+def script(name: str) -> tuple[str, str]:
+    """The source of ``scripts/<name>.lua`` and the SHA-1 that ``EVALSHA`` names it by."""
+    source = (resources.files("chatmemory.stores.langchain4j_redis") / "scripts" / f"{name}.lua").read_text("utf-8")
+    return source, hashlib.sha1(source.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+WRITE_SCRIPT, WRITE_SCRIPT_SHA = script("write")
+"""The compare-and-set of one memory's value (see the script for its arguments), and the SHA-1 that
+``EVALSHA`` names it by; a server that does not know it yet gets ``EVAL`` once."""
+DELETE_SCRIPT, DELETE_SCRIPT_SHA = script("delete")
+"""The delete of a memory's value and of every key chatmemory keeps beside it."""
 
 URL_SCHEMES = {"redis+langchain4j": "redis", "rediss+langchain4j": "rediss"}
 """``open_store`` schemes of this store and the Redis scheme each stands for."""
@@ -140,19 +160,35 @@ class VersionBook:
         self._seen.clear()
 
 
+class WriteIds:
+    """Ids unique to one write each: a random nonce of the store object and a counter (no syscall per write)."""
+
+    def __init__(self) -> None:
+        self._nonce = secrets.token_hex(8).encode("ascii")
+        self._counter = itertools.count()
+
+    def next(self) -> bytes:
+        """A new id (hex, 17 bytes or more)."""
+        return b"%b%x" % (self._nonce, next(self._counter))
+
+
 @dataclass(frozen=True, slots=True)
 class WritePlan:
-    """One compare-and-set to send: ``EVALSHA WRITE_SCRIPT 1 key expected value new_digest ttl_ms``."""
+    """One compare-and-set to send: ``EVALSHA WRITE_SCRIPT 2 key write_ids_key expected value write_id ttl_ms``.
+
+    ``write_id`` is this write's own: sent again unchanged, the script knows it landed already.
+    """
 
     key: bytes
     expected_digest: bytes
     value: bytes
     new_digest: bytes
     ttl_ms: int
+    write_id: bytes
 
     def script_args(self) -> tuple[bytes, ...]:
         """The script's ARGV."""
-        return (self.expected_digest, self.value, self.new_digest, b"%d" % self.ttl_ms)
+        return (self.expected_digest, self.value, self.write_id, b"%d" % self.ttl_ms)
 
 
 def plan_write(
@@ -162,6 +198,7 @@ def plan_write(
     messages: list[ChatMessage],
     expected_version: int,
     ttl_ms: int,
+    write_id: bytes,
 ) -> WritePlan:
     """The compare-and-set that saves ``messages`` at ``expected_version``.
 
@@ -173,7 +210,7 @@ def plan_write(
     if expected is None:
         raise ConcurrentUpdateError(memory_id, expected_version)
     value = encode(messages)
-    return WritePlan(key(prefix, memory_id), expected, value, digest(value), ttl_ms)
+    return WritePlan(key(prefix, memory_id), expected, value, digest(value), ttl_ms, write_id)
 
 
 def written_version(book: VersionBook, memory_id: str, plan: WritePlan, reply: object, expected_version: int) -> int:

@@ -1,0 +1,164 @@
+"""Where a LangChain4j-layout memory lives: the key Java reads, and chatmemory's own keys beside it.
+
+The memory key is ``key_prefix + memory id``, LangChain4j's own. chatmemory keeps two more keys per memory
+that Java never reads: the history (:func:`history_key`) and the ids of its latest writes
+(:func:`write_ids_key`, how a write sent again after a lost reply knows it landed). Each is the memory key,
+a ``0xFF`` byte, a name, and, on a key without a hash tag, two bytes that bring it back to the memory key's
+Redis Cluster slot (so one script changes them all). ``0xFF`` never occurs in UTF-8, so no memory id's key
+is one of these, and the first ``0xFF`` ends the memory key, so the keys of two memories never coincide.
+Neither is a string key, so listing (string keys only) never sees them. Pure: no driver, no I/O.
+
+Stores before this layout kept the history at the memory key followed by ``:chatmemory-history``
+(:func:`legacy_history_key`), which is also the key of the memory id ending so; a list there can only be
+such a history (a memory is a string), and a store adopts it (renames it to :func:`history_key`) when it
+next writes, reads or trims that history, and deletes it with the memory.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+
+from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.stores.langchain4j_redis.plan import glob_literal, key
+
+__all__ = [
+    "HISTORY_MARK",
+    "LEGACY_HISTORY_SUFFIX",
+    "WRITE_IDS_MARK",
+    "history_key",
+    "history_pattern",
+    "legacy_history_key",
+    "legacy_history_pattern",
+    "memory_id_of_history_key",
+    "memory_id_of_legacy_history_key",
+    "write_ids_key",
+]
+
+HISTORY_MARK = b"\xffchatmemory-history"
+"""What follows the memory key in its history key (then, for keys without a hash tag, slot bytes)."""
+WRITE_IDS_MARK = b"\xffchatmemory-writes"
+"""What follows the memory key in the key of its latest write ids (then, maybe, slot bytes)."""
+LEGACY_HISTORY_SUFFIX = b":chatmemory-history"
+"""What followed the memory key in the history key of stores before :data:`HISTORY_MARK`."""
+
+_SLOTS = 16384
+_CLOSE = ord("}")
+_MARK = 0xFF
+
+
+def _slot(redis_key: bytes) -> int:
+    """The Redis Cluster slot of ``redis_key`` (CRC16/XMODEM of the key, or of its hash tag)."""
+    start = redis_key.find(b"{")
+    if start >= 0:
+        end = redis_key.find(b"}", start + 1)
+        if end > start + 1:
+            redis_key = redis_key[start + 1 : end]
+    return binascii.crc_hqx(redis_key, 0) % _SLOTS
+
+
+@functools.cache
+def _two_byte_basis() -> dict[int, tuple[int, int]]:
+    """Pivots to invert ``T(v) = crc16(v as two bytes)``, by the highest bit of ``T(v)``: ``{bit: (T(v), v)}``.
+
+    CRC16/XMODEM has no initial value or final xor, so ``T`` is linear over GF(2), and appending two bytes
+    ``x`` to a CRC state ``s`` gives ``T(s ^ x)``: a bijection, so any CRC is reachable from any state.
+    """
+    basis: dict[int, tuple[int, int]] = {}
+    for bit in range(16):
+        value, source = binascii.crc_hqx((1 << bit).to_bytes(2, "big"), 0), 1 << bit
+        while value:
+            high = value.bit_length() - 1
+            if high not in basis:
+                basis[high] = (value, source)
+                break
+            value, source = value ^ basis[high][0], source ^ basis[high][1]
+    return basis
+
+
+def _two_bytes_giving(crc: int) -> int:
+    """The ``v`` with ``crc16(v as two bytes) == crc``."""
+    basis = _two_byte_basis()
+    source = 0
+    while crc:
+        value, contribution = basis[crc.bit_length() - 1]
+        crc, source = crc ^ value, source ^ contribution
+    return source
+
+
+def _in_slot_of(memory_key: bytes, name: bytes) -> bytes:
+    """``memory_key + name``, then bytes bringing it back to ``memory_key``'s slot if it left it.
+
+    A memory key with a hash tag keeps it (``name`` holds no brace). Without one, the slot is the CRC of the
+    whole key, so two bytes are appended that give the CRC of a key in the same slot (CRC16 is linear: two
+    appended bytes reach any value); bytes holding ``}`` are avoided, so no hash tag is formed.
+    """
+    base = memory_key + name
+    target = _slot(memory_key)
+    if _slot(base) == target:
+        return base
+    filler = b""
+    while True:
+        state = binascii.crc_hqx(base + filler, 0)
+        for crc in range(target, 65536, _SLOTS):
+            tail = (state ^ _two_bytes_giving(crc)).to_bytes(2, "big")
+            if _CLOSE not in tail:
+                return base + filler + tail
+        filler += b":"
+
+
+@functools.lru_cache(maxsize=4096)
+def history_key(memory_key: bytes) -> bytes:
+    """The key of the history of the memory at ``memory_key``: in its hash slot, never any memory's key."""
+    return _in_slot_of(memory_key, HISTORY_MARK)
+
+
+@functools.lru_cache(maxsize=4096)
+def write_ids_key(memory_key: bytes) -> bytes:
+    """The key of the latest write ids of the memory at ``memory_key``: in its hash slot, never a memory's key."""
+    return _in_slot_of(memory_key, WRITE_IDS_MARK)
+
+
+@functools.lru_cache(maxsize=4096)
+def legacy_history_key(memory_key: bytes) -> bytes:
+    """Where stores before :data:`HISTORY_MARK` kept the history of the memory at ``memory_key``."""
+    return _in_slot_of(memory_key, LEGACY_HISTORY_SUFFIX)
+
+
+def history_pattern(prefix: bytes) -> bytes:
+    """A SCAN MATCH pattern for the history keys of the memories under ``prefix``."""
+    return glob_literal(prefix) + b"*" + glob_literal(HISTORY_MARK) + b"*"
+
+
+def legacy_history_pattern(prefix: bytes) -> bytes:
+    """A SCAN MATCH pattern for the history keys stores before :data:`HISTORY_MARK` wrote under ``prefix``."""
+    return glob_literal(prefix) + b"*" + glob_literal(LEGACY_HISTORY_SUFFIX) + b"*"
+
+
+def _memory_id(raw: bytes) -> str | None:
+    try:
+        return validate_memory_id(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def memory_id_of_history_key(found: bytes, prefix: bytes) -> str | None:
+    """The memory id whose history key is ``found``, or ``None`` for a key that is no such history key."""
+    if not found.startswith(prefix):
+        return None
+    end = found.find(_MARK, len(prefix))  # the first 0xFF ends the memory key: no UTF-8 holds one
+    if end <= len(prefix) or not found.startswith(HISTORY_MARK, end):
+        return None
+    memory_id = _memory_id(found[len(prefix) : end])
+    return memory_id if memory_id is not None and history_key(key(prefix, memory_id)) == found else None
+
+
+def memory_id_of_legacy_history_key(found: bytes, prefix: bytes) -> str | None:
+    """The memory id whose legacy history key is ``found``, or ``None`` for a key that is no such key."""
+    if not found.startswith(prefix):
+        return None
+    end = found.rfind(LEGACY_HISTORY_SUFFIX)
+    if end <= len(prefix):
+        return None
+    memory_id = _memory_id(found[len(prefix) : end])
+    return memory_id if memory_id is not None and legacy_history_key(key(prefix, memory_id)) == found else None
