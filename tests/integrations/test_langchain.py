@@ -135,10 +135,12 @@ def test_reasoning_reads_as_thinking() -> None:
         ]
     )
     kwargs = lc.AIMessage(content="42", additional_kwargs={"reasoning_content": "because"})
-    assert from_langchain([blocks, kwargs]) == [
-        AiMessage("42", thinking="first\n\nthen"),
-        AiMessage("42", thinking="because"),
+    read = from_langchain([blocks, kwargs])
+    assert [(message.text, message.thinking) for message in read if isinstance(message, AiMessage)] == [
+        ("42", "first\n\nthen"),
+        ("42", "because"),
     ]
+    assert to_langchain(read) == [blocks, kwargs]
     [back] = to_langchain([AiMessage("42", thinking="because")])
     assert back.content == [{"type": "reasoning", "reasoning": "because"}, {"type": "text", "text": "42"}]
 
@@ -172,6 +174,7 @@ def test_multimodal_blocks() -> None:
     assert back.contents[-1] == PdfFileContent(base64_data="JVBERi0=", mime_type="application/pdf")
     assert back.contents[:-1] == message.contents[:-1]
     assert back.attributes == {"k": [1, 2]}
+    assert to_langchain([back]) == [human]
 
 
 def test_older_and_provider_content_formats_are_read() -> None:
@@ -183,16 +186,17 @@ def test_older_and_provider_content_formats_are_read() -> None:
             {"type": "image", "source_type": "url", "url": "https://ex.com/b.png"},
         ]
     )
-    assert from_langchain([human]) == [
-        UserMessage(
-            [
-                TextContent("plain"),
-                ImageContent(url="https://ex.com/a.png", detail_level="LOW"),
-                ImageContent(base64_data="/9j/", mime_type="image/jpeg"),
-                ImageContent(url="https://ex.com/b.png"),
-            ]
-        )
-    ]
+    [read] = from_langchain([human])
+    assert isinstance(read, UserMessage)
+    assert read.contents == (
+        TextContent("plain"),
+        ImageContent(url="https://ex.com/a.png", detail_level="LOW"),
+        ImageContent(base64_data="/9j/", mime_type="image/jpeg"),
+        ImageContent(url="https://ex.com/b.png"),
+    )
+    # The content is kept as it was given, and written back so.
+    assert read.attributes == {"langchain": {"content": human.content}}
+    assert to_langchain([read]) == [human]
 
 
 def test_arguments_that_are_not_a_json_object_travel_as_invalid_tool_calls() -> None:
@@ -203,11 +207,149 @@ def test_arguments_that_are_not_a_json_object_travel_as_invalid_tool_calls() -> 
     assert isinstance(ai, lc.AIMessage)
     assert ai.tool_calls == [{"type": "tool_call", "id": "b", "name": "g", "args": {}}]
     assert [(call["id"], call["args"]) for call in ai.invalid_tool_calls] == [("a", "{oops")]
-    assert from_langchain([ai]) == [
+    # The order and the strings travel in LangChain's provider format, so they come back as they were.
+    assert from_langchain([ai]) == [message]
+    without_format = ai.model_copy(update={"additional_kwargs": {}})
+    assert from_langchain([without_format]) == [
         AiMessage(
             tool_execution_requests=[ToolExecutionRequest("b", "g", "{}"), ToolExecutionRequest("a", "f", "{oops")]
         )
     ]
+
+
+def test_arguments_come_back_byte_for_byte() -> None:
+    spaced = AiMessage(
+        "x", [ToolExecutionRequest("c1", "f", '{"a": 1}'), ToolExecutionRequest("c2", "g", '{"b":[1, 2.0]}')]
+    )
+    [ai] = to_langchain([spaced])
+    assert isinstance(ai, lc.AIMessage)
+    assert [call["args"] for call in ai.tool_calls] == [{"a": 1}, {"b": [1, 2.0]}]
+    assert [call["function"]["arguments"] for call in ai.additional_kwargs["tool_calls"]] == [
+        '{"a": 1}',
+        '{"b":[1, 2.0]}',
+    ]
+    assert from_langchain([ai]) == [spaced]
+    compact = AiMessage("x", [ToolExecutionRequest("c1", "f", '{"a":1}')])
+    [plain] = to_langchain([compact])
+    assert plain.additional_kwargs == {}
+    assert from_langchain([plain]) == [compact]
+
+
+def test_the_raw_arguments_of_a_provider_message_are_kept() -> None:
+    """langchain-openai keeps the model's argument strings in additional_kwargs; reading keeps them."""
+    ai = lc.AIMessage(
+        content="",
+        tool_calls=[{"type": "tool_call", "id": "c1", "name": "f", "args": {"a": 1}}],
+        additional_kwargs={
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{ "a" : 1 }'}}]
+        },
+    )
+    [message] = from_langchain([ai])
+    assert isinstance(message, AiMessage)
+    assert message.tool_execution_requests == (ToolExecutionRequest("c1", "f", '{ "a" : 1 }'),)
+    assert to_langchain([message]) == [ai]
+    # A string that disagrees with args is not taken: args win.
+    disagreeing = ai.model_copy(
+        update={
+            "additional_kwargs": {
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 2}'}}]
+            }
+        }
+    )
+    [read] = from_langchain([disagreeing])
+    assert isinstance(read, AiMessage)
+    assert read.tool_execution_requests == (ToolExecutionRequest("c1", "f", '{"a":1}'),)
+    assert to_langchain([read]) == [disagreeing]
+
+
+RICH: list[lc.BaseMessage] = [
+    lc.SystemMessage(content="Be brief."),
+    lc.HumanMessage(content="weather?", id="h-1", name="klaus", additional_kwargs={"k": [1, 2.0, True]}),
+    lc.HumanMessage(content=[{"type": "text", "text": "look", "id": "blk"}, {"type": "image", "url": "u"}]),
+    lc.AIMessage(
+        content=[
+            {"type": "reasoning", "reasoning": "think", "extras": {"signature": "c2ln"}},
+            {"type": "text", "text": "Calling.", "annotations": []},
+        ],
+        id="run-1",
+        name="assistant",
+        tool_calls=[{"type": "tool_call", "id": "c1", "name": "weather", "args": {"city": "Rome", "n": 1.0}}],
+        usage_metadata={
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "total_tokens": 15,
+            "input_token_details": {"cache_read": 3},
+        },
+        response_metadata={"model_name": "m", "finish_reason": "tool_calls", "logprobs": None},
+        additional_kwargs={"refusal": None},
+    ),
+    lc.ToolMessage(content="sunny", tool_call_id="c1", name="weather", id="t-1", artifact={"raw": [1, "x"]}),
+    lc.ToolMessage(content=[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], tool_call_id="c2"),
+    lc.AIMessage(
+        content="It is sunny.", id="run-2", usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
+    ),
+]
+
+
+def test_langchain_messages_come_back_equal_field_for_field() -> None:
+    read = from_langchain(RICH)
+    back = to_langchain(read)
+    assert back == RICH
+    for original, written in zip(RICH, back, strict=True):
+        assert type(written) is type(original)
+        assert written.model_dump() == original.model_dump()
+    # The fields the messages hold are what LangChain said.
+    ai = read[3]
+    assert isinstance(ai, AiMessage)
+    assert (ai.text, ai.thinking) == ("Calling.", "think")
+    assert ai.tool_execution_requests == (ToolExecutionRequest("c1", "weather", '{"city":"Rome","n":1.0}'),)
+    assert ai.attributes["model_name"] == "m"
+    assert ai.attributes["langchain"]["usage_metadata"]["input_token_details"] == {"cache_read": 3}
+    assert read[5] == ToolExecutionResultMessage(
+        "c2",
+        None,
+        "ab",
+        attributes={"langchain": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}},
+    )
+
+
+def test_plain_messages_keep_no_record() -> None:
+    plain = [
+        lc.HumanMessage(content="hi"),
+        lc.AIMessage(content="hello", tool_calls=[{"type": "tool_call", "id": "c", "name": "f", "args": {}}]),
+        lc.ToolMessage(content="ok", tool_call_id="c", name="f"),
+    ]
+    assert all(not message.attributes for message in from_langchain(plain))  # type: ignore[union-attr]
+
+
+def test_a_chunk_comes_back_as_its_message() -> None:
+    chunk = lc.AIMessageChunk(
+        content="hi", id="run-9", usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+    )
+    [back] = to_langchain(from_langchain([chunk]))
+    assert type(back) is lc.AIMessage
+    assert (back.content, back.id, back.usage_metadata) == (chunk.content, chunk.id, chunk.usage_metadata)
+
+
+def test_a_kept_field_that_no_longer_fits_is_not_written() -> None:
+    """A message rebuilt with other fields is written from them, not from what was kept for the old ones."""
+    [read] = from_langchain([RICH[3]])
+    assert isinstance(read, AiMessage)
+    changed = AiMessage("Other text.", read.tool_execution_requests, read.thinking, read.attributes)
+    [written] = to_langchain([changed])
+    assert isinstance(written, lc.AIMessage)
+    assert written.text == "Other text."
+    assert from_langchain([written])[0].text == "Other text."  # type: ignore[union-attr]
+    # What still agrees is kept: the id, the usage, the tool calls.
+    assert (written.id, written.usage_metadata, written.tool_calls) == (
+        RICH[3].id,
+        RICH[3].usage_metadata,  # type: ignore[attr-defined]
+        RICH[3].tool_calls,  # type: ignore[attr-defined]
+    )
+    no_calls = AiMessage(read.text, [], read.thinking, read.attributes)
+    [written] = to_langchain([no_calls])
+    assert isinstance(written, lc.AIMessage)
+    assert written.tool_calls == []
 
 
 UNSENDABLE: list[Any] = [CustomMessage({"x": 1}), ToolExecutionResultMessage(None, "f", "x"), "not a message"]
@@ -219,11 +361,22 @@ def test_what_langchain_cannot_carry_raises_naming_the_message(message: Any) -> 
         to_langchain([SystemMessage("s"), message])
 
 
+def test_an_attribute_named_like_the_record_but_not_one_raises() -> None:
+    with pytest.raises(SerializationError, match=r"message 0 \(UserMessage\): its attribute 'langchain' is reserved"):
+        to_langchain([UserMessage("x", attributes={"langchain": {"mine": 1}})])
+
+
 def test_custom_messages_can_be_skipped() -> None:
     assert to_langchain([CustomMessage({"x": 1})], skip_custom=True) == []
 
 
 UNREADABLE: list[Any] = [
+    lc.ToolMessage(content="x", tool_call_id="c", artifact=object()),
+    lc.AIMessage(content="x", additional_kwargs={"parsed": object()}),
+    lc.AIMessage(content="x", response_metadata={"langchain": 1}),
+    lc.SystemMessage(content="x", id="s-1"),
+    lc.SystemMessage(content=[{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]),
+    lc.SystemMessage(content="x", response_metadata={"a": 1}),
     lc.ChatMessage(role="critic", content="x"),
     lc.FunctionMessage(name="f", content="x"),
     lc.HumanMessage(content=[{"type": "image", "file_id": "file-1"}]),
@@ -298,3 +451,98 @@ messages = st.one_of(
 @given(st.lists(messages, max_size=5))
 def test_messages_round_trip(conversation: list[ChatMessage]) -> None:
     assert from_langchain(to_langchain(conversation)) == conversation
+
+
+# LangChain messages as applications and provider packages build them: ids, names, metadata, usage, content as a
+# string or as text blocks, tool calls with any JSON object as args.
+metadata = st.dictionaries(texts.filter(lambda key: key != "langchain"), json_values, max_size=3)
+optional_ids = st.none() | texts
+text_content = texts | st.lists(
+    st.fixed_dictionaries({"type": st.just("text"), "text": texts}, optional={"id": texts}), min_size=1, max_size=3
+)
+usage = st.none() | st.builds(
+    lambda given, taken: {"input_tokens": given, "output_tokens": taken, "total_tokens": given + taken},
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+)
+lc_tool_calls = st.lists(
+    st.builds(
+        lambda call_id, name, args: {"type": "tool_call", "id": call_id, "name": name, "args": args},
+        optional_ids,
+        texts,
+        st.dictionaries(texts, json_values, max_size=3),
+    ),
+    max_size=2,
+)
+lc_messages = st.one_of(
+    st.builds(lambda text: lc.SystemMessage(content=text), texts),
+    st.builds(
+        lambda content, name, message_id, kwargs, meta: lc.HumanMessage(
+            content=content, name=name, id=message_id, additional_kwargs=kwargs, response_metadata=meta
+        ),
+        text_content,
+        optional_ids,
+        optional_ids,
+        metadata,
+        metadata,
+    ),
+    st.builds(
+        lambda content, calls, message_id, name, kwargs, meta, tokens: lc.AIMessage(
+            content=content,
+            tool_calls=calls,
+            id=message_id,
+            name=name,
+            additional_kwargs=kwargs,
+            response_metadata=meta,
+            usage_metadata=tokens,
+        ),
+        text_content,
+        lc_tool_calls,
+        optional_ids,
+        optional_ids,
+        metadata,
+        metadata,
+        usage,
+    ),
+    st.builds(
+        lambda content, call_id, name, status, artifact, message_id: lc.ToolMessage(
+            content=content, tool_call_id=call_id, name=name, status=status, artifact=artifact, id=message_id
+        ),
+        text_content,
+        texts,
+        optional_ids,
+        st.sampled_from(["success", "error"]),
+        st.none() | json_values,
+        optional_ids,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(lc_messages, max_size=5))
+def test_langchain_messages_round_trip(conversation: list[lc.BaseMessage]) -> None:
+    back = to_langchain(from_langchain(conversation))
+    assert back == conversation
+    assert [message.model_dump() for message in back] == [message.model_dump() for message in conversation]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            ToolExecutionRequest,
+            st.none() | texts,
+            texts,
+            st.builds(
+                lambda value, indent: json.dumps(value, indent=indent, ensure_ascii=False),
+                st.dictionaries(texts, json_values, max_size=3),
+                st.none() | st.integers(0, 2),
+            )
+            | texts,
+        ),
+        max_size=3,
+    )
+)
+def test_any_arguments_come_back_byte_for_byte(requests: list[ToolExecutionRequest]) -> None:
+    message = AiMessage("x", requests)
+    assert from_langchain(to_langchain([message])) == [message]

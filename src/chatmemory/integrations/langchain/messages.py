@@ -1,4 +1,4 @@
-"""LangChain messages (langchain-core ``BaseMessage`` types), to and from chat messages.
+"""LangChain messages (langchain-core ``BaseMessage`` types), to and from chat messages, both ways exactly.
 
 Needs the ``langchain`` extra: ``pip install 'llm-window-memory[langchain]'``.
 
@@ -17,26 +17,38 @@ chatmemory                      langchain-core
 
 ``attributes`` travel as ``response_metadata`` (never sent to a model by LangChain), both ways.
 
+**Round trips are exact.** ``to_langchain(from_langchain(messages)) == messages``: what a LangChain message
+holds beyond the fields above (its ``id``, ``additional_kwargs``, ``usage_metadata``, an ``AIMessage``'s
+``name``, a ``ToolMessage``'s JSON ``artifact``, content given as blocks with their
+ids and extras such as reasoning signatures, tool calls as given) is kept in the message's attributes
+under ``"langchain"`` (:data:`RECORD_ATTRIBUTE`), field by field, only where it differs from what the
+message's own fields write. A kept field is written back only while it still agrees with the message: a
+message rebuilt with another text or other tool calls is written from its fields. Chunks
+(``AIMessageChunk``) come back as the message class they stand for.
+
+The other way, ``from_langchain(to_langchain(messages)) == messages``: a tool call's ``arguments`` string
+becomes ``args``, the JSON object it holds (``""`` is ``{}``); when the string is not the compact JSON of
+``args`` (``'{"a": 1}'``), the ``AIMessage`` also carries it as LangChain's provider format,
+``additional_kwargs["tool_calls"]`` (``{"id", "type": "function", "function": {"name", "arguments"}}``), and
+reading takes it from there, so arguments come back byte for byte. Reading a message from a provider
+package that keeps the model's raw arguments there (langchain-openai does) keeps them too. Arguments that
+are not a JSON object go in ``invalid_tool_calls`` with the string as is.
+
 Content parts are LangChain's standard blocks: ``{"type": "text", "text"}``; ``{"type": "image" | "audio" |
 "video" | "file", "url"}`` or ``{..., "base64", "mime_type"}`` (``PdfFileContent`` is a ``file`` block,
 ``application/pdf`` when it has no type); an image's ``detail_level`` is ``extras["detail"]`` in lower case
 (read back in upper case), as LangChain's own converters put OpenAI's ``detail``. Reading goes through
 ``message.content_blocks``, so LangChain's older and provider formats (``image_url`` parts, ``source_type``
-blocks, ...) are read too.
+blocks, ...) are read too. ``additional_kwargs["reasoning_content"]`` reads as thinking when there are no
+reasoning blocks; empty text reads as ``None``.
 
-What does not carry over:
-
-* **Dropped when reading:** a message's ``id``, ``additional_kwargs`` (except ``reasoning_content``, read as
-  thinking when there are no reasoning blocks), ``usage_metadata``, an ``AIMessage``'s ``name``, a
-  ``ToolMessage``'s ``artifact``; a reasoning block's extras (signatures); block ids and extras other than
-  ``detail``. Empty text reads as ``None``.
-* **Tool arguments** become ``args``, the JSON object they hold (``""`` is ``{}``); arguments that are not a
-  JSON object go in ``invalid_tool_calls`` with the string as is. Valid ``args`` read back as compact JSON
-  (``json.dumps(args, ensure_ascii=False, separators=(",", ":"))``), after the valid calls the invalid ones.
-* **Raises** :class:`~chatmemory.SerializationError`, naming the message: a ``CustomMessage`` (unless
-  ``skip_custom=True``); a tool result without an id (``ToolMessage`` needs one); on read, a message type
-  other than the four above, a content block chatmemory cannot hold (``file_id`` references, server tool
-  calls, ...), a tool call without a name, metadata that is not JSON-native.
+**Raises** :class:`~chatmemory.SerializationError`, naming the message: a ``CustomMessage`` (unless
+``skip_custom=True``); a tool result without an id (``ToolMessage`` needs one); attributes holding
+``"langchain"`` that is no record of this module; on read, a message type other than the four above, a
+content block chatmemory cannot hold (``file_id`` references, server tool calls, ...), a tool call without
+a name, a field or metadata that is not JSON-native (an ``artifact`` object: drop it first), a
+``response_metadata`` key ``"langchain"``, a ``SystemMessage`` with more than a string content (chatmemory's
+``SystemMessage`` is its text alone: no id, name, metadata or content blocks).
 """
 
 from __future__ import annotations
@@ -61,13 +73,17 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.serialization.leftovers import thaw
 from chatmemory.stores._optional import require
 
 require("langchain_core", feature="chatmemory.integrations.langchain", extra="langchain")
 
 from langchain_core import messages as lc  # noqa: E402 - imported once langchain-core is known to be installed
 
-__all__ = ["from_langchain", "to_langchain"]
+__all__ = ["RECORD_ATTRIBUTE", "from_langchain", "to_langchain"]
+
+RECORD_ATTRIBUTE = "langchain"
+"""The attribute under which a message keeps the LangChain fields its own fields do not hold."""
 
 _THINKING_SEPARATOR = "\n\n"
 _PDF = "application/pdf"
@@ -79,6 +95,30 @@ _MEDIA_BLOCKS: dict[type, str] = {
 }
 _MEDIA_CLASSES = {kind: cls for cls, kind in _MEDIA_BLOCKS.items()}
 _SKIPPED_BLOCKS = frozenset({"tool_call", "invalid_tool_call", "tool_call_chunk"})  # read from tool_calls instead
+# The fields a record may keep, per class, in the order they are written back.
+_KEPT_FIELDS: dict[type[lc.BaseMessage], tuple[str, ...]] = {
+    lc.SystemMessage: ("content", "additional_kwargs", "name", "id"),
+    lc.HumanMessage: ("content", "additional_kwargs", "name", "id"),
+    lc.AIMessage: (
+        "content",
+        "additional_kwargs",
+        "tool_calls",
+        "invalid_tool_calls",
+        "usage_metadata",
+        "name",
+        "id",
+    ),
+    lc.ToolMessage: ("content", "additional_kwargs", "artifact", "status", "name", "id", "tool_call_id"),
+}
+_ANY_KEPT_FIELD = frozenset(name for names in _KEPT_FIELDS.values() for name in names)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Invalid(Exception):
+    """Not a LangChain message chatmemory can hold."""
 
 
 # ------------------------------------------------------------------------------------------- to_langchain
@@ -102,23 +142,18 @@ def _block(part: Content) -> dict[str, Any]:
     return block
 
 
-def _tool_call(request: ToolExecutionRequest) -> tuple[str, dict[str, Any]]:
+def _object_arguments(arguments: str) -> dict[str, Any] | None:
+    """The JSON object ``arguments`` holds (``{}`` for blank), or ``None`` when it holds none."""
+    if not arguments.strip():
+        return {}
     try:
-        args = json.loads(request.arguments) if request.arguments.strip() else {}
+        args = json.loads(arguments)
     except ValueError:
-        args = None
-    if isinstance(args, dict):
-        return "valid", {"type": "tool_call", "id": request.id, "name": request.name, "args": args}
-    return "invalid", {
-        "type": "invalid_tool_call",
-        "id": request.id,
-        "name": request.name,
-        "args": request.arguments,
-        "error": "arguments are not a JSON object",
-    }
+        return None
+    return args if isinstance(args, dict) else None
 
 
-def _ai(message: AiMessage) -> lc.AIMessage:
+def _ai(message: AiMessage, response_metadata: dict[str, Any]) -> lc.AIMessage:
     content: str | list[str | dict[str, Any]]
     if message.thinking is None:
         content = message.text or ""
@@ -126,27 +161,49 @@ def _ai(message: AiMessage) -> lc.AIMessage:
         content = [{"type": "reasoning", "reasoning": message.thinking}]
         if message.text:
             content.append({"type": "text", "text": message.text})
-    calls: dict[str, list[dict[str, Any]]] = {"valid": [], "invalid": []}
+    valid: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
+    raw: list[dict[str, Any]] = []
+    exact = True  # whether tool_calls, then invalid_tool_calls, give the requests back as they are
     for request in message.tool_execution_requests:
-        kind, call = _tool_call(request)
-        calls[kind].append(call)
+        raw.append(
+            {"id": request.id, "type": "function", "function": {"name": request.name, "arguments": request.arguments}}
+        )
+        args = _object_arguments(request.arguments)
+        if args is None:
+            invalid.append(
+                {
+                    "type": "invalid_tool_call",
+                    "id": request.id,
+                    "name": request.name,
+                    "args": request.arguments,
+                    "error": "arguments are not a JSON object",
+                }
+            )
+            continue
+        exact = exact and not invalid and request.arguments == _compact(args)
+        valid.append({"type": "tool_call", "id": request.id, "name": request.name, "args": args})
+    # LangChain's own provider format keeps the strings, in order, when the calls alone would not give them back.
+    additional_kwargs: dict[str, Any] = {} if exact else {"tool_calls": raw}
     return lc.AIMessage(
         content=content,
-        tool_calls=calls["valid"],
-        invalid_tool_calls=calls["invalid"],
-        response_metadata=dict(message.attributes),
+        tool_calls=valid,
+        invalid_tool_calls=invalid,
+        additional_kwargs=additional_kwargs,
+        response_metadata=response_metadata,
     )
 
 
-def _to_langchain(message: ChatMessage) -> lc.BaseMessage:
+def _write_plain(message: ChatMessage, response_metadata: dict[str, Any]) -> lc.BaseMessage:
+    """The LangChain message of ``message``'s own fields (no record applied)."""
     if isinstance(message, SystemMessage):
         return lc.SystemMessage(content=message.text)
     if isinstance(message, UserMessage):
         content: str | list[str | dict[str, Any]]
         content = message.text if message.has_single_text() else [_block(part) for part in message.contents]
-        return lc.HumanMessage(content=content, name=message.name, response_metadata=dict(message.attributes))
+        return lc.HumanMessage(content=content, name=message.name, response_metadata=response_metadata)
     if isinstance(message, AiMessage):
-        return _ai(message)
+        return _ai(message, response_metadata)
     if isinstance(message, ToolExecutionResultMessage):
         if message.id is None:
             raise SerializationError("a tool result without an id has no ToolMessage form (tool_call_id is required)")
@@ -155,9 +212,52 @@ def _to_langchain(message: ChatMessage) -> lc.BaseMessage:
             tool_call_id=message.id,
             name=message.tool_name,
             status="error" if message.is_error else "success",
-            response_metadata=dict(message.attributes),
+            response_metadata=response_metadata,
         )
     raise SerializationError(f"cannot convert a {type(message).__name__}: it is not a chat message")
+
+
+def _split_record(message: ChatMessage) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """``message``'s attributes without the record, and the record (empty when it keeps none)."""
+    attributes = getattr(message, "attributes", {})
+    if RECORD_ATTRIBUTE not in attributes:
+        return dict(attributes), {}
+    record = attributes[RECORD_ATTRIBUTE]
+    if not isinstance(record, Mapping) or not set(record) <= _ANY_KEPT_FIELD:
+        raise SerializationError(
+            f"its attribute {RECORD_ATTRIBUTE!r} is reserved for the LangChain fields this module keeps, and this "
+            f"one is no such record; rename the attribute"
+        )
+    return {key: value for key, value in attributes.items() if key != RECORD_ATTRIBUTE}, record
+
+
+def _with(written: lc.BaseMessage, fields: Mapping[str, Any]) -> lc.BaseMessage:
+    return written.model_copy(update={name: thaw(value) for name, value in fields.items()})
+
+
+def _write(message: ChatMessage) -> lc.BaseMessage:
+    attributes, record = _split_record(message)
+    written = _write_plain(message, attributes)
+    if not record:
+        return written
+    bare = _without_record(message, attributes)
+
+    def fits(candidate: lc.BaseMessage) -> bool:
+        try:
+            return _read_plain(candidate) == bare
+        except (_Invalid, TypeError, ValueError, KeyError):
+            return False
+
+    whole = _with(written, record)
+    if fits(whole):
+        return whole
+    # The message changed since it was read: keep what still agrees with its fields, one field at a time.
+    for name in _KEPT_FIELDS[type(written)]:
+        if name in record:
+            candidate = _with(written, {name: record[name]})
+            if fits(candidate):
+                written = candidate
+    return written
 
 
 def to_langchain(messages: Iterable[ChatMessage], *, skip_custom: bool = False) -> list[lc.BaseMessage]:
@@ -177,17 +277,13 @@ def to_langchain(messages: Iterable[ChatMessage], *, skip_custom: bool = False) 
                 if skip_custom:
                     continue
                 raise SerializationError("a CustomMessage has no LangChain form; pass skip_custom=True to leave it out")
-            converted.append(_to_langchain(message))
+            converted.append(_write(message))
         except SerializationError as exc:
             raise SerializationError(f"message {position} ({type(message).__name__}): {exc}") from None
     return converted
 
 
 # ----------------------------------------------------------------------------------------- from_langchain
-
-
-class _Invalid(Exception):
-    """Not a LangChain message chatmemory can hold."""
 
 
 def _media(block: Mapping[str, Any]) -> Content:
@@ -229,18 +325,56 @@ def _text(message: lc.BaseMessage) -> str:
     return "".join(texts)
 
 
+def _kept_call(entry: Any) -> tuple[Any, Any, str] | None:
+    """The ``(id, name, arguments)`` of one entry of ``additional_kwargs["tool_calls"]``, if it is one."""
+    function = entry.get("function") if isinstance(entry, Mapping) else None
+    if not isinstance(function, Mapping) or not isinstance(function.get("arguments"), str):
+        return None
+    return entry.get("id"), function.get("name"), function["arguments"]
+
+
+def _agrees(arguments: str, args: Any) -> bool:
+    try:
+        return _compact(json.loads(arguments) if arguments.strip() else {}) == _compact(args)
+    except ValueError:
+        return False
+
+
 def _requests(message: lc.AIMessage) -> list[ToolExecutionRequest]:
-    requests = [
-        ToolExecutionRequest(
-            call["id"], call["name"], json.dumps(call["args"], ensure_ascii=False, separators=(",", ":"))
-        )
-        for call in message.tool_calls
-    ]
-    for call in message.invalid_tool_calls:
-        name = call.get("name")
-        if name is None:
+    """The tool calls, in the order and with the argument strings the provider format keeps, when it fits them."""
+    valid = list(message.tool_calls)
+    invalid = list(message.invalid_tool_calls)
+    for call in invalid:
+        if call.get("name") is None:
             raise _Invalid("an invalid tool call without a name cannot be held")
-        requests.append(ToolExecutionRequest(call.get("id"), name, call.get("args") or ""))
+    kept = message.additional_kwargs.get("tool_calls")
+    entries = [_kept_call(entry) for entry in kept] if isinstance(kept, list) else []
+    if entries and None not in entries and len(entries) == len(valid) + len(invalid):
+        ordered: list[ToolExecutionRequest] = []
+        for entry in entries:
+            assert entry is not None
+            call_id, name, arguments = entry
+            match = next(
+                (c for c in valid if c["id"] == call_id and c["name"] == name and _agrees(arguments, c["args"])), None
+            )
+            if match is not None:
+                valid.remove(match)
+            else:
+                broken = next(
+                    (c for c in invalid if c.get("id") == call_id and c["name"] == name and c["args"] == arguments),
+                    None,
+                )
+                if broken is None:
+                    break
+                invalid.remove(broken)
+            ordered.append(ToolExecutionRequest(call_id, name, arguments))
+        else:
+            return ordered
+        valid, invalid = list(message.tool_calls), list(message.invalid_tool_calls)
+    requests = [ToolExecutionRequest(call["id"], call["name"], _compact(call["args"])) for call in valid]
+    requests.extend(
+        ToolExecutionRequest(call.get("id"), call["name"] or "", call.get("args") or "") for call in invalid
+    )
     return requests
 
 
@@ -265,7 +399,8 @@ def _from_ai(message: lc.AIMessage) -> AiMessage:
     )
 
 
-def _from_langchain(message: Any) -> ChatMessage:
+def _read_plain(message: Any) -> ChatMessage:
+    """The chat message of ``message``'s fields; its attributes are the ``response_metadata``."""
     if isinstance(message, lc.SystemMessage):
         return SystemMessage(_text(message))
     if isinstance(message, lc.HumanMessage):
@@ -285,8 +420,67 @@ def _from_langchain(message: Any) -> ChatMessage:
     )
 
 
+def _without_record(message: ChatMessage, attributes: dict[str, Any]) -> ChatMessage:
+    """``message`` with ``attributes`` (its own, the record left out)."""
+    if isinstance(message, UserMessage):
+        return UserMessage(message.contents, message.name, attributes)
+    if isinstance(message, AiMessage):
+        return AiMessage(message.text, message.tool_execution_requests, message.thinking, attributes)
+    if isinstance(message, ToolExecutionResultMessage):
+        return ToolExecutionResultMessage(message.id, message.tool_name, message.text, message.is_error, attributes)
+    return message
+
+
+def _written_class(message: lc.BaseMessage) -> type[lc.BaseMessage]:
+    for cls in _KEPT_FIELDS:
+        if isinstance(message, cls):
+            return cls
+    raise _Invalid(f"a {type(message).__name__} cannot be held")  # pragma: no cover - _read_plain refused it
+
+
+def _read(message: Any) -> ChatMessage:
+    plain = _read_plain(message)
+    if RECORD_ATTRIBUTE in message.response_metadata:
+        raise _Invalid(
+            f"its response_metadata key {RECORD_ATTRIBUTE!r} is where chatmemory keeps the LangChain fields; "
+            "rename the key"
+        )
+    written = _write_plain(plain, dict(message.response_metadata))
+    differing = [
+        name
+        for name in _KEPT_FIELDS[_written_class(message)]
+        if getattr(message, name) != getattr(written, name)
+        or type(getattr(message, name)) is not type(getattr(written, name))
+    ]
+    if isinstance(plain, SystemMessage) and message.response_metadata:
+        differing.append("response_metadata")
+    if not differing:
+        return plain
+    if isinstance(plain, SystemMessage):
+        # chatmemory's SystemMessage is its text alone: nothing else could be kept.
+        raise _Invalid(
+            f"a SystemMessage with {', '.join(differing)} beyond a string content cannot be held (chatmemory's "
+            "SystemMessage keeps its text alone); leave them out"
+        )
+    record = {name: _json_field(message, name) for name in differing}
+    attributes = {**dict(message.response_metadata), RECORD_ATTRIBUTE: record}
+    return _without_record(plain, attributes)
+
+
+def _json_field(message: lc.BaseMessage, name: str) -> Any:
+    value = message.model_dump(include={name})[name]
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise _Invalid(
+            f"its {name} ({type(getattr(message, name)).__name__}) is not JSON-native and cannot be kept; "
+            f"leave it out before storing the message"
+        ) from None
+    return value
+
+
 def from_langchain(messages: Iterable[lc.BaseMessage]) -> list[ChatMessage]:
-    """Chat messages from LangChain messages (see the module docs for what is read how).
+    """Chat messages from LangChain messages, such that :func:`to_langchain` gives the same messages back.
 
     Raises:
         SerializationError: a message chatmemory cannot hold, naming its position.
@@ -294,7 +488,7 @@ def from_langchain(messages: Iterable[lc.BaseMessage]) -> list[ChatMessage]:
     converted: list[ChatMessage] = []
     for position, message in enumerate(messages):
         try:
-            converted.append(_from_langchain(message))
-        except (_Invalid, TypeError, ValueError, KeyError) as exc:  # noqa: PERF203 - each message is checked on its own
+            converted.append(_read(message))
+        except (_Invalid, SerializationError, TypeError, ValueError, KeyError) as exc:  # noqa: PERF203 - each on its own
             raise SerializationError(f"LangChain message {position} ({type(message).__name__}): {exc}") from None
     return converted
