@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
@@ -123,3 +124,26 @@ def test_a_password_is_never_printed(capsys: pytest.CaptureFixture[str]) -> None
     assert result.status == 2
     assert "s3cret" not in result.err
     assert "user:***@" in result.err
+
+
+@pytest.mark.mongodb
+def test_mongodb_database_in_the_url(capsys: pytest.CaptureFixture[str]) -> None:
+    base = mongodb_url()
+    other = f"{DATABASE}_url"
+    in_url = urlsplit(base)._replace(path=f"/{other}").geturl()
+    collection = f"cli_{uuid.uuid4().hex}"
+    with MongoChatMemoryStore(in_url, database=other, collection=collection) as store:
+        try:
+            store.update_messages("m", WINDOW)
+            listed = run_main(["ls", in_url, "--collection", collection, "--json"], capsys)
+            assert listed.status == 0, listed.err
+            assert [row["id"] for row in orjson.loads(listed.out)] == ["m"]
+            stats = run_main(["stats", in_url, "--collection", collection, "--json"], capsys)
+            assert stats.status == 0, stats.err
+            assert orjson.loads(stats.out)["memories"] == 1
+            # --database names another database, and wins over the URL's.
+            explicit = run_main(["ls", in_url, "--database", DATABASE, "--collection", collection, "--json"], capsys)
+            assert explicit.status == 0, explicit.err
+            assert orjson.loads(explicit.out) == []
+        finally:
+            store.collection.drop()

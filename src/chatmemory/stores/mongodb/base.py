@@ -16,7 +16,7 @@ from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_se
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
 from chatmemory.stores.mongodb.clock import ServerClock
 from chatmemory.stores.mongodb.commands import Command, Target
-from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, client_options, collection_of, describe
+from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, client_options, collection_of, database_name, describe
 from chatmemory.stores.mongodb.history import HistoryConfig, history_collection_name
 from chatmemory.stores.mongodb.layout import MemoryState
 
@@ -43,7 +43,7 @@ class MongoStoreBase(Generic[_Client]):
         self,
         url_or_client: str | _Client,
         *,
-        database: str = "chatmemory",
+        database: str | None = None,
         collection: str = "memories",
         ttl: TTL = None,
         snapshot_cache_size: int = 1024,
@@ -60,6 +60,7 @@ class MongoStoreBase(Generic[_Client]):
         self._retry = retry if retry is not None else RetryPolicy()
         self._client: _Client
         self._client, self._owns_client = _client(url_or_client, self._client_type, client_options)
+        database = database_name(database, self._client)
         self._collection: Any = collection_of(self._client, database, collection)
         self._history_collection: Any = None
         if self._history is not None:

@@ -36,6 +36,7 @@ from chatmemory.stores.mongodb.plan import DUPLICATE_KEY, RESEND_CODES, Document
 
 __all__ = [
     "CODEC_OPTIONS",
+    "DEFAULT_DATABASE",
     "DEFAULT_TIMEOUTS_MS",
     "DRIVER_ERRORS",
     "EXPIRY_INDEX",
@@ -43,6 +44,7 @@ __all__ = [
     "client_options",
     "copy_landed",
     "collection_of",
+    "database_name",
     "describe",
     "equivalent_expiry_index",
     "expiry_index_conflict",
@@ -86,6 +88,23 @@ def client_options(url: str, overrides: dict[str, Any] | None) -> dict[str, Any]
     options: dict[str, Any] = {key: value for key, value in DEFAULT_TIMEOUTS_MS.items() if key.lower() not in named}
     options.update(overrides or {})
     return options
+
+
+DEFAULT_DATABASE: Final = "chatmemory"
+"""The database a store uses when neither its ``database`` argument nor its URL names one."""
+
+
+def database_name(given: str | None, client: Any) -> str:
+    """The database a store uses: ``given``, else the one its URL names, else :data:`DEFAULT_DATABASE`.
+
+    The URL's database is its path (``mongodb://host/NAME?...``). ``client`` is the store's ``MongoClient``
+    or ``AsyncMongoClient``, built from the store's URL or passed in (then the URL it was built with);
+    reading the name it was given does no I/O.
+    """
+    if given is not None:
+        return given
+    name: str = client.get_default_database(DEFAULT_DATABASE).name
+    return name
 
 
 def collection_of(client: Any, database: str, collection: str) -> Any:

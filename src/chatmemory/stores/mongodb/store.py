@@ -50,7 +50,8 @@ class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
     Args:
         url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
             in :meth:`close`), or a :class:`pymongo.MongoClient` (the caller owns and closes it).
-        database: the database name.
+        database: the database name; ``None``: the one the URL names (``mongodb://host/NAME``, for a client
+            passed in the URL it was built with), else ``"chatmemory"``.
         collection: the collection name; it holds nothing but memories.
         ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the server's clock;
             ``None``: forever. With a ttl the store creates a TTL index on ``expires_at`` (once,
