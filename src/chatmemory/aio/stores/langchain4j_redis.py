@@ -112,7 +112,7 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
-        """Delete the key of ``memory_id`` and its history; idempotent."""
+        """Delete the key of ``memory_id``, its history and its write ids; idempotent."""
         await self._drive(Operation.DELETE, memory_id, self._delete(memory_id))
 
     @_traced.async_iterator("list")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Command", "Delete", "Get", "Scan", "Script", "Sends", "Set"]
+__all__ = ["Command", "Get", "Scan", "Script", "Sends", "Set"]
 
 _T = TypeVar("_T")
 
@@ -56,16 +56,6 @@ class Set(NamedTuple):
         return "set", (self.key, self.value, None, self.px)
 
 
-class Delete(NamedTuple):
-    """``DEL *keys``."""
-
-    keys: tuple[bytes, ...]
-
-    def request(self) -> tuple[str, tuple[Any, ...]]:
-        """The client method and its arguments."""
-        return "delete", self.keys
-
-
 class Scan(NamedTuple):
     """Every key of type ``type`` matching ``pattern`` (over every primary of a cluster), replied as a set."""
 
@@ -73,7 +63,7 @@ class Scan(NamedTuple):
     type: str
 
 
-Command = Get | Script | Set | Delete | Scan
+Command = Get | Script | Set | Scan
 """Anything an operation yields."""
 
 Sends = Generator[Command, object, _T]

@@ -45,7 +45,10 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     **Concurrent writers.** Every write from chatmemory (``save``, hence every window memory's ``add``) is a
     compare-and-set of the whole value: a Lua script writes only if the key still holds the value the
     writer read (compared by SHA-1), so a Python writer never overwrites a Java write it has not seen; it
-    gets :class:`~chatmemory.ConcurrentUpdateError` and the memory retries from a fresh read. The other way
+    gets :class:`~chatmemory.ConcurrentUpdateError` and the memory retries from a fresh read. Two writers
+    that read one value and write one result do not both succeed: a write sent again after a lost reply is
+    known by its own write id, which the script keeps (the latest 16, for an hour) in a list beside the
+    value, in its hash slot, never read by Java and never listed (:mod:`.keys`). The other way
     round cannot be helped: LangChain4j writes with a plain ``SET`` and no versioning, so **a Java writer
     can overwrite a Python write it has not seen**. Let one side write a given memory at a time if that
     matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j
@@ -72,8 +75,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
         version_book_size: how many memories' versions to remember (at least 1).
         history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
-            beside its key, in the same hash slot, that LangChain4j never reads
-            (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
+            beside its key, in the same hash slot, that LangChain4j never reads and that is no memory id's
+            key (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
             (``update_messages`` too), appending to the history in the same script run; a memory written
             by Java meanwhile records what the next chatmemory write appends to Java's value.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
@@ -140,7 +143,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
-        """Delete the key of ``memory_id`` and its history; idempotent."""
+        """Delete the key of ``memory_id``, its history and its write ids; idempotent."""
         self._drive(Operation.DELETE, memory_id, self._delete(memory_id))
 
     @_traced.iterator("list")
