@@ -15,6 +15,7 @@ from chatmemory.core.errors import (
     SchemaVersionError,
     SerializationError,
     StoreError,
+    UnencodableValueError,
     UnsupportedFormatVersionError,
 )
 from chatmemory.core.history import HistoryEntry, HistoryPage, SupportsHistory
@@ -104,6 +105,7 @@ __all__ = [
     "TokenWindowChatMemory",
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",
+    "UnencodableValueError",
     "UnsupportedFormatVersionError",
     "UserMessage",
     "VideoContent",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import enum
 import subprocess
 import sys
 from typing import Any
@@ -13,7 +15,15 @@ from agents.memory import Session, SessionSettings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatmemory import AiMessage, InMemoryChatMemoryStore, ToolExecutionResultMessage, aio
+from chatmemory import (
+    AiMessage,
+    CorruptedMemoryError,
+    InMemoryChatMemoryStore,
+    SerializationError,
+    ToolExecutionResultMessage,
+    UnencodableValueError,
+    aio,
+)
 from chatmemory.integrations.openai_agents import ChatMemorySession
 from integrations.openai_agents_transport import call, reasoning, say
 
@@ -241,6 +251,75 @@ async def test_bad_items_name_the_session() -> None:
     with pytest.raises(TypeError, match="'named'"):
         await session.add_items(_user("a dict, not a list"))  # type: ignore[arg-type]
     assert await session.get_items() == []
+
+
+class _Color(enum.Enum):
+    RED = "red"
+
+
+class _Size(str, enum.Enum):
+    LARGE = "large"
+
+
+# (the item's field, a value JSON cannot hold, where the error says it is, what it says it is)
+_UNENCODABLE = [
+    ("content", object(), "['content']", "value of type object"),
+    ("content", [{"type": "input_text", "text": b"bytes"}], r"['content'][0]['text']", "value of type bytes"),
+    ("provider_data", {"seen": {1, 2}}, "['provider_data']['seen']", "value of type set"),
+    ("created", datetime.datetime(2024, 5, 1), "['created']", "value of type datetime"),
+    ("score", float("nan"), "['score']", "non-finite float"),
+    ("score", float("inf"), "['score']", "non-finite float"),
+    ("counts", {1: "one"}, "['counts']", "non-str key 1"),
+    ("big", 2**70, "['big']", "64-bit range"),
+    ("color", _Color.RED, "['color']", "value of type _Color"),
+    ("pair", ("a", "b"), "['pair']", "pass a list"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "where", "what"), _UNENCODABLE, ids=[row[3] for row in _UNENCODABLE])
+async def test_a_value_json_cannot_hold_raises_a_type_error_as_the_sdk_sessions_do(
+    field: str, value: object, where: str, what: str
+) -> None:
+    session = ChatMemorySession("unencodable", store=aio.InMemoryChatMemoryStore())
+    await session.add_items([_user("kept")])
+    bad = {**_user("x"), field: value}
+    with pytest.raises(TypeError) as raised:
+        await session.add_items([_user("not kept"), bad])
+    # One error, both kinds: code written against the SDK's sessions catches TypeError, ours SerializationError.
+    assert isinstance(raised.value, UnencodableValueError) and isinstance(raised.value, SerializationError)
+    message = str(raised.value)
+    assert "'unencodable'" in message and "item 1" in message and where in message and what in message
+    assert raised.value.memory_id == "unencodable"
+    assert await session.get_items() == [_user("kept")], "nothing of the refused call may be written"
+
+
+async def test_the_sdk_session_raises_type_error_for_the_same_value() -> None:
+    # The reference: what code written against the SDK's own sessions expects to catch.
+    reference = SQLiteSession("reference")
+    try:
+        with pytest.raises(TypeError):
+            await reference.add_items([{**_user("x"), "content": object()}])  # type: ignore[list-item]
+    finally:
+        reference.close()
+    with pytest.raises(TypeError):
+        await ChatMemorySession("s", store=aio.InMemoryChatMemoryStore()).add_items(
+            [{**_user("x"), "content": object()}]
+        )
+
+
+async def test_json_values_of_subclasses_are_kept_as_their_values() -> None:
+    session = ChatMemorySession("values", store=aio.InMemoryChatMemoryStore())
+    item = {**_user("x"), "provider_data": {"size": _Size.LARGE, "n": 2**64 - 1, "nested": [[{"ok": None}]]}}
+    await session.add_items([item])
+    assert await session.get_items() == [
+        {**_user("x"), "provider_data": {"size": "large", "n": 2**64 - 1, "nested": [[{"ok": None}]]}}
+    ]
+
+
+def test_only_the_unencodable_value_error_is_a_type_error() -> None:
+    assert issubclass(UnencodableValueError, SerializationError) and issubclass(UnencodableValueError, TypeError)
+    # Damaged stored data is no argument of the wrong type: except TypeError must not swallow it.
+    assert not issubclass(CorruptedMemoryError, TypeError) and not issubclass(SerializationError, TypeError)
 
 
 def test_without_the_extra_the_error_names_it() -> None:

@@ -10,6 +10,7 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "StoreError",
+    "UnencodableValueError",
     "UnsupportedFormatVersionError",
 ]
 
@@ -29,7 +30,30 @@ class StoreError(ChatMemoryError):
 
 
 class SerializationError(ChatMemoryError):
-    """Messages could not be encoded, or a payload could not be decoded."""
+    """Messages could not be encoded, or a payload could not be decoded.
+
+    A value that JSON cannot hold raises the subclass :class:`UnencodableValueError`, also a ``TypeError``.
+    """
+
+
+class UnencodableValueError(SerializationError, TypeError):
+    """A value given to be stored cannot be encoded as JSON (a set, bytes, a datetime, NaN, an object, ...).
+
+    Also a ``TypeError``, as ``json.dumps`` raises for such a value and the OpenAI Agents SDK's own sessions
+    with it: code written against them (``except TypeError``) catches it, and so does
+    ``except SerializationError``. Nothing was written. Pass JSON-native values only: ``str``, ``int``
+    (64-bit), finite ``float``, ``bool``, ``None``, ``list`` and ``dict`` with ``str`` keys.
+    """
+
+    def __init__(self, memory_id: str | None, where: str, reason: str) -> None:
+        self.memory_id = memory_id
+        self.where = where
+        self.reason = reason
+        subject = f"memory {memory_id!r}: " if memory_id is not None else ""
+        super().__init__(
+            f"{subject}{where} cannot be encoded as JSON: {reason}. Nothing was written; pass JSON-native "
+            "values only (str, int, float, bool, None, list, dict with str keys)"
+        )
 
 
 class CorruptedMemoryError(SerializationError):

@@ -13,12 +13,13 @@ text and function calls), so the functions here count, append and pop *items* on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chatmemory.core.errors import SerializationError
-from chatmemory.core.messages import AiMessage, ChatMessage, ToolExecutionResultMessage
+from chatmemory.core.errors import SerializationError, UnencodableValueError
+from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH, AiMessage, ChatMessage, ToolExecutionResultMessage
 from chatmemory.serialization.responses import from_responses, to_responses
 
 __all__ = ["Appended", "Popped", "append_items", "item_list", "last_items", "pop_last_item"]
@@ -39,6 +40,8 @@ def item_list(items: object, session_id: str) -> list[dict[str, Any]]:
 
     Raises:
         TypeError: ``items`` is not a list of dicts, naming the session and the first bad position.
+        UnencodableValueError: an item holds a value JSON cannot (a ``TypeError`` too, as the SDK's own
+            sessions raise), naming the item and where in it; checked before anything is read or written.
     """
     if isinstance(items, (str, bytes, Mapping)) or not hasattr(items, "__iter__"):
         raise TypeError(
@@ -52,7 +55,53 @@ def item_list(items: object, session_id: str) -> list[dict[str, Any]]:
                 f"session {session_id!r}: item {position} given to add_items is a {type(item).__name__}, "
                 "not a dict; pass items as dicts (item.model_dump(exclude_unset=True))"
             )
+        unencodable = _unencodable(dict(item), "", 0)
+        if unencodable is not None:
+            path, reason = unencodable
+            where = f"item {position} given to add_items" + (f", at {path}," if path else "")
+            raise UnencodableValueError(session_id, where, reason)
     return [dict(item) for item in listed]
+
+
+# The values a message attribute can hold (chatmemory.core.messages): a 64-bit integer, unsigned too.
+_MIN_INT = -(2**63)
+_MAX_INT = 2**64 - 1
+
+
+def _unencodable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
+    """Where in ``value`` (a subscript path) a value JSON cannot hold is, and what it is; ``None`` if nowhere.
+
+    The same rules as message attributes, found before the conversion so that the error names the item:
+    a ``str`` or ``int`` subclass (``StrEnum``) is its value, a plain ``Enum`` member is no JSON value.
+    Nesting deeper than ``MAX_ATTRIBUTE_DEPTH`` is left to the conversion (it says so).
+    """
+    if value is None or isinstance(value, (str, bool)):
+        return None
+    if isinstance(value, int):
+        return None if _MIN_INT <= value <= _MAX_INT else (path, f"an integer outside the 64-bit range ({value})")
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, f"a non-finite float ({value})")
+    if isinstance(value, dict):
+        if depth >= MAX_ATTRIBUTE_DEPTH:
+            return None
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                return path, f"a dict with the non-str key {key!r}"
+            found = _unencodable(inner, f"{path}[{key!r}]", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list):
+        if depth >= MAX_ATTRIBUTE_DEPTH:
+            return None
+        for index, inner in enumerate(value):
+            found = _unencodable(inner, f"{path}[{index}]", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, tuple):
+        return path, f"a tuple ({value!r:.60}); pass a list, which comes back as it went in"
+    return path, f"a value of type {type(value).__name__} ({value!r:.60})"
 
 
 def _items_of(messages: Sequence[ChatMessage], system_role: str) -> list[dict[str, Any]]:
