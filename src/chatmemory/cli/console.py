@@ -49,7 +49,8 @@ def stdout_console() -> Console:
     return console
 
 
-_ORDER = {name: index for index, name in enumerate(("exported", "created", "replaced", "unchanged", "expired"))}
+_OUTCOMES = ("exported", "created", "replaced", "unchanged", "expiry set", "expired")
+_ORDER = {name: index for index, name in enumerate(_OUTCOMES)}
 
 
 @dataclass

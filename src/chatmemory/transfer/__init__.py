@@ -1,7 +1,7 @@
 """Moving memories between stores.
 
 The export file format, the sources memories are read from, and the rules for writing one memory (create,
-leave equal ones alone, replace only when asked).
+leave equal ones alone, repair an expiry a stopped run left unset, replace only when asked).
 
 Pure enough to use and test without the command line: ``chatmemory export``, ``import`` and ``copy`` are
 thin loops over these.
@@ -17,9 +17,16 @@ from chatmemory.transfer.export_format import (
     encode_line,
 )
 from chatmemory.transfer.sources import LangChain4jRedisSource, MemorySource, StoreSource, UnlistableStoreError
-from chatmemory.transfer.writes import WRITE_ATTEMPTS, MemoryExistsError, WriteOutcome, write_memory
+from chatmemory.transfer.writes import (
+    EXPIRY_TOLERANCE,
+    WRITE_ATTEMPTS,
+    MemoryExistsError,
+    WriteOutcome,
+    write_memory,
+)
 
 __all__ = [
+    "EXPIRY_TOLERANCE",
     "UNKNOWN_EXPIRY",
     "WRITE_ATTEMPTS",
     "BadExportLineError",

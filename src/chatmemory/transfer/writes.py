@@ -5,10 +5,16 @@
 * One that is there with the same messages is left alone, which makes ``import`` and ``copy`` re-runnable.
 * One that is there with other messages is replaced only when asked (``replace=True``), again under the
   version that was read, so a concurrent writer's turn is never lost silently.
-* An export whose expiry has passed is not written: the memory had expired at its source.
+* An export whose expiry has passed is not written: the memory had expired at its source (a copy of it
+  left in the destination by an earlier run, same messages, is expired there too).
 * The expiry travels with the memory where the destination can set it
   (:class:`~chatmemory.memory_times.SupportsExpiryAt`); elsewhere the destination's own ``ttl`` applies,
   from the time of the write.
+* A memory is ``unchanged`` only when its messages **and** its expiry are the export's. Writing the messages
+  and setting the expiry are two steps: a run stopped between them (Ctrl-C, a failing store) left the
+  messages without their expiry, and the next run sets it (``expiry set``), so re-running an interrupted
+  import or copy ends with every memory as exported. Expiries within :data:`EXPIRY_TOLERANCE` are equal
+  (stores keep milliseconds, and a source's remaining time is read a moment after its clock).
 """
 
 from __future__ import annotations
@@ -18,13 +24,16 @@ import enum
 
 from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError
 from chatmemory.core.store import ChatMemoryStore, SupportsTTL, SupportsVersioning
-from chatmemory.memory_times import SupportsExpiryAt
+from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
 from chatmemory.transfer.export_format import ExportedMemory
 
-__all__ = ["WRITE_ATTEMPTS", "MemoryExistsError", "WriteOutcome", "write_memory"]
+__all__ = ["EXPIRY_TOLERANCE", "WRITE_ATTEMPTS", "MemoryExistsError", "WriteOutcome", "write_memory"]
 
 WRITE_ATTEMPTS = 5
 """How often a write is tried when the destination memory changes between its read and its write."""
+
+EXPIRY_TOLERANCE = datetime.timedelta(seconds=1)
+"""Two expiries closer than this are the same expiry (the destination's is not set again)."""
 
 
 class WriteOutcome(enum.Enum):
@@ -33,6 +42,8 @@ class WriteOutcome(enum.Enum):
     CREATED = "created"
     REPLACED = "replaced"
     UNCHANGED = "unchanged"
+    EXPIRY_SET = "expiry set"
+    """The messages were there already; their expiry was not the export's and was set."""
     EXPIRED = "expired"
 
 
@@ -59,18 +70,56 @@ def write_memory(
     """
     now = now or datetime.datetime.now(datetime.timezone.utc)
     if isinstance(memory.expires_at, datetime.datetime) and memory.expires_at <= now:
+        _expire_left_copy(store, memory, memory.expires_at)
         return WriteOutcome.EXPIRED
     outcome = _write_versioned(store, memory, replace) if isinstance(store, SupportsVersioning) else None
     if outcome is None:
         outcome = _write_unversioned(store, memory, replace)
-    if outcome is not WriteOutcome.UNCHANGED and isinstance(store, SupportsExpiryAt):
-        if isinstance(memory.expires_at, datetime.datetime):
-            store.expire_at(memory.memory_id, memory.expires_at)
-        elif memory.expires_at is None and not (isinstance(store, SupportsTTL) and store.ttl is not None):
-            # A memory that never expired at its source: a destination opened with a ttl (``--ttl``) applies
-            # it, as it did to the write; only a destination without one is told "never".
-            store.expire_at(memory.memory_id, None)
+    sets_expiry, expiry = _expiry_to_set(store, memory)
+    if not sets_expiry or not isinstance(store, SupportsExpiryAt):
+        return outcome
+    if outcome is WriteOutcome.UNCHANGED:
+        if not isinstance(store, SupportsMemoryTimes):
+            store.expire_at(memory.memory_id, expiry)  # cannot tell whether it differs: set it again, harmless
+            return outcome
+        times = store.memory_times(memory.memory_id)
+        if _same_expiry(times.expires_at if times is not None else None, expiry):
+            return outcome
+        outcome = WriteOutcome.EXPIRY_SET
+    store.expire_at(memory.memory_id, expiry)
     return outcome
+
+
+def _expiry_to_set(store: ChatMemoryStore, memory: ExportedMemory) -> tuple[bool, datetime.datetime | None]:
+    """Whether the import sets the expiry of ``memory`` in ``store``, and to what (``None``: never)."""
+    if not isinstance(store, SupportsExpiryAt):
+        return False, None
+    if isinstance(memory.expires_at, datetime.datetime):
+        return True, memory.expires_at
+    if memory.expires_at is None and not (isinstance(store, SupportsTTL) and store.ttl is not None):
+        # A memory that never expired at its source: a destination opened with a ttl (``--ttl``) applies
+        # it, as it did to the write; only a destination without one is told "never".
+        return True, None
+    return False, None  # unknown at the source, or never there but the destination's ttl applies
+
+
+def _same_expiry(current: datetime.datetime | None, wanted: datetime.datetime | None) -> bool:
+    if current is None or wanted is None:
+        return current is wanted
+    return abs(current - wanted) < EXPIRY_TOLERANCE
+
+
+def _expire_left_copy(store: ChatMemoryStore, memory: ExportedMemory, when: datetime.datetime) -> None:
+    """Expire the destination's copy of an expired export, left there by an earlier run (same messages)."""
+    if not isinstance(store, SupportsExpiryAt):
+        return
+    if isinstance(store, SupportsVersioning):
+        current = store.load(memory.memory_id)
+        left = current.version != 0 and current.messages == memory.messages
+    else:
+        left = bool(memory.messages) and store.get_messages(memory.memory_id) == memory.messages
+    if left:
+        store.expire_at(memory.memory_id, when)
 
 
 def _write_versioned(store: ChatMemoryStore, memory: ExportedMemory, replace: bool) -> WriteOutcome:
