@@ -5,28 +5,31 @@ and decisions (:mod:`chatmemory.stores.mongodb.plan`) as :class:`chatmemory.stor
 a memory written by one is read and extended by the other. Every write is one ``find_one_and_update``,
 which the server applies whole or not at all, so a task cancelled at any ``await`` leaves the memory at
 its old or its new list. Commands are admitted first come, first served, as many at once as the client's
-pool has connections (:mod:`chatmemory.aio.stores.admission`).
+pool has connections (:mod:`chatmemory.aio.stores.admission`). The store works from any event loop: built
+from a URL it keeps a client per loop (:mod:`chatmemory.aio.stores.mongodb_loops`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
-import functools
 import inspect
+import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatmemory.aio.stores.admission import Admission
+from chatmemory.aio.stores.mongodb_loops import OTHER_LOOP, LoopClients, OnLoop, other_loop_advice
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.turns import AsyncLocalTurns
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -35,11 +38,13 @@ from pymongo import AsyncMongoClient  # noqa: E402 - the driver is known
 from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
 from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
-from chatmemory.stores.mongodb.operations import MongoOperations  # noqa: E402
+from chatmemory.stores.mongodb.locked_operations import LockedOperations  # noqa: E402
 from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
+
+    from chatmemory.stores.mongodb.base import Collections
 
 __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
 
@@ -48,68 +53,76 @@ _traced = StoreTelemetry("mongodb", __name__)
 _T = TypeVar("_T")
 
 
-class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient[Any]]):
-    """An asyncio store in a MongoDB collection; supports versioning, listing, TTL and raw records.
+class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClient[Any]]):
+    """An asyncio store in a MongoDB collection; supports versioning, locked updates, listing, TTL, raw records.
 
-    Takes the arguments of :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`, with an
-    :class:`pymongo.AsyncMongoClient` in place of a ``MongoClient`` (a store built from a URL closes its
-    client in :meth:`aclose`).
+    Takes the arguments of :class:`chatmemory.stores.mongodb.MongoChatMemoryStore` (``lock_lease`` and
+    ``lock_wait`` included), with an :class:`pymongo.AsyncMongoClient` in place of a ``MongoClient``.
+
+    Any event loop may use the store: ``asyncio.run`` twice, or several threads each running a loop. An
+    ``AsyncMongoClient`` belongs to the loop it first ran on, so a store built from a URL makes a client
+    per event loop when that loop first uses it, and closes it when the loop shuts down (``asyncio.run``
+    does) or in :meth:`aclose` (all of them). A client passed in serves the loop it first ran on only: on
+    another loop the store raises :class:`~chatmemory.StoreError` at once; build the store from a URL, or
+    one store per loop. Writers of one memory that conflict take turns in :meth:`modify`: tasks on one loop
+    queue in the process, other writers on the lease lock of the sync store.
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor an ``AsyncMongoClient``; ``history`` is not a bool.
-        ValueError: an invalid ttl, history_ttl, cache size, database or collection name.
+        TypeError: ``url_or_client`` is neither a URL nor an ``AsyncMongoClient``; ``history`` is not a bool;
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        ValueError: an invalid ttl, history_ttl, cache size, lock_lease, lock_wait, database or collection
+            name.
         StoreError: the URL cannot be parsed.
     """
 
     _repr_name = "aio.MongoChatMemoryStore"
     _client_type = AsyncMongoClient
+    _turns_type = AsyncLocalTurns
 
     @property
     def collection(self) -> AsyncCollection[Document]:
-        """The collection holding the memories (for inspection and administration)."""
-        return self._collection  # type: ignore[no-any-return]
+        """The collection holding the memories, on the running loop's client (for inspection)."""
+        return self._here().window  # type: ignore[no-any-return]
 
     @property
     def history_collection(self) -> AsyncCollection[Document] | None:
-        """The collection holding the histories (``None``: the store keeps none)."""
-        return self._history_collection  # type: ignore[no-any-return]
+        """The collection holding the histories, on the running loop's client (``None``: none kept)."""
+        return self._here().history  # type: ignore[no-any-return]
 
     async def _release(self) -> None:
-        await self._client.close()
+        await self._clients.aclose()
 
     # ---------------------------------------------------------------------------------------- the driver
 
-    @functools.cached_property
-    def _admission(self) -> Admission | None:
-        """What admits the store's commands in order, as many at once as the client's pool connects.
+    def _started(self) -> None:
+        self._clients = LoopClients(self._on, self._another_client, owned=self._owns_client, store=self._repr_name)
 
-        ``maxPoolSize`` of them (``None`` for ``maxPoolSize=0``, no bound), each waiting at most
-        ``waitQueueTimeoutMS``: PyMongo's pool gives a returned connection to whoever asks next, the
-        task that returned it, and with more tasks than connections the others would wait until it is done.
-        """
-        pool = self._client.options.pool_options
-        limit = int(pool.max_pool_size)
-        if not limit:
-            return None
-        timeout = pool.wait_queue_timeout
-        wait = "no waitQueueTimeoutMS" if timeout is None else f"waitQueueTimeoutMS={timeout * 1000:g}"
-        return Admission(limit, timeout, f"maxPoolSize={limit}, {wait}")
+    def _here(self) -> Collections:
+        """The collections of the running loop's client, else those of the constructor's client."""
+        on = self._clients.current()
+        return self._on if on is None else on.collections
 
     async def _perform(self, command: Command | Sleep) -> Any:
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
-        admission = self._admission
+        on = await self._clients.on_loop()
+        admission = on.admission
         if admission is None:
-            return await self._call(command)
+            return await self._call(on, command)
         async with admission:
-            return await self._call(command)
+            return await self._call(on, command)
 
-    async def _call(self, command: Command) -> Any:
-        value = self._method(command)(*command.args, **command.kwargs)
-        if inspect.isawaitable(value):  # find() returns its cursor at once, the rest are coroutines
-            value = await value
-        return await value.to_list() if command.result is Result.LIST else result_of(command, value)
+    async def _call(self, on: OnLoop, command: Command) -> Any:
+        try:
+            value = on.collections.method(command)(*command.args, **command.kwargs)
+            if inspect.isawaitable(value):  # find() returns its cursor at once, the rest are coroutines
+                value = await value
+            return await value.to_list() if command.result is Result.LIST else result_of(command, value)
+        except RuntimeError as exc:
+            if str(exc).startswith(OTHER_LOOP):  # a caller's client that ran on another loop before
+                raise StoreError(Operation.CONNECT, detail=other_loop_advice(self._repr_name)) from exc
+            raise
 
     async def _run(self, steps: Steps[_T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
@@ -139,11 +152,16 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the memories that have not expired, streamed from a cursor."""
         self._check_open(Operation.LIST)
+        on = await self._clients.on_loop()
         try:
-            async for document in self._collection.find(live_filter(self._window_field), {"_id": 1}):
+            async for document in on.collections.window.find(live_filter(self._window_field), {"_id": 1}):
                 yield document["_id"]
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.LIST, detail=describe(exc)) from exc
+        except RuntimeError as exc:
+            if str(exc).startswith(OTHER_LOOP):
+                raise StoreError(Operation.LIST, detail=other_loop_advice(self._repr_name)) from exc
+            raise
 
     @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
@@ -156,6 +174,30 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoOperations[AsyncMongoClient
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return await self._run(self._save(memory_id, messages, expected_version))
+
+    @_traced.coroutine("modify")
+    async def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
+
+        See :meth:`chatmemory.stores.mongodb.MongoChatMemoryStore.modify`. A task cancelled while it holds
+        the lock gives it back all the same (the delete runs on, shielded from the cancellation).
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+            CorruptedMemoryError: the stored memory does not decode (``change`` is not called).
+            StoreError: the server failed (see the sync store for a failure giving the lock back).
+        """
+        async with self._turns.hold(memory_id):
+            token = secrets.token_hex(12)
+            try:
+                await self._run(self._take_lease(memory_id, token))
+                version = await self._run(self._change_locked(memory_id, change))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
+                    await asyncio.shield(self._run(self._give_lease_back(memory_id, token)))
+                raise
+            await asyncio.shield(self._run(self._give_lease_back(memory_id, token, version)))
+            return version
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

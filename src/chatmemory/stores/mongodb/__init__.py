@@ -12,6 +12,8 @@
 * :mod:`~chatmemory.stores.mongodb.commands` — the driver calls an operation asks for (pure);
 * :mod:`~chatmemory.stores.mongodb.operations` and :mod:`~chatmemory.stores.mongodb.history_operations` —
   every operation written once, as a generator of commands;
+* :mod:`~chatmemory.stores.mongodb.lease` and :mod:`~chatmemory.stores.mongodb.locked_operations` — the
+  writers' lock of ``modify`` (a lease document in ``<collection>_locks``) and the steps taking it;
 * :mod:`~chatmemory.stores.mongodb.driver` — what the sync and async stores share about pymongo;
 * :mod:`~chatmemory.stores.mongodb.base` — options, client, names and repr, checked at construction;
 * :mod:`~chatmemory.stores.mongodb.store` — the sync store, sending the commands with ``MongoClient``

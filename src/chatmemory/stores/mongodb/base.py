@@ -8,19 +8,23 @@ sends anything.
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
+from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 from chatmemory.stores.mongodb.clock import ServerClock
 from chatmemory.stores.mongodb.commands import Command, Target
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, client_options, collection_of, database_name, describe
 from chatmemory.stores.mongodb.history import HistoryConfig, history_collection_name
 from chatmemory.stores.mongodb.layout import MemoryState
+from chatmemory.stores.mongodb.lease import lock_collection_name
 
-__all__ = ["MongoStoreBase"]
+__all__ = ["Collections", "MongoStoreBase"]
 
 _Client = TypeVar("_Client")
 _Store = TypeVar("_Store", bound="MongoStoreBase[Any]")
@@ -30,14 +34,18 @@ class MongoStoreBase(Generic[_Client]):
     """The state every MongoDB store keeps, checked at construction (see the executors for the arguments).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a ``client_type``; ``history`` is not a bool.
-        ValueError: an invalid ttl, history_ttl, cache size, database or collection name.
+        TypeError: ``url_or_client`` is neither a URL nor a ``client_type``; ``history`` is not a bool;
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        ValueError: an invalid ttl, history_ttl, cache size, lock_lease, lock_wait, database or collection
+            name.
         StoreError: the URL cannot be parsed.
     """
 
     _repr_name = "MongoChatMemoryStore"
     _client_type: type[Any]
     """The client class the executor sends with (``MongoClient`` or ``AsyncMongoClient``)."""
+    _turns_type: type[Any]
+    """Where the executor's writers of one memory queue in the process (``LocalTurns`` or ``AsyncLocalTurns``)."""
 
     def __init__(
         self,
@@ -51,6 +59,8 @@ class MongoStoreBase(Generic[_Client]):
         client_options: dict[str, Any] | None = None,
         history: bool = False,
         history_ttl: TTL = None,
+        lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
+        lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
     ) -> None:
         self._ttl = ttl_seconds(ttl)
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
@@ -58,16 +68,27 @@ class MongoStoreBase(Generic[_Client]):
         self._window_field = self._history.window_field if self._history is not None else "expires_at"
         self._cache: SnapshotCache[MemoryState] = SnapshotCache(snapshot_cache_size)
         self._retry = retry if retry is not None else RetryPolicy()
+        self._lock = LockOptions.validate(lock_lease, lock_wait)
+        self._turns: Any = self._turns_type()
         self._client: _Client
         self._client, self._owns_client = _client(url_or_client, self._client_type, client_options)
         database = database_name(database, self._client)
-        self._collection: Any = collection_of(self._client, database, collection)
-        self._history_collection: Any = None
-        if self._history is not None:
-            self._history_collection = collection_of(self._client, database, history_collection_name(collection))
+        self._on = Collections(self._client, database, collection, history=self._history is not None)
+        self._collection: Any = self._on.window
+        self._history_collection: Any = self._on.history
+        self._another_client: Callable[[], Collections] | None = None
+        """Builds a client like the first with its collections (a store built from a URL); ``None``: it cannot."""
+        if isinstance(url_or_client, str):
+            self._another_client = _client_maker(
+                url_or_client, self._client_type, client_options, self._on, history=self._history is not None
+            )
         self._indexed = self._ttl is None
         self._history_indexed = self._history is None
         self._clock = ServerClock()
+        self._started()
+
+    def _started(self) -> None:
+        """What an executor sets up once the options are checked and the first client is there."""
 
     @property
     def ttl(self) -> float | None:
@@ -96,15 +117,8 @@ class MongoStoreBase(Generic[_Client]):
         )
 
     def _method(self, command: Command) -> Any:
-        """The driver method ``command`` calls (on the memories or history collection, or ``admin``)."""
-        target = command.target
-        if target is Target.WINDOW:
-            receiver = self._collection
-        elif target is Target.HISTORY:
-            receiver = self._history_collection
-        else:
-            receiver = self._client.admin  # type: ignore[attr-defined]
-        return getattr(receiver, command.method)
+        """The driver method ``command`` calls (on the memories, history or lock collection, or ``admin``)."""
+        return self._on.method(command)
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
@@ -112,6 +126,44 @@ class MongoStoreBase(Generic[_Client]):
         if not url.startswith(("mongodb://", "mongodb+srv://")):
             raise ValueError(f"MongoChatMemoryStore takes mongodb:// or mongodb+srv:// URLs, not {url!r}")
         return cls(url, **options)
+
+
+class Collections:
+    """The collections of a store on one client: memories, histories (``None`` without history) and locks."""
+
+    __slots__ = ("client", "history", "locks", "window")
+
+    def __init__(self, client: Any, database: str, collection: str, *, history: bool) -> None:
+        self.client = client
+        self.window: Any = collection_of(client, database, collection)
+        self.history: Any = collection_of(client, database, history_collection_name(collection)) if history else None
+        self.locks: Any = collection_of(client, database, lock_collection_name(collection))
+
+    def method(self, command: Command) -> Any:
+        """The driver method ``command`` calls (on the memories, history or lock collection, or ``admin``)."""
+        target = command.target
+        if target is Target.WINDOW:
+            receiver = self.window
+        elif target is Target.HISTORY:
+            receiver = self.history
+        elif target is Target.LOCKS:
+            receiver = self.locks
+        else:
+            receiver = self.client.admin
+        return getattr(receiver, command.method)
+
+
+def _client_maker(
+    url: str, client_type: type[Any], options: dict[str, Any] | None, first: Collections, *, history: bool
+) -> Callable[[], Collections]:
+    """What builds another client from ``url`` as the constructor did, with the collections ``first`` has."""
+    database, collection = first.window.database.name, first.window.name
+    arguments = client_options(url, options)
+
+    def make() -> Collections:
+        return Collections(client_type(url, **arguments), database, collection, history=history)
+
+    return make
 
 
 def _client(url_or_client: Any, client_type: type[Any], options: dict[str, Any] | None) -> tuple[Any, bool]:

@@ -25,6 +25,8 @@ class Target(enum.Enum):
     """The memories collection."""
     HISTORY = "history"
     """The history collection (only on a store with history)."""
+    LOCKS = "locks"
+    """The collection of the writers' locks (see :mod:`~chatmemory.stores.mongodb.lease`)."""
     ADMIN = "admin"
     """The ``admin`` database (for ``hello``)."""
 
@@ -62,7 +64,7 @@ class Command(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Sleep:
-    """Wait ``seconds`` before the next command (a resend's backoff)."""
+    """Wait ``seconds`` before the next command (a resend's backoff, or a busy lock's)."""
 
     seconds: float
 

@@ -9,7 +9,9 @@ no 8.0-only commands or options, errors recognised by code.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, StoreLifecycle
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.turns import LocalTurns
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -31,7 +34,7 @@ from pymongo import MongoClient  # noqa: E402 - imported once the driver is know
 from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
 from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
-from chatmemory.stores.mongodb.operations import MongoOperations  # noqa: E402
+from chatmemory.stores.mongodb.locked_operations import LockedOperations  # noqa: E402
 from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
 
 if TYPE_CHECKING:
@@ -44,8 +47,12 @@ _traced = StoreTelemetry("mongodb", __name__)
 _T = TypeVar("_T")
 
 
-class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
-    """A store in a MongoDB collection; supports versioning, listing, TTL and raw records.
+class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
+    """A store in a MongoDB collection; supports versioning, locked updates, listing, TTL and raw records.
+
+    Writers of one memory that conflict take turns in :meth:`modify`: threads sharing the store queue in
+    the process, writers elsewhere on a lease lock, a document in ``<collection>_locks`` (see
+    :mod:`~chatmemory.stores.mongodb.lease`) that listing and ``memory_ids`` never see.
 
     Args:
         url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
@@ -68,14 +75,22 @@ class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
             :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
             ``ttl``); ``None``: as long as the window. Needs ``history=True``.
+        lock_lease: seconds (or a ``timedelta``) after which the lock of :meth:`modify` is free again when
+            its holder died or hung (default 5, by the server's clock): the longest a dead writer keeps the
+            others waiting.
+        lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
+            :class:`~chatmemory.ConcurrentUpdateError` (default 30).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a ``MongoClient``; ``history`` is not a bool.
-        ValueError: an invalid ttl, history_ttl, cache size, database or collection name.
+        TypeError: ``url_or_client`` is neither a URL nor a ``MongoClient``; ``history`` is not a bool;
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        ValueError: an invalid ttl, history_ttl, cache size, lock_lease, lock_wait, database or collection
+            name.
         StoreError: the URL cannot be parsed.
     """
 
     _client_type = MongoClient
+    _turns_type = LocalTurns
 
     @property
     def collection(self) -> Collection[Document]:
@@ -144,6 +159,31 @@ class MongoChatMemoryStore(StoreLifecycle, MongoOperations[MongoClient[Any]]):
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return self._run(self._save(memory_id, messages, expected_version))
+
+    @_traced("modify")
+    def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
+
+        See :class:`chatmemory.SupportsLockedUpdate`. Uncontended, it costs four commands (take the lock,
+        read, write, give the lock back); window memories take this path only after a conflict.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+            CorruptedMemoryError: the stored memory does not decode (``change`` is not called).
+            StoreError: the server failed. When only giving the lock back failed, the change was written
+                (the message says so) and the lock frees itself within ``lock_lease``.
+        """
+        with self._turns.hold(memory_id):
+            token = secrets.token_hex(12)
+            try:
+                self._run(self._take_lease(memory_id, token))
+                version = self._run(self._change_locked(memory_id, change))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
+                    self._run(self._give_lease_back(memory_id, token))
+                raise
+            self._run(self._give_lease_back(memory_id, token, version))
+            return version
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
