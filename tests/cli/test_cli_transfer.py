@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+import pytest
 
 from chatmemory import AiMessage, InMemoryChatMemoryStore, SystemMessage, UserMessage
+from chatmemory.cli import main
+from chatmemory.cli.transfer_commands import STORE_FAILURES_IN_A_ROW
 from chatmemory.serialization import dumps_message, native
 from chatmemory.testing.conversation import ADVERSARIAL_IDS, every_message_kind
+from chatmemory.transfer import ExportedMemory, encode_line
 
 IDS = ["user-1", *ADVERSARIAL_IDS[:12], "用户-七", "x" * 255]
 SHORT = [SystemMessage("s"), UserMessage("u")]
@@ -191,3 +197,66 @@ def test_import_reports_deeply_nested_lines_by_number_and_goes_on(stores, run, t
     assert "Traceback" not in result.err
     assert "2 created, 4 failed" in result.err
     assert stores[target].get_messages("later") == [UserMessage("hi")]
+
+
+def _refused_size(stores) -> int:
+    """Bytes of a message the backend's server refuses in one memory (skip where no bounded size is refused)."""
+    name = stores.backend.name
+    if name == "mongodb":
+        return 17 << 20  # past the 16 MiB document limit
+    if name == "mysql":
+        store = stores[stores.url("probe")]
+        with store.engine.connect() as connection:
+            packet = int(connection.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
+        if packet > 32 << 20:
+            pytest.skip(f"max_allowed_packet is {packet} bytes: a memory it refuses is too large for a test")
+        return packet + (1 << 20)
+    pytest.skip(f"{name} refuses no memory of a size a test can write")
+
+
+def test_import_goes_on_after_a_memory_the_store_refuses(stores, run, tmp_path: Path) -> None:
+    target = stores.url("target")
+    huge = ExportedMemory("huge", [UserMessage("x" * _refused_size(stores))], None)
+    memories = [ExportedMemory(f"m{index}", [UserMessage(f"hello {index}")], None) for index in range(4)]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(encode_line(m) + b"\n" for m in [memories[0], memories[1], huge, *memories[2:]]))
+    result = run("import", target, str(path))
+    assert result.status == 1
+    refused = [line for line in result.err.splitlines() if "huge" in line]
+    assert len(refused) == 1, result.err
+    assert refused[0].startswith("chatmemory import: line 3: memory 'huge' was not written: ")
+    assert result.err.strip().splitlines()[-1] == "chatmemory import: 4 created, 1 failed"
+    for memory in memories:
+        assert stores[target].get_messages(memory.memory_id) == memory.messages
+    assert stores[target].get_messages("huge") == []
+    # The same for a copy, naming the memory.
+    source = stores.add("memory://source", InMemoryChatMemoryStore())
+    for memory in [huge, *memories]:
+        stores[source].update_messages(memory.memory_id, memory.messages)
+    elsewhere = stores.url("elsewhere")
+    copied = run("copy", source, elsewhere)
+    assert copied.status == 1
+    assert "chatmemory copy: memory 'huge' was not written: " in copied.err
+    assert "4 created, 1 failed" in copied.err
+    assert all(stores[elsewhere].get_messages(m.memory_id) == m.messages for m in memories)
+
+
+def test_import_stops_when_the_store_fails_on_memory_after_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    closed = InMemoryChatMemoryStore()
+    closed.close()  # every call now fails with a StoreError, as a store that went down does
+
+    @contextlib.contextmanager
+    def opener(url: str, options: object) -> Iterator[InMemoryChatMemoryStore]:
+        yield closed
+
+    memories = [ExportedMemory(f"m{index}", [UserMessage("hi")], None) for index in range(STORE_FAILURES_IN_A_ROW + 3)]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(encode_line(m) + b"\n" for m in memories))
+    status = main(["import", "memory://", str(path)], open_store=opener)
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.count("was not written") == STORE_FAILURES_IN_A_ROW
+    assert f"the store failed on {STORE_FAILURES_IN_A_ROW} memories in a row; stopping with 3 not tried" in err
+    assert f"3 not tried, {STORE_FAILURES_IN_A_ROW} failed" in err

@@ -149,9 +149,21 @@ def _read_lines(path: str) -> list[bytes]:
         raise click.BadParameter(str(exc), param_hint="FILE") from exc
 
 
+STORE_FAILURES_IN_A_ROW = 5
+"""After this many memories in a row failed in the destination store, ``import`` and ``copy`` stop: a store
+that refuses one memory (too large for it) is not down, one that fails on every memory is."""
+
+Numbered = tuple[int | None, ExportedMemory | ChatMemoryError]
+"""An item to write with the number of the export line it came from (``None`` for a copy)."""
+
+
+def _where(line_number: int | None) -> str:
+    return "" if line_number is None else f"line {line_number}: "
+
+
 def _write_all(
     store: ChatMemoryStore,
-    memories: Iterator[ExportedMemory | ChatMemoryError],
+    memories: Iterator[Numbered],
     total: int,
     *,
     replace: bool,
@@ -160,23 +172,43 @@ def _write_all(
     verb: str,
     ttl_given: bool,
 ) -> None:
-    """Write each memory, reporting each failure and counting outcomes in ``tally``."""
+    """Write each memory, reporting each failure and counting outcomes in ``tally``.
+
+    A memory the destination refuses (a ``StoreError`` for that memory) is reported with its line and id
+    and the others are still written; after :data:`STORE_FAILURES_IN_A_ROW` such failures in a row the
+    store is taken to be failing and the rest are counted ``not tried``.
+    """
     expiry_dropped = False
+    store_failures = done = 0
     with reporter.progress(verb, total) as bar:
-        for item in memories:
+        for line_number, item in memories:
             bar.advance()
+            done += 1
             if isinstance(item, ChatMemoryError):  # a bad line, or a memory that does not decode at the source
                 reporter.error(str(item))
                 tally.counts["failed"] += 1
                 continue
             try:
                 outcome = write_memory(store, item, replace=replace)
-            except StoreError:
-                raise
-            except ChatMemoryError as exc:  # exists (no --replace), kept changing, or does not encode
-                reporter.error(str(exc))
+            except StoreError as exc:  # the destination refused or failed this memory: the next may do
+                reporter.error(f"{_where(line_number)}memory {item.memory_id!r} was not written: {exc}")
                 tally.counts["failed"] += 1
+                store_failures += 1
+                if store_failures >= STORE_FAILURES_IN_A_ROW:
+                    left = total - done
+                    reporter.error(
+                        f"the store failed on {store_failures} memories in a row; stopping with {left} not tried. "
+                        "Fix the store and run the command again: memories written are left as they are"
+                    )
+                    tally.counts["not tried"] += left
+                    break
                 continue
+            except ChatMemoryError as exc:  # exists (no --replace), kept changing, or does not encode
+                reporter.error(f"{_where(line_number)}{exc}")
+                tally.counts["failed"] += 1
+                store_failures = 0
+                continue
+            store_failures = 0
             tally.counts[outcome.value] += 1
             expiry_dropped = expiry_dropped or (
                 isinstance(item.expires_at, datetime.datetime) and not isinstance(store, SupportsExpiryAt)
@@ -210,23 +242,23 @@ def import_(
     tally = Tally()
     lines = [(number, line) for number, line in enumerate(_read_lines(file), start=1) if line.strip()]
 
-    def decoded() -> Iterator[ExportedMemory | ChatMemoryError]:
+    def decoded() -> Iterator[Numbered]:
         for number, line in lines:
             try:
-                yield decode_line(line, number)
+                yield number, decode_line(line, number)
             except BadExportLineError as exc:  # noqa: PERF203 - a bad line is reported and skipped
-                yield exc
+                yield number, exc
 
     if strict:
         checked = list(decoded())
-        bad = [item for item in checked if isinstance(item, BadExportLineError)]
+        bad = [item for _, item in checked if isinstance(item, BadExportLineError)]
         if bad:
             for error in bad:
                 reporter.error(str(error))
             lines_word = "line" if len(bad) == 1 else "lines"
             reporter.error(f"{len(bad)} bad {lines_word}; nothing was written (--strict)")
             return EXIT_FAILED
-        items: Iterator[ExportedMemory | ChatMemoryError] = iter(checked)
+        items: Iterator[Numbered] = iter(checked)
     else:
         items = decoded()
     options = namespace_options(url, namespace) | ({"ttl": ttl} if ttl is not None else {})
@@ -334,19 +366,19 @@ def copy(
         target = stack.enter_context(opened_store(target_url, target_options))
         selected = [memory_id for memory_id in _selected(source, _ids(ids)) if memory_id.startswith(prefix)]
 
-        def read_all() -> Iterator[ExportedMemory | ChatMemoryError]:
+        def read_all() -> Iterator[Numbered]:
             for memory_id in selected:
                 try:
                     memory = source.read(memory_id)
                 except StoreError:
                     raise
                 except ChatMemoryError as exc:  # does not decode at the source: report, go on
-                    yield _unreadable(exc)
+                    yield None, _unreadable(exc)
                     continue
                 if memory is not None:
-                    yield memory
+                    yield None, memory
                 elif ids:
-                    yield _NoSuchMemoryError(memory_id)
+                    yield None, _NoSuchMemoryError(memory_id)
                 else:
                     tally.counts["gone since listed"] += 1
 
