@@ -21,6 +21,7 @@ from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.history import WRITE_HISTORY_SCRIPT_SHA, Get, HistorySteps, Script
 from chatmemory.stores.langchain4j_redis.keys import (
     HISTORY_MARK,
+    any_history_pattern,
     history_key,
     history_pattern,
     legacy_history_key,
@@ -62,6 +63,7 @@ def test_a_history_key_maps_back_to_its_memory_id(memory_id: str) -> None:
 
 def test_the_history_pattern_takes_the_prefix_literally() -> None:
     assert history_pattern(b"a*[") == b"a\\*\\[*" + HISTORY_MARK + b"*"
+    assert any_history_pattern(b"a*[") == b"a\\*\\[*chatmemory-history*"  # this store's and the old name
 
 
 @pytest.fixture(params=["server", pytest.param("cluster", marks=pytest.mark.redis_cluster)])

@@ -26,10 +26,10 @@ __all__ = [
     "HISTORY_MARK",
     "LEGACY_HISTORY_SUFFIX",
     "WRITE_IDS_MARK",
+    "any_history_pattern",
     "history_key",
     "history_pattern",
     "legacy_history_key",
-    "legacy_history_pattern",
     "memory_id_of_history_key",
     "memory_id_of_legacy_history_key",
     "write_ids_key",
@@ -130,9 +130,9 @@ def history_pattern(prefix: bytes) -> bytes:
     return glob_literal(prefix) + b"*" + glob_literal(HISTORY_MARK) + b"*"
 
 
-def legacy_history_pattern(prefix: bytes) -> bytes:
-    """A SCAN MATCH pattern for the history keys stores before :data:`HISTORY_MARK` wrote under ``prefix``."""
-    return glob_literal(prefix) + b"*" + glob_literal(LEGACY_HISTORY_SUFFIX) + b"*"
+def any_history_pattern(prefix: bytes) -> bytes:
+    """A SCAN MATCH pattern for the history keys under ``prefix``, this store's and earlier stores' alike."""
+    return glob_literal(prefix) + b"*chatmemory-history*"
 
 
 def _memory_id(raw: bytes) -> str | None:

@@ -25,10 +25,9 @@ from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
 from chatmemory.stores.langchain4j_redis.commands import Get, Scan, Script, Sends, Set
 from chatmemory.stores.langchain4j_redis.history import HistorySteps
 from chatmemory.stores.langchain4j_redis.keys import (
+    any_history_pattern,
     history_key,
-    history_pattern,
     legacy_history_key,
-    legacy_history_pattern,
     memory_id_of_history_key,
     memory_id_of_legacy_history_key,
     write_ids_key,
@@ -164,12 +163,13 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
 
     def _trim_all(self, steps: HistorySteps, args: tuple[bytes, ...]) -> Sends[int]:
         try:
-            keys: set[bytes] = yield Scan(history_pattern(self._prefix), "list")  # type: ignore[assignment]
-            legacy: set[bytes] = yield Scan(legacy_history_pattern(self._prefix), "list")  # type: ignore[assignment]
+            keys: set[bytes] = yield Scan(any_history_pattern(self._prefix), "list")  # type: ignore[assignment]
         except RedisError as exc:
             raise StoreError(Operation.LIST, detail=str(exc)) from exc
-        owners = {memory_id_of_history_key(each, self._prefix) for each in keys}
-        owners.update(memory_id_of_legacy_history_key(each, self._prefix) for each in legacy)
+        owners = {
+            memory_id_of_history_key(each, self._prefix) or memory_id_of_legacy_history_key(each, self._prefix)
+            for each in keys
+        }
         removed = 0
         for owner in owners:
             if owner is not None:
