@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
 from chatmemory.aio.memory import MessageWindowChatMemory, TokenWindowChatMemory, run_steps_async
-from chatmemory.aio.store import ChatMemoryStore, SupportsVersioning
+from chatmemory.aio.store import ChatMemoryStore, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.memory_steps import WindowRules
 from chatmemory.core.token_estimators import TokenCountEstimator
@@ -48,8 +51,13 @@ class ChatMemorySession:
     a user message, an assistant turn with its calls, a tool output are one each.
 
     Every operation is one read and at most one write, conditional on the version read on a versioned
-    store (all built-in ones), so concurrent runs on one session lose no item. The session does not own
-    the store: close the store yourself.
+    store (all built-in ones), so concurrent runs on one session lose no item. Tasks sharing one session
+    object take turns for ``add_items`` and ``pop_item`` (one lock per session object and event loop, as
+    the window memories of :mod:`chatmemory.aio` do), so they never conflict with each other; a write that
+    conflicts with another writer of the same id (another session object, process or service) queues on
+    the store's lock where the store has one (``SupportsLockedUpdate``), else retries under ``retry``.
+    The session works from any event loop (``Runner.run_sync`` several times) as far as its store does.
+    The session does not own the store: close the store yourself.
 
     Args:
         session_id: the session id, used as the memory id.
@@ -70,6 +78,7 @@ class ChatMemorySession:
     """
 
     session_settings: Any
+    _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
 
     def __init__(
         self,
@@ -115,6 +124,12 @@ class ChatMemorySession:
             )
         self._store = store
         self._versioned = isinstance(store, SupportsVersioning)
+        # A conflicting write queues on the store's lock when it has an asyncio one (as window memories do).
+        self._locked = (
+            self._versioned and isinstance(store, SupportsLockedUpdate) and inspect.iscoroutinefunction(store.modify)
+        )
+        # An asyncio.Lock is bound to the first loop that waits on it: one per loop, gone with the loop.
+        self._turns = weakref.WeakKeyDictionary()
         self._retry = retry if retry is not None else RetryPolicy()
         self._max_attempts = max_attempts
         self._system_role = system_role
@@ -128,6 +143,14 @@ class ChatMemorySession:
     def store(self) -> ChatMemoryStore:
         """The store the session reads and writes."""
         return self._store
+
+    def _turn(self) -> asyncio.Lock:
+        """The lock the tasks of the running loop take turns on to write through this session object."""
+        loop = asyncio.get_running_loop()
+        lock = self._turns.get(loop)
+        if lock is None:
+            lock = self._turns[loop] = asyncio.Lock()
+        return lock
 
     def _rules(self) -> WindowRules | None:
         return self._window._rules() if self._window is not None else None
@@ -143,8 +166,11 @@ class ChatMemorySession:
 
         Raises:
             TypeError: ``items`` is not a list of dicts.
+            UnencodableValueError: an item holds a value JSON cannot hold (a set, bytes, NaN, an object):
+                a ``TypeError`` too, as the SDK's own sessions raise; nothing was written.
             SerializationError: an entry is not a Responses item (no ``type`` and no ``role``).
-            ConcurrentUpdateError: other writers kept changing the session for the whole retry budget.
+            ConcurrentUpdateError: other writers kept changing the session for the whole retry budget
+                (a store with a locked update queues instead, so only with ``max_attempts``).
         """
         listed = item_list(items, self.session_id)
         if not listed:
@@ -155,10 +181,12 @@ class ChatMemorySession:
             rules=self._rules(),
             system_role=self._system_role,
             versioned=self._versioned,
+            locked=self._locked,
             retry=self._retry,
             max_attempts=self._max_attempts,
         )
-        await run_steps_async(steps, self._store)
+        async with self._turn():
+            await run_steps_async(steps, self._store)
 
     async def pop_item(self) -> Any:
         """Remove and return the most recent item, or ``None`` when the session is empty."""
@@ -166,10 +194,12 @@ class ChatMemorySession:
             self.session_id,
             system_role=self._system_role,
             versioned=self._versioned,
+            locked=self._locked,
             retry=self._retry,
             max_attempts=self._max_attempts,
         )
-        return await run_steps_async(steps, self._store)
+        async with self._turn():
+            return await run_steps_async(steps, self._store)
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""

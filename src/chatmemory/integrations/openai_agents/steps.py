@@ -1,9 +1,10 @@
 """The session's operations as store steps (see :mod:`chatmemory.core.memory_steps`), without I/O.
 
 Each operation reads the memory, decides the new list with :mod:`.items` and the window rules, and writes
-it back conditionally on the version it read (on a versioned store), retrying from a fresh read when
-another writer got there first. The session runs the steps with
-:func:`chatmemory.aio.memory.run_steps_async`.
+it back conditionally on the version it read (on a versioned store). When another writer got there first
+it queues on the store's lock (:class:`~chatmemory.core.memory_steps.Modify`, on a store with a locked
+update), else retries from a fresh read, as a window memory's ``add`` does. The session runs the steps
+with :func:`chatmemory.aio.memory.run_steps_async`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from chatmemory.core.memory_steps import (
     DeleteMessages,
     GetMessages,
     Load,
+    Modify,
     Save,
     Sleep,
     Steps,
@@ -24,6 +26,7 @@ from chatmemory.core.memory_steps import (
 )
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
+from chatmemory.core.window import WindowUpdate
 from chatmemory.integrations.openai_agents.items import Popped, append_items, last_items, pop_last_item
 from chatmemory.stores.base.retry import RetryPolicy
 
@@ -36,7 +39,13 @@ Change = Callable[[list[ChatMessage]], "tuple[list[ChatMessage] | None, T]"]
 
 
 def _read_modify_write(
-    memory_id: str, change: Change[T], *, versioned: bool, retry: RetryPolicy, max_attempts: int | None
+    memory_id: str,
+    change: Change[T],
+    *,
+    versioned: bool,
+    locked: bool,
+    retry: RetryPolicy,
+    max_attempts: int | None,
 ) -> Steps[T]:
     if not versioned:
         stored: list[ChatMessage] = yield GetMessages(memory_id)
@@ -54,12 +63,31 @@ def _read_modify_write(
             yield Save(memory_id, new, snapshot.version)
         except ConcurrentUpdateError:
             spent = max_attempts is not None and attempts.count >= max_attempts
+            if locked and not spent:
+                # Queue behind the other writers instead of racing them again (see add_steps).
+                return (yield from _change_locked(memory_id, change))
             delay = None if spent else attempts.backoff()
             if delay is None:
                 raise ConcurrentUpdateError(memory_id, attempts=attempts.count) from None
             yield Sleep(delay)
             continue
         return result
+
+
+def _change_locked(memory_id: str, change: Change[T]) -> Steps[T]:
+    """``change`` applied under the store's lock: the result of the call whose list the store kept."""
+    results: list[T] = []
+
+    def locked_change(stored: list[ChatMessage]) -> list[ChatMessage] | None:
+        # The store may call this more than once; its last call decides what is written.
+        new, result = change(stored)
+        results.append(result)
+        return new
+
+    yield Modify(memory_id, locked_change)
+    if not results:  # pragma: no cover - a store that breaks its contract
+        raise AssertionError(f"{memory_id!r}: the store's modify returned without calling the change")
+    return results[-1]
 
 
 def add_items_steps(
@@ -69,26 +97,38 @@ def add_items_steps(
     rules: WindowRules | None,
     system_role: str,
     versioned: bool,
+    locked: bool = False,
     retry: RetryPolicy,
     max_attempts: int | None,
 ) -> Steps[None]:
-    """Append ``items``; with ``rules``, evict down to the window (calls leave with their outputs)."""
+    """Append ``items``; with ``rules``, evict down to the window (calls leave with their outputs).
 
-    def change(stored: list[ChatMessage]) -> tuple[list[ChatMessage] | None, None]:
+    ``locked``: the store has a locked update of this I/O style, taken after a conflicting write.
+    """
+
+    def change(stored: list[ChatMessage]) -> tuple[list[ChatMessage] | None, WindowUpdate | None]:
         appended = append_items(stored, items, system_role)
         if rules is None:
             return [*appended.kept, *appended.added], None
         update = rules.add(appended.kept, appended.added)
-        rules.report(update)
-        return (update.messages if update.changed else None), None
+        return (update.messages if update.changed else None), update
 
-    return (
-        yield from _read_modify_write(memory_id, change, versioned=versioned, retry=retry, max_attempts=max_attempts)
+    update = yield from _read_modify_write(
+        memory_id, change, versioned=versioned, locked=locked, retry=retry, max_attempts=max_attempts
     )
+    # Warned once, for the window written (not for each attempt, nor each call of a locked change).
+    if rules is not None and update is not None:
+        rules.report(update)
 
 
 def pop_item_steps(
-    memory_id: str, *, system_role: str, versioned: bool, retry: RetryPolicy, max_attempts: int | None
+    memory_id: str,
+    *,
+    system_role: str,
+    versioned: bool,
+    locked: bool = False,
+    retry: RetryPolicy,
+    max_attempts: int | None,
 ) -> Steps[dict[str, Any] | None]:
     """Remove and return the most recent item (``None`` for an empty session)."""
 
@@ -99,7 +139,9 @@ def pop_item_steps(
         return popped.messages, popped.item
 
     return (
-        yield from _read_modify_write(memory_id, change, versioned=versioned, retry=retry, max_attempts=max_attempts)
+        yield from _read_modify_write(
+            memory_id, change, versioned=versioned, locked=locked, retry=retry, max_attempts=max_attempts
+        )
     )
 
 
