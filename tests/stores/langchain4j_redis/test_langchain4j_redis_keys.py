@@ -32,6 +32,7 @@ from chatmemory.stores.langchain4j_redis.keys import (
 )
 from chatmemory.stores.langchain4j_redis.plan import key, memory_id_of
 from chatmemory.stores.redis import Redis, RedisCluster
+from chatmemory.transfer.sources import LangChain4jRedisSource
 from support.backends.langchain4j_redis import drop_prefix
 from support.backends.redis import cluster_url, redis_url
 
@@ -216,3 +217,19 @@ def test_a_memory_at_an_earlier_stores_history_key_reads_as_damaged_not_as_histo
         store.get_messages("{u}victim:chatmemory-history")
     assert store.history("{u}victim").messages == [UserMessage("a"), UserMessage("b")]
     assert store.get_messages("{u}victim:chatmemory-history") == []
+
+
+def test_the_keys_beside_a_memory_are_invisible_to_the_copy_source_too(
+    client: Redis | RedisCluster, prefix: str
+) -> None:
+    store = LangChain4jRedisChatMemoryStore(client, key_prefix=prefix, history=True)
+    for name in ("{u}victim", "victim"):
+        snapshot = store.load(name)
+        store.save(name, [UserMessage("a")], snapshot.version)
+    assert client.exists(*(write_ids_key(store.key_of(name)) for name in ("{u}victim", "victim"))) == 2
+    url = cluster_url() if isinstance(client, RedisCluster) else redis_url()
+    source = LangChain4jRedisSource(url, key_prefix=prefix)
+    try:
+        assert sorted(source.memory_ids()) == ["victim", "{u}victim"] and source.skipped_keys == 0
+    finally:
+        source.close()
