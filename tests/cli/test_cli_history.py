@@ -70,12 +70,16 @@ def test_trim_history_removes_old_entries_and_keeps_windows(stores, run) -> None
     store = stores[url]
     store.update_messages("talk", [UserMessage(f"old{index}") for index in range(5)])
     store.update_messages("talk", [UserMessage("old4")])
-    time.sleep(1.2)
+    # A cutoff time between the old entries and the new one, with room on both sides: a slow machine only
+    # widens the gaps (an age such as "0.6s" would count from the trim, and a slow trim took "new" too).
+    time.sleep(0.3)
+    cutoff = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    time.sleep(0.3)
     store.update_messages("talk", [UserMessage("old4"), UserMessage("new")])
     refused = run("trim-history", url, "--older-than", "1s")
     assert refused.status == 2
     assert "pass --yes" in refused.err
-    result = run("trim-history", url, "--older-than", "0.6s", "--id", "talk", "--yes")
+    result = run("trim-history", url, "--older-than", cutoff, "--id", "talk", "--yes")
     assert result.status == 0, result.err
     removed = int(result.out.split("removed ")[1].split()[0])
     assert removed >= 4

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_results import run_main
 
 from chatmemory import SupportsExpiryPurge, SystemMessage, UserMessage
+from chatmemory.memory_times import SupportsExpiryAt
 
 WINDOW = [SystemMessage("s"), UserMessage("u")]
 
@@ -47,12 +50,23 @@ def test_delete_asks_unless_yes(stores, run, monkeypatch: pytest.MonkeyPatch) ->
     assert run("delete", url).status == 2  # no ids: usage
 
 
+def wait_until(condition: Callable[[], bool], what: str, deadline: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` only after ``deadline`` seconds (a loaded machine)."""
+    give_up = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < give_up, f"{what} did not happen within {deadline} s"
+        time.sleep(0.05)
+
+
 def test_purge_expired(stores, run) -> None:
     url = stores.url("a", ttl=0.5)
     store = stores[url]
+    assert isinstance(store, SupportsExpiryAt)
     store.update_messages("old", WINDOW)
-    time.sleep(0.7)
     store.update_messages("fresh", WINDOW)
+    # "fresh" must outlive the purge however slow the machine is: its expiry is an hour out, not 0.5 s.
+    store.expire_at("fresh", datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1))
+    wait_until(lambda: store.get_messages("old") == [], "'old' expiring by the store's ttl")
     result = run("purge-expired", url, "--batch-size", "10")
     assert result.status == 0, result.err
     if isinstance(store, SupportsExpiryPurge):
