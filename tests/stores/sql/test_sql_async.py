@@ -52,8 +52,8 @@ def checked_out(store: AsyncSQLStore) -> int:
     but for the one the store keeps for its next operation: those no call holds are leaked."""
     pools = {id(engine.pool): engine.pool for engine in (operations_engine(store), store.engine.sync_engine)}
     out = sum(int(pool.checkedout()) for pool in pools.values())  # type: ignore[attr-defined]
-    driver = store.__dict__.get("_driver")
-    return out - (len(driver._sync._kept) if driver is not None else 0)
+    driver = store._driver
+    return out - len(driver._sync._kept)
 
 
 def texts(*words: str) -> list[ChatMessage]:

@@ -19,9 +19,6 @@ under it on every node). Commands other code sends on a client it shares with th
 from __future__ import annotations
 
 import asyncio
-import threading
-import weakref
-from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -29,6 +26,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from chatmemory.aio.stores.admission import Admission
+from chatmemory.aio.stores.loops import PerLoop
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.base.operations import Operation
 
@@ -92,37 +90,24 @@ class RedisGate:
 class _OnLoop:
     """What an asyncio Redis store uses on one event loop: a client bound to that loop and its gate."""
 
-    __slots__ = ("client", "closer", "gate", "owned")
+    __slots__ = ("client", "gate")
 
-    def __init__(self, client: Any, owned: bool) -> None:
+    def __init__(self, client: Any) -> None:
         self.client = client
         self.gate = RedisGate(client)
-        self.owned = owned
-        self.closer: AsyncGenerator[None, None] | None = None
 
 
-async def _close_with_loop(
-    store_ref: weakref.ReferenceType[Any], loop: asyncio.AbstractEventLoop
-) -> AsyncGenerator[None, None]:
-    """Suspended for the loop's lifetime: the loop's ``shutdown_asyncgens`` (``asyncio.run``) closes the client."""
-    try:
-        yield
-    finally:
-        store = store_ref()
-        on = None if store is None else store._loops.pop(loop, None)
-        if on is not None:
-            await on.client.aclose()
+async def _close(on: _OnLoop) -> None:
+    await on.client.aclose()
 
 
 class GatedClient:
     """What the asyncio Redis stores do with their clients: one per event loop, sent through a :class:`RedisGate`.
 
-    A redis-py asyncio client belongs to the loop it first ran on (its connections and locks are that
-    loop's). A store built from a URL therefore makes one client per event loop, when that loop first
-    uses it, and closes it when the loop shuts down (``asyncio.run`` and test runners shut down a loop's
-    async generators first) or in ``aclose``; so ``asyncio.run`` twice, or several threads each running its
-    own loop, share one store. A client the caller passed in is used on the first loop only: on any other
-    the store raises :class:`~chatmemory.core.errors.StoreError` at once, naming the fix.
+    A store built from a URL makes a client per event loop (:class:`~chatmemory.aio.stores.loops.PerLoop`),
+    so ``asyncio.run`` twice, or several threads each running its own loop, share one store. A client the
+    caller passed in serves the first loop only: on another the store raises
+    :class:`~chatmemory.core.errors.StoreError` at once, naming the fix.
 
     A store sends each command with its ``_send(client, command)``; :meth:`_perform` (what its operations
     are driven with) finds the running loop's client and waits for its gate first.
@@ -131,9 +116,7 @@ class GatedClient:
     _client: Any
     _owns_client: bool
     _repr_name: ClassVar[str]
-    _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _OnLoop]
-    _unused: bool
-    _loops_guard: threading.Lock
+    _per_loop: PerLoop[_OnLoop]
 
     if TYPE_CHECKING:  # the store's own, and its client holder's
 
@@ -142,39 +125,31 @@ class GatedClient:
         def _another_client(self) -> Any: ...
 
     def _started(self) -> None:
-        self._loops = weakref.WeakKeyDictionary()
-        self._unused = True  # the client built (or given) at construction, not yet bound to a loop
-        self._loops_guard = threading.Lock()
+        self._per_loop = PerLoop(self._for_loop, _close, closes_with_loop=self._owns_client)
+
+    def _for_loop(self, first: bool) -> _OnLoop:
+        client = self._client if first else self._another_client()
+        if client is None:
+            raise StoreError(
+                Operation.CONNECT,
+                detail=(
+                    f"the redis-py client given to {self._repr_name} belongs to the event loop it first ran on, "
+                    "and this is another one; build the store from a URL (it then keeps a client per event "
+                    "loop), or build one store per event loop"
+                ),
+            )
+        return _OnLoop(client)
 
     def _on_loop(self) -> _OnLoop:
-        loop = asyncio.get_running_loop()
-        on = self._loops.get(loop)
-        if on is not None:
-            return on
-        with self._loops_guard:
-            for other in [other for other in self._loops if other.is_closed()]:
-                self._loops.pop(other, None)  # its loop is gone, and its connections with it
-            if self._unused:
-                client, self._unused = self._client, False
-            else:
-                client = self._another_client()
-                if client is None:
-                    raise StoreError(
-                        Operation.CONNECT,
-                        detail=(
-                            f"the redis-py client given to {self._repr_name} belongs to the event loop it first "
-                            "ran on, and this is another one; build the store from a URL (it then keeps a client "
-                            "per event loop), or build one store per event loop"
-                        ),
-                    )
-            on = self._loops[loop] = _OnLoop(client, self._owns_client)
-        return on
+        """The running loop's client and gate (made now if this loop has none yet)."""
+        return self._per_loop.get()
+
+    def _loop_client(self) -> Any:
+        """The client of the running loop (made now if this loop has none yet)."""
+        return self._per_loop.get().client
 
     async def _perform(self, command: Any) -> object:
-        on = self._on_loop()
-        if on.owned and on.closer is None:
-            on.closer = _close_with_loop(weakref.ref(self), asyncio.get_running_loop())
-            await on.closer.asend(None)
+        on = await self._per_loop.ready()
         gate = on.gate
         await gate.ready()
         if gate.turns is None:
@@ -182,21 +157,7 @@ class GatedClient:
         async with gate.turns:
             return await self._send(on.client, command)
 
-    def _loop_client(self) -> Any:
-        """The client of the running loop (made now if this loop has none yet)."""
-        return self._on_loop().client
-
     async def _release(self) -> None:
-        running = asyncio.get_running_loop()
-        clients = list(self._loops.items())
-        self._loops.clear()
-        if self._unused:
-            clients.append((running, _OnLoop(self._client, True)))
-        for loop, on in clients:
-            if on.closer is not None:
-                on.closer = None  # its loop's shutdown finds nothing left to close
-            if loop is running:
-                await on.client.aclose()
-            elif not loop.is_closed():
-                future = asyncio.run_coroutine_threadsafe(on.client.aclose(), loop)
-                await asyncio.wrap_future(future)
+        if not self._per_loop.used:
+            await self._client.aclose()
+        await self._per_loop.aclose()

@@ -35,7 +35,7 @@ import datetime
 import functools
 import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from chatmemory.stores._optional import require
 
@@ -46,6 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine  # noqa: E402
 from sqlalchemy.util import greenlet_spawn  # noqa: E402
 
+from chatmemory.aio.stores.loops import PerLoop  # noqa: E402
 from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
 from chatmemory.aio.stores.sql_threads import ThreadDriver  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
@@ -55,6 +56,7 @@ from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.sql.commands import Steps  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
     dialect_family,
@@ -74,6 +76,24 @@ from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
 __all__ = ["SQLChatMemoryStore"]
 
 _traced = StoreTelemetry("sql", __name__)
+_T = TypeVar("_T")
+
+
+class _OnLoop:
+    """What the store sends with on one event loop: an engine of that loop, in autocommit, and its driver."""
+
+    __slots__ = ("autocommit", "driver", "engine", "schema_lock")
+
+    def __init__(self, engine: AsyncEngine, autocommit: AsyncEngine, driver: AsyncDriver) -> None:
+        self.engine = engine
+        self.autocommit = autocommit
+        self.driver = driver
+        self.schema_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        """Hand back the kept connection and close the pool's connections (the engine stays usable)."""
+        await self.driver.hand_back()
+        await self.engine.dispose()
 
 
 class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
@@ -110,6 +130,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     """SQLite from a URL: the sync engine its operations run on worker threads (see the module)."""
 
     def _engine_from_url(self, url: str, options: dict[str, Any]) -> AsyncEngine:
+        self._url = url
         parsed = normalize_url(url, asynchronous=True)
         try:
             engine = create_async_engine(parsed, **driver_options(parsed, options))
@@ -120,23 +141,18 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             self._thread_engine = engine_from_url(url, options)
         return engine
 
-    @functools.cached_property
-    def _schema_lock(self) -> asyncio.Lock:
-        return asyncio.Lock()
-
     @property
     def engine(self) -> AsyncEngine:
         """The asyncio engine the store uses (on SQLite from a URL, for the schema commands only)."""
         return self._engine
 
     async def _release(self) -> None:
-        driver = self.__dict__.get("_driver")
-        if isinstance(driver, ThreadDriver):
+        driver = self.__dict__.get("_thread_driver")
+        if driver is not None:
             await asyncio.to_thread(driver.shutdown)
-        elif driver is not None:
-            await driver.hand_back()
         if self._thread_engine is not None:
             self._thread_engine.dispose()
+        await self._per_loop.aclose()
         await self._engine.dispose()
 
     # ------------------------------------------------------------------------------------------ schema
@@ -149,7 +165,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         that a driver error while autocommit is set is wrapped, and its connection handed back.
         """
         try:
-            connection = AsyncConnection(self._autocommit, await greenlet_spawn(connect, self._autocommit.sync_engine))
+            autocommit = (await self._per_loop.ready()).autocommit
+            connection = AsyncConnection(autocommit, await greenlet_spawn(connect, autocommit.sync_engine))
             try:
                 yield connection
             except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
@@ -185,7 +202,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     async def _check_schema(self) -> None:
         """Check the revision once per store, once more on a new connection after a lost one (as the sync store)."""
-        async with self._schema_lock:
+        async with (await self._per_loop.ready()).schema_lock:
             if not self._schema.checked:
                 try:
                     await self._check_schema_once()
@@ -219,25 +236,65 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     # -------------------------------------------------------------------------------------- the driver
 
     @functools.cached_property
-    def _driver(self) -> AsyncDriver | ThreadDriver:
+    def _thread_driver(self) -> ThreadDriver:
         engine = self._thread_engine
-        if engine is not None:
+        assert engine is not None, "only SQLite from a URL runs on worker threads"
+        autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
+        return ThreadDriver(
+            engine,
+            autocommit,
+            self._check_schema_on_thread,
+            keeps_connection=self._keeps_connection,
+            writers=writer_queue_for(engine, self._engine_options),
+        )
+
+    @functools.cached_property
+    def _per_loop(self) -> PerLoop[_OnLoop]:
+        return PerLoop(self._for_loop, _OnLoop.close, closes_with_loop=self._owns_client)
+
+    def _for_loop(self, first: bool) -> _OnLoop:
+        """The engine of a loop that first uses the store: the store's own on the first loop, a new one after."""
+        if first:
+            engine, autocommit = self._engine, self._autocommit
+        elif self._owns_client:
+            parsed = normalize_url(self._url, asynchronous=True)
+            engine = create_async_engine(parsed, **driver_options(parsed, self._engine_options or {}))
+            install_connect_hooks(engine.sync_engine)
             autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
-            return ThreadDriver(
-                engine,
-                autocommit,
-                self._check_schema_on_thread,
-                keeps_connection=self._keeps_connection,
-                writers=writer_queue_for(engine, self._engine_options),
+        else:
+            raise StoreError(
+                Operation.CONNECT,
+                detail=(
+                    "the AsyncEngine given to the asyncio SQLChatMemoryStore belongs to the event loop it first ran "
+                    "on (its pooled connections do), and this is another one; build the store from a URL (it then "
+                    "keeps an engine per event loop), or build one store per event loop"
+                ),
             )
-        return AsyncDriver(self._engine, self._autocommit, self._check_schema, keeps_connection=self._keeps_connection)
+        driver = AsyncDriver(engine, autocommit, self._check_schema, keeps_connection=self._keeps_connection)
+        return _OnLoop(engine, autocommit, driver)
+
+    @property
+    def _driver(self) -> AsyncDriver | ThreadDriver:
+        """What sends the operations: the worker threads (SQLite from a URL), else the running loop's engine."""
+        if self._thread_engine is not None:
+            return self._thread_driver
+        return self._per_loop.get().driver
+
+    async def _ready_driver(self) -> AsyncDriver | ThreadDriver:
+        """:attr:`_driver`, its loop's engine set to close when the loop shuts down."""
+        if self._thread_engine is not None:
+            return self._thread_driver
+        return (await self._per_loop.ready()).driver
+
+    async def _run(self, steps: Steps[_T]) -> _T:
+        return await (await self._ready_driver()).run(steps)
 
     # ------------------------------------------------------------------------------------------- reads
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
-        return await self._driver.run(self._load(memory_id))
+        return await self._run(self._load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -247,24 +304,24 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded."""
-        return await self._driver.run(self._read_raw(memory_id))
+        return await self._run(self._read_raw(memory_id))
 
     @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
-        return await self._driver.run(self._memory_times(memory_id))
+        return await self._run(self._memory_times(memory_id))
 
     # ------------------------------------------------------------------------------------------ writes
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return await self._driver.run(self._save(memory_id, messages, expected_version))
+        return await self._run(self._save(memory_id, messages, expected_version))
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        await self._driver.run(self._update(memory_id, messages))
+        await self._run(self._update(memory_id, messages))
 
     @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -272,17 +329,17 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
         With history it records nothing and keeps the history the memory had (see the sync store).
         """
-        await self._driver.run(self._write_raw(memory_id, records))
+        await self._run(self._write_raw(memory_id, records))
 
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
-        return await self._driver.run(self._modify(memory_id, change))
+        return await self._run(self._modify(memory_id, change))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
-        await self._driver.run(self._delete(memory_id))
+        await self._run(self._delete(memory_id))
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -294,7 +351,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Raises:
             ValueError: ``when`` is not an aware datetime.
         """
-        await self._driver.run(self._expire_at(memory_id, when))
+        await self._run(self._expire_at(memory_id, when))
 
     # ----------------------------------------------------------------------------------------- history
 
@@ -308,7 +365,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             HistoryNotEnabledError: the store was built without ``history=True``.
             CorruptedMemoryError: an entry does not decode.
         """
-        return await self._driver.run(self._history_page(memory_id, after, limit, reverse))
+        return await self._run(self._history_page(memory_id, after, limit, reverse))
 
     @_traced.coroutine("trim_history")
     async def trim_history(
@@ -319,7 +376,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return await self._driver.run(self._trim(older_than, memory_id))
+        return await self._run(self._trim(older_than, memory_id))
 
     # --------------------------------------------------------------------------------- listing and TTL
 
@@ -327,8 +384,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     async def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> AsyncIterator[str]:
         """The ids of live memories, by id or most recently written first (see the sync store)."""
         check_listing(order, page_size)
-        await self._driver.run(self._ready(Operation.LIST))
-        pages = self._driver.iterate(self._pages(order, page_size))
+        await self._run(self._ready(Operation.LIST))
+        pages = (await self._ready_driver()).iterate(self._pages(order, page_size))
         try:
             async for memory_id in pages:
                 yield memory_id
@@ -338,4 +395,4 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("purge_expired")
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
-        return await self._driver.run(self._purge(batch_size))
+        return await self._run(self._purge(batch_size))
