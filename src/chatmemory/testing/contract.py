@@ -59,6 +59,7 @@ from chatmemory.testing.cases.hooks import (
 from chatmemory.testing.cases.round_trip import RoundTripCases
 from chatmemory.testing.cases.versioning import VersioningCases
 from chatmemory.testing.cases.windows import WindowCases
+from chatmemory.testing.cases.writers import WriterCases
 from chatmemory.testing.driver import AsyncDriver, ContractDriver, SyncDriver, drive
 
 __all__ = [
@@ -73,7 +74,16 @@ __all__ = [
 ]
 
 
-class _Cases(RoundTripCases, WindowCases, AtomicityCases, VersioningCases, CorruptionCases, ExpiryCases, HistoryCases):
+class _Cases(
+    RoundTripCases,
+    WindowCases,
+    AtomicityCases,
+    VersioningCases,
+    CorruptionCases,
+    ExpiryCases,
+    HistoryCases,
+    WriterCases,
+):
     """Every case, as a coroutine method, and the fixtures both suites share."""
 
     @pytest.fixture
