@@ -8,18 +8,23 @@ A Java service and sync or async Python services share one memory.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
+import secrets
 from collections.abc import AsyncIterator, Iterable
 from typing import TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.turns import AsyncLocalTurns
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -29,7 +34,7 @@ from redis.exceptions import RedisError  # noqa: E402
 
 from chatmemory.aio.stores.redis_gate import GatedClient  # noqa: E402 - imports redis
 from chatmemory.stores.base.driving import drive_async  # noqa: E402
-from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends  # noqa: E402
+from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep  # noqa: E402
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402
 from chatmemory.stores.redis.sending import send_async  # noqa: E402
@@ -46,7 +51,10 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     Every ``save`` is a compare-and-set of the whole value, so a Python writer never overwrites a Java
     write it has not seen; a Java writer (a plain ``SET``) can overwrite a Python write it has not seen.
-    Versions are this store object's own. Supports versioning, TTL, listing and history.
+    Versions are this store object's own. Supports versioning, locked updates, TTL, listing and history.
+
+    Writers that conflict take turns in :meth:`modify`: tasks of one event loop sharing the store queue in
+    the process, writers elsewhere on the lease lock beside the value (see the sync store).
 
     Takes the arguments of :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore`, with a
     ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client (``decode_responses=False``; you
@@ -74,7 +82,14 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     # ------------------------------------------------------------------------------------ driving
 
+    def _started(self) -> None:
+        super()._started()
+        self._turns = AsyncLocalTurns()
+
     async def _send(self, client: Redis | RedisCluster, command: Command) -> object:
+        if isinstance(command, Sleep):
+            await asyncio.sleep(command.seconds)
+            return None
         if not isinstance(command, Scan):
             return await send_async(client, command)
         pattern, kind = command.pattern, command.type
@@ -104,6 +119,29 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         return await self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
+
+    @_traced.coroutine("modify")
+    async def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
+
+        See :class:`chatmemory.aio.SupportsLockedUpdate` and the sync store's :meth:`modify`.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+            CorruptedMemoryError: the stored value does not decode (``change`` is not called).
+        """
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
+        async with self._turns.hold(memory_id):
+            token = secrets.token_bytes(16)
+            await self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
+            try:
+                version = await self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
+                    await self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+                raise
+            await self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+            return version
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

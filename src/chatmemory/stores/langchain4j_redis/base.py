@@ -16,6 +16,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
+from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 from chatmemory.stores.langchain4j_redis.history import HistorySteps
 from chatmemory.stores.langchain4j_redis.known_values import KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, check_client, client_url, key
@@ -37,8 +38,10 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
     """The state every LangChain4j-layout store keeps, checked at construction (see the executors' arguments).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a ``client_types`` client; ``key_prefix`` is not a str.
-        ValueError: a bad ``ttl`` or ``key_prefix``, a client with ``decode_responses=True``.
+        TypeError: ``url_or_client`` is neither a URL nor a ``client_types`` client; ``key_prefix`` is not a str;
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        ValueError: a bad ``ttl``, ``key_prefix``, ``lock_lease`` or ``lock_wait``, a client with
+            ``decode_responses=True``.
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
 
@@ -51,8 +54,11 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         version_book_size: int = 1024,
         history: bool = False,
         history_ttl: TTL = None,
+        lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
+        lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
     ) -> None:
         self._key_prefix = validate_prefix("key_prefix", key_prefix)
+        self._lock_options = LockOptions.validate(lock_lease, lock_wait)
         self._prefix = key_prefix.encode("utf-8")
         self._ttl = ttl_seconds(ttl)
         self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))

@@ -3,7 +3,8 @@
 The operations (:mod:`.operations`, :class:`.history.HistorySteps`) are generators that yield these
 commands and receive the driver's replies; the sync executor sends them with redis-py's blocking client,
 the asyncio one with ``redis.asyncio``, and both throw a driver exception back in at the ``yield`` where
-the command was made (:func:`chatmemory.stores.base.driving.drive`). Named tuples: one or two are
+the command was made (:func:`chatmemory.stores.base.driving.drive`). A writer waiting for a memory's lease
+lock yields :class:`~chatmemory.core.memory_steps.Sleep` between tries. Named tuples: one or two are
 built on every turn, several times faster than frozen dataclasses.
 """
 
@@ -12,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Command", "Get", "Scan", "Script", "Sends", "Set"]
+from chatmemory.core.memory_steps import Sleep
+
+__all__ = ["Command", "Get", "Scan", "Script", "Sends", "Set", "SetIfAbsent", "Sleep"]
 
 _T = TypeVar("_T")
 
@@ -56,6 +59,18 @@ class Set(NamedTuple):
         return "set", (self.key, self.value, None, self.px)
 
 
+class SetIfAbsent(NamedTuple):
+    """``SET key value NX PX px``: the reply is ``True`` when it was set, ``None`` when the key was there."""
+
+    key: bytes
+    value: bytes
+    px: int
+
+    def request(self) -> tuple[str, tuple[Any, ...]]:
+        """The client method and its arguments (``set(name, value, ex, px, nx)``)."""
+        return "set", (self.key, self.value, None, self.px, True)
+
+
 class Scan(NamedTuple):
     """Every key of type ``type`` matching ``pattern`` (over every primary of a cluster), replied as a set."""
 
@@ -63,8 +78,8 @@ class Scan(NamedTuple):
     type: str
 
 
-Command = Get | Script | Set | Scan
-"""Anything an operation yields."""
+Command = Get | Script | Set | SetIfAbsent | Scan | Sleep
+"""Anything an operation yields (a :class:`~chatmemory.core.memory_steps.Sleep` while a writer waits its turn)."""
 
 Sends = Generator[Command, object, _T]
 """An operation: yields commands, receives each reply, returns its result."""

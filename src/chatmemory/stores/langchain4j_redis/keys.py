@@ -1,12 +1,15 @@
 """Where a LangChain4j-layout memory lives: the key Java reads, and chatmemory's own keys beside it.
 
-The memory key is ``key_prefix + memory id``, LangChain4j's own. chatmemory keeps two more keys per memory
-that Java never reads: the history (:func:`history_key`) and the ids of its latest writes
-(:func:`write_ids_key`, how a write sent again after a lost reply knows it landed). Each is the memory key,
-a ``0xFF`` byte, a name, and, on a key without a hash tag, two bytes that bring it back to the memory key's
-Redis Cluster slot (so one script changes them all). ``0xFF`` never occurs in UTF-8, so no memory id's key
-is one of these, and the first ``0xFF`` ends the memory key, so the keys of two memories never coincide.
-Neither is a string key, so listing (string keys only) never sees them. Pure: no driver, no I/O.
+The memory key is ``key_prefix + memory id``, LangChain4j's own. chatmemory keeps more keys per memory
+that Java never reads: the history (:func:`history_key`), the ids of its latest writes
+(:func:`write_ids_key`, how a write sent again after a lost reply knows it landed) and, while a writer
+holds it, the lease lock of ``modify`` (:func:`lock_key`). Each is the memory key, a ``0xFF`` byte, a
+name, and, on a key without a hash tag, two bytes that bring it back to the memory key's Redis Cluster
+slot (so one script changes them all). ``0xFF`` never occurs in UTF-8, so no memory id's key is one of
+these, and the first ``0xFF`` ends the memory key, so the keys of two memories never coincide. The
+history and the write ids are lists, so listing (string keys only) never sees them; the lock is a string,
+and listing skips it because the rest of its key after the prefix is no UTF-8 text, hence no memory id.
+Pure: no driver, no I/O.
 
 Stores before this layout kept the history at the memory key followed by ``:chatmemory-history``
 (:func:`legacy_history_key`), which is also the key of the memory id ending so; a list there can only be
@@ -25,11 +28,13 @@ from chatmemory.stores.langchain4j_redis.plan import glob_literal, key
 __all__ = [
     "HISTORY_MARK",
     "LEGACY_HISTORY_SUFFIX",
+    "LOCK_MARK",
     "WRITE_IDS_MARK",
     "any_history_pattern",
     "history_key",
     "history_pattern",
     "legacy_history_key",
+    "lock_key",
     "memory_id_of_history_key",
     "memory_id_of_legacy_history_key",
     "write_ids_key",
@@ -39,6 +44,8 @@ HISTORY_MARK = b"\xffchatmemory-history"
 """What follows the memory key in its history key (then, for keys without a hash tag, slot bytes)."""
 WRITE_IDS_MARK = b"\xffchatmemory-writes"
 """What follows the memory key in the key of its latest write ids (then, maybe, slot bytes)."""
+LOCK_MARK = b"\xffchatmemory-lock"
+"""What follows the memory key in the key of its ``modify`` lease lock (then, maybe, slot bytes)."""
 LEGACY_HISTORY_SUFFIX = b":chatmemory-history"
 """What followed the memory key in the history key of stores before :data:`HISTORY_MARK`."""
 
@@ -117,6 +124,12 @@ def history_key(memory_key: bytes) -> bytes:
 def write_ids_key(memory_key: bytes) -> bytes:
     """The key of the latest write ids of the memory at ``memory_key``: in its hash slot, never a memory's key."""
     return _in_slot_of(memory_key, WRITE_IDS_MARK)
+
+
+@functools.lru_cache(maxsize=4096)
+def lock_key(memory_key: bytes) -> bytes:
+    """The key of the lease lock of the memory at ``memory_key``: in its hash slot, never a memory's key."""
+    return _in_slot_of(memory_key, LOCK_MARK)
 
 
 @functools.lru_cache(maxsize=4096)

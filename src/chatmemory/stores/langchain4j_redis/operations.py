@@ -6,6 +6,12 @@ asyncio one (:mod:`chatmemory.aio.stores.langchain4j_redis`) only send them. A d
 back in where the command was yielded, so the ``try`` blocks below read as they would around a direct
 call and turn it into the store's error. What a write sends is decided in :mod:`.plan` and
 :mod:`.history`; this module adds the order of the commands and the errors.
+
+``modify`` (writers taking turns, as the native Redis store's) is three operations the executor runs in
+order: :meth:`~LangChain4jOperations._lock` (``SET NX PX`` of the memory's lock key, :func:`.keys.lock_key`,
+with the holder's token, polled with :class:`~chatmemory.core.memory_steps.Sleep` while busy),
+:meth:`~LangChain4jOperations._locked_change` (read, change, compare-and-set) and
+:meth:`~LangChain4jOperations._unlock` (the native store's ``unlock.lua``: deleted only by its token).
 """
 
 from __future__ import annotations
@@ -15,19 +21,20 @@ from collections.abc import Iterable
 from typing import TypeVar
 
 from chatmemory import telemetry
-from chatmemory.core.errors import CorruptedMemoryError, StoreError
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import HistoryPage, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
-from chatmemory.stores.langchain4j_redis.commands import Get, Scan, Script, Sends, Set
+from chatmemory.stores.langchain4j_redis.commands import Get, Scan, Script, Sends, Set, SetIfAbsent, Sleep
 from chatmemory.stores.langchain4j_redis.history import HistorySteps
 from chatmemory.stores.langchain4j_redis.keys import (
     any_history_pattern,
     history_key,
     legacy_history_key,
+    lock_key,
     memory_id_of_history_key,
     memory_id_of_legacy_history_key,
     write_ids_key,
@@ -44,6 +51,7 @@ from chatmemory.stores.langchain4j_redis.plan import (
 )
 from chatmemory.stores.langchain4j_redis.value import decode, encode
 from chatmemory.stores.redis.history import trim_args
+from chatmemory.stores.redis.scripts import UNLOCK
 
 from redis.exceptions import RedisError, ResponseError  # isort: skip - base.py checked that the extra is installed
 
@@ -136,6 +144,54 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
         finally:
             self._book.forget(memory_id)
             self._known.forget(memory_id)
+
+    # -------------------------------------------------------------------------------------- taking turns
+
+    def _lock(self, memory_id: str, token: bytes) -> Sends[None]:
+        """Take the lease lock of ``memory_id`` for ``token``, waiting while another writer holds it.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds.
+        """
+        options = self._lock_options
+        take = SetIfAbsent(lock_key(self.key_of(memory_id)), token, options.lease_ms)
+        waiting = options.polling().start()
+        while True:
+            try:
+                taken = yield take
+            except RedisError as exc:
+                raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
+            if taken:
+                return
+            delay = waiting.backoff()
+            if delay is None:
+                raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
+            yield Sleep(delay)
+
+    def _locked_change(self, memory_id: str, change: Change) -> Sends[int]:
+        """Apply ``change`` to the stored value and save it at the version read, over again until it lands.
+
+        Run while holding the lock: the writes that still get in between come from writers that have not
+        queued (an optimistic first attempt, a plain ``update_messages``, a Java ``SET``), and each costs
+        one more read. The save stays a compare-and-set, so a holder whose lease ran out cannot overwrite
+        what the next holder wrote.
+        """
+        while True:
+            snapshot = yield from self._load(memory_id)
+            new = change(list(snapshot.messages))
+            if new is None:
+                return snapshot.version
+            try:
+                return (yield from self._save(memory_id, new, snapshot.version))
+            except ConcurrentUpdateError:
+                telemetry.retried()
+
+    def _unlock(self, memory_id: str, token: bytes) -> Sends[None]:
+        """Give back the lease lock of ``memory_id`` if ``token`` still holds it."""
+        try:
+            yield Script(UNLOCK.source, UNLOCK.sha, (lock_key(self.key_of(memory_id)),), (token,))
+        except RedisError as exc:
+            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
 
     # ------------------------------------------------------------------------------------------- history
 

@@ -6,19 +6,24 @@ sends their commands with redis-py's blocking client.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import secrets
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends
+from chatmemory.stores.base.turns import LocalTurns
+from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
 from chatmemory.stores.redis.sending import send
@@ -54,6 +59,12 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j
     (with ``history=True``, ``update_messages`` is a compare-and-set too, retried until it lands).
 
+    **Writers taking turns.** chatmemory writers of one memory that conflict take turns in :meth:`modify`
+    (window memories take it after a first conflict): threads sharing the store queue in the process,
+    writers elsewhere on a lease lock beside the value, in its hash slot (:func:`.keys.lock_key`), never
+    listed. The write is still a compare-and-set, so a holder whose lease ran out never overwrites the
+    next holder's write. Java writers do not queue there.
+
     **Versions** are this store object's own (see :mod:`chatmemory.stores.langchain4j_redis.plan`): the
     value holds none, so a version names a value this object read or wrote. Within one store object they
     grow as the contract says; a version from another process or store object is a conflict.
@@ -81,10 +92,15 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
             by Java meanwhile records what the next chatmemory write appends to Java's value.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
             at least ``ttl``; ``None``: as the value.
+        lock_lease: seconds (or a ``timedelta``) after which the lock of :meth:`modify` is free again when
+            its holder died or hung (default 5): the longest a dead writer keeps the others waiting.
+        lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
+            :class:`~chatmemory.ConcurrentUpdateError` (default 30).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a redis-py client; ``key_prefix`` is not a str.
-        ValueError: a bad ``ttl``, a client with ``decode_responses=True``.
+        TypeError: ``url_or_client`` is neither a URL nor a redis-py client; ``key_prefix`` is not a str;
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        ValueError: a bad ``ttl``, ``lock_lease`` or ``lock_wait``, a client with ``decode_responses=True``.
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
 
@@ -104,7 +120,13 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
 
     # ------------------------------------------------------------------------------------ driving
 
+    def _started(self) -> None:
+        self._turns = LocalTurns()
+
     def _perform(self, command: Command) -> object:
+        if isinstance(command, Sleep):
+            time.sleep(command.seconds)
+            return None
         if isinstance(command, Scan):
             return set(self._scan(command.pattern, command.type))
         return send(self._client, command)
@@ -135,6 +157,30 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         return self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
+
+    @_traced("modify")
+    def modify(self, memory_id: str, change: Change) -> int:
+        """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
+
+        See :class:`chatmemory.SupportsLockedUpdate`. Uncontended, it costs four round trips (take the
+        lock, read, compare-and-set, give the lock back); window memories take it only after a conflict.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+            CorruptedMemoryError: the stored value does not decode (``change`` is not called).
+        """
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
+        with self._turns.hold(memory_id):
+            token = secrets.token_bytes(16)
+            self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
+            try:
+                version = self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
+            except BaseException:
+                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
+                    self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+                raise
+            self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+            return version
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
