@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from chatmemory.core.messages import UserMessage
+from chatmemory.core.messages import ChatMessage, UserMessage
 from chatmemory.testing.driver import AsyncDriver, ContractDriver
 
 WRITERS_ON_THREADS, WRITERS_AS_TASKS = 8, 50
 """Writers of the independent-writers cases: threads for a sync store, tasks for an asyncio one."""
 ADDS_EACH = 5
 """Adds each of those writers makes."""
+
+
+def _text(message: ChatMessage) -> str:
+    return message.text if isinstance(message, UserMessage) else repr(message)
 
 
 class WriterCases:
@@ -31,7 +35,7 @@ class WriterCases:
                 await memory.add(UserMessage(f"w{writer}-{index}"))
 
         await contract.together(*(write(writer) for writer in range(writers)))
-        stored = [message.text for message in await contract.store.get_messages(memory_id)]
+        stored = [_text(message) for message in await contract.store.get_messages(memory_id)]
         doubled = sorted(text for text, count in Counter(stored).items() if count > 1)
         assert not doubled, f"adds written twice: {doubled[:5]}"
         assert sorted(stored) == sorted(expected), f"{len(set(expected) - set(stored))} adds lost"
@@ -51,6 +55,6 @@ class WriterCases:
                 await memory.add(UserMessage(f"w{writer}-{index}"))
 
         await contract.together(*(write(writer) for writer in range(writers)))
-        stored = [message.text for message in await contract.store.get_messages(memory_id)]
+        stored = [_text(message) for message in await contract.store.get_messages(memory_id)]
         assert len(stored) == 6, stored
         assert len(set(stored)) == 6, f"an add written twice: {stored}"
