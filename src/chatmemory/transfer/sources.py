@@ -140,13 +140,16 @@ class LangChain4jRedisSource:
         """The memory ids of the string keys under the prefix (keys whose rest is not a valid id are skipped)."""
         from redis.exceptions import RedisError
 
+        from chatmemory.stores.langchain4j_redis.keys import LOCK_MARK
+
         seen: set[str] = set()
         try:
             for key in self._scan():
                 try:
                     memory_id = validate_memory_id(key[len(self._prefix) :].decode("utf-8"))
                 except (UnicodeDecodeError, ValueError, TypeError):
-                    self.skipped_keys += 1
+                    if LOCK_MARK not in key:  # a chatmemory writer's lock beside a memory is no other library's
+                        self.skipped_keys += 1
                     continue
                 if memory_id not in seen:  # SCAN may return a key twice
                     seen.add(memory_id)
