@@ -124,7 +124,8 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
 
-        See :class:`chatmemory.aio.SupportsLockedUpdate` and the sync store's :meth:`modify`.
+        See :class:`chatmemory.aio.SupportsLockedUpdate` and the sync store's :meth:`modify`. A task
+        cancelled in its turn gives the lock back all the same (the unlock runs on, shielded).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
@@ -133,14 +134,14 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         async with self._turns.hold(memory_id):
             token = secrets.token_bytes(16)
-            await self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
-            try:
+            try:  # the lock too: a SET NX cancelled or failed after it was sent may have taken it
+                await self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
                 version = await self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
             except BaseException:
                 with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
-                    await self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+                    await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
                 raise
-            await self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+            await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
             return version
 
     @_traced.coroutine("update")

@@ -172,8 +172,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         with self._turns.hold(memory_id):
             token = secrets.token_bytes(16)
-            self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
-            try:
+            try:  # the lock too: a SET NX whose reply was lost may have taken it, and only this token gives it back
+                self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
                 version = self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
             except BaseException:
                 with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
