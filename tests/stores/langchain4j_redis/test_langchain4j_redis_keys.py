@@ -1,6 +1,6 @@
-"""The keys of LangChain4j-layout memories: no memory's keys (value, history, write ids) are another's.
+"""The keys of LangChain4j-layout memories: no memory's keys (value, history, write ids, lock) are another's.
 
-Ids and prefixes are built from braces (hash tags), the history and write-id names, the old
+Ids and prefixes are built from braces (hash tags), the history, write-id and lock names, the old
 ``:chatmemory-history`` suffix and ``0xFF``-like characters. Without a server: the keys of distinct
 memories never coincide, each stays in its memory's slot, and only a memory key reads back as a memory id.
 On the servers: deleting or writing one id never changes another, listing shows every memory and nothing
@@ -26,6 +26,7 @@ from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.keys import (
     history_key,
     legacy_history_key,
+    lock_key,
     memory_id_of_history_key,
     memory_id_of_legacy_history_key,
     write_ids_key,
@@ -37,7 +38,21 @@ from support.backends.langchain4j_redis import drop_prefix
 from support.backends.redis import cluster_url, redis_url
 
 PIECES = st.sampled_from(
-    ["{", "}", "{}", "{u}", "u", "victim", ":", ":chatmemory-history", "chatmemory-writes", "\u00ff", "ÿ{", "x}y"]
+    [
+        "{",
+        "}",
+        "{}",
+        "{u}",
+        "u",
+        "victim",
+        ":",
+        ":chatmemory-history",
+        "chatmemory-writes",
+        "chatmemory-lock",
+        "\u00ff",
+        "ÿ{",
+        "x}y",
+    ]
 )
 ids = st.lists(st.one_of(PIECES, st.text(max_size=3)), min_size=1, max_size=6).map("".join).filter(bool)
 prefixes = st.lists(st.one_of(PIECES, st.text(max_size=2)), max_size=3).map("".join)
@@ -53,7 +68,12 @@ def _valid(memory_id: str) -> bool:
 
 def _keys(prefix: bytes, memory_id: str) -> dict[str, bytes]:
     memory_key = key(prefix, memory_id)
-    return {"value": memory_key, "history": history_key(memory_key), "write ids": write_ids_key(memory_key)}
+    return {
+        "value": memory_key,
+        "history": history_key(memory_key),
+        "write ids": write_ids_key(memory_key),
+        "lock": lock_key(memory_key),
+    }
 
 
 # ------------------------------------------------------------------------------------------ no server
@@ -62,11 +82,12 @@ def _keys(prefix: bytes, memory_id: str) -> dict[str, bytes]:
 @given(prefix=prefixes, first=ids, second=ids)
 @example(prefix="", first="{u}victim", second="{u}victim:chatmemory-history")
 @example(prefix="p:", first="victim", second="victim:chatmemory-history")
+@example(prefix="", first="victim", second="victim\u00ffchatmemory-lock")
 def test_the_keys_of_two_memories_never_coincide(prefix: str, first: str, second: str) -> None:
     assume(first != second and _valid(first) and _valid(second))
     raw = prefix.encode("utf-8")
     mine, theirs = _keys(raw, first), _keys(raw, second)
-    assert len(set(mine.values())) == 3  # value, history and write ids of one memory are three keys
+    assert len(set(mine.values())) == 4  # value, history, write ids and lock of one memory are four keys
     assert not set(mine.values()) & set(theirs.values())
 
 
@@ -81,10 +102,11 @@ def test_every_key_of_a_memory_is_in_its_slot_and_only_the_value_lists_as_a_memo
     assert {key_slot(each) for each in keys.values()} == {key_slot(keys["value"])}
     assert key_slot(legacy_history_key(keys["value"])) == key_slot(keys["value"])
     assert memory_id_of(keys["value"], raw) == memory_id
-    assert memory_id_of(keys["history"], raw) is None and memory_id_of(keys["write ids"], raw) is None
+    for name in ("history", "write ids", "lock"):
+        assert memory_id_of(keys[name], raw) is None
     assert memory_id_of_history_key(keys["history"], raw) == memory_id
-    assert memory_id_of_history_key(keys["value"], raw) is None
-    assert memory_id_of_history_key(keys["write ids"], raw) is None
+    for name in ("value", "write ids", "lock"):
+        assert memory_id_of_history_key(keys[name], raw) is None
     assert memory_id_of_legacy_history_key(legacy_history_key(keys["value"]), raw) == memory_id
 
 
@@ -125,7 +147,7 @@ def test_writing_and_deleting_one_id_never_changes_another(
         store.update_messages(victim, [UserMessage("a")])
         snapshot = store.load(victim)
         store.save(victim, [*snapshot.messages, UserMessage("b")], snapshot.version)
-        store.update_messages(other, [UserMessage("other")])
+        store.modify(other, lambda messages: [*messages, UserMessage("other")])  # takes and gives back its lock
         assert set(store.memory_ids()) == {victim, other}
         assert store.history(other).messages == [UserMessage("other")]
         store.delete_messages(other)
