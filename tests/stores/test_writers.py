@@ -157,3 +157,40 @@ def test_a_writer_killed_holding_the_lock_delays_the_others_by_at_most_the_lease
         assert [message.text for message in store.get_messages(memory_id)] == ["before", "after"]
     finally:
         store.close()
+
+
+def test_locked_updates_of_stores_that_share_nothing_never_overlap(shared: Recipe) -> None:
+    # Each thread has a store object of its own: only the server's lock can keep their changes apart.
+    memory_id = f"exclusive-{uuid.uuid4().hex}"
+    stores = [shared.open(**_lease_options(shared)) for _ in range(4)]
+    inside, most, errors = [0], [0], []
+    guard = threading.Lock()
+
+    def change(messages: list[Any]) -> list[Any]:
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.005)
+        with guard:
+            inside[0] -= 1
+        return [*messages, UserMessage(f"m{len(messages)}")]
+
+    def run(store: Any) -> None:
+        try:
+            for _ in range(10):
+                store.modify(memory_id, change)
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        stores[0].update_messages(memory_id, [UserMessage("m0")])
+        threads = [threading.Thread(target=run, args=(store,)) for store in stores]
+        for thread in threads:
+            thread.start()
+        _join(threads)
+        assert not errors, f"{len(errors)} writers failed, the first with {errors[0]!r}"
+        assert most[0] == 1, f"{most[0]} locked updates ran at once"
+        assert [message.text for message in stores[0].get_messages(memory_id)] == [f"m{n}" for n in range(41)]
+    finally:
+        for store in stores:
+            store.close()
