@@ -179,8 +179,10 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
 
-        See :meth:`chatmemory.stores.mongodb.MongoChatMemoryStore.modify`. A task cancelled while it holds
-        the lock gives it back all the same (the delete runs on, shielded from the cancellation).
+        See :meth:`chatmemory.stores.mongodb.MongoChatMemoryStore.modify`. A task cancelled at any ``await``
+        gives the lock back all the same: an upsert taking it runs to its end, shielded from the
+        cancellation, and the delete giving it back follows it (sent at once, it could reach the server
+        before the upsert and leave the lock taken for its whole lease).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
@@ -189,14 +191,26 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         """
         async with self._turns.hold(memory_id):
             token = secrets.token_hex(12)
+            taking: list[asyncio.Future[Any]] = []
+
+            async def shielded(command: Command | Sleep) -> Any:
+                if isinstance(command, Sleep):
+                    return await self._perform(command)
+                taking.append(asyncio.ensure_future(self._perform(command)))
+                return await asyncio.shield(taking[-1])
+
+            async def give_back(version: int | None) -> None:
+                await asyncio.gather(*taking, return_exceptions=True)
+                await self._run(self._give_lease_back(memory_id, token, version))
+
             try:
-                await self._run(self._take_lease(memory_id, token))
+                await drive_async(self._take_lease(memory_id, token), shielded)
                 version = await self._run(self._change_locked(memory_id, change))
             except BaseException:
                 with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
-                    await asyncio.shield(self._run(self._give_lease_back(memory_id, token)))
+                    await asyncio.shield(give_back(None))
                 raise
-            await asyncio.shield(self._run(self._give_lease_back(memory_id, token, version)))
+            await asyncio.shield(give_back(version))
             return version
 
     @_traced.coroutine("update")
