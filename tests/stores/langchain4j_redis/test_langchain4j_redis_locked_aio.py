@@ -9,6 +9,7 @@ sharing one object do. Every wait is bounded: a test that hangs fails on its tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -18,6 +19,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from chatmemory import ChatMessage, UserMessage
 from chatmemory.aio import MessageWindowChatMemory, SupportsLockedUpdate
@@ -94,23 +97,59 @@ async def test_a_planted_lock_delays_modify_by_its_lease_at_most(store: LangChai
     assert _texts(await store.get_messages("m")) == ["a", "b"]
 
 
-async def test_tasks_cancelled_anywhere_never_leave_the_lock_taken(url: str) -> None:
-    # A lock left taken would stop the last modify for the 30 s lease, past its 3 s lock_wait.
+async def _lock_gone(checker: AsyncRedis | AsyncRedisCluster, key: bytes, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while await checker.exists(key):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+async def test_tasks_cancelled_in_their_turn_never_leave_the_lock_taken(url: str) -> None:
+    # Two connections and readers beside the writer: its commands wait their turn, so a cancellation after
+    # its change often finds it waiting to send the save or the unlock. The lease is 30 s: a lock left
+    # taken would still be there a second later.
     prefix = f"lc4j-locked-aio:{uuid.uuid4().hex[:10]}:"
-    store = LangChain4jRedisChatMemoryStore(url, key_prefix=prefix, lock_lease=30, lock_wait=3)
+    store = LangChain4jRedisChatMemoryStore(f"{url}?max_connections=2", key_prefix=prefix, lock_lease=30)
+    # The store's client has two connections per node, all its own: the test looks with another client.
+    checker = (
+        AsyncRedisCluster.from_url(url.replace("+cluster", "", 1)) if "+cluster" in url else AsyncRedis.from_url(url)
+    )
+    key = lock_key(store.key_of("m"))
+    reading = True
+
+    async def read() -> None:
+        while reading:
+            await store.load("noise")
+
+    readers = [asyncio.ensure_future(read()) for _ in range(6)]
+    rng = random.Random(7)
     try:
-        rng = random.Random(7)
-        tasks = [asyncio.ensure_future(store.modify("m", _append(f"t{n}"))) for n in range(20)]
-        for task in tasks:
-            await asyncio.sleep(rng.uniform(0, 0.01))
+        for n in range(20):
+            changed = asyncio.Event()
+
+            def change(messages: list[ChatMessage], n: int = n, changed: asyncio.Event = changed) -> list[ChatMessage]:
+                changed.set()
+                return [*messages, UserMessage(f"t{n}")]
+
+            task = asyncio.ensure_future(store.modify("m", change))
+            await asyncio.wait_for(changed.wait(), TIMEOUT)
+            await asyncio.sleep(rng.uniform(0, 0.003))
             task.cancel()
-        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), TIMEOUT)
-        await asyncio.sleep(0.1)  # the shielded unlocks of the last cancelled tasks finish
-        assert await store.client.exists(lock_key(store.key_of("m"))) == 0
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, TIMEOUT)
+            assert await _lock_gone(checker, key, within=1.0), f"task {n} left the lock taken"
+        reading = False
+        await asyncio.wait_for(asyncio.gather(*readers), TIMEOUT)
         await asyncio.wait_for(store.modify("m", _append("last")), TIMEOUT)
         texts = _texts(await store.get_messages("m"))
         assert texts[-1] == "last" and len(texts) == len(set(texts))
     finally:
+        reading = False
+        await asyncio.gather(*readers, return_exceptions=True)
+        await checker.delete(key)
+        await checker.aclose()
         await store.delete_messages("m")
         await store.aclose()
 
