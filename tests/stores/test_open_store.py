@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from chatmemory import InMemoryChatMemoryStore, UserMessage, open_store
-from chatmemory.stores.url import STORE_SCHEMES
+from chatmemory.stores.url import STORE_SCHEMES, UrlStore
 
 
 @pytest.mark.parametrize("url", ["memory://", "MEMORY://", "Memory://anything"])
@@ -53,3 +54,35 @@ def test_a_memory_url_imports_no_driver() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert completed.stdout.strip() == "[]"
+
+
+# One URL per store class; building a store does no I/O, so no server is needed to check its type.
+CLASS_URLS = {
+    "chatmemory.stores.memory:InMemoryChatMemoryStore": "memory://",
+    "chatmemory.stores.redis:RedisChatMemoryStore": "redis://127.0.0.1:1/0",
+    "chatmemory.stores.langchain4j_redis:LangChain4jRedisChatMemoryStore": "redis+langchain4j://127.0.0.1:1/0",
+    "chatmemory.stores.sql:SQLChatMemoryStore": "sqlite:///{tmp}/url-store.db",
+    "chatmemory.stores.mongodb:MongoChatMemoryStore": "mongodb://127.0.0.1:1/",
+}
+
+
+def test_every_store_class_has_a_url_here() -> None:
+    assert set(CLASS_URLS) == set(STORE_SCHEMES.values())
+
+
+@pytest.mark.parametrize("url", sorted(CLASS_URLS.values()))
+def test_every_store_a_url_names_is_a_url_store(url: str, tmp_path: Path) -> None:
+    url = url.format(tmp=tmp_path)
+    with open_store(url) as store:
+        assert isinstance(store, UrlStore)
+        assert store.keeps_history is False
+        assert store.ttl is None
+    assert store.closed
+
+
+def test_a_class_without_a_url_store_method_is_no_url_store() -> None:
+    class NoHistory:
+        def get_messages(self, memory_id: str) -> list[object]:
+            return []
+
+    assert not isinstance(NoHistory(), UrlStore)

@@ -1,10 +1,15 @@
-"""One memory object per id, built on demand from a factory."""
+"""One memory object per id, built on demand from a factory.
+
+A provider is generic in the memory class its factory builds, so ``provider(id)`` is typed as that class
+(a ``MessageWindowChatMemory`` has ``history()`` and ``pop()``); written without a parameter,
+``ChatMemoryProvider`` means ``ChatMemoryProvider[ChatMemory]``.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from chatmemory.core.lru import LRU
 from chatmemory.core.memory import ChatMemory
@@ -12,7 +17,16 @@ from chatmemory.core.memory_id import MemoryId, validate_memory_id
 
 __all__ = ["ChatMemoryProvider", "MemoryProvider"]
 
-M = TypeVar("M")
+M = TypeVar("M", covariant=True)
+
+if TYPE_CHECKING:
+    # A default for the type parameter (PEP 696) is only read by type checkers: typing_extensions is not a
+    # dependency at run time.
+    from typing_extensions import TypeVar as DefaultTypeVar
+
+    Memory = DefaultTypeVar("Memory", bound=ChatMemory, default=ChatMemory, covariant=True)
+else:
+    Memory = TypeVar("Memory", bound=ChatMemory, covariant=True)
 
 
 class MemoryProvider(Generic[M]):
@@ -67,8 +81,8 @@ class MemoryProvider(Generic[M]):
         self._memories.pop(validate_memory_id(memory_id))
 
 
-class ChatMemoryProvider(MemoryProvider[ChatMemory]):
-    """Hands out the memory of a user or session: ``provider(memory_id) -> ChatMemory``.
+class ChatMemoryProvider(MemoryProvider[Memory]):
+    """Hands out the memory of a user or session: ``provider(memory_id)`` is the memory the factory built.
 
     The factory is called once per id, under a lock, so concurrent callers share one memory object::
 
@@ -78,7 +92,8 @@ class ChatMemoryProvider(MemoryProvider[ChatMemory]):
         provider("user-42").add(UserMessage("hi"))
 
     Memory objects are light (all state is in the store); ``forget`` drops one from the cache without
-    touching the store.
+    touching the store. The provider is typed by what the factory returns: above,
+    ``ChatMemoryProvider[MessageWindowChatMemory]``, so ``provider(id).history()`` type-checks.
 
     Args:
         factory: builds the memory of an id.

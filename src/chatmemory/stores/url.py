@@ -1,14 +1,60 @@
-"""``open_store(url)``: pick a store class by URL scheme, importing only that store's module."""
+"""``open_store(url)``: pick a store class by URL scheme, importing only that store's module.
+
+What it returns is typed :class:`UrlStore`: the contract, the capabilities and the lifecycle that every
+store a URL can name shares, so typed code can use the store (``with``, ``history``, ``memory_ids``…)
+without knowing its class; the capabilities only some have are checked with ``isinstance``.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
-from chatmemory.core.store import ChatMemoryStore
+from chatmemory.core.history import SupportsHistory
+from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsTTL, SupportsVersioning
 
-__all__ = ["STORE_SCHEMES", "open_store", "open_store_from"]
+__all__ = ["STORE_SCHEMES", "UrlStore", "open_store", "open_store_from"]
+
+_Store = TypeVar("_Store", bound="UrlStore")
+
+
+@runtime_checkable
+class UrlStore(ChatMemoryStore, SupportsVersioning, SupportsListing, SupportsTTL, SupportsHistory, Protocol):
+    """What every store :func:`open_store` builds can do, whatever the URL.
+
+    The contract (:class:`~chatmemory.ChatMemoryStore`), versioning, listing, ``ttl``, history (which raises
+    :class:`~chatmemory.HistoryNotEnabledError` on a store built without ``history=True``) and the
+    lifecycle: ``close()`` or ``with``, after which every call raises :class:`~chatmemory.StoreError`.
+
+    Capabilities only some stores have stay out of this type; check for them with ``isinstance``, which
+    narrows the type for mypy too::
+
+        store = open_store(url)
+        if isinstance(store, SupportsSchema):  # sqlite://, postgresql://, mysql://, mariadb://
+            store.create_schema()
+
+    :class:`~chatmemory.SupportsSchema` and :class:`~chatmemory.SupportsExpiryPurge`: the SQL store.
+    :class:`~chatmemory.SupportsLockedUpdate`: every store but ``memory://``.
+    :class:`~chatmemory.SupportsRawRecords`: every store but ``redis+langchain4j://``.
+    """
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        ...
+
+    def close(self) -> None:
+        """Close the client or engine the store built from the URL; idempotent."""
+        ...
+
+    def __enter__(self: _Store) -> _Store: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None: ...
+
 
 STORE_SCHEMES: dict[str, str] = {
     "memory": "chatmemory.stores.memory:InMemoryChatMemoryStore",
@@ -57,17 +103,18 @@ def open_store_from(schemes: dict[str, str], url: str, options: dict[str, Any]) 
     return from_url(url, **options) if from_url is not None else store_class(url, **options)
 
 
-def open_store(url: str, **options: Any) -> ChatMemoryStore:
+def open_store(url: str, **options: Any) -> UrlStore:
     """Open the store a URL names, passing ``options`` to its constructor.
 
     ``memory://``, ``redis://host/0``, ``unix:///run/redis.sock``, ``redis+cluster://host:7000``,
     ``sqlite:///file.db``,
     ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``. The store owns (and closes) the
-    client or engine it builds from the URL.
+    client or engine it builds from the URL. The store is typed :class:`UrlStore`, what every one of them
+    can do; ``isinstance`` checks give the rest (``SupportsSchema``, ``SupportsLockedUpdate``, …).
 
     Raises:
         ValueError: the URL has no scheme, or no store serves it.
         MissingDependencyError: the store's extra is not installed (the message names it).
     """
-    store: ChatMemoryStore = open_store_from(STORE_SCHEMES, url, options)
+    store: UrlStore = open_store_from(STORE_SCHEMES, url, options)
     return store
