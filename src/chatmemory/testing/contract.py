@@ -46,6 +46,7 @@ import pytest
 from chatmemory.core.errors import MissingDependencyError
 from chatmemory.testing.cases.atomicity import AtomicityCases
 from chatmemory.testing.cases.corruption import CorruptionCases
+from chatmemory.testing.cases.edits import EditCases
 from chatmemory.testing.cases.expiry import ExpiryCases
 from chatmemory.testing.cases.history import HistoryCases
 from chatmemory.testing.cases.hooks import (
@@ -83,6 +84,7 @@ class _Cases(
     ExpiryCases,
     HistoryCases,
     WriterCases,
+    EditCases,
 ):
     """Every case, as a coroutine method, and the fixtures both suites share."""
 
