@@ -40,6 +40,7 @@ from chatmemory.core.provider import ChatMemoryProvider
 from chatmemory.core.store import (
     ChatMemoryStore,
     Snapshot,
+    SupportsContentionHint,
     SupportsExpiryPurge,
     SupportsListing,
     SupportsLockedUpdate,
@@ -92,6 +93,7 @@ __all__ = [
     "SupportsExpiryPurge",
     "SupportsHistory",
     "SupportsListing",
+    "SupportsContentionHint",
     "SupportsLockedUpdate",
     "SupportsRawRecords",
     "SupportsSchema",

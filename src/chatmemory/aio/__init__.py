@@ -14,6 +14,7 @@ from chatmemory.aio.provider import ChatMemoryProvider
 from chatmemory.aio.store import (
     ChatMemoryStore,
     Snapshot,
+    SupportsContentionHint,
     SupportsHistory,
     SupportsListing,
     SupportsLockedUpdate,
@@ -36,6 +37,7 @@ __all__ = [
     "SummarizingChatMemory",
     "SupportsHistory",
     "SupportsListing",
+    "SupportsContentionHint",
     "SupportsLockedUpdate",
     "SupportsRawRecords",
     "SupportsSchema",

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Change, Snapshot, SupportsTTL
+from chatmemory.core.store import Change, Snapshot, SupportsContentionHint, SupportsTTL
 
 __all__ = [
     "Change",
@@ -25,6 +25,7 @@ __all__ = [
     "Snapshot",
     "SupportsHistory",
     "SupportsListing",
+    "SupportsContentionHint",
     "SupportsLockedUpdate",
     "SupportsRawRecords",
     "SupportsSchema",

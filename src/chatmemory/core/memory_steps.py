@@ -245,6 +245,7 @@ def add_steps(
     retry: RetryPolicy,
     max_attempts: int | None = None,
     locked: bool = False,
+    contended: bool = False,
 ) -> Steps[WindowUpdate]:
     """Append ``added``: one read and at most one write, retried on a conflict.
 
@@ -254,7 +255,9 @@ def add_steps(
       :class:`Modify` under the store's lock, which queues behind the other writers instead of racing them
       again, so heavy contention on one memory cannot exhaust the budget. The first attempt stays
       optimistic: uncontended adds keep their one read and one short write, and only an add that has
-      seen contention pays for the lock;
+      seen contention pays for the lock. A ``contended`` memory (the store's writers queued for it lately,
+      see :class:`~chatmemory.SupportsContentionHint`) takes the lock at once: its optimistic write would
+      only make the writers ahead of it conflict again;
     * otherwise from a fresh read, under ``retry`` (time budget, jittered backoff).
 
     Either way ``max_attempts``, when set, bounds the attempts (the locked one counts), and the window is
@@ -276,6 +279,10 @@ def add_steps(
         update = rules.add(stored, added)
         if update.changed:
             yield UpdateMessages(memory_id, update.messages)
+        rules.report(update)
+        return update
+    if locked and contended:
+        update = yield from _add_locked(rules, added)
         rules.report(update)
         return update
     attempts = retry.start("memory.add")

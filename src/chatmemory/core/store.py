@@ -17,6 +17,7 @@ __all__ = [
     "Change",
     "ChatMemoryStore",
     "Snapshot",
+    "SupportsContentionHint",
     "SupportsExpiryPurge",
     "SupportsListing",
     "SupportsLockedUpdate",
@@ -115,6 +116,21 @@ class SupportsLockedUpdate(Protocol):
 
     def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` under its lock; return the version the memory is at afterwards."""
+        ...
+
+
+@runtime_checkable
+class SupportsContentionHint(Protocol):
+    """A store with a locked update that knows which memories its writers queued for lately (sync and asyncio).
+
+    ``contended(id)`` is true for a short while after a writer of this process queued for ``id`` in
+    ``modify``. A window memory then takes the locked update at once for its add, instead of first trying
+    an optimistic write that the writers ahead of it would make conflict; a memory nobody queued for keeps
+    its one read and one write. It is a hint: answering wrongly costs time, never a lost or doubled add.
+    """
+
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (a plain method on asyncio stores too)."""
         ...
 
 

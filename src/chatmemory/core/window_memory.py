@@ -26,7 +26,7 @@ from chatmemory.core.memory_steps import (
     set_steps,
 )
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import SupportsLockedUpdate, SupportsVersioning
+from chatmemory.core.store import SupportsContentionHint, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.tokens.framing import FramedEstimator
 from chatmemory.core.window import FixedOverhead, MessageWeight, TotalWeight, WindowUpdate, count_one
@@ -236,6 +236,9 @@ class WindowMemoryBase(Generic[StoreT]):
             and isinstance(store, SupportsLockedUpdate)
             and inspect.iscoroutinefunction(store.modify) == self._asyncio
         )
+        self._contention: SupportsContentionHint | None = (
+            store if self._locked and isinstance(store, SupportsContentionHint) else None
+        )
         if not callable(limit):
             resolve_limit(limit, self._limit_name)
         self._limit = limit
@@ -298,6 +301,7 @@ class WindowMemoryBase(Generic[StoreT]):
             retry=self.retry,
             max_attempts=self.max_attempts,
             locked=self._locked,
+            contended=self._contention is not None and self._contention.contended(self._id),
         )
 
     def _messages_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:

@@ -127,6 +127,10 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return await self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
 
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return self._turns.contended(memory_id)
+
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
@@ -134,17 +138,26 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
         """
-        steps = self._steps
-        async with self._turns.hold(memory_id):
-            token = secrets.token_bytes(16)
-            await self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, self._options.lock))
+        steps, lock = self._steps, self._options.lock
+        async with self._turns.hold(memory_id) as turn:
+            token = turn.holding(lock.lease)
+            if token is None:
+                if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
+                    await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, turn.token))
+                    turn.gave_back()
+                token = secrets.token_bytes(16)
+                await self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock))
+                turn.took(token, lock.lease)
             try:
                 version = await self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change))
             except BaseException:
+                turn.gave_back()
                 with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
                     await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
                 raise
-            await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
+            if not turn.queued:  # else the next writer of this process takes the server lock as it is
+                turn.gave_back()
+                await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
             return version
 
     @_traced.coroutine("update")

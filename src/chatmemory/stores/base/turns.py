@@ -1,11 +1,12 @@
 """Writers taking turns on one memory: the lease lock's options and the in-process queue in front of it.
 
-A store whose database has no lock a write can wait on (Redis, MongoDB) gives ``modify`` a lease lock of
-its own, kept on the server beside the memory: taken with a token, given back by that token, and gone by
-itself after ``lock_lease`` seconds when its holder died or hung. Writers of one process that share the
-store first queue here, in the process (one lock per memory id; for asyncio, per event loop too), so that
-only one of them at a time asks the server. What the lock never replaces is the version check: a holder
-whose lease ran out still writes only at the version it read (see ``docs/semantics.md``).
+Where the database has no lock a write can wait on (Redis, MongoDB), ``modify`` takes a lease lock of the
+store's own on the server: taken with a token, given back by it, gone by itself ``lock_lease`` seconds
+after a holder died or hung. Writers of one process sharing the store queue here first (per memory id, and
+per event loop), so one at a time asks the server, and a writer that finishes while others wait hands
+them the server lock. A memory queued for lately is *contended*: window memories queue for it at once
+instead of trying a write the writers ahead would make conflict. The lock never replaces the version
+check: a holder whose lease ran out still writes only at the version it read (``docs/semantics.md``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import contextlib
 import datetime
 import math
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from chatmemory.stores.base.retry import RetryPolicy
 
-__all__ = ["DEFAULT_LOCK_LEASE", "DEFAULT_LOCK_WAIT", "AsyncLocalTurns", "LocalTurns", "LockOptions"]
+__all__ = ["DEFAULT_LOCK_LEASE", "DEFAULT_LOCK_WAIT", "AsyncLocalTurns", "LocalTurns", "LockOptions", "Turn"]
 
 DEFAULT_LOCK_LEASE = 5.0
 """Seconds a lock holder that died or hung can keep the other writers of its memory waiting."""
@@ -29,6 +31,27 @@ DEFAULT_LOCK_WAIT = 30.0
 """Seconds a writer waits for the lock before it gives up with :class:`~chatmemory.ConcurrentUpdateError`."""
 
 _POLL_FIRST, _POLL_MAX = 0.001, 0.025
+CONTENDED_FOR = 1.0
+"""Seconds after a writer of this process last queued for a memory during which its adds queue at once."""
+_KEPT = 4096
+
+
+class _Recent:
+    """When a writer of this process last queued for each memory (bounded: the oldest are forgotten)."""
+
+    def __init__(self) -> None:
+        self._at: dict[str, float] = {}
+
+    def saw(self, memory_id: str) -> None:
+        self._at.pop(memory_id, None)
+        self._at[memory_id] = time.monotonic()
+        if len(self._at) > _KEPT:
+            for old in list(self._at)[: _KEPT // 4]:
+                del self._at[old]
+
+    def contended(self, memory_id: str) -> bool:
+        at = self._at.get(memory_id)
+        return at is not None and time.monotonic() - at < CONTENDED_FOR
 
 
 def _seconds(name: str, value: float | datetime.timedelta) -> float:
@@ -73,13 +96,38 @@ class LockOptions:
         return RetryPolicy(budget=self.wait, base_delay=_POLL_FIRST, max_delay=_POLL_MAX)
 
 
-class _Turn:
-    """One memory's in-process lock (a plain lock cannot be weakly referenced)."""
+class Turn:
+    """One memory's turn in this process, and the server lock it may hand to the next writer in line.
 
-    __slots__ = ("__weakref__", "lock")
+    Attributes:
+        token: the token of the server lock the turn holds (``None``: it holds none).
+        until: ``time.monotonic()`` before which that lock's lease is surely not over (half of it).
+    """
 
-    def __init__(self, lock: threading.Lock) -> None:
+    __slots__ = ("__weakref__", "_users", "lock", "token", "until")
+
+    def __init__(self, lock: threading.Lock | asyncio.Lock) -> None:
         self.lock = lock
+        self._users = 0
+        self.token: bytes | None = None
+        self.until = 0.0
+
+    @property
+    def queued(self) -> bool:
+        """Whether other writers wait for this turn (then its holder hands them the server lock it holds)."""
+        return self._users > 1
+
+    def holding(self, lease: float) -> bytes | None:
+        """The token of a server lock handed on with the turn and still well within its lease, else ``None``."""
+        return self.token if self.token is not None and time.monotonic() < self.until else None
+
+    def took(self, token: bytes, lease: float) -> None:
+        """Note the server lock just taken with ``token`` for ``lease`` seconds."""
+        self.token, self.until = token, time.monotonic() + lease / 2
+
+    def gave_back(self) -> None:
+        """Note that the server lock was given back (or may be gone)."""
+        self.token = None
 
 
 class LocalTurns:
@@ -87,17 +135,28 @@ class LocalTurns:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._turns: weakref.WeakValueDictionary[str, _Turn] = weakref.WeakValueDictionary()
+        self._turns: weakref.WeakValueDictionary[str, Turn] = weakref.WeakValueDictionary()
+        self._recent = _Recent()
+
+    def contended(self, memory_id: str) -> bool:
+        """Whether a writer of this process queued for ``memory_id`` in the last :data:`CONTENDED_FOR` seconds."""
+        return self._recent.contended(memory_id)
 
     @contextlib.contextmanager
-    def hold(self, memory_id: str) -> Iterator[None]:
+    def hold(self, memory_id: str) -> Iterator[Turn]:
         """Wait for the turn of ``memory_id`` in this process and hold it for the ``with`` block."""
         with self._guard:
+            self._recent.saw(memory_id)
             turn = self._turns.get(memory_id)
             if turn is None:
-                turn = self._turns[memory_id] = _Turn(threading.Lock())
-        with turn.lock:
-            yield
+                turn = self._turns[memory_id] = Turn(threading.Lock())
+            turn._users += 1
+        try:
+            with turn.lock:  # type: ignore[union-attr]
+                yield turn
+        finally:
+            with self._guard:
+                turn._users -= 1
 
 
 class AsyncLocalTurns:
@@ -109,20 +168,31 @@ class AsyncLocalTurns:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()  # loops of several threads may share the store
-        self._loops: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, weakref.WeakValueDictionary[str, asyncio.Lock]
-        ] = weakref.WeakKeyDictionary()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakValueDictionary[str, Turn]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._recent = _Recent()
+
+    def contended(self, memory_id: str) -> bool:
+        """Whether a writer of this process queued for ``memory_id`` in the last :data:`CONTENDED_FOR` seconds."""
+        return self._recent.contended(memory_id)
 
     @contextlib.asynccontextmanager
-    async def hold(self, memory_id: str) -> AsyncIterator[None]:
+    async def hold(self, memory_id: str) -> AsyncIterator[Turn]:
         """Wait for the turn of ``memory_id`` on the running loop and hold it for the ``async with`` block."""
         loop = asyncio.get_running_loop()
         with self._guard:
-            locks = self._loops.get(loop)
-            if locks is None:
-                locks = self._loops[loop] = weakref.WeakValueDictionary()
-            lock = locks.get(memory_id)
-            if lock is None:
-                lock = locks[memory_id] = asyncio.Lock()
-        async with lock:
-            yield
+            self._recent.saw(memory_id)
+            turns = self._loops.get(loop)
+            if turns is None:
+                turns = self._loops[loop] = weakref.WeakValueDictionary()
+            turn = turns.get(memory_id)
+            if turn is None:
+                turn = turns[memory_id] = Turn(asyncio.Lock())
+            turn._users += 1
+        try:
+            async with turn.lock:  # type: ignore[union-attr]
+                yield turn
+        finally:
+            with self._guard:
+                turn._users -= 1

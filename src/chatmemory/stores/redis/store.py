@@ -19,17 +19,19 @@ from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.stored_memories import StoredMemory
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.base.turns import LocalTurns
 from chatmemory.stores.redis.base import RedisStoreBase
+from chatmemory.stores.redis.batch_reads import Pipelined, read_batch
 from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
 from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.sending import send
+from chatmemory.stores.redis.sending import send, send_pipelined
 from chatmemory.stores.redis.steps import Steps
 from chatmemory.stores.redis.times import expire_at_call, times_call
 
@@ -147,6 +149,10 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
 
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return self._turns.contended(memory_id)
+
     @_traced("modify")
     def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
@@ -154,17 +160,26 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
         """
-        steps = self._steps
-        with self._turns.hold(memory_id):
-            token = secrets.token_bytes(16)
-            self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, self._options.lock))
+        steps, lock = self._steps, self._options.lock
+        with self._turns.hold(memory_id) as turn:
+            token = turn.holding(lock.lease)
+            if token is None:
+                if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
+                    self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, turn.token))
+                    turn.gave_back()
+                token = secrets.token_bytes(16)
+                self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock))
+                turn.took(token, lock.lease)
             try:
                 version = self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change))
             except BaseException:
+                turn.gave_back()
                 with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
                     self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
                 raise
-            self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
+            if not turn.queued:  # else the next writer of this process takes the server lock as it is
+                turn.gave_back()
+                self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
             return version
 
     @_traced("update")
@@ -208,6 +223,26 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         """
         call = times_call(self._key_space, memory_id)
         return self._drive(Operation.READ, call.memory_id, Steps.times(call))
+
+    @_traced("read_batch")
+    def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored (records, version, times) in one pipeline; ``None`` for an absent one.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`. A damaged memory's records are read as
+        ``read_raw`` reads them, in a second pipeline.
+        """
+        self._check_open(Operation.READ)
+        return drive(read_batch(self._key_space, memory_ids), self._send_pipelined)
+
+    def _send_pipelined(self, batch: Pipelined) -> list[object]:
+        try:
+            replies = send_pipelined(self._client, batch.commands)
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, batch.operation) from exc
+        for command, reply in zip(batch.commands, replies, strict=True):
+            if isinstance(reply, DRIVER_ERRORS):
+                raise store_error(reply, command.operation, command.memory_id) from reply
+        return replies
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
