@@ -31,6 +31,7 @@ from chatmemory import (
     ChatMessage,
     ConcurrentUpdateError,
     MessageWindowChatMemory,
+    SupportsContentionHint,
     SupportsLockedUpdate,
     UserMessage,
 )
@@ -118,6 +119,15 @@ def test_the_store_supports_locked_updates_and_checks_the_lock_options(client: R
         LangChain4jRedisChatMemoryStore(client, lock_wait=float("inf"))
     with pytest.raises(TypeError, match="lock_lease"):
         LangChain4jRedisChatMemoryStore(client, lock_lease="5")  # type: ignore[arg-type]
+
+
+def test_a_memory_modified_lately_is_contended_for_a_while(client: Redis | RedisCluster, prefix: str) -> None:
+    store = _store(client, prefix)
+    assert isinstance(store, SupportsContentionHint)
+    assert not store.contended("m")
+    store.modify("m", _append("a"))
+    assert store.contended("m") and not store.contended("other")
+    assert not _store(client, prefix).contended("m")  # the hint is of this store's writers
 
 
 def test_modify_returns_the_version_the_memory_is_at(client: Redis | RedisCluster, prefix: str, history: bool) -> None:

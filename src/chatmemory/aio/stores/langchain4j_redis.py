@@ -120,6 +120,10 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         return await self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
 
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return self._turns.contended(memory_id)
+
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
@@ -132,16 +136,28 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
             CorruptedMemoryError: the stored value does not decode (``change`` is not called).
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
-        async with self._turns.hold(memory_id):
-            token = secrets.token_bytes(16)
-            try:  # the lock too: a SET NX cancelled or failed after it was sent may have taken it
-                await self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
+        lease = self._lock_options.lease
+        async with self._turns.hold(memory_id) as turn:
+            token = turn.holding(lease)
+            try:
+                if token is None:
+                    if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
+                        await self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, turn.token))
+                        turn.gave_back()
+                    # Sent inside the try: a SET NX cancelled or failed once sent may have taken it.
+                    token = secrets.token_bytes(16)
+                    await self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
+                    turn.took(token, lease)
                 version = await self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
             except BaseException:
-                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
-                    await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
+                turn.gave_back()
+                if token is not None:
+                    with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
+                        await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
                 raise
-            await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
+            if not turn.queued:  # else the next writer of this process takes the server lock as it is
+                turn.gave_back()
+                await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
             return version
 
     @_traced.coroutine("update")

@@ -158,28 +158,46 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         return self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
 
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return self._turns.contended(memory_id)
+
     @_traced("modify")
     def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
 
         See :class:`chatmemory.SupportsLockedUpdate`. Uncontended, it costs four round trips (take the
-        lock, read, compare-and-set, give the lock back); window memories take it only after a conflict.
+        lock, read, compare-and-set, give the lock back); window memories take it after a conflict, or at
+        once for a memory this process's writers queued for lately. A writer that finishes while others of
+        this process wait hands them the lock as it is (within half its lease).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
             CorruptedMemoryError: the stored value does not decode (``change`` is not called).
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
-        with self._turns.hold(memory_id):
-            token = secrets.token_bytes(16)
-            try:  # the lock too: a SET NX whose reply was lost may have taken it, and only this token gives it back
-                self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
+        lease = self._lock_options.lease
+        with self._turns.hold(memory_id) as turn:
+            token = turn.holding(lease)
+            try:
+                if token is None:
+                    if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
+                        self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, turn.token))
+                        turn.gave_back()
+                    # Sent inside the try: a SET NX whose reply was lost may have taken it; this token gives it back.
+                    token = secrets.token_bytes(16)
+                    self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
+                    turn.took(token, lease)
                 version = self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
             except BaseException:
-                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
-                    self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+                turn.gave_back()
+                if token is not None:
+                    with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
+                        self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
                 raise
-            self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
+            if not turn.queued:  # else the next writer of this process takes the server lock as it is
+                turn.gave_back()
+                self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
             return version
 
     @_traced("update")
