@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatmemory.core.errors import SerializationError
 from chatmemory.core.messages import (
@@ -65,6 +65,11 @@ from chatmemory.core.messages import (
 )
 from chatmemory.serialization.anthropic_read import RECORD_ATTRIBUTE, THINKING_SEPARATOR, read_messages
 from chatmemory.serialization.leftovers import RecordDoesNotFit, TextSlices, thaw
+
+if TYPE_CHECKING:
+    # Only for the annotation: the SDK's own type when it is installed (a type checker reads Any when not).
+    from anthropic.types import MessageParam
+
 
 __all__ = ["RECORD_ATTRIBUTE", "from_anthropic", "to_anthropic"]
 
@@ -176,7 +181,7 @@ def _tool_result(message: ToolExecutionResultMessage) -> dict[str, Any]:
 
 def to_anthropic(
     messages: Iterable[ChatMessage], *, skip_custom: bool = False
-) -> tuple[str | None, list[dict[str, Any]]]:
+) -> tuple[str | None, list[MessageParam]]:
     """The ``system`` text and the ``messages`` of an Anthropic Messages request (see the module docs).
 
     Args:
@@ -226,7 +231,7 @@ def to_anthropic(
         except SerializationError as exc:
             raise SerializationError(f"message {position} ({type(message).__name__}): {exc}") from None
         results_open = False
-    return ("\n\n".join(systems) if systems else None), converted
+    return ("\n\n".join(systems) if systems else None), cast("list[MessageParam]", converted)
 
 
 def from_anthropic(

@@ -50,7 +50,7 @@ What Chat Completions cannot carry, and what happens to it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatmemory.core.errors import SerializationError
 from chatmemory.core.messages import (
@@ -69,6 +69,11 @@ from chatmemory.core.messages import (
     VideoContent,
 )
 from chatmemory.serialization.data_urls import data_url, parse_data_url
+
+if TYPE_CHECKING:
+    # Only for the annotation: the SDK's own type when it is installed (a type checker reads Any when not).
+    from openai.types.chat import ChatCompletionMessageParam
+
 
 __all__ = ["from_openai", "to_openai"]
 
@@ -188,7 +193,7 @@ def to_openai(
     skip_custom: bool = False,
     thinking_field: str | None = None,
     pdf_filename: str = "document.pdf",
-) -> list[dict[str, Any]]:
+) -> list[ChatCompletionMessageParam]:
     """Chat Completions message dicts for ``messages`` (see the module docs for what is dropped).
 
     Args:
@@ -214,7 +219,7 @@ def to_openai(
             converted.append(_message_to_openai(message, thinking_field, pdf_filename))
         except SerializationError as exc:
             raise SerializationError(f"message {position} ({type(message).__name__}): {exc}") from None
-    return converted
+    return cast("list[ChatCompletionMessageParam]", converted)
 
 
 # ------------------------------------------------------------------------------------------- from_openai

@@ -56,7 +56,7 @@ items:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatmemory.core.errors import SerializationError
 from chatmemory.core.messages import (
@@ -79,6 +79,11 @@ from chatmemory.serialization.responses_read import (
     THINKING_SEPARATOR,
     read_items,
 )
+
+if TYPE_CHECKING:
+    # Only for the annotation: the SDK's own type when it is installed (a type checker reads Any when not).
+    from openai.types.responses import ResponseInputItemParam
+
 
 __all__ = ["ITEM_ATTRIBUTE", "RECORD_ATTRIBUTE", "from_responses", "to_responses"]
 
@@ -249,7 +254,7 @@ def to_responses(
     system_role: str = "system",
     skip_custom: bool = False,
     pdf_filename: str = "document.pdf",
-) -> list[dict[str, Any]]:
+) -> list[ResponseInputItemParam]:
     """Responses API input items for ``messages`` (see the module docs for what is kept and dropped).
 
     Args:
@@ -269,7 +274,7 @@ def to_responses(
             )
         except SerializationError as exc:  # noqa: PERF203 - each message is checked on its own
             raise SerializationError(f"message {position} ({type(message).__name__}): {exc}") from None
-    return items
+    return cast("list[ResponseInputItemParam]", items)
 
 
 def from_responses(

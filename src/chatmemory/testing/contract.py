@@ -144,6 +144,11 @@ for _name, _case in inspect.getmembers(_Cases, inspect.iscoroutinefunction):
         setattr(ChatMemoryStoreContract, _name, _run_driven(_case))
 
 
+def _async_store_missing(self: Any) -> Any:
+    """The asyncio store under test. Override this fixture (an async fixture may yield it)."""
+    pytest.fail("override the `store` fixture of AsyncChatMemoryStoreContract to return your store", pytrace=False)
+
+
 class AsyncChatMemoryStoreContract(_Cases):
     """The same contract for asyncio stores (:mod:`chatmemory.aio`), run with pytest-asyncio."""
 
@@ -155,10 +160,9 @@ class AsyncChatMemoryStoreContract(_Cases):
             raise MissingDependencyError("AsyncChatMemoryStoreContract", "test", "pytest_asyncio")
         pytest.mark.asyncio(cls)
 
-    @pytest.fixture
-    def store(self) -> Any:
-        """The asyncio store under test. Override this fixture (an async fixture may yield it)."""
-        pytest.fail("override the `store` fixture of AsyncChatMemoryStoreContract to return your store", pytrace=False)
+    # Typed Any so that an override declared with @pytest_asyncio.fixture (a plain function to a type checker,
+    # where @pytest.fixture gives a fixture definition) is a valid override under mypy --strict.
+    store: Any = pytest.fixture(_async_store_missing, name="store")
 
     @pytest.fixture
     def write_raw(self) -> AsyncRawWriter | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from chatmemory.core.errors import SerializationError, UnencodableValueError
 from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH, AiMessage, ChatMessage, ToolExecutionResultMessage
@@ -105,8 +105,9 @@ def _unencodable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
 
 
 def _items_of(messages: Sequence[ChatMessage], system_role: str) -> list[dict[str, Any]]:
-    # A message with no Responses form (a custom message written by other code) is no session item.
-    return to_responses(messages, system_role=system_role, skip_custom=True)
+    # A message with no Responses form (a custom message written by other code) is no session item. The
+    # session hands items on as plain dicts, whatever the SDK's TypedDicts say.
+    return cast("list[dict[str, Any]]", to_responses(messages, system_role=system_role, skip_custom=True))
 
 
 @dataclass(frozen=True, slots=True)
