@@ -2,16 +2,19 @@
 
 Built on the public capabilities only: messages through ``load``/``get_messages``, sizes and damaged
 records through :class:`~chatmemory.core.store.SupportsRawRecords`, times through
-:class:`~chatmemory.memory_times.SupportsMemoryTimes`. What a store cannot tell is ``None``, never guessed.
+:class:`~chatmemory.memory_times.SupportsMemoryTimes`; many memories at once through
+:class:`~chatmemory.stored_memories.SupportsBatchReads` (:func:`summarize_many`), one round trip per batch.
+What a store cannot tell is ``None``, never guessed.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from chatmemory.core.errors import ChatMemoryError, SerializationError
+from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, SerializationError
 from chatmemory.core.messages import (
     AiMessage,
     ChatMessage,
@@ -22,8 +25,21 @@ from chatmemory.core.messages import (
 from chatmemory.core.store import ChatMemoryStore, SupportsRawRecords, SupportsVersioning
 from chatmemory.memory_times import SupportsMemoryTimes
 from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stored_memories import StoredMemory, SupportsBatchReads
 
-__all__ = ["MemorySummary", "RawRecord", "read_raw_records", "role_of", "summarize"]
+__all__ = [
+    "SUMMARY_BATCH",
+    "MemorySummary",
+    "RawRecord",
+    "read_raw_records",
+    "role_of",
+    "summarize",
+    "summarize_many",
+    "summarize_stored",
+]
+
+SUMMARY_BATCH = 200
+"""Memories :func:`summarize_many` reads per batch from a store with batch reads."""
 
 
 def role_of(message: ChatMessage) -> str:
@@ -95,6 +111,56 @@ def summarize(store: ChatMemoryStore, memory_id: str) -> MemorySummary | None:
     size = sum(map(len, raw)) if raw is not None else sum(len(dumps_message(m)) for m in messages)
     roles = Counter(role_of(message) for message in messages)
     return MemorySummary(memory_id, len(messages), size, last_write, expires_at, known, roles=roles)
+
+
+def summarize_stored(stored: StoredMemory, *, times_known: bool = True) -> MemorySummary:
+    """Sum up a memory read by :meth:`~chatmemory.stored_memories.SupportsBatchReads.read_batch`.
+
+    Its records are decoded one by one, as a read decodes them; one that does not decode (or a damaged
+    memory) gives a summary with ``error`` saying why, its record count and size as stored.
+    """
+    times = stored.times
+    last_write = times.last_write if times else None
+    expires_at = times.expires_at if times else None
+    size = sum(map(len, stored.records))
+    try:
+        if stored.damage is not None:
+            raise CorruptedMemoryError(stored.memory_id, stored.damage)
+        messages = [loads_message(record, memory_id=stored.memory_id) for record in stored.records]
+    except SerializationError as exc:
+        count = len(stored.records)
+        return MemorySummary(stored.memory_id, count, size, last_write, expires_at, times_known, error=str(exc))
+    roles = Counter(role_of(message) for message in messages)
+    return MemorySummary(stored.memory_id, len(messages), size, last_write, expires_at, times_known, roles=roles)
+
+
+def summarize_many(
+    store: ChatMemoryStore, memory_ids: Sequence[str], *, batch: int = SUMMARY_BATCH
+) -> Iterator[tuple[str, MemorySummary | None]]:
+    """``(id, summary)`` for each of ``memory_ids`` in order, the summary ``None`` when it does not exist.
+
+    A store with batch reads is read ``batch`` memories per round trip; any other one memory at a time
+    (:func:`summarize`). A batch that raises a :class:`~chatmemory.SerializationError` (a memory too
+    damaged for the batch read) is read again one memory at a time, so every memory is still summed up.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if not isinstance(store, SupportsBatchReads):
+        for memory_id in memory_ids:
+            yield memory_id, summarize(store, memory_id)
+        return
+    known = isinstance(store, SupportsMemoryTimes)
+    for start in range(0, len(memory_ids), batch):
+        ids = memory_ids[start : start + batch]
+        try:
+            found = store.read_batch(ids)
+        except SerializationError:
+            for memory_id in ids:
+                yield memory_id, summarize(store, memory_id)
+            continue
+        for memory_id, stored in zip(ids, found, strict=True):
+            yield memory_id, None if stored is None else summarize_stored(stored, times_known=known)
 
 
 @dataclass(frozen=True, slots=True)

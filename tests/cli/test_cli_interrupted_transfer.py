@@ -27,7 +27,16 @@ MEMORIES = [
     ExportedMemory("never", [UserMessage("two"), AiMessage("2")], None),
     ExportedMemory("tomorrow", [UserMessage("three")], NOW + datetime.timedelta(days=1)),
 ]
-STORE_CALLS = ("save", "load", "get_messages", "update_messages", "expire_at", "memory_times", "modify")
+STORE_CALLS = (
+    "save",
+    "load",
+    "get_messages",
+    "update_messages",
+    "expire_at",
+    "memory_times",
+    "modify",
+    "read_batch",
+)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -105,7 +114,9 @@ def test_an_import_interrupted_anywhere_and_run_again_ends_as_exported(
         if len(calls) < number:  # the run made fewer calls: it went through without an interruption
             assert first.status == 0, first.err
             break
-        assert first.status == 1, (where, first.err)
+        # A failed batch read only costs its shortcut: each write then reads its memory itself.
+        recovered = calls[number - 1] == "read_batch" and interruption == "store-error"
+        assert first.status == (0 if recovered else 1), (where, first.err)
         number += 1
     assert number > 2 * len(MEMORIES)  # every memory's write and expiry were steps of their own
 

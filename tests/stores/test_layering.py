@@ -62,6 +62,7 @@ DRIVER_MODULES = {
     "chatmemory.stores.sql.base",
     "chatmemory.stores.sql.driver",
     "chatmemory.stores.sql.operations",
+    "chatmemory.stores.sql.batch_reads",
     "chatmemory.stores.sql.locked_operations",
     "chatmemory.stores.sql.history_operations",
     "chatmemory.stores.sql.page_statements",

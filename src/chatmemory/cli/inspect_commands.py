@@ -27,7 +27,7 @@ from chatmemory.core.store import (
     SupportsTTL,
     SupportsVersioning,
 )
-from chatmemory.inspection import MemorySummary, read_raw_records, summarize
+from chatmemory.inspection import MemorySummary, read_raw_records, summarize_many
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
 from chatmemory.transfer import StoreSource
 
@@ -61,10 +61,11 @@ def _memory_id(value: str) -> str:
 
 def _summaries(store: ChatMemoryStore, ids: list[str], reporter: Reporter) -> list[MemorySummary]:
     found: list[MemorySummary] = []
-    for memory_id in reporter.track(ids, "reading", len(ids)):
-        summary = summarize(store, memory_id)
-        if summary is not None:  # gone since it was listed
-            found.append(summary)
+    with reporter.progress("reading", len(ids)) as bar:
+        for _, summary in summarize_many(store, ids):  # a batch per round trip where the store reads batches
+            bar.advance()
+            if summary is not None:  # gone since it was listed
+                found.append(summary)
     return found
 
 

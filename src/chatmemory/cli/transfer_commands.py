@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import itertools
 import os
 import sys
 import tempfile
@@ -25,11 +26,14 @@ from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreE
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.memory_times import SupportsExpiryAt
+from chatmemory.stored_memories import SupportsBatchReads
 from chatmemory.transfer import (
+    NOT_READ,
     BadExportLineError,
     ExportedMemory,
     LangChain4jRedisSource,
     MemorySource,
+    Prefetched,
     StoreSource,
     decode_line,
     encode_line,
@@ -161,6 +165,33 @@ def _where(line_number: int | None) -> str:
     return "" if line_number is None else f"line {line_number}: "
 
 
+WRITE_BATCH = 200
+"""Memories ``import`` and ``copy`` read from the destination in one batch, where it reads batches."""
+
+
+def _with_stored(
+    store: ChatMemoryStore, memories: Iterator[Numbered]
+) -> Iterator[tuple[int | None, ExportedMemory | ChatMemoryError, Prefetched]]:
+    """Each item with the destination's memory as one batch read of :data:`WRITE_BATCH` items found it.
+
+    A store without batch reads, or a batch read that fails, gives :data:`~chatmemory.transfer.NOT_READ`:
+    each memory is then read by its own write, which reports its own failure.
+    """
+    if not isinstance(store, SupportsBatchReads):
+        for line_number, item in memories:
+            yield line_number, item, NOT_READ
+        return
+    while chunk := list(itertools.islice(memories, WRITE_BATCH)):
+        ids = [item.memory_id for _, item in chunk if isinstance(item, ExportedMemory)]
+        found: dict[str, Prefetched] = {}
+        if ids:
+            with contextlib.suppress(ChatMemoryError):  # each write then reads (and reports) its own
+                found = dict(zip(ids, store.read_batch(ids), strict=True))
+        for line_number, item in chunk:
+            stored = found.get(item.memory_id, NOT_READ) if isinstance(item, ExportedMemory) else NOT_READ
+            yield line_number, item, stored
+
+
 def _write_all(
     store: ChatMemoryStore,
     memories: Iterator[Numbered],
@@ -181,7 +212,7 @@ def _write_all(
     expiry_dropped = False
     store_failures = done = 0
     with reporter.progress(verb, total) as bar:
-        for line_number, item in memories:
+        for line_number, item, stored in _with_stored(store, memories):
             bar.advance()
             done += 1
             if isinstance(item, ChatMemoryError):  # a bad line, or a memory that does not decode at the source
@@ -189,7 +220,7 @@ def _write_all(
                 tally.counts["failed"] += 1
                 continue
             try:
-                outcome = write_memory(store, item, replace=replace)
+                outcome = write_memory(store, item, replace=replace, stored=stored)
             except StoreError as exc:  # the destination refused or failed this memory: the next may do
                 reporter.error(f"{_where(line_number)}memory {item.memory_id!r} was not written: {exc}")
                 tally.counts["failed"] += 1

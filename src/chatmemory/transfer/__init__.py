@@ -19,14 +19,18 @@ from chatmemory.transfer.export_format import (
 from chatmemory.transfer.sources import LangChain4jRedisSource, MemorySource, StoreSource, UnlistableStoreError
 from chatmemory.transfer.writes import (
     EXPIRY_TOLERANCE,
+    NOT_READ,
     WRITE_ATTEMPTS,
     MemoryExistsError,
+    Prefetched,
     WriteOutcome,
+    judge_stored,
     write_memory,
 )
 
 __all__ = [
     "EXPIRY_TOLERANCE",
+    "NOT_READ",
     "UNKNOWN_EXPIRY",
     "WRITE_ATTEMPTS",
     "BadExportLineError",
@@ -34,10 +38,12 @@ __all__ = [
     "LangChain4jRedisSource",
     "MemoryExistsError",
     "MemorySource",
+    "Prefetched",
     "StoreSource",
     "UnlistableStoreError",
     "WriteOutcome",
     "decode_line",
     "encode_line",
+    "judge_stored",
     "write_memory",
 ]

@@ -15,6 +15,10 @@
   messages without their expiry, and the next run sets it (``expiry set``), so re-running an interrupted
   import or copy ends with every memory as exported. Expiries within :data:`EXPIRY_TOLERANCE` are equal
   (stores keep milliseconds, and a source's remaining time is read a moment after its clock).
+* A caller that read the destination's memories in a batch (:class:`~chatmemory.stored_memories.SupportsBatchReads`,
+  one round trip for many) hands each one in as ``stored``: a memory found there with the export's messages
+  and expiry is then ``unchanged`` without another read, one with only its expiry off takes one write, and
+  every other case goes the way above (the batch read only spares reads; every write stays conditional).
 """
 
 from __future__ import annotations
@@ -22,12 +26,23 @@ from __future__ import annotations
 import datetime
 import enum
 
-from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError
+from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError, SerializationError
 from chatmemory.core.store import ChatMemoryStore, SupportsTTL, SupportsVersioning
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
+from chatmemory.serialization.native import loads_message
+from chatmemory.stored_memories import StoredMemory
 from chatmemory.transfer.export_format import ExportedMemory
 
-__all__ = ["EXPIRY_TOLERANCE", "WRITE_ATTEMPTS", "MemoryExistsError", "WriteOutcome", "write_memory"]
+__all__ = [
+    "EXPIRY_TOLERANCE",
+    "NOT_READ",
+    "WRITE_ATTEMPTS",
+    "MemoryExistsError",
+    "Prefetched",
+    "WriteOutcome",
+    "judge_stored",
+    "write_memory",
+]
 
 WRITE_ATTEMPTS = 5
 """How often a write is tried when the destination memory changes between its read and its write."""
@@ -47,6 +62,20 @@ class WriteOutcome(enum.Enum):
     EXPIRED = "expired"
 
 
+class _NotRead:
+    """The type of :data:`NOT_READ`."""
+
+    def __repr__(self) -> str:
+        return "NOT_READ"
+
+
+NOT_READ = _NotRead()
+"""``write_memory(stored=...)`` when the caller did not read the destination's memory beforehand."""
+
+Prefetched = StoredMemory | _NotRead | None
+"""What a caller hands ``write_memory`` as ``stored``: the memory a batch read found, ``None``, or :data:`NOT_READ`."""
+
+
 class MemoryExistsError(ChatMemoryError):
     """The destination already holds other messages under this id and ``replace`` was not asked for."""
 
@@ -59,9 +88,22 @@ class MemoryExistsError(ChatMemoryError):
 
 
 def write_memory(
-    store: ChatMemoryStore, memory: ExportedMemory, *, replace: bool, now: datetime.datetime | None = None
+    store: ChatMemoryStore,
+    memory: ExportedMemory,
+    *,
+    replace: bool,
+    now: datetime.datetime | None = None,
+    stored: Prefetched = NOT_READ,
 ) -> WriteOutcome:
     """Write ``memory`` into ``store`` (see the module docstring for the rules).
+
+    Args:
+        store: the destination.
+        memory: the memory to write.
+        replace: overwrite a memory that holds other messages.
+        now: the time expiries are judged at (default: now).
+        stored: the destination's memory as a batch read found it a moment ago (``None``: absent), or
+            :data:`NOT_READ`.
 
     Raises:
         MemoryExistsError: the memory exists with other messages and ``replace`` is false.
@@ -72,6 +114,15 @@ def write_memory(
     if isinstance(memory.expires_at, datetime.datetime) and memory.expires_at <= now:
         _expire_left_copy(store, memory, memory.expires_at)
         return WriteOutcome.EXPIRED
+    if not isinstance(stored, _NotRead):
+        sets_expiry, expiry = _expiry_to_set(store, memory)
+        judged = judge_stored(memory, stored, sets_expiry, expiry, times_known=isinstance(store, SupportsMemoryTimes))
+        if judged is WriteOutcome.UNCHANGED:
+            return judged
+        if judged is WriteOutcome.EXPIRY_SET:
+            assert isinstance(store, SupportsExpiryAt)
+            store.expire_at(memory.memory_id, expiry)
+            return judged
     outcome = _write_versioned(store, memory, replace) if isinstance(store, SupportsVersioning) else None
     if outcome is None:
         outcome = _write_unversioned(store, memory, replace)
@@ -88,6 +139,35 @@ def write_memory(
         outcome = WriteOutcome.EXPIRY_SET
     store.expire_at(memory.memory_id, expiry)
     return outcome
+
+
+def judge_stored(
+    memory: ExportedMemory,
+    stored: StoredMemory | None,
+    sets_expiry: bool,
+    expiry: datetime.datetime | None,
+    *,
+    times_known: bool,
+) -> WriteOutcome | None:
+    """What a batch read's ``stored`` memory already settles for ``memory``; ``None``: the full write decides.
+
+    ``UNCHANGED``: it holds the export's messages, and its expiry is the one to set (or none is set);
+    ``EXPIRY_SET``: the same messages, but the expiry must be set to ``expiry``. Anything else (absent,
+    other messages, damaged, records that do not decode, times the store does not tell) is ``None``.
+    """
+    if stored is None or stored.damage is not None or len(stored.records) != len(memory.messages):
+        return None
+    try:
+        messages = [loads_message(record, memory_id=memory.memory_id) for record in stored.records]
+    except SerializationError:
+        return None  # the full write reads it again and reports it
+    if messages != memory.messages:
+        return None
+    if not sets_expiry:
+        return WriteOutcome.UNCHANGED
+    if not times_known or stored.times is None:
+        return None
+    return WriteOutcome.UNCHANGED if _same_expiry(stored.times.expires_at, expiry) else WriteOutcome.EXPIRY_SET
 
 
 def _expiry_to_set(store: ChatMemoryStore, memory: ExportedMemory) -> tuple[bool, datetime.datetime | None]:

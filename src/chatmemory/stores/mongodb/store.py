@@ -21,6 +21,7 @@ from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.stored_memories import StoredMemory
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, StoreLifecycle
 from chatmemory.stores.base.driving import drive
@@ -31,6 +32,7 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import MongoClient  # noqa: E402 - imported once the driver is known
 
+from chatmemory.stores.mongodb.batch_reads import read_batch  # noqa: E402
 from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
 from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
 from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
@@ -152,6 +154,18 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
         return self._run(self._memory_times(memory_id))
+
+    @_traced("read_batch")
+    def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored (records, version, times) in one ``find``; ``None`` for an absent one.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`.
+        """
+        self._check_open(Operation.READ)
+        try:
+            return self._run(read_batch(memory_ids, self._window_field))
+        except DRIVER_ERRORS as exc:
+            raise StoreError(Operation.READ, detail=f"reading {len(memory_ids)} memories: {describe(exc)}") from exc
 
     # --------------------------------------------------------------------------------------------- write
 

@@ -26,13 +26,17 @@ from chatmemory.stores._optional import require
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 
 from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency check
+from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
+from chatmemory.core.errors import StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
+from chatmemory.stored_memories import StoredMemory  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.sql.batch_reads import BatchStatements, read_batch  # noqa: E402
 from chatmemory.stores.sql.driver import SyncDriver  # noqa: E402
 from chatmemory.stores.sql.engine import engine_from_url  # noqa: E402
 from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
@@ -168,6 +172,25 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
         return self._driver.run(self._memory_times(memory_id))
+
+    @_traced("read_batch")
+    def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored (records, version, times) in two statements; ``None`` for an absent one.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`; ids without a head row take a third
+        statement, which shows their stray rows as damage.
+        """
+        self._check_open(Operation.READ)
+        return self._driver.run(
+            read_batch(self._batch_statements, memory_ids, checked=self._schema.checked, store_error=self._read_error)
+        )
+
+    @functools.cached_property
+    def _batch_statements(self) -> BatchStatements:
+        return BatchStatements(self._tables)
+
+    def _read_error(self, exc: SQLAlchemyError) -> StoreError:
+        return self._schema.store_error(Operation.READ, None, exc)
 
     # --------------------------------------------------------------------------------------------- writes
 

@@ -1,0 +1,59 @@
+"""Many memories read at once, as stored: what operators' tools read when they walk a whole store.
+
+``chatmemory ls`` and ``stats`` read every memory, and a re-run ``import`` or ``copy`` compares every memory
+it would write with the one stored. One read per memory is one round trip per memory (3,000 memories on a
+distant server: minutes); a store that conforms to :class:`SupportsBatchReads` answers a batch of ids
+in one round trip or a few (a Redis pipeline, one ``find`` with ``$in``, one ``SELECT ... IN``), the
+way a raw-driver loop would. A store that does not is read one memory at a time, as before.
+
+The records come back undecoded (each is what :func:`chatmemory.serialization.native.dumps_message`
+made of one message, as :class:`~chatmemory.core.store.SupportsRawRecords` has them), so a memory that
+does not decode is still shown, record by record, never skipped; the caller decodes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from chatmemory.memory_times import MemoryTimes
+
+__all__ = ["StoredMemory", "SupportsBatchReads"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMemory:
+    """One memory as stored, read in a batch.
+
+    Attributes:
+        memory_id: the id.
+        records: its message records in window order, undecoded (as ``read_raw`` gives them).
+        version: its version (``0`` when the store cannot tell it, e.g. for damage without a head).
+        times: its last write time and expiry, ``None`` when the store keeps none for it.
+        damage: why the store cannot read it as a memory at all (a damaged head or document), else
+            ``None``; ``records`` then holds what is left of it, as ``read_raw`` shows it.
+    """
+
+    memory_id: str
+    records: list[bytes]
+    version: int
+    times: MemoryTimes | None
+    damage: str | None = None
+
+
+@runtime_checkable
+class SupportsBatchReads(Protocol):
+    """A store that reads many memories, records and times, in one round trip (or a few).
+
+    * ``read_batch(ids)`` returns one entry per id, in order: the :class:`StoredMemory`, or ``None`` for a
+      memory that does not exist (or has expired). It reads what ``read_raw``, ``load`` and
+      ``memory_times`` would, without the snapshot cache and without sliding an expiry.
+    * Memories are read one by one inside the batch: each entry is one memory's state, the batch is not
+      one snapshot of the store.
+    * Driver failures raise :class:`~chatmemory.StoreError`; damage is reported in ``damage``, not raised.
+    """
+
+    def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored, ``None`` for those that do not exist."""
+        ...
