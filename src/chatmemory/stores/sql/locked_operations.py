@@ -85,7 +85,9 @@ class LockedOperations(HistoryOperations[_Engine]):
     def _lock_head(self, memory_id: str) -> Steps[plan.LockedHead]:
         statements = self._statements
         row = yield Statement(statements.lock_head, {"p_id": memory_id}, Result.FIRST)
-        clock = None if row is not None else (yield Statement(statements.clock, {"p_id": ""}, Result.SCALAR))
+        # No head row: only the server's clock is needed, read touching no table (a statement naming another
+        # memory's rows would leave the memory's shard on a database distributed by memory_id).
+        clock = None if row is not None else (yield Statement(statements.server_clock, None, Result.SCALAR))
         return plan.locked_head(row, clock)
 
     def _apply(self, memory_id: str, decision: plan.LockedWrite) -> Steps[None]:

@@ -140,8 +140,6 @@ class Statements:
             .with_for_update()
         )
         """The head row, locked until the transaction ends, with the server's clock and the highest seq."""
-        self.clock: Select[Any] = select(ServerClockMicros().label("clock"), max_seq.label("max_seq"))
-        """What a write creating a memory needs: the clock, and whether message rows exist without a head."""
 
         self.bump_head: Update = (
             update(memories)
