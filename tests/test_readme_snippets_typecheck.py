@@ -1,4 +1,4 @@
-"""Every ```python block of README.md and docs/*.md type-checks under ``mypy --strict``.
+"""Every ```python block of README.md and the pages under docs/ type-checks under ``mypy --strict``.
 
 Each block becomes a module of its own, and all of them are checked in one mypy run. A block may be
 preceded by a hidden HTML comment that the page does not show:
@@ -26,7 +26,7 @@ from chatmemory.aio.url import ASYNC_STORE_SCHEMES
 from chatmemory.stores.url import STORE_SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 _FENCE = re.compile(r"^```python[ \t]*\n(?P<code>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _DIRECTIVE = re.compile(r"<!--\s*typecheck(?P<head>[^\n]*?)(?:\n(?P<prelude>.*?))?\s*-->\Z", re.DOTALL)

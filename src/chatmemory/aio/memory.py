@@ -234,10 +234,13 @@ class MessageWindowChatMemory(_AsyncWindowMemory, MessageWindowBase[ChatMemorySt
         on_evict: ``on_evict(memory_id, evicted_messages)``, a coroutine function or a plain one (what it
             returns is awaited when awaitable); called once per write that evicted something, after it.
         on_oversized: ``"evict"`` or ``"raise"`` (see the token window; a message window never meets one).
+        start_on: ``"user"`` evicts on until the first message after the system message is a user
+            message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
+            result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
         TypeError: an argument of the wrong kind (a URL or a sync store as ``store``, ...).
-        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``.
     """
 
 
@@ -260,9 +263,12 @@ class TokenWindowChatMemory(_AsyncWindowMemory, TokenWindowBase[ChatMemoryStore]
         on_evict: ``on_evict(memory_id, evicted_messages)``, a coroutine function or a plain one; called
             once per write that evicted something, after it (oversized messages included).
         on_oversized: ``"evict"`` (the default) or ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`).
+        start_on: ``"user"`` evicts on until the first message after the system message is a user
+            message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
+            result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
         TypeError: an argument of the wrong kind (a model name as ``token_count_estimator``, ...).
         ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``, an unknown
-            ``on_oversized``.
+            ``on_oversized`` or ``start_on``.
     """

@@ -30,11 +30,14 @@ class SummarizingChatMemory(_AsyncWindowMemory, SummarizingBase[ChatMemoryStore]
         on_oversized: ``"evict"`` or ``"raise"``.
         summary_prefix: the framing line sent before the summary text.
         headroom: when messages must leave, evict down to the limit less this much (summarize in batches).
+        start_on: ``"user"`` evicts on (into the summary) until the first message after the summary is a
+            user message, as Anthropic and Gemini want; ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
         TypeError: not exactly one of ``max_tokens``/``max_messages``, a summarizer that is not callable, or
             any argument a window memory refuses.
-        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``, a bad ``headroom``.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``, a bad
+            ``headroom``.
     """
 
     async def summary(self) -> str | None:

@@ -169,11 +169,14 @@ class MessageWindowChatMemory(_SyncWindowMemory, MessageWindowBase[ChatMemorySto
             after that write succeeded (never for an attempt that lost a conflict and was retried). An
             exception it raises propagates from ``add``, whose write is done.
         on_oversized: for a token window (a message window never meets one); accepted for symmetry.
+        start_on: ``"user"`` evicts on until the first message after the system message is a user
+            message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
+            result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
         TypeError: an argument of the wrong kind (a URL as ``store``, an asyncio store, a coroutine
             function as ``on_evict``, ...).
-        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``.
     """
 
 
@@ -199,9 +202,12 @@ class TokenWindowChatMemory(_SyncWindowMemory, TokenWindowBase[ChatMemoryStore])
         on_oversized: what ``add`` does with a message that alone outweighs ``max_tokens``: ``"evict"``
             (the default: a WARNING, the message is evicted at once and handed to ``on_evict``) or
             ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`, nothing written).
+        start_on: ``"user"`` evicts on until the first message after the system message is a user
+            message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
+            result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
         TypeError: an argument of the wrong kind (a model name as ``token_count_estimator``, ...).
         ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``, an unknown
-            ``on_oversized``.
+            ``on_oversized`` or ``start_on``.
     """

@@ -23,7 +23,15 @@ from typing import Any, Literal, TypeVar, cast
 from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
 from chatmemory.core.store import Change, ChatMemoryStore, Snapshot, SupportsLockedUpdate, SupportsVersioning
-from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, add_messages, evict, fit_window
+from chatmemory.core.window import (
+    MessageWeight,
+    StartOn,
+    TotalWeight,
+    WindowUpdate,
+    add_messages,
+    evict,
+    fit_window,
+)
 from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
@@ -167,6 +175,7 @@ class WindowRules:
     always_keep_system_message_first: bool
     on_evict: EvictHook | None = None
     on_oversized: OversizedPolicy = "evict"
+    start_on: StartOn = "any"
 
     @property
     def unit(self) -> str:
@@ -206,6 +215,7 @@ class WindowRules:
             weight=self.weight,
             total=self.total,
             always_keep_system_message_first=self.always_keep_system_message_first,
+            start_on=self.start_on,
         )
 
     def fit(self, messages: Sequence[ChatMessage]) -> WindowUpdate:
@@ -216,11 +226,12 @@ class WindowRules:
             weight=self.weight,
             total=self.total,
             always_keep_system_message_first=self.always_keep_system_message_first,
+            start_on=self.start_on,
         )
 
     def view(self, stored: list[ChatMessage]) -> list[ChatMessage]:
         """What ``messages()`` returns: the stored window, evicted to the current limit (a shrunk one too)."""
-        _, window = evict(stored, self.limit, self.weight, self.total)
+        _, window = evict(stored, self.limit, self.weight, self.total, self.start_on)
         return window
 
     def report(self, update: WindowUpdate) -> None:

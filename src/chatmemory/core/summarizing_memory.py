@@ -53,12 +53,14 @@ class SummarizingChatMemory(_SyncWindowMemory, SummarizingBase[ChatMemoryStore])
         headroom: when messages must leave, evict down to the limit less this much (in the limit's unit),
             so the summarizer runs once per batch rather than on every write, and the writes in between
             are plain appends (0: evict just enough). Below the limit.
+        start_on: ``"user"`` evicts on (into the summary) until the first message after the summary is a
+            user message, as Anthropic and Gemini want; ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
         TypeError: not exactly one of ``max_tokens``/``max_messages``, a summarizer that is not callable (or
             a coroutine function), or any argument a window memory refuses.
-        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized``, a ``headroom`` below 0
-            or not below the limit.
+        ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``, a
+            ``headroom`` below 0 or not below the limit.
     """
 
     def summary(self) -> str | None:

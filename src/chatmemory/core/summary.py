@@ -63,7 +63,7 @@ from chatmemory.core.memory_steps import (
 from chatmemory.core.messages import ChatMessage, SystemMessage, TextContent, UserMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
-from chatmemory.core.window import MessageWeight, TotalWeight, WindowUpdate, count_one, evict
+from chatmemory.core.window import MessageWeight, StartOn, TotalWeight, WindowUpdate, count_one, evict
 from chatmemory.core.window_memory import (
     Limit,
     WindowMemoryBase,
@@ -213,7 +213,7 @@ class SummaryRules:
             if pending or self.fits(conversation, summary):
                 continue
             rules = self.room(summary, headroom=True)
-            pending, conversation = evict(list(conversation), rules.limit, rules.weight, rules.total)
+            pending, conversation = evict(list(conversation), rules.limit, rules.weight, rules.total, rules.start_on)
             everything.extend(pending)
         if summary is not None:
             system = sum(self.window.weight(m) for m in conversation if isinstance(m, SystemMessage))
@@ -363,6 +363,7 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         on_oversized: OversizedPolicy = "evict",
         summary_prefix: str = DEFAULT_SUMMARY_PREFIX,
         headroom: int = 0,
+        start_on: StartOn = "any",
     ) -> None:
         name = type(self).__name__
         if (max_tokens is None) == (max_messages is None):
@@ -377,7 +378,9 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
         self._limit_name = "max_tokens" if max_tokens is not None else "max_messages"
         limit = max_tokens if max_tokens is not None else max_messages
         assert limit is not None
-        self._setup(id, store, limit, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized)
+        self._setup(
+            id, store, limit, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized, start_on
+        )
         if headroom < 0 or (isinstance(limit, int) and headroom >= limit):
             raise ValueError(
                 f"headroom must be >= 0 and below the limit ({limit!r}), got {headroom}: it is how much of "

@@ -13,6 +13,10 @@ Rules (*Window rules* in docs/semantics.md):
 * The window holds no tool result whose request is not in it: a result that arrives after its call was
   evicted, or that no earlier message asked for, is dropped, and the window never starts (after the
   system message) with a tool result. So the window is always a valid prompt.
+* With ``start_on="user"``, eviction goes on until the first message after the system message is a user
+  message (or none is left): the window never opens with an assistant turn, as Anthropic's and Gemini's
+  APIs want. An assistant turn that opened the conversation is evicted too. ``"any"`` (the default)
+  evicts only for the limit and for orphaned results.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from chatmemory.core.messages import (
     AiMessage,
@@ -32,10 +37,39 @@ from chatmemory.core.messages import (
     require_message,
 )
 
-__all__ = ["FixedOverhead", "WindowUpdate", "add_messages", "count_one", "evict", "fit_window"]
+__all__ = [
+    "START_ON",
+    "FixedOverhead",
+    "StartOn",
+    "WindowUpdate",
+    "add_messages",
+    "check_start_on",
+    "count_one",
+    "evict",
+    "fit_window",
+]
+
+StartOn = Literal["any", "user"]
+"""Which message a window may start with after its system message: any, or only a user message."""
+START_ON: tuple[StartOn, ...] = ("any", "user")
 
 MessageWeight = Callable[[ChatMessage], int]
 TotalWeight = Callable[[Sequence[ChatMessage]], int]
+
+
+def check_start_on(start_on: object) -> StartOn:
+    """The ``start_on`` argument of a window memory, if it is one of :data:`START_ON`.
+
+    Raises:
+        ValueError: any other value, naming the ones there are.
+    """
+    for allowed in START_ON:
+        if start_on == allowed and isinstance(start_on, str):
+            return allowed
+    raise ValueError(
+        f'start_on must be {" or ".join(map(repr, START_ON))} ("user": the window always opens with a user '
+        f"message, as Anthropic and Gemini want), got {start_on!r}"
+    )
 
 
 def count_one(message: ChatMessage) -> int:
@@ -232,6 +266,7 @@ def evict(
     limit: int,
     weight: MessageWeight,
     total: TotalWeight | None = None,
+    start_on: StartOn = "any",
 ) -> tuple[list[ChatMessage], list[ChatMessage]]:
     """Evict from ``window`` (in place) until it weighs at most ``limit``.
 
@@ -245,6 +280,8 @@ def evict(
         total: the weight of a whole window when it is not the sum of its messages (per-request overhead).
             It is called once: the overhead it adds to the sum of the messages is taken as fixed, so a
             ``total`` that re-counts every message costs one pass, not one per eviction.
+        start_on: ``"user"``: then evict on until the oldest message that is not a system message is a
+            user message (or there is none).
 
     Returns:
         The evicted messages (oldest first) and the window.
@@ -282,12 +319,14 @@ def evict(
     head = 0  # no message before it is alive and not a system message
     end = len(window)
     calls: list[_Calls] = []  # the window's calls and results, once a call's results are looked for far
-    while weighed + overhead > limit:
+    while True:
         while head < end and (not alive[head] or isinstance(window[head], SystemMessage)):
             head += 1
         if head == end:
             break
         message = window[head]
+        if weighed + overhead <= limit and (start_on == "any" or isinstance(message, UserMessage)):
+            break
         remove((head,))
         if isinstance(message, AiMessage) and message.tool_execution_requests:
             remove(_results_of(window, alive, head, message, calls))
@@ -319,6 +358,7 @@ def add_messages(
     weight: MessageWeight,
     total: TotalWeight | None = None,
     always_keep_system_message_first: bool = False,
+    start_on: StartOn = "any",
 ) -> WindowUpdate:
     """Apply ``added`` to the stored window ``current`` and evict down to ``limit``.
 
@@ -330,7 +370,7 @@ def add_messages(
         return WindowUpdate(list(current), False, [], [])
     added_ones = {id(message) for message in added}  # by identity: the objects added, not equal ones held
     oversized = [message for message in window if id(message) in added_ones and weight(message) > limit]
-    evicted, window = evict(window, limit, weight, total)
+    evicted, window = evict(window, limit, weight, total, start_on)
     return WindowUpdate(window, window != list(current), evicted, oversized)
 
 
@@ -341,6 +381,7 @@ def fit_window(
     weight: MessageWeight,
     total: TotalWeight | None = None,
     always_keep_system_message_first: bool = False,
+    start_on: StartOn = "any",
 ) -> WindowUpdate:
     """The window for a wholesale replacement (``set``): at most one system message, evicted to ``limit``.
 
@@ -355,5 +396,5 @@ def fit_window(
     if systems and always_keep_system_message_first and systems[0] != 0:
         window.insert(0, window.pop(systems[0]))
     oversized = [message for message in window if weight(message) > limit]
-    evicted, window = evict(window, limit, weight, total)
+    evicted, window = evict(window, limit, weight, total, start_on)
     return WindowUpdate(window, True, evicted, oversized)

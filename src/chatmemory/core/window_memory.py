@@ -29,7 +29,15 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import SupportsContentionHint, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.tokens.framing import FramedEstimator
-from chatmemory.core.window import FixedOverhead, MessageWeight, TotalWeight, WindowUpdate, count_one
+from chatmemory.core.window import (
+    FixedOverhead,
+    MessageWeight,
+    StartOn,
+    TotalWeight,
+    WindowUpdate,
+    check_start_on,
+    count_one,
+)
 from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
@@ -222,6 +230,7 @@ class WindowMemoryBase(Generic[StoreT]):
         max_attempts: int | None,
         on_evict: EvictHook | None = None,
         on_oversized: OversizedPolicy = "evict",
+        start_on: StartOn = "any",
     ) -> None:
         self._id = validate_memory_id(id)
         if store is None:
@@ -255,6 +264,7 @@ class WindowMemoryBase(Generic[StoreT]):
             check_callback(on_evict, "on_evict", asyncio=self._asyncio, memory_class=type(self).__name__)
         self.on_evict = on_evict
         self.on_oversized: OversizedPolicy = _check_oversized(on_oversized)
+        self.start_on: StartOn = check_start_on(start_on)
         self._init_io()
 
     def _init_io(self) -> None:
@@ -289,6 +299,7 @@ class WindowMemoryBase(Generic[StoreT]):
             always_keep_system_message_first=self.always_keep_system_message_first,
             on_evict=self.on_evict,
             on_oversized=self.on_oversized,
+            start_on=self.start_on,
         )
 
     # The steps of each operation; the sync and async I/O classes run them, a memory kind may replace them.
@@ -333,9 +344,18 @@ class MessageWindowBase(WindowMemoryBase[StoreT]):
         max_attempts: int | None = None,
         on_evict: EvictHook | None = None,
         on_oversized: OversizedPolicy = "evict",
+        start_on: StartOn = "any",
     ) -> None:
         self._setup(
-            id, store, max_messages, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized
+            id,
+            store,
+            max_messages,
+            always_keep_system_message_first,
+            retry,
+            max_attempts,
+            on_evict,
+            on_oversized,
+            start_on,
         )
 
     def _weight(self) -> MessageWeight:
@@ -360,9 +380,18 @@ class TokenWindowBase(WindowMemoryBase[StoreT]):
         cache_size: int = 4096,
         on_evict: EvictHook | None = None,
         on_oversized: OversizedPolicy = "evict",
+        start_on: StartOn = "any",
     ) -> None:
         self._setup(
-            id, store, max_tokens, always_keep_system_message_first, retry, max_attempts, on_evict, on_oversized
+            id,
+            store,
+            max_tokens,
+            always_keep_system_message_first,
+            retry,
+            max_attempts,
+            on_evict,
+            on_oversized,
+            start_on,
         )
         # Counting a message can be costly (a BPE tokenizer): each distinct message is counted once.
         self._counts: LRU[ChatMessage, int] = LRU(cache_size)

@@ -25,6 +25,11 @@ block's citations) in the ``AiMessage``'s attributes under ``"anthropic"``; writ
 back in the same order, so a tool loop with extended thinking can be replayed. The thinking texts of one
 message are joined by a blank line in ``AiMessage.thinking``; its text blocks are joined as they are.
 
+**Open with a user turn.** The API wants the messages to start with a user message; a window that has
+evicted the user turn before an assistant turn starts with that assistant turn. Build the memory with
+``start_on="user"`` (``MessageWindowChatMemory(..., start_on="user")``, the token and summarizing windows
+alike) and its window always opens with a user message after the system text. Gemini wants the same.
+
 What Anthropic cannot carry, and what happens to it:
 
 * **Dropped:** ``attributes`` (application data, never sent to a model), except the key above; a

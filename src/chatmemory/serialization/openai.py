@@ -27,6 +27,10 @@ Image detail: every value the API takes reads and writes back the same — ``"lo
 ``ULTRA_HIGH`` (which its codec maps ``ORIGINAL`` to) is written as ``"original"``; ``MEDIUM`` and other names
 have no Chat Completions value and raise.
 
+Chat Completions takes the turns in any order after the system message, so a window may open with an
+assistant turn (``start_on="any"``, the default); the Anthropic and Gemini formats need ``start_on="user"``
+(see :mod:`chatmemory.serialization.anthropic`).
+
 What Chat Completions cannot carry, and what happens to it:
 
 * **Dropped by design, always:** ``attributes`` (application data, never sent to a model — as in

@@ -37,6 +37,9 @@ it). An item that no message can hold field for field — another item type (``w
 role and a string content, or one in a role other than ``system_role`` — is kept whole in a
 ``CustomMessage`` (attribute ``"openai_responses_item"``) unless ``strict=True``, which raises instead.
 
+The Responses API takes the items in any order, so a window may open with an assistant turn
+(``start_on="any"``, the default); the Anthropic and Gemini formats need ``start_on="user"``.
+
 What Responses items cannot carry, and what happens to it, when writing messages that were not read from
 items:
 

@@ -58,6 +58,7 @@ from chatmemory.testing.cases.hooks import (
     TtlStoreFactory,
 )
 from chatmemory.testing.cases.round_trip import RoundTripCases
+from chatmemory.testing.cases.start_on import StartOnCases
 from chatmemory.testing.cases.versioning import VersioningCases
 from chatmemory.testing.cases.windows import WindowCases
 from chatmemory.testing.cases.writers import WriterCases
@@ -78,6 +79,7 @@ __all__ = [
 class _Cases(
     RoundTripCases,
     WindowCases,
+    StartOnCases,
     AtomicityCases,
     VersioningCases,
     CorruptionCases,

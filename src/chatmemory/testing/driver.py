@@ -25,6 +25,7 @@ from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, SupportsH
 from chatmemory.core.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import ChatMemoryStore, Snapshot
+from chatmemory.core.summarizing_memory import SummarizingChatMemory
 
 __all__ = [
     "AsyncDriver",
@@ -115,7 +116,7 @@ class _SyncVersionedView(_SyncStoreView):
 class _SyncMemoryView:
     """A sync window memory behind coroutine methods."""
 
-    def __init__(self, memory: MessageWindowChatMemory | TokenWindowChatMemory) -> None:
+    def __init__(self, memory: MessageWindowChatMemory | TokenWindowChatMemory | SummarizingChatMemory) -> None:
         self._memory = memory
 
     @property
@@ -205,6 +206,13 @@ class ContractDriver:
         """A ``TokenWindowChatMemory`` of the suite's I/O style over ``store`` (the store under test)."""
         raise NotImplementedError
 
+    def summarizing_memory(self, memory_id: str, **options: Any) -> MemoryView:
+        """A ``SummarizingChatMemory`` of the suite's I/O style over the store under test.
+
+        ``options`` must hold a plain (not async) ``summarizer``: both styles call it.
+        """
+        raise NotImplementedError
+
     async def sleep(self, seconds: float) -> None:
         """Let ``seconds`` pass."""
         raise NotImplementedError
@@ -242,6 +250,10 @@ class SyncDriver(ContractDriver):
     def token_memory(self, memory_id: str, *, store: StoreView | None = None, **options: Any) -> MemoryView:
         """A sync ``TokenWindowChatMemory`` behind coroutine methods."""
         return _SyncMemoryView(TokenWindowChatMemory(memory_id, store=self._unwrap(store), **options))
+
+    def summarizing_memory(self, memory_id: str, **options: Any) -> MemoryView:
+        """A sync ``SummarizingChatMemory`` behind coroutine methods."""
+        return _SyncMemoryView(SummarizingChatMemory(memory_id, store=self._store, **options))
 
     async def sleep(self, seconds: float) -> None:
         """``time.sleep``."""
@@ -289,6 +301,10 @@ class AsyncDriver(ContractDriver):
     def token_memory(self, memory_id: str, *, store: StoreView | None = None, **options: Any) -> MemoryView:
         """A ``chatmemory.aio.TokenWindowChatMemory``."""
         return aio.TokenWindowChatMemory(memory_id, store=self.store if store is None else store, **options)
+
+    def summarizing_memory(self, memory_id: str, **options: Any) -> MemoryView:
+        """A ``chatmemory.aio.SummarizingChatMemory``."""
+        return aio.SummarizingChatMemory(memory_id, store=self.store, **options)
 
     async def sleep(self, seconds: float) -> None:
         """``asyncio.sleep``."""
