@@ -9,13 +9,12 @@ whose reply was abandoned and puts it back in the pool, so no connection is lost
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
-import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TypeVar
 
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
@@ -23,17 +22,21 @@ from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import AsyncLocalTurns
+from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
 from chatmemory.stores.redis.base import RedisStoreBase
 from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
 from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
+from chatmemory.stores.redis.replication import Acknowledged, acknowledged
+from chatmemory.stores.redis.resending import send_resending_async
 from chatmemory.stores.redis.sending import send_async
 from chatmemory.stores.redis.steps import Steps
 from chatmemory.stores.redis.times import expire_at_call, times_call
 
 from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
+
+from chatmemory.stores.redis.acknowledged_sending import send_acknowledged_async  # isort: skip - imports redis
 
 from chatmemory.aio.stores.redis_gate import GatedClient  # isort: skip - imports redis
 
@@ -88,20 +91,27 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         super()._started()
         self._turns = AsyncLocalTurns()
 
-    async def _send(self, client: Redis | RedisCluster, command: Command) -> object:
+    async def _send(self, client: Redis | RedisCluster, command: Command | Acknowledged) -> object:
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
         try:
+            if isinstance(command, Acknowledged):
+                return await send_acknowledged_async(client, command)
             if isinstance(command, Scan):
                 return {key async for key in self._scan(client, command.pattern)}
+            if self._cluster:
+                return await send_resending_async(client, command)
             return await send_async(client, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
 
     async def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
         self._check_open(operation, memory_id)
-        return await drive_async(step, self._perform)
+        replication = self._options.replication
+        if replication is None:
+            return await drive_async(step, self._perform)
+        return await drive_async(acknowledged(step, replication), self._perform)
 
     @staticmethod
     def _scan(client: Redis | RedisCluster, pattern: bytes) -> AsyncIterator[bytes]:
@@ -138,27 +148,16 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
         """
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         steps, lock = self._steps, self._options.lock
-        async with self._turns.hold(memory_id) as turn:
-            token = turn.holding(lock.lease)
-            if token is None:
-                if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
-                    await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, turn.token))
-                    turn.gave_back()
-                token = secrets.token_bytes(16)
-                await self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock))
-                turn.took(token, lock.lease)
-            try:
-                version = await self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change))
-            except BaseException:
-                turn.gave_back()
-                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
-                    await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
-                raise
-            if not turn.queued:  # else the next writer of this process takes the server lock as it is
-                turn.gave_back()
-                await self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
-            return version
+        return await modify_in_turn_async(
+            self._turns,
+            memory_id,
+            lock.lease,
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change)),
+        )
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

@@ -22,6 +22,7 @@ from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.client import ClientHolder
 from chatmemory.stores.redis.commands import Sends
 from chatmemory.stores.redis.config import (
+    DEFAULT_REPLICAS_TIMEOUT,
     DEFAULT_SOCKET_CONNECT_TIMEOUT,
     DEFAULT_SOCKET_TIMEOUT,
     ClientTarget,
@@ -63,6 +64,8 @@ class RedisStoreBase(ClientHolder[_Client]):
         history_ttl: TTL = None,
         lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
+        replicas_to_ack: int = 0,
+        replicas_timeout: float | datetime.timedelta = DEFAULT_REPLICAS_TIMEOUT,
     ) -> None:
         options = StoreOptions.validate(
             key_prefix=key_prefix,
@@ -75,6 +78,8 @@ class RedisStoreBase(ClientHolder[_Client]):
             history_ttl=history_ttl,
             lock_lease=lock_lease,
             lock_wait=lock_wait,
+            replicas_to_ack=replicas_to_ack,
+            replicas_timeout=replicas_timeout,
         )
         self._options = options
         self._key_space = KeySpace(options.key_prefix)

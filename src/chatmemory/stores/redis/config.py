@@ -16,12 +16,22 @@ from chatmemory.stores.base.options import (
 )
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 
-__all__ = ["DEFAULT_SOCKET_CONNECT_TIMEOUT", "DEFAULT_SOCKET_TIMEOUT", "ClientTarget", "StoreOptions"]
+__all__ = [
+    "DEFAULT_REPLICAS_TIMEOUT",
+    "DEFAULT_SOCKET_CONNECT_TIMEOUT",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "ClientTarget",
+    "Replication",
+    "StoreOptions",
+]
 
 DEFAULT_SOCKET_CONNECT_TIMEOUT = 5.0
 """Seconds to wait for a connection to a server, for clients a store builds from a URL."""
 DEFAULT_SOCKET_TIMEOUT = 10.0
 """Seconds to wait for a reply (a script run of a memory is far shorter), for clients built from a URL."""
+
+DEFAULT_REPLICAS_TIMEOUT = 1.0
+"""Seconds a write waits for ``replicas_to_ack`` replicas before it raises ``ReplicationError``."""
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 _SCHEMES = ("redis", "rediss", "unix", *_CLUSTER_SCHEMES)
@@ -65,6 +75,38 @@ def _timeout(name: str, value: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class Replication:
+    """How many replicas must hold a write before it counts as done, and how long to wait for them.
+
+    Attributes:
+        replicas: the ``numreplicas`` of ``WAIT`` (at least 1).
+        timeout_ms: its timeout in milliseconds (at least 1: ``WAIT`` takes 0 as "forever").
+    """
+
+    replicas: int
+    timeout_ms: int
+
+    @classmethod
+    def validate(cls, replicas_to_ack: int, replicas_timeout: float | datetime.timedelta) -> Replication | None:
+        """The replication a store waits for; ``None`` for ``replicas_to_ack=0`` (no waiting).
+
+        Raises:
+            TypeError: ``replicas_to_ack`` is not an int.
+            ValueError: ``replicas_to_ack`` is negative, or ``replicas_timeout`` is not a positive finite time.
+        """
+        if isinstance(replicas_to_ack, bool) or not isinstance(replicas_to_ack, int):
+            raise TypeError(f"replicas_to_ack must be an int (0: do not wait for replicas), got {replicas_to_ack!r}")
+        if replicas_to_ack < 0:
+            raise ValueError(f"replicas_to_ack must be 0 or more, got {replicas_to_ack}")
+        if isinstance(replicas_timeout, datetime.timedelta):
+            replicas_timeout = replicas_timeout.total_seconds()
+        seconds = _timeout("replicas_timeout", replicas_timeout)
+        if replicas_to_ack == 0:
+            return None
+        return cls(replicas_to_ack, max(1, math.ceil(seconds * 1000)))
+
+
+@dataclass(frozen=True, slots=True)
 class StoreOptions:
     """The options of a Redis store, validated (see ``RedisChatMemoryStore`` for their meaning)."""
 
@@ -77,6 +119,7 @@ class StoreOptions:
     history: bool = False
     history_ttl: float | None = None
     lock: LockOptions = LockOptions()  # noqa: RUF009 - frozen, so one shared default is safe
+    replication: Replication | None = None
 
     @classmethod
     def validate(
@@ -92,6 +135,8 @@ class StoreOptions:
         history_ttl: TTL = None,
         lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
+        replicas_to_ack: int = 0,
+        replicas_timeout: float | datetime.timedelta = DEFAULT_REPLICAS_TIMEOUT,
     ) -> StoreOptions:
         """The options, or the error that says which one is wrong and what to pass.
 
@@ -110,6 +155,7 @@ class StoreOptions:
             history,
             history_ttl_seconds(history, history_ttl, seconds),
             LockOptions.validate(lock_lease, lock_wait),
+            Replication.validate(replicas_to_ack, replicas_timeout),
         )
 
     def client_options(self) -> dict[str, Any]:

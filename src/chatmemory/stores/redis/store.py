@@ -8,29 +8,33 @@ order of the commands of each operation, in :mod:`.steps` (shared with the async
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
-from chatmemory.stored_memories import StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import LocalTurns
+from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
+from chatmemory.stores.redis.acknowledged_sending import send_acknowledged
 from chatmemory.stores.redis.base import RedisStoreBase
+from chatmemory.stores.redis.batch_creates import create_batch
 from chatmemory.stores.redis.batch_reads import Pipelined, read_batch
 from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.redis.config import ClientTarget, StoreOptions
 from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.keys import KeySpace
+from chatmemory.stores.redis.replication import Acknowledged, acknowledged
+from chatmemory.stores.redis.resending import send_resending
 from chatmemory.stores.redis.sending import send, send_pipelined
 from chatmemory.stores.redis.steps import Steps
 from chatmemory.stores.redis.times import expire_at_call, times_call
@@ -110,13 +114,17 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
     def _started(self) -> None:
         self._turns = LocalTurns()
 
-    def _perform(self, command: Command) -> object:
+    def _perform(self, command: Command | Acknowledged) -> object:
         if isinstance(command, Sleep):
             time.sleep(command.seconds)
             return None
         try:
+            if isinstance(command, Acknowledged):
+                return send_acknowledged(self._client, command)
             if isinstance(command, Scan):
                 return set(self._scan(command.pattern))
+            if self._cluster:
+                return send_resending(self._client, command)
             return send(self._client, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
@@ -124,7 +132,10 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
     def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
         if self._closed:
             self._check_open(operation, memory_id)
-        return drive(step, self._perform)
+        replication = self._options.replication
+        if replication is None:
+            return drive(step, self._perform)
+        return drive(acknowledged(step, replication), self._perform)
 
     def _scan(self, pattern: bytes) -> Iterator[bytes]:
         """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
@@ -160,27 +171,16 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
         """
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         steps, lock = self._steps, self._options.lock
-        with self._turns.hold(memory_id) as turn:
-            token = turn.holding(lock.lease)
-            if token is None:
-                if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
-                    self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, turn.token))
-                    turn.gave_back()
-                token = secrets.token_bytes(16)
-                self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock))
-                turn.took(token, lock.lease)
-            try:
-                version = self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change))
-            except BaseException:
-                turn.gave_back()
-                with contextlib.suppress(Exception):  # the lease frees it; the change's own error is the news
-                    self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
-                raise
-            if not turn.queued:  # else the next writer of this process takes the server lock as it is
-                turn.gave_back()
-                self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token))
-            return version
+        return modify_in_turn(
+            self._turns,
+            memory_id,
+            lock.lease,
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change)),
+        )
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
@@ -233,6 +233,31 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         """
         self._check_open(Operation.READ)
         return drive(read_batch(self._key_space, memory_ids), self._send_pipelined)
+
+    @_traced("create_batch")
+    def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist and set their expiries, in two pipelines.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchCreates`: each create is conditional on the
+        memory being absent, as ``save(id, messages, 0)`` is; ``None`` for one that exists.
+        """
+        self._check_open(Operation.WRITE)
+        if getattr(self._options, "replication", None) is not None:
+            # Writes that wait for replicas go one by one, each acknowledged as every write of this store is.
+            return [self._create_one(memory) for memory in memories]
+        return drive(create_batch(self._steps, memories), self._perform_or_pipeline)
+
+    def _create_one(self, memory: NewMemory) -> int | None:
+        try:
+            version = self.save(memory.memory_id, memory.messages, 0)
+        except ConcurrentUpdateError:
+            return None
+        if memory.sets_expiry:
+            self.expire_at(memory.memory_id, memory.expires_at)
+        return version
+
+    def _perform_or_pipeline(self, command: Command | Pipelined) -> object:
+        return self._send_pipelined(command) if isinstance(command, Pipelined) else self._perform(command)
 
     def _send_pipelined(self, batch: Pipelined) -> list[object]:
         try:
