@@ -29,14 +29,21 @@ from sqlalchemy import Connection, Engine, create_engine, inspect  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 from chatmemory.core.errors import StoreError  # noqa: E402
+from chatmemory.stores.sql.engine import dialect_family  # noqa: E402
 from chatmemory.stores.sql.engine import normalize_url as _normalize_url  # noqa: E402
 from chatmemory.stores.sql.schema import (  # noqa: E402
     DEFAULT_TABLE_PREFIX,
     REQUIRED_SCHEMA_REVISION,
+    validate_partitions,
     validate_table_prefix,
     version_table_name,
 )
-from chatmemory.stores.sql.schema_admin import SchemaAdmin, migrate_command, schema_lock  # noqa: E402
+from chatmemory.stores.sql.schema_admin import (  # noqa: E402
+    SchemaAdmin,
+    check_partitions_on,
+    migrate_command,
+    schema_lock,
+)
 
 __all__ = [
     "check_schema",
@@ -104,7 +111,19 @@ def _connection(url_or_engine: str | Engine) -> Iterator[Connection]:
             engine.dispose()
 
 
-def upgrade(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX, revision: str = "head") -> None:
+def _dialect_of(url_or_engine: str | Engine) -> str:
+    if isinstance(url_or_engine, str):
+        return dialect_family(_normalize_url(url_or_engine).get_backend_name())
+    return dialect_family(url_or_engine.dialect.name)
+
+
+def upgrade(
+    url_or_engine: str | Engine,
+    *,
+    table_prefix: str = DEFAULT_TABLE_PREFIX,
+    revision: str = "head",
+    partitions: int | None = None,
+) -> None:
     """Migrate the tables of ``table_prefix`` to ``revision`` (default: the newest).
 
     Migrations of one table prefix hold its schema lock (a PostgreSQL advisory lock, MariaDB/MySQL
@@ -115,13 +134,22 @@ def upgrade(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PR
         url_or_engine: a SQLAlchemy URL (an engine is made and disposed of) or an engine the caller owns.
         table_prefix: which store's tables.
         revision: the target revision id.
+        partitions: PostgreSQL: create the message table ``PARTITION BY HASH (memory_id)`` in this many
+            partitions. Applies when the tables are created; existing tables must already be partitioned
+            so (they are never converted).
 
     Raises:
-        StoreError: the database failed; the driver's exception is the ``__cause__``.
+        ValueError: ``partitions`` out of range, or on a database other than PostgreSQL.
+        StoreError: the database failed (the driver's exception is the ``__cause__``), or ``partitions``
+            was given and the existing message table is not partitioned so.
     """
+    validate_partitions(partitions, _dialect_of(url_or_engine))
     config = _config(table_prefix)
+    config.attributes["partitions"] = partitions
     try:
         with _connection(url_or_engine) as connection, schema_lock(connection, table_prefix):
+            if partitions is not None and current_on(connection, table_prefix=table_prefix) is not None:
+                check_partitions_on(connection, table_prefix, partitions)
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
     except SQLAlchemyError as exc:
@@ -153,20 +181,22 @@ def current(url_or_engine: str | Engine, *, table_prefix: str = DEFAULT_TABLE_PR
         raise StoreError("reading the schema revision", detail=str(exc).splitlines()[0]) from exc
 
 
-def _admin(engine: Engine, table_prefix: str) -> SchemaAdmin:
-    return SchemaAdmin(engine, engine.url, validate_table_prefix(table_prefix), engine.dialect.name)
+def _admin(engine: Engine, table_prefix: str, partitions: int | None = None) -> SchemaAdmin:
+    return SchemaAdmin(engine, engine.url, validate_table_prefix(table_prefix), engine.dialect.name, partitions)
 
 
-def create_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
+def create_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX, partitions: int | None = None) -> None:
     """Create the tables of ``table_prefix`` at the newest revision, or migrate existing ones to it.
 
-    The quick path for development and tests; it never hides a pending migration.
+    The quick path for development and tests; it never hides a pending migration. ``partitions``: as
+    for :func:`upgrade`.
     """
+    validate_partitions(partitions, _dialect_of(engine))
     found = current(engine, table_prefix=table_prefix)
     if found is not None and found != REQUIRED_SCHEMA_REVISION:
-        upgrade(engine, table_prefix=table_prefix)
+        upgrade(engine, table_prefix=table_prefix, partitions=partitions)
         return
-    _admin(engine, table_prefix).create()
+    _admin(engine, table_prefix, partitions).create()
 
 
 def drop_schema(engine: Engine, *, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:

@@ -7,6 +7,8 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import context, op
 from sqlalchemy.dialects import mysql
@@ -23,8 +25,15 @@ _TIMESTAMP = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mys
 
 
 def upgrade() -> None:
-    """Create the head table and the message table of the prefix."""
+    """Create the head table and the message table of the prefix.
+
+    ``upgrade(..., partitions=n)`` on PostgreSQL creates the message table ``PARTITION BY HASH
+    (memory_id)`` with ``n`` partitions ``<prefix>messages_p0`` … (its primary key holds ``memory_id``,
+    as a partitioned table's unique keys must); later revisions' column changes reach every partition.
+    """
     prefix: str = context.config.attributes["table_prefix"]
+    partitions: int | None = context.config.attributes.get("partitions")
+    partitioning: dict[str, Any] = {} if partitions is None else {"postgresql_partition_by": "HASH (memory_id)"}
     op.create_table(
         f"{prefix}memories",
         sa.Column("memory_id", _MEMORY_ID, nullable=False),
@@ -42,7 +51,13 @@ def upgrade() -> None:
         sa.Column("seq", sa.BigInteger(), nullable=False, autoincrement=False),
         sa.Column("payload", _PAYLOAD, nullable=False),
         sa.PrimaryKeyConstraint("memory_id", "seq", name=f"pk_{prefix}messages"),
+        **partitioning,
     )
+    for remainder in range(partitions or 0):
+        op.execute(
+            f'CREATE TABLE "{prefix}messages_p{remainder}" PARTITION OF "{prefix}messages" '
+            f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {remainder})"
+        )
 
 
 def downgrade() -> None:

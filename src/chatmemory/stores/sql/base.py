@@ -20,7 +20,12 @@ from chatmemory.stores.base.options import history_ttl_seconds
 from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Sleep, Statement, Steps
 from chatmemory.stores.sql.engine import autocommit_options, begin_statement, dialect_family, engine_isolation_level
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
-from chatmemory.stores.sql.schema import DEFAULT_TABLE_PREFIX, REQUIRED_SCHEMA_REVISION, build_tables
+from chatmemory.stores.sql.schema import (
+    DEFAULT_TABLE_PREFIX,
+    REQUIRED_SCHEMA_REVISION,
+    build_tables,
+    validate_partitions,
+)
 from chatmemory.stores.sql.schema_admin import SchemaAdmin
 from chatmemory.stores.sql.statements import Statements
 from chatmemory.stores.sql.writes import WriteLoop
@@ -39,7 +44,12 @@ class SQLStoreBase(Generic[_Engine]):
     Raises:
         TypeError: ``url_or_engine`` is neither a URL nor an engine of the executor's kind.
         ValueError: a URL that is not a SQL database URL, a driver or database the store does not use,
-            ``engine_options`` with an engine, ``history_ttl`` without ``history`` or shorter than ``ttl``.
+            ``engine_options`` with an engine, ``history_ttl`` without ``history`` or shorter than ``ttl``,
+            ``partitions`` that is not an int from 1 to 1024 or on a database other than PostgreSQL.
+
+    ``partitions`` (PostgreSQL): :meth:`create_schema` creates the message table ``PARTITION BY HASH
+    (memory_id)`` in that many partitions (existing tables must already be partitioned so; they are
+    never converted). Reads and writes are the same either way; see docs/scaling.md.
     """
 
     _repr_name: ClassVar[str]
@@ -61,6 +71,7 @@ class SQLStoreBase(Generic[_Engine]):
         retry: RetryPolicy | None = None,
         history: bool = False,
         history_ttl: TTL = None,
+        partitions: int | None = None,
     ) -> None:
         self._tables = build_tables(table_prefix)
         self._ttl = ttl_seconds(ttl)
@@ -89,6 +100,7 @@ class SQLStoreBase(Generic[_Engine]):
         self._dialect = dialect_family(engine.dialect.name)
         if self._dialect not in _DIALECTS:
             raise ValueError(self._wrong_dialect.format(name=engine.dialect.name))
+        self._partitions = validate_partitions(partitions, self._dialect)
         # Every connection the store uses is in autocommit; its transactions BEGIN themselves. An engine
         # already in autocommit is used as it is (no isolation switch at each pool checkout).
         self._autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
@@ -101,7 +113,9 @@ class SQLStoreBase(Generic[_Engine]):
             history=history,
             history_expires=self._history_ttl is not None,
         )
-        self._schema = SchemaAdmin(self._schema_engine(), engine.url, self._tables.prefix, self._dialect)
+        self._schema = SchemaAdmin(
+            self._schema_engine(), engine.url, self._tables.prefix, self._dialect, self._partitions
+        )
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:
@@ -141,6 +155,11 @@ class SQLStoreBase(Generic[_Engine]):
         return self._tables.prefix
 
     @property
+    def partitions(self) -> int | None:
+        """How many hash partitions :meth:`create_schema` gives the message table (``None``: not partitioned)."""
+        return self._partitions
+
+    @property
     def required_schema_revision(self) -> str:
         """The schema revision this store reads and writes."""
         return REQUIRED_SCHEMA_REVISION
@@ -158,7 +177,10 @@ class SQLStoreBase(Generic[_Engine]):
         engine: Any = self._engine
         url = engine.url.render_as_string(hide_password=True)
         history = f", history=True, history_ttl={self._history_ttl!r}" if self._history else ""
-        return f"{self._repr_name}({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r}{history})"
+        partitions = "" if self._partitions is None else f", partitions={self._partitions}"
+        return (
+            f"{self._repr_name}({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r}{history}{partitions})"
+        )
 
     # ----------------------------------------------------------------------------- for the operations
 

@@ -18,6 +18,10 @@ Two tables per prefix:
   that left the window although it lies in the window's ranges (an eviction from the middle of the
   window; ``NULL`` otherwise).
 
+On PostgreSQL the message table can be created ``PARTITION BY HASH (memory_id)`` in ``partitions`` tables
+``<prefix>messages_p0`` … (see :func:`validate_partitions`): every statement on one memory names its id,
+so each touches one partition. Only fresh tables are created so; existing ones are not converted.
+
 Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
 equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
 MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\x00``
@@ -37,6 +41,7 @@ require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missing extra names itself
     BigInteger,
     Column,
+    Connection,
     DateTime,
     Dialect,
     LargeBinary,
@@ -47,6 +52,7 @@ from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missin
     Table,
     TypeDecorator,
 )
+from sqlalchemy import event as sqlalchemy_event  # noqa: E402
 from sqlalchemy.dialects import mysql  # noqa: E402
 from sqlalchemy.types import TypeEngine  # noqa: E402
 
@@ -56,7 +62,10 @@ __all__ = [
     "REQUIRED_SCHEMA_REVISION",
     "MemoryIdType",
     "SchemaTables",
+    "MAX_PARTITIONS",
     "build_tables",
+    "partition_names",
+    "validate_partitions",
     "validate_table_prefix",
     "version_table_name",
 ]
@@ -82,6 +91,33 @@ def validate_table_prefix(prefix: str) -> str:
             f"characters; got {prefix!r}"
         )
     return prefix
+
+
+MAX_PARTITIONS = 1024
+"""The most partitions :func:`validate_partitions` accepts (each is a table PostgreSQL plans and opens)."""
+
+
+def validate_partitions(partitions: int | None, dialect: str) -> int | None:
+    """Return ``partitions`` if it is ``None``, or an int from 1 to :data:`MAX_PARTITIONS` on PostgreSQL.
+
+    Raises:
+        ValueError: another value, or partitions on a database other than PostgreSQL.
+    """
+    if partitions is None:
+        return None
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+        raise ValueError(f"partitions must be an int from 1 to {MAX_PARTITIONS} (or None); got {partitions!r}")
+    if dialect != "postgresql":
+        raise ValueError(
+            f"partitions (hash partitioning of the message table by memory_id) is PostgreSQL only, not {dialect!r}; "
+            "leave partitions=None on this database"
+        )
+    return partitions
+
+
+def partition_names(prefix: str, partitions: int) -> list[str]:
+    """The partitions of ``<prefix>messages``, in remainder order."""
+    return [f"{validate_table_prefix(prefix)}messages_p{remainder}" for remainder in range(partitions)]
 
 
 def version_table_name(prefix: str) -> str:
@@ -126,6 +162,23 @@ def timestamp_type() -> TypeEngine[Any]:
 
 
 @dataclass(frozen=True)
+class _PartitionCreator:
+    """Creates the hash partitions of a message table right after the table (an ``after_create`` listener)."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, table: Table, connection: Connection, **kw: Any) -> None:
+        """``CREATE TABLE <name> PARTITION OF <table> FOR VALUES WITH (MODULUS n, REMAINDER i)``, each i."""
+        preparer = connection.dialect.identifier_preparer
+        parent = preparer.format_table(table)
+        for remainder, name in enumerate(self.names):
+            connection.exec_driver_sql(
+                f"CREATE TABLE {preparer.quote(name)} PARTITION OF {parent} "
+                f"FOR VALUES WITH (MODULUS {len(self.names)}, REMAINDER {remainder})"
+            )
+
+
+@dataclass(frozen=True)
 class SchemaTables:
     """The tables of one prefix, in their own ``MetaData``."""
 
@@ -135,9 +188,15 @@ class SchemaTables:
     messages: Table
 
 
-def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
-    """The current schema (the state ``alembic upgrade head`` produces) for ``prefix``."""
+def build_tables(prefix: str = DEFAULT_TABLE_PREFIX, partitions: int | None = None) -> SchemaTables:
+    """The current schema (the state ``alembic upgrade head`` produces) for ``prefix``.
+
+    ``partitions``: create the message table ``PARTITION BY HASH (memory_id)`` with this many
+    partitions (PostgreSQL; checked by :func:`validate_partitions`). Its primary key already holds
+    ``memory_id``, as PostgreSQL requires of a partitioned table's unique keys.
+    """
     prefix = validate_table_prefix(prefix)
+    partitioning: dict[str, Any] = {} if partitions is None else {"postgresql_partition_by": "HASH (memory_id)"}
     metadata = MetaData()
     memories = Table(
         f"{prefix}memories",
@@ -168,5 +227,8 @@ def build_tables(prefix: str = DEFAULT_TABLE_PREFIX) -> SchemaTables:
         Column("written_at", timestamp_type(), nullable=True),
         Column("evicted", SmallInteger, nullable=True),
         PrimaryKeyConstraint("memory_id", "seq", name=f"pk_{prefix}messages"),
+        **partitioning,
     )
+    if partitions is not None:
+        sqlalchemy_event.listen(messages, "after_create", _PartitionCreator(tuple(partition_names(prefix, partitions))))
     return SchemaTables(prefix, metadata, memories, messages)

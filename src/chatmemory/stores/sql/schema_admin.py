@@ -36,7 +36,9 @@ __all__ = [
     "SchemaAdmin",
     "check_with",
     "connect",
+    "check_partitions_on",
     "migrate_command",
+    "partitions_on",
     "schema_lock",
     "unname_primary_keys",
     "version_table",
@@ -164,6 +166,41 @@ def revision_on(connection: Connection, prefix: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def partitions_on(connection: Connection, prefix: str) -> int | None:
+    """PostgreSQL: how many partitions ``<prefix>messages`` has (``None``: not a partitioned table)."""
+    if dialect_family(connection.dialect.name) != "postgresql":
+        return None
+    name = connection.dialect.identifier_preparer.quote(f"{prefix}messages")
+    found = connection.execute(
+        text(
+            "SELECT (SELECT count(*) FROM pg_inherits WHERE inhparent = p.partrelid) FROM pg_partitioned_table p "
+            "WHERE p.partrelid = to_regclass(:name)"
+        ),
+        {"name": name},
+    ).scalar()
+    return None if found is None else int(found)
+
+
+def check_partitions_on(connection: Connection, prefix: str, partitions: int) -> None:
+    """Raise unless ``<prefix>messages`` exists hash-partitioned in ``partitions`` partitions.
+
+    Raises:
+        StoreError: naming what the table is and what to do (existing tables are never converted).
+    """
+    found = partitions_on(connection, prefix)
+    if found == partitions:
+        return
+    what = "is not partitioned" if found is None else f"has {found} partitions"
+    raise StoreError(
+        Operation.SCHEMA,
+        detail=(
+            f"partitions={partitions} was asked for, but the existing table {prefix}messages {what}; existing "
+            "tables are not converted: create the partitioned tables under a new table_prefix and copy the "
+            "memories there (chatmemory copy), or build the store with the partitions the tables have"
+        ),
+    )
+
+
 def _sent_size(payload: bytes) -> int:
     """The bytes a payload takes in a statement: escaped quotes, backslashes and control bytes count twice."""
     return len(payload) + sum(payload.count(byte) for byte in (b"\x00", b"\n", b"\r", b"\x1a", b"'", b'"', b"\\"))
@@ -177,13 +214,18 @@ class SchemaAdmin:
         url: the database URL, for the command named in :class:`~chatmemory.SchemaVersionError`.
         prefix: the store's table prefix.
         dialect: the dialect family.
+        partitions: create the message table hash-partitioned by ``memory_id`` in this many partitions
+            (PostgreSQL; see :func:`~chatmemory.stores.sql.schema.build_tables`).
     """
 
-    def __init__(self, engine: Engine | None, url: URL, prefix: str, dialect: str) -> None:
+    def __init__(
+        self, engine: Engine | None, url: URL, prefix: str, dialect: str, partitions: int | None = None
+    ) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT") if engine is not None else None
         self._url = url
         self._prefix = prefix
         self._dialect = dialect
+        self._partitions = partitions
         self._checked = False
         self._lock = threading.Lock()
         self.max_allowed_packet: int | None = None
@@ -214,11 +256,16 @@ class SchemaAdmin:
         return SchemaVersionError(found, REQUIRED_SCHEMA_REVISION, command)
 
     def create_on(self, connection: Connection) -> None:
-        """Create the tables and stamp them, unless they exist; tables behind raise SchemaVersionError."""
+        """Create the tables and stamp them, unless they exist; tables behind raise SchemaVersionError.
+
+        With ``partitions``, existing tables must be partitioned so (else :class:`~chatmemory.StoreError`).
+        """
         with schema_lock(connection, self._prefix):
             found = revision_on(connection, self._prefix)
+            if found is not None and self._partitions is not None:
+                check_partitions_on(connection, self._prefix, self._partitions)
             if found is None:
-                metadata = build_tables(self._prefix).metadata
+                metadata = build_tables(self._prefix, self._partitions).metadata
                 table = version_table(self._prefix)
                 if self._dialect == "mysql":
                     unname_primary_keys([*metadata.tables.values(), table])
