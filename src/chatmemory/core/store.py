@@ -108,8 +108,9 @@ class SupportsLockedUpdate(Protocol):
       more than once (the store may start over, e.g. when two writers create the memory at once); only
       the list returned by the last call is written. An async store calls it synchronously too.
     * A memory that does not decode raises :class:`~chatmemory.CorruptedMemoryError` without calling
-      ``change``; driver failures raise :class:`~chatmemory.StoreError`. It never raises
-      :class:`~chatmemory.ConcurrentUpdateError`.
+      ``change``; driver failures raise :class:`~chatmemory.StoreError`. It raises
+      :class:`~chatmemory.ConcurrentUpdateError` only where the lock is the store's own lease lock (Redis,
+      MongoDB) and could not be had within the store's ``lock_wait``; nothing is written then.
 
     Window memories take this path for an ``add`` after its optimistic write has conflicted once.
     """

@@ -9,9 +9,7 @@ A Java service and sync or async Python services share one memory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
-import secrets
 from collections.abc import AsyncIterator, Iterable
 from typing import TypeVar
 
@@ -24,7 +22,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import AsyncLocalTurns
+from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -136,29 +134,14 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
             CorruptedMemoryError: the stored value does not decode (``change`` is not called).
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
-        lease = self._lock_options.lease
-        async with self._turns.hold(memory_id) as turn:
-            token = turn.holding(lease)
-            try:
-                if token is None:
-                    if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
-                        await self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, turn.token))
-                        turn.gave_back()
-                    # Sent inside the try: a SET NX cancelled or failed once sent may have taken it.
-                    token = secrets.token_bytes(16)
-                    await self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
-                    turn.took(token, lease)
-                version = await self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
-            except BaseException:
-                turn.gave_back()
-                if token is not None:
-                    with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
-                        await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
-                raise
-            if not turn.queued:  # else the next writer of this process takes the server lock as it is
-                turn.gave_back()
-                await asyncio.shield(self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)))
-            return version
+        return await modify_in_turn_async(
+            self._turns,
+            memory_id,
+            self._lock_options.lease,
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change)),
+        )
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

@@ -15,15 +15,25 @@ import asyncio
 import contextlib
 import datetime
 import math
+import secrets
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from chatmemory.stores.base.retry import RetryPolicy
 
-__all__ = ["DEFAULT_LOCK_LEASE", "DEFAULT_LOCK_WAIT", "AsyncLocalTurns", "LocalTurns", "LockOptions", "Turn"]
+__all__ = [
+    "DEFAULT_LOCK_LEASE",
+    "DEFAULT_LOCK_WAIT",
+    "AsyncLocalTurns",
+    "LocalTurns",
+    "LockOptions",
+    "Turn",
+    "modify_in_turn",
+    "modify_in_turn_async",
+]
 
 DEFAULT_LOCK_LEASE = 5.0
 """Seconds a lock holder that died or hung can keep the other writers of its memory waiting."""
@@ -129,6 +139,13 @@ class Turn:
         """Note that the server lock was given back (or may be gone)."""
         self.token = None
 
+    def _orphan(self) -> bytes | None:
+        """The token of a server lock nobody is left to use or give back (called as the last user leaves)."""
+        if self._users or self.token is None:
+            return None
+        token, self.token = self.token, None
+        return token
+
 
 class LocalTurns:
     """Threads of one process writing one memory through one store take turns here, before the server lock."""
@@ -143,8 +160,11 @@ class LocalTurns:
         return self._recent.contended(memory_id)
 
     @contextlib.contextmanager
-    def hold(self, memory_id: str) -> Iterator[Turn]:
-        """Wait for the turn of ``memory_id`` in this process and hold it for the ``with`` block."""
+    def hold(self, memory_id: str, unlock: Callable[[bytes], object]) -> Iterator[Turn]:
+        """Wait for the turn of ``memory_id`` in this process and hold it for the ``with`` block.
+
+        A server lock handed on to writers who then all left without their turn is given back with ``unlock``.
+        """
         with self._guard:
             self._recent.saw(memory_id)
             turn = self._turns.get(memory_id)
@@ -157,6 +177,9 @@ class LocalTurns:
         finally:
             with self._guard:
                 turn._users -= 1
+                orphan = turn._orphan()
+            if orphan is not None:
+                unlock(orphan)
 
 
 class AsyncLocalTurns:
@@ -178,8 +201,12 @@ class AsyncLocalTurns:
         return self._recent.contended(memory_id)
 
     @contextlib.asynccontextmanager
-    async def hold(self, memory_id: str) -> AsyncIterator[Turn]:
-        """Wait for the turn of ``memory_id`` on the running loop and hold it for the ``async with`` block."""
+    async def hold(self, memory_id: str, unlock: Callable[[bytes], Awaitable[object]]) -> AsyncIterator[Turn]:
+        """Wait for the turn of ``memory_id`` on the running loop and hold it for the ``async with`` block.
+
+        A server lock handed on to tasks that were then all cancelled before their turn is given back with
+        ``unlock`` (shielded from a cancellation).
+        """
         loop = asyncio.get_running_loop()
         with self._guard:
             self._recent.saw(memory_id)
@@ -196,3 +223,77 @@ class AsyncLocalTurns:
         finally:
             with self._guard:
                 turn._users -= 1
+                orphan = turn._orphan()
+            if orphan is not None:
+                await asyncio.shield(unlock(orphan))
+
+
+def modify_in_turn(
+    turns: LocalTurns,
+    memory_id: str,
+    lease: float,
+    *,
+    lock: Callable[[bytes], object],
+    unlock: Callable[[bytes], object],
+    change: Callable[[], int],
+) -> int:
+    """Run ``change`` (a store's read, change and conditional write) in the turn of ``memory_id``.
+
+    Takes the server lock with ``lock(token)`` unless the writer before in this process handed it on (and
+    half its lease is left), gives it back with ``unlock(token)`` unless writers of this process wait for
+    it, and gives it back whatever ``change`` raised (the lease would free it; the error is the news).
+    """
+    with turns.hold(memory_id, unlock) as turn:
+        token = turn.holding(lease)
+        try:
+            if token is None:
+                if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
+                    stale, turn.token = turn.token, None
+                    unlock(stale)
+                token = secrets.token_bytes(16)  # set first: a lock sent but not answered is given back too
+                lock(token)
+                turn.took(token, lease)
+            version = change()
+        except BaseException:
+            turn.gave_back()
+            if token is not None:
+                with contextlib.suppress(Exception):
+                    unlock(token)
+            raise
+        if not turn.queued:  # else the next writer of this process takes the server lock as it is
+            turn.gave_back()
+            unlock(token)
+        return version
+
+
+async def modify_in_turn_async(
+    turns: AsyncLocalTurns,
+    memory_id: str,
+    lease: float,
+    *,
+    lock: Callable[[bytes], Awaitable[object]],
+    unlock: Callable[[bytes], Awaitable[object]],
+    change: Callable[[], Awaitable[int]],
+) -> int:
+    """:func:`modify_in_turn` awaited; giving the lock back is shielded from a cancellation."""
+    async with turns.hold(memory_id, unlock) as turn:
+        token = turn.holding(lease)
+        try:
+            if token is None:
+                if turn.token is not None:
+                    stale, turn.token = turn.token, None
+                    await asyncio.shield(unlock(stale))
+                token = secrets.token_bytes(16)
+                await lock(token)
+                turn.took(token, lease)
+            version = await change()
+        except BaseException:
+            turn.gave_back()
+            if token is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(unlock(token))
+            raise
+        if not turn.queued:
+            turn.gave_back()
+            await asyncio.shield(unlock(token))
+        return version

@@ -6,9 +6,7 @@ sends their commands with redis-py's blocking client.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import secrets
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
@@ -22,7 +20,7 @@ from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import LocalTurns
+from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
@@ -176,29 +174,14 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
             CorruptedMemoryError: the stored value does not decode (``change`` is not called).
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
-        lease = self._lock_options.lease
-        with self._turns.hold(memory_id) as turn:
-            token = turn.holding(lease)
-            try:
-                if token is None:
-                    if turn.token is not None:  # handed on, but half its lease is gone: take a fresh one
-                        self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, turn.token))
-                        turn.gave_back()
-                    # Sent inside the try: a SET NX whose reply was lost may have taken it; this token gives it back.
-                    token = secrets.token_bytes(16)
-                    self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token))
-                    turn.took(token, lease)
-                version = self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change))
-            except BaseException:
-                turn.gave_back()
-                if token is not None:
-                    with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
-                        self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
-                raise
-            if not turn.queued:  # else the next writer of this process takes the server lock as it is
-                turn.gave_back()
-                self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token))
-            return version
+        return modify_in_turn(
+            self._turns,
+            memory_id,
+            self._lock_options.lease,
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change)),
+        )
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
