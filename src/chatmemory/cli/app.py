@@ -26,6 +26,24 @@ __all__ = ["cli", "command_context", "namespace_flags", "opened_store", "quiet_f
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+GUIDE = "docs/cli.md"
+"""The page of the docs site about the command (``mkdocs serve`` shows it at ``/cli/``)."""
+
+
+def guide_pointer(command: str | None = None) -> str:
+    """The paragraph of a help text that points to the command's section of the guide (never rewrapped)."""
+    anchor = f"#chatmemory-{command}" if command else ""
+    return f"\b\nGuide: {GUIDE}{anchor}\n(on the docs site: cli/{anchor})"
+
+
+class _GuidedGroup(click.Group):
+    """A group whose commands' help ends by pointing to their section of the guide."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        if cmd.epilog is None:
+            cmd.epilog = guide_pointer(name or cmd.name)
+
 
 def _version(context: click.Context, _parameter: click.Parameter, value: bool) -> None:
     if not value or context.resilient_parsing:
@@ -37,8 +55,10 @@ def _version(context: click.Context, _parameter: click.Parameter, value: bool) -
 
 
 @click.group(
+    cls=_GuidedGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
-    epilog="Run 'chatmemory COMMAND --help' for a command's options. Exit status: 0 ok, 1 some items failed, 2 usage.",
+    epilog="Run 'chatmemory COMMAND --help' for a command's options. Exit status: 0 ok, 1 some items failed, 2 usage."
+    f"\n\n{guide_pointer()}",
 )
 @click.option(
     "--version", is_flag=True, expose_value=False, is_eager=True, callback=_version, help="Show the version and exit."
