@@ -129,10 +129,13 @@ def test_migrate_without_a_driver_says_which_extra(
     monkeypatch.setitem(sys.modules, "psycopg", None)
     result = run_main(["migrate", "postgresql+psycopg://user:secret@127.0.0.1:1/db"], capsys)
     assert result.status == 2
-    assert result.err.strip() == (
+    assert result.err.strip().startswith(
         "chatmemory migrate: the database driver 'psycopg' for postgresql+psycopg://user:***@127.0.0.1:1/db "
-        "is not installed: pip install 'llm-window-memory[postgres]'"
+        "is not installed: pip install 'llm-window-memory[postgres]' (not on PyPI yet: pip install '.[postgres]' "
+        "in a clone of the repository, or 'path/to/llm_window_memory-<version>-py3-none-any.whl[postgres]' for a "
+        "built wheel; or its packages: pip install "
     )
+    assert "'psycopg[binary]>=3.1'" in result.err
 
 
 def test_migrate_without_the_migrations_module(

@@ -260,13 +260,14 @@ def test_user_message_text_helpers() -> None:
     assert UserMessage.from_text("hi", name="ann") == UserMessage("hi", name="ann")
     assert UserMessage("hi").text == "hi"
     assert UserMessage("hi").has_single_text()
+    assert UserMessage(["a", "b"]).text == "a\nb"
+    assert not UserMessage(["a", "b"]).has_single_text()
     for multi in (
-        UserMessage(["a", "b"]),
         UserMessage([ImageContent(url="u")]),
         UserMessage(["a", ImageContent(base64_data="AAAA", mime_type="image/png")]),
     ):
         assert not multi.has_single_text()
-        with pytest.raises(ValueError, match="contents"):
+        with pytest.raises(ValueError, match=r"also holds ImageContent: read \.contents"):
             _ = multi.text
 
 

@@ -11,7 +11,7 @@ from chatmemory import telemetry
 from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, reports_failures
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Reporter
 from chatmemory.cli.stores import namespace_options, store_kind, url_for_display
-from chatmemory.core.errors import ChatMemoryError
+from chatmemory.core.errors import ChatMemoryError, install_hint
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import SupportsExpiryPurge, SupportsVersioning
 
@@ -103,9 +103,7 @@ def migrate(url: str, table_prefix: str | None) -> int:
     try:
         from chatmemory.migrations import cli_migrate
     except ImportError as exc:
-        reporter.error(
-            f"migrations are not available ({exc}). Install the SQL extra: pip install 'llm-window-memory[sql]'"
-        )
+        reporter.error(f"migrations are not available ({exc}). Install the SQL extra: {install_hint('sql')}")
         return EXIT_USAGE
     options = {} if table_prefix is None else {"table_prefix": table_prefix}
     try:
@@ -113,7 +111,7 @@ def migrate(url: str, table_prefix: str | None) -> int:
     except ImportError as exc:  # the database driver the URL names
         module = (exc.name or str(exc)).split(".")[0]
         extra = _DRIVER_EXTRAS.get(module)
-        hint = f": pip install 'llm-window-memory[{extra}]'" if extra else ""
+        hint = f": {install_hint(extra)}" if extra else ""
         reporter.error(f"the database driver {module!r} for {url_for_display(url)} is not installed{hint}")
         return EXIT_USAGE
     return int(status or 0)

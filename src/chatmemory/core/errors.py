@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from importlib import metadata
+
 __all__ = [
     "ChatMemoryError",
     "ConcurrentUpdateError",
@@ -12,7 +15,51 @@ __all__ = [
     "StoreError",
     "UnencodableValueError",
     "UnsupportedFormatVersionError",
+    "install_hint",
 ]
+
+DISTRIBUTION = "llm-window-memory"
+"""The distribution this package is installed from (``chatmemory`` on the index is another project)."""
+
+_EXTRA_MARKER = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
+
+
+def _extra_packages(extra: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """The requirements the installed distribution lists for ``extra``, its own extras expanded."""
+    try:
+        requires = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return []
+    packages: list[str] = []
+    for requirement in requires:
+        spec, _, marker = requirement.partition(";")
+        found = _EXTRA_MARKER.search(marker)
+        if found is None or found.group(1) != extra:
+            continue
+        spec = spec.strip().replace(" ", "")
+        if spec.startswith(f"{DISTRIBUTION}["):
+            for inner in spec[len(DISTRIBUTION) + 1 : -1].split(","):
+                if inner not in seen:
+                    packages += _extra_packages(inner, seen | {extra})
+        else:
+            packages.append(spec)
+    return list(dict.fromkeys(packages))
+
+
+def install_hint(extra: str) -> str:
+    """How to install ``extra`` today: the distribution is not on the package index yet.
+
+    ``pip install 'llm-window-memory[extra]'`` works once it is published; until then, from a clone of the
+    repository or with a built wheel, or by installing the extra's packages themselves (listed when the
+    package is installed, from its metadata).
+    """
+    packages = " ".join(f"'{package}'" for package in _extra_packages(extra))
+    its_packages = f"; or its packages: pip install {packages}" if packages else ""
+    return (
+        f"pip install '{DISTRIBUTION}[{extra}]' (not on PyPI yet: pip install '.[{extra}]' in a clone of the "
+        f"repository, or 'path/to/llm_window_memory-<version>-py3-none-any.whl[{extra}]' for a built "
+        f"wheel{its_packages})"
+    )
 
 
 class ChatMemoryError(Exception):
@@ -82,7 +129,8 @@ class UnsupportedFormatVersionError(SerializationError):
         subject = f"memory {memory_id!r}" if memory_id is not None else "payload"
         super().__init__(
             f"{subject} was written in format version {version!r}, but this chatmemory reads versions up to "
-            f"{supported}. Upgrade chatmemory (pip install -U llm-window-memory) to read it; nothing was changed"
+            f"{supported}. Upgrade chatmemory (pip install -U llm-window-memory once it is on PyPI; until then "
+            "pip install -U . in an up-to-date clone of the repository) to read it; nothing was changed"
         )
 
 
@@ -130,8 +178,7 @@ class MissingDependencyError(ChatMemoryError, ImportError):
         self.extra = extra
         ChatMemoryError.__init__(
             self,
-            f"{feature} requires the '{extra}' extra: pip install 'llm-window-memory[{extra}]' "
-            f"(module {module!r} is not installed)",
+            f"{feature} requires the '{extra}' extra: {install_hint(extra)}; module {module!r} is not installed",
         )
         self.name = module
 

@@ -295,13 +295,23 @@ class UserMessage(_KeepsItsHash):
 
     @property
     def text(self) -> str:
-        """The text, when the message holds exactly one part and it is text."""
+        """The text, when every part is text: the parts joined by a newline (one part: its text).
+
+        A summarizing memory's summary message (a framing line and the summary) reads as both lines.
+
+        Raises:
+            ValueError: a part is an image, audio, video or a file; read :attr:`contents` instead.
+        """
         if len(self.contents) == 1 and isinstance(self.contents[0], TextContent):
             return self.contents[0].text
-        raise ValueError("UserMessage.text needs exactly one TextContent part; read .contents instead")
+        texts = [part.text for part in self.contents if isinstance(part, TextContent)]
+        if len(texts) == len(self.contents):
+            return "\n".join(texts)
+        media = next(type(part).__name__ for part in self.contents if not isinstance(part, TextContent))
+        raise ValueError(f"UserMessage.text needs text parts only; this message also holds {media}: read .contents")
 
     def has_single_text(self) -> bool:
-        """Whether ``.text`` may be read."""
+        """Whether the message is one text part (what converters send as a plain string)."""
         return len(self.contents) == 1 and isinstance(self.contents[0], TextContent)
 
     def __eq__(self, other: object) -> bool:

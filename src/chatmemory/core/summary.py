@@ -5,7 +5,8 @@ are handed to the application's ``summarizer(previous_summary, evicted_messages)
 it returns is kept in the window as one marked message, right after the system message.
 
 **The summary message** is a :class:`~chatmemory.UserMessage` of two text parts — a fixed framing line
-(``summary_prefix``) and the summary itself — with the attribute ``{"chatmemory_summary": 1}``. Why a user
+(``summary_prefix``) and the summary itself — with the attribute ``{"chatmemory_summary": 1}``; its
+``.text`` reads both, joined by a newline. Why a user
 message: a window holds at most one system message (a second one would replace the application's), a
 ``SystemMessage`` has no attributes to carry a marker, and an assistant message would put words in the
 model's mouth (and open the conversation with an assistant turn). A user message is valid in every

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
+from chatmemory.core.errors import install_hint
 from chatmemory.core.lru import LRU
 from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.memory_steps import (
@@ -203,8 +204,8 @@ def check_estimator(estimator: object) -> TokenCountEstimator:
     if isinstance(estimator, str):
         raise TypeError(
             f"token_count_estimator takes an estimator object, not the string {estimator!r}; for an OpenAI "
-            f"model use OpenAITokenCountEstimator(model={estimator!r}) (offline: pip install "
-            f"'llm-window-memory[openai-tokens]') or TiktokenTokenCountEstimator({estimator!r})"
+            f"model use OpenAITokenCountEstimator(model={estimator!r}) (offline, the 'openai-tokens' extra: "
+            f"{install_hint('openai-tokens')}) or TiktokenTokenCountEstimator({estimator!r})"
         )
     if not isinstance(estimator, TokenCountEstimator):
         raise TypeError(

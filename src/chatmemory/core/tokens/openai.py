@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from chatmemory.core.errors import MissingDependencyError
+from chatmemory.core.errors import MissingDependencyError, install_hint
 from chatmemory.core.tokens.framing import FramedEstimator
 
 __all__ = ["OpenAITokenCountEstimator", "TiktokenTokenCountEstimator"]
@@ -264,7 +264,7 @@ class TiktokenTokenCountEstimator(_EncodingEstimator):
                 # an HTTP client. Say what to do instead.
                 raise RuntimeError(
                     f"tiktoken could not load the vocabulary for {name!r} ({type(exc).__name__}: {exc}). Without "
-                    "network access, use OpenAITokenCountEstimator (pip install 'llm-window-memory[openai-tokens]'), "
+                    f"network access, use OpenAITokenCountEstimator ({install_hint('openai-tokens')}), "
                     "point TIKTOKEN_CACHE_DIR at a directory holding the cached file, or pass encoding= a "
                     "tiktoken.Encoding you built"
                 ) from exc
