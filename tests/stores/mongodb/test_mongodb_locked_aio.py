@@ -22,7 +22,7 @@ import pytest
 from pymongo import AsyncMongoClient, MongoClient, monitoring
 
 from chatmemory import ChatMessage, ConcurrentUpdateError, StoreError, UserMessage
-from chatmemory.aio import MessageWindowChatMemory, SupportsLockedUpdate
+from chatmemory.aio import MessageWindowChatMemory, SupportsContentionHint, SupportsLockedUpdate
 from chatmemory.aio.stores.mongodb import MongoChatMemoryStore
 from support.backends.mongodb import DATABASE, mongodb_url
 
@@ -127,6 +127,7 @@ def _appending(text: str) -> Any:
 async def test_modify_returns_the_version_and_none_writes_nothing(make_store: Any, collection_name: str) -> None:
     async with make_store() as store:
         assert isinstance(store, SupportsLockedUpdate)
+        assert isinstance(store, SupportsContentionHint)
         assert await store.modify("m", lambda stored: None) == 0
         assert (await store.load("m")).version == 0  # still absent
         version = await store.modify("m", _appending("a"))

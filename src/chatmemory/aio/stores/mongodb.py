@@ -12,16 +12,15 @@ from a URL it keeps a client per loop (:mod:`chatmemory.aio.stores.mongodb_loops
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import inspect
-import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.aio.stores.mongodb_loops import OTHER_LOOP, LoopClients, OnLoop, other_loop_advice
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
@@ -29,7 +28,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import AsyncLocalTurns
+from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -65,7 +64,8 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     does) or in :meth:`aclose` (all of them). A client passed in serves the loop it first ran on only: on
     another loop the store raises :class:`~chatmemory.StoreError` at once; build the store from a URL, or
     one store per loop. Writers of one memory that conflict take turns in :meth:`modify`: tasks on one loop
-    queue in the process, other writers on the lease lock of the sync store.
+    queue in the process, other writers on the lease lock of the sync store; a memory queued for lately is
+    :meth:`contended`, and window memories then queue for it at once.
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor an ``AsyncMongoClient``; ``history`` is not a bool;
@@ -175,6 +175,10 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return await self._run(self._save(memory_id, messages, expected_version))
 
+    def contended(self, memory_id: str) -> bool:
+        """Whether tasks of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return self._turns.contended(memory_id)  # type: ignore[no-any-return]
+
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
@@ -187,31 +191,32 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
             CorruptedMemoryError: the stored memory does not decode (``change`` is not called).
-            StoreError: the server failed (see the sync store for a failure giving the lock back).
+            StoreError: the server failed (giving the lock back failed: it frees itself within ``lock_lease``).
         """
-        async with self._turns.hold(memory_id):
-            token = secrets.token_hex(12)
-            taking: list[asyncio.Future[Any]] = []
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
+        taking: list[asyncio.Future[Any]] = []
 
-            async def shielded(command: Command | Sleep) -> Any:
-                if isinstance(command, Sleep):
-                    return await self._perform(command)
-                taking.append(asyncio.ensure_future(self._perform(command)))
-                return await asyncio.shield(taking[-1])
+        async def shielded(command: Command | Sleep) -> Any:
+            if isinstance(command, Sleep):
+                return await self._perform(command)
+            taking.append(asyncio.ensure_future(self._perform(command)))
+            return await asyncio.shield(taking[-1])
 
-            async def give_back(version: int | None) -> None:
-                await asyncio.gather(*taking, return_exceptions=True)
-                await self._run(self._give_lease_back(memory_id, token, version))
+        async def lock(token: bytes) -> None:
+            await drive_async(self._take_lease(memory_id, token), shielded)
 
-            try:
-                await drive_async(self._take_lease(memory_id, token), shielded)
-                version = await self._run(self._change_locked(memory_id, change))
-            except BaseException:
-                with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
-                    await asyncio.shield(give_back(None))
-                raise
-            await asyncio.shield(give_back(version))
-            return version
+        async def unlock(token: bytes) -> None:
+            await asyncio.gather(*taking, return_exceptions=True)
+            await self._run(self._give_lease_back(memory_id, token))
+
+        return await modify_in_turn_async(
+            self._turns,
+            memory_id,
+            self._lock.lease,
+            lock=lock,
+            unlock=unlock,
+            change=lambda: self._run(self._change_locked(memory_id, change)),
+        )
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

@@ -1,11 +1,12 @@
 """``modify`` of a MongoDB store as command generators: take the memory's lease, change it, give it back.
 
-The executors run the three in order, inside the process's queue for the memory
-(:mod:`chatmemory.stores.base.turns`), and give the lease back in a ``finally`` that also covers the
-taking (a lost reply may leave it taken): :meth:`LockedOperations._take_lease` (the upsert of
-:mod:`~chatmemory.stores.mongodb.lease`, with a :class:`~chatmemory.stores.mongodb.commands.Sleep`
-between busy answers), :meth:`LockedOperations._change_locked` (read, change, conditional write, again
-if a writer that does not queue got in between) and :meth:`LockedOperations._give_lease_back`.
+The executors run them with :func:`~chatmemory.stores.base.turns.modify_in_turn` in the process's queue
+for the memory, which takes the lease unless the writer before handed it on, and gives it back (also when
+taking it failed: a lost reply may leave it taken) unless writers of the process wait:
+:meth:`LockedOperations._take_lease` (the upsert of :mod:`~chatmemory.stores.mongodb.lease`, with a
+:class:`~chatmemory.stores.mongodb.commands.Sleep` between busy answers),
+:meth:`LockedOperations._change_locked` (read, change, conditional write, again if a writer that does
+not queue got in between) and :meth:`LockedOperations._give_lease_back`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ _Client = TypeVar("_Client")
 class LockedOperations(MongoOperations[_Client]):
     """The steps of ``modify`` (the executors run them in order, see the module docstring)."""
 
-    def _take_lease(self, memory_id: str, token: str) -> Steps[None]:
+    def _take_lease(self, memory_id: str, token: bytes) -> Steps[None]:
         """Take the writers' lock of ``memory_id`` for ``token``, waiting while another writer holds it.
 
         Raises:
@@ -74,10 +75,8 @@ class LockedOperations(MongoOperations[_Client]):
             except ConcurrentUpdateError:
                 telemetry.retried()
 
-    def _give_lease_back(self, memory_id: str, token: str, written: int | None = None) -> Steps[None]:
+    def _give_lease_back(self, memory_id: str, token: bytes) -> Steps[None]:
         """Delete the writers' lock of ``memory_id`` if ``token`` still holds it.
-
-        ``written`` is the version the change left the memory at, when it got that far.
 
         Raises:
             StoreError: the server failed; the lock frees itself when its lease ends.
@@ -85,6 +84,5 @@ class LockedOperations(MongoOperations[_Client]):
         try:
             yield call(Target.LOCKS, "delete_one", release_filter(memory_id, token), result=Result.NOTHING)
         except DRIVER_ERRORS as exc:
-            done = "" if written is None else f"the change was applied (version {written}), but "
-            detail = f"{done}giving back its writers' lock failed ({describe(exc)}); it frees itself within "
-            raise StoreError(Operation.WRITE, memory_id, f"{detail}{self._lock.lease:g} s") from exc
+            detail = f"giving back its writers' lock: {describe(exc)}; it frees itself within {self._lock.lease:g} s"
+            raise StoreError(Operation.WRITE, memory_id, detail) from exc

@@ -9,15 +9,14 @@ no 8.0-only commands or options, errors recognised by code.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
@@ -26,7 +25,7 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, StoreLifecycle
 from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import LocalTurns
+from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
@@ -54,7 +53,8 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
 
     Writers of one memory that conflict take turns in :meth:`modify`: threads sharing the store queue in
     the process, writers elsewhere on a lease lock, a document in ``<collection>_locks`` (see
-    :mod:`~chatmemory.stores.mongodb.lease`) that listing and ``memory_ids`` never see.
+    :mod:`~chatmemory.stores.mongodb.lease`) that listing and ``memory_ids`` never see. A memory queued
+    for lately is :meth:`contended`: window memories then queue for it at once.
 
     Args:
         url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
@@ -174,30 +174,32 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return self._run(self._save(memory_id, messages, expected_version))
 
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return self._turns.contended(memory_id)  # type: ignore[no-any-return]
+
     @_traced("modify")
     def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
 
-        See :class:`chatmemory.SupportsLockedUpdate`. Uncontended, it costs four commands (take the lock,
-        read, write, give the lock back); window memories take this path only after a conflict.
+        See :class:`chatmemory.SupportsLockedUpdate`. Alone, it costs four commands (take the lock, read,
+        write, give the lock back); a writer that finishes while others of this process wait hands them
+        the lock, which then costs them none (see :mod:`chatmemory.stores.base.turns`).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
             CorruptedMemoryError: the stored memory does not decode (``change`` is not called).
-            StoreError: the server failed. When only giving the lock back failed, the change was written
-                (the message says so) and the lock frees itself within ``lock_lease``.
+            StoreError: the server failed (giving the lock back failed: it frees itself within ``lock_lease``).
         """
-        with self._turns.hold(memory_id):
-            token = secrets.token_hex(12)
-            try:
-                self._run(self._take_lease(memory_id, token))
-                version = self._run(self._change_locked(memory_id, change))
-            except BaseException:
-                with contextlib.suppress(Exception):  # the lease frees it; the first error is the news
-                    self._run(self._give_lease_back(memory_id, token))
-                raise
-            self._run(self._give_lease_back(memory_id, token, version))
-            return version
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
+        return modify_in_turn(
+            self._turns,
+            memory_id,
+            self._lock.lease,
+            lock=lambda token: self._run(self._take_lease(memory_id, token)),
+            unlock=lambda token: self._run(self._give_lease_back(memory_id, token)),
+            change=lambda: self._run(self._change_locked(memory_id, change)),
+        )
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
