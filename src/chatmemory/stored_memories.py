@@ -1,4 +1,4 @@
-"""Many memories read at once, as stored: what operators' tools read when they walk a whole store.
+"""Many memories read, or created, at once: what operators' tools do when they walk a whole store.
 
 ``chatmemory ls`` and ``stats`` read every memory, and a re-run ``import`` or ``copy`` compares every memory
 it would write with the one stored. One read per memory is one round trip per memory (3,000 memories on a
@@ -9,17 +9,23 @@ way a raw-driver loop would. A store that does not is read one memory at a time,
 The records come back undecoded (each is what :func:`chatmemory.serialization.native.dumps_message`
 made of one message, as :class:`~chatmemory.core.store.SupportsRawRecords` has them), so a memory that
 does not decode is still shown, record by record, never skipped; the caller decodes them.
+
+``import`` and ``copy`` mostly create memories that are not there yet: a store that conforms to
+:class:`SupportsBatchCreates` creates a batch of them (and sets their expiries) in a round trip or two,
+each create still conditional on the memory being absent, as ``save(id, messages, 0)`` is.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from chatmemory.core.messages import ChatMessage
 from chatmemory.memory_times import MemoryTimes
 
-__all__ = ["StoredMemory", "SupportsBatchReads"]
+__all__ = ["NewMemory", "StoredMemory", "SupportsBatchCreates", "SupportsBatchReads"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,4 +62,39 @@ class SupportsBatchReads(Protocol):
 
     def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
         """``memory_ids`` as stored, ``None`` for those that do not exist."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory to create in a batch.
+
+    Attributes:
+        memory_id: the id.
+        messages: its messages, oldest first.
+        sets_expiry: whether to set its expiry once created (else the store's ``ttl`` applies, as to any write).
+        expires_at: the expiry to set (``None``: never), when ``sets_expiry``.
+    """
+
+    memory_id: str
+    messages: Sequence[ChatMessage]
+    sets_expiry: bool = False
+    expires_at: datetime.datetime | None = None
+
+
+@runtime_checkable
+class SupportsBatchCreates(Protocol):
+    """A store that creates many memories, and sets their expiries, in a round trip or two.
+
+    * ``create_batch(memories)`` creates each memory that does not exist, as ``save(id, messages, 0)``
+      would, then sets the expiry of each one it created that asks for it, as ``expire_at`` would. It
+      returns one entry per memory, in order: the new version, or ``None`` for a memory that exists (or
+      is damaged): nothing was written to that one.
+    * The batch is not one transaction: a failure may leave some memories created (and some of those
+      without their expiry yet); a caller that runs it again finds them there.
+    * Driver failures raise :class:`~chatmemory.StoreError`.
+    """
+
+    def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist; their new versions, ``None`` for those that do."""
         ...

@@ -1,9 +1,11 @@
-"""``ls``, ``stats`` and a re-run ``import`` read the destination in batches, not one memory per round trip.
+"""``ls``, ``stats`` and ``import`` read (and create) in batches, not one memory per round trip.
 
-On every backend with batch reads: the store's one-memory reads are counted while the command runs. A
-re-import of memories that are there already makes one batch read per batch and nothing else; one whose
-expiry went missing adds only that expiry's write; ``ls`` and ``stats`` make batch reads only. The
-figures they print are those of the one-memory reads (tests/cli/test_cli_inspect.py checks them).
+On every backend with batch reads: the store's one-memory reads and writes are counted while the command
+runs. A re-import of memories that are there already makes one batch read per batch and nothing else;
+one whose expiry went missing adds only that expiry's write; ``ls`` and ``stats`` make batch reads only.
+The figures they print are those of the one-memory reads (tests/cli/test_cli_inspect.py checks them).
+Where the store creates batches, an import creates the absent memories one batch at a time with their
+expiries, and one stopped between the pipelines of a batch ends as exported when run again.
 """
 
 from __future__ import annotations
@@ -21,12 +23,22 @@ import pytest
 from chatmemory import AiMessage, ChatMemoryStore, SystemMessage, UserMessage
 from chatmemory.cli.transfer_commands import WRITE_BATCH
 from chatmemory.inspection import SUMMARY_BATCH
-from chatmemory.stored_memories import SupportsBatchReads
-from chatmemory.transfer import ExportedMemory, encode_line
+from chatmemory.stored_memories import SupportsBatchCreates, SupportsBatchReads
+from chatmemory.transfer import EXPIRY_TOLERANCE, ExportedMemory, encode_line
 
 NOW = datetime.datetime.now(datetime.timezone.utc)
 COUNT = WRITE_BATCH + 7  # two batches
-READS = ("load", "get_messages", "read_raw", "memory_times", "save", "update_messages", "expire_at", "read_batch")
+READS = (
+    "load",
+    "get_messages",
+    "read_raw",
+    "memory_times",
+    "save",
+    "update_messages",
+    "expire_at",
+    "read_batch",
+    "create_batch",
+)
 
 
 @contextlib.contextmanager
@@ -123,3 +135,70 @@ def test_ls_and_stats_read_in_batches(stores, run, command: str) -> None:
         assert len(shown) == SUMMARY_BATCH + 3 and {row["messages"] for row in shown} == {3}
     else:
         assert shown["memories"] == SUMMARY_BATCH + 3 and shown["messages"] == 3 * (SUMMARY_BATCH + 3)
+
+
+def test_an_import_creates_in_batches_with_their_expiries(stores, run, tmp_path: Path) -> None:
+    url, store = batched(stores, "target")
+    if not isinstance(store, SupportsBatchCreates):
+        pytest.skip(f"{type(store).__name__} has no batch creates")
+    exported = memories()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(encode_line(memory) + b"\n" for memory in exported))
+    with counted_calls(store) as calls:
+        first = run("import", url, str(path))
+    assert first.status == 0 and f"{COUNT} created" in first.err, first.err
+    assert calls == Counter(read_batch=2, create_batch=2)
+    for memory in exported:
+        assert store.get_messages(memory.memory_id) == memory.messages
+        times = store.memory_times(memory.memory_id)
+        assert times is not None
+        if memory.expires_at is None:
+            assert times.expires_at is None
+        else:
+            assert times.expires_at is not None and abs(times.expires_at - memory.expires_at) < EXPIRY_TOLERANCE
+
+
+@pytest.mark.parametrize("interruption", ["ctrl-c", "store-error"])
+def test_an_import_stopped_between_the_pipelines_of_a_batch_and_run_again_ends_as_exported(
+    stores, run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interruption: str
+) -> None:
+    """Stopped before each pipeline a Redis batch sends (the reads, the creates, the expiries)."""
+    if stores.backend.name not in ("redis", "redis_cluster"):
+        pytest.skip("the pipelines of a batch are the Redis store's")
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    import chatmemory.stores.redis.store as redis_store
+
+    exported = memories()[:9]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(encode_line(memory) + b"\n" for memory in exported))
+    sent = redis_store.send_pipelined
+    number = 1
+    while True:
+        url, store = batched(stores, f"target-{number}")
+        pipelines: list[int] = []
+
+        def stopping(client: Any, commands: Any, number: int = number, pipelines: list[int] = pipelines) -> Any:
+            pipelines.append(len(commands))
+            if len(pipelines) == number:
+                raise KeyboardInterrupt if interruption == "ctrl-c" else RedisConnectionError("lost (injected)")
+            return sent(client, commands)
+
+        monkeypatch.setattr(redis_store, "send_pipelined", stopping)
+        first = run("import", url, str(path), "-q")
+        monkeypatch.setattr(redis_store, "send_pipelined", sent)
+        again = run("import", url, str(path))
+        assert again.status == 0, (number, again.err)
+        for memory in exported:
+            assert store.get_messages(memory.memory_id) == memory.messages, (number, memory.memory_id)
+            times = store.memory_times(memory.memory_id)
+            assert times is not None
+            assert (times.expires_at is None) == (memory.expires_at is None), (number, memory.memory_id, times)
+        settled = run("import", url, str(path))
+        assert f"{len(exported)} unchanged" in settled.err, (number, settled.err)
+        if len(pipelines) < number:
+            assert first.status == 0, first.err
+            break
+        assert first.status == (1 if interruption == "ctrl-c" else 0), (number, first.err)
+        number += 1
+    assert number == 4  # the reads, the creates, the expiries, then a run that went through

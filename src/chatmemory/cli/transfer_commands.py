@@ -26,7 +26,7 @@ from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreE
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.memory_times import SupportsExpiryAt
-from chatmemory.stored_memories import SupportsBatchReads
+from chatmemory.stored_memories import SupportsBatchCreates, SupportsBatchReads
 from chatmemory.transfer import (
     NOT_READ,
     BadExportLineError,
@@ -35,8 +35,10 @@ from chatmemory.transfer import (
     MemorySource,
     Prefetched,
     StoreSource,
+    WriteOutcome,
     decode_line,
     encode_line,
+    new_memory,
     write_memory,
 )
 
@@ -171,11 +173,13 @@ WRITE_BATCH = 200
 
 def _with_stored(
     store: ChatMemoryStore, memories: Iterator[Numbered]
-) -> Iterator[tuple[int | None, ExportedMemory | ChatMemoryError, Prefetched]]:
+) -> Iterator[tuple[int | None, ExportedMemory | ChatMemoryError, Prefetched | WriteOutcome]]:
     """Each item with the destination's memory as one batch read of :data:`WRITE_BATCH` items found it.
 
-    A store without batch reads, or a batch read that fails, gives :data:`~chatmemory.transfer.NOT_READ`:
-    each memory is then read by its own write, which reports its own failure.
+    Where the store creates batches, the memories the read found absent are created together, and come
+    with their outcome (``CREATED``). A store without batch reads, or a batch read that fails, gives
+    :data:`~chatmemory.transfer.NOT_READ`, and a batch create that fails leaves its memories to their own
+    writes: each memory is then read (and written) by its own write, which reports its own failure.
     """
     if not isinstance(store, SupportsBatchReads):
         for line_number, item in memories:
@@ -187,9 +191,34 @@ def _with_stored(
         if ids:
             with contextlib.suppress(ChatMemoryError):  # each write then reads (and reports) its own
                 found = dict(zip(ids, store.read_batch(ids), strict=True))
-        for line_number, item in chunk:
-            stored = found.get(item.memory_id, NOT_READ) if isinstance(item, ExportedMemory) else NOT_READ
-            yield line_number, item, stored
+        priors: list[Prefetched | WriteOutcome] = [
+            found.get(item.memory_id, NOT_READ) if isinstance(item, ExportedMemory) else NOT_READ for _, item in chunk
+        ]
+        if isinstance(store, SupportsBatchCreates):
+            _create_absent(store, chunk, priors)
+        for (line_number, item), prior in zip(chunk, priors, strict=True):
+            yield line_number, item, prior
+
+
+def _create_absent(store: SupportsBatchCreates, chunk: list[Numbered], priors: list[Prefetched | WriteOutcome]) -> None:
+    """Create the memories of ``chunk`` a batch read found absent, together; mark those created ``CREATED``."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    creates = [
+        (index, made)
+        for index, ((_, item), prior) in enumerate(zip(chunk, priors, strict=True))
+        if isinstance(item, ExportedMemory)
+        and not isinstance(prior, WriteOutcome)
+        and (made := new_memory(store, item, prior, now)) is not None  # type: ignore[arg-type]
+    ]
+    if not creates:
+        return
+    try:
+        versions = store.create_batch([made for _, made in creates])
+    except ChatMemoryError:
+        return  # each memory goes its own way: one created before the failure is found there and settled
+    for (index, _), version in zip(creates, versions, strict=True):
+        if version is not None:
+            priors[index] = WriteOutcome.CREATED
 
 
 def _write_all(
@@ -212,7 +241,7 @@ def _write_all(
     expiry_dropped = False
     store_failures = done = 0
     with reporter.progress(verb, total) as bar:
-        for line_number, item, stored in _with_stored(store, memories):
+        for line_number, item, prior in _with_stored(store, memories):
             bar.advance()
             done += 1
             if isinstance(item, ChatMemoryError):  # a bad line, or a memory that does not decode at the source
@@ -220,7 +249,10 @@ def _write_all(
                 tally.counts["failed"] += 1
                 continue
             try:
-                outcome = write_memory(store, item, replace=replace, stored=stored)
+                if isinstance(prior, WriteOutcome):  # created with its batch
+                    outcome = prior
+                else:
+                    outcome = write_memory(store, item, replace=replace, stored=prior)
             except StoreError as exc:  # the destination refused or failed this memory: the next may do
                 reporter.error(f"{_where(line_number)}memory {item.memory_id!r} was not written: {exc}")
                 tally.counts["failed"] += 1

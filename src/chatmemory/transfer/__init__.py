@@ -25,6 +25,7 @@ from chatmemory.transfer.writes import (
     Prefetched,
     WriteOutcome,
     judge_stored,
+    new_memory,
     write_memory,
 )
 
@@ -45,5 +46,6 @@ __all__ = [
     "decode_line",
     "encode_line",
     "judge_stored",
+    "new_memory",
     "write_memory",
 ]

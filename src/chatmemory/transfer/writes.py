@@ -19,6 +19,9 @@
   one round trip for many) hands each one in as ``stored``: a memory found there with the export's messages
   and expiry is then ``unchanged`` without another read, one with only its expiry off takes one write, and
   every other case goes the way above (the batch read only spares reads; every write stays conditional).
+  Memories it found absent may be created together (:class:`~chatmemory.stored_memories.SupportsBatchCreates`,
+  :func:`new_memory`): each create is still conditional on the memory being absent, and one found there
+  meanwhile goes the way above.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError, Seria
 from chatmemory.core.store import ChatMemoryStore, SupportsTTL, SupportsVersioning
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
 from chatmemory.serialization.native import loads_message
-from chatmemory.stored_memories import StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.transfer.export_format import ExportedMemory
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "Prefetched",
     "WriteOutcome",
     "judge_stored",
+    "new_memory",
     "write_memory",
 ]
 
@@ -168,6 +172,22 @@ def judge_stored(
     if not times_known or stored.times is None:
         return None
     return WriteOutcome.UNCHANGED if _same_expiry(stored.times.expires_at, expiry) else WriteOutcome.EXPIRY_SET
+
+
+def new_memory(
+    store: ChatMemoryStore, memory: ExportedMemory, stored: Prefetched, now: datetime.datetime
+) -> NewMemory | None:
+    """The create a batch makes for ``memory``, or ``None`` when it is not simply created.
+
+    Only a memory a batch read found absent (``stored`` is ``None``) whose export has not expired is; it
+    carries the expiry :func:`write_memory` would set after its write.
+    """
+    if stored is not None or isinstance(stored, _NotRead):
+        return None
+    if isinstance(memory.expires_at, datetime.datetime) and memory.expires_at <= now:
+        return None
+    sets_expiry, expiry = _expiry_to_set(store, memory)
+    return NewMemory(memory.memory_id, memory.messages, sets_expiry, expiry)
 
 
 def _expiry_to_set(store: ChatMemoryStore, memory: ExportedMemory) -> tuple[bool, datetime.datetime | None]:
