@@ -19,7 +19,15 @@ from chatmemory.stores.base.options import TTL, history_ttl_seconds
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 from chatmemory.stores.mongodb.clock import ServerClock
 from chatmemory.stores.mongodb.commands import Command, Target
-from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, client_options, collection_of, database_name, describe
+from chatmemory.stores.mongodb.driver import (
+    DRIVER_ERRORS,
+    WriteConcern,
+    client_options,
+    collection_of,
+    database_name,
+    describe,
+    write_concern_of,
+)
 from chatmemory.stores.mongodb.history import HistoryConfig, history_collection_name
 from chatmemory.stores.mongodb.layout import MemoryState
 from chatmemory.stores.mongodb.lease import lock_collection_name
@@ -35,10 +43,16 @@ class MongoStoreBase(Generic[_Client]):
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a ``client_type``; ``history`` is not a bool;
-            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``; ``write_concern`` is
+            neither a tag, a number of members nor a ``WriteConcern``.
         ValueError: an invalid ttl, history_ttl, cache size, lock_lease, lock_wait, database or collection
-            name.
+            name; an unacknowledged ``write_concern``.
         StoreError: the URL cannot be parsed.
+
+    ``write_concern`` (``"majority"``, a number of members, or a pymongo ``WriteConcern``) is carried by
+    every write to the memories, history and lock collections; ``None`` keeps the client's (its URL's
+    ``w=``). With ``"majority"`` an acknowledged write survives the failover of its primary; see
+    docs/scaling.md.
     """
 
     _repr_name = "MongoChatMemoryStore"
@@ -61,7 +75,9 @@ class MongoStoreBase(Generic[_Client]):
         history_ttl: TTL = None,
         lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
+        write_concern: str | int | WriteConcern | None = None,
     ) -> None:
+        self._write_concern = write_concern_of(write_concern)
         self._ttl = ttl_seconds(ttl)
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history = HistoryConfig(self._ttl, history_seconds) if history else None
@@ -73,16 +89,25 @@ class MongoStoreBase(Generic[_Client]):
         self._client: _Client
         self._client, self._owns_client = _client(url_or_client, self._client_type, client_options)
         database = database_name(database, self._client)
-        self._on = Collections(self._client, database, collection, history=self._history is not None)
+        self._on = Collections(
+            self._client, database, collection, history=self._history is not None, write_concern=self._write_concern
+        )
         self._collection: Any = self._on.window
         self._history_collection: Any = self._on.history
         self._another_client: Callable[[], Collections] | None = None
         """Builds a client like the first with its collections (a store built from a URL); ``None``: it cannot."""
         if isinstance(url_or_client, str):
             self._another_client = _client_maker(
-                url_or_client, self._client_type, client_options, self._on, history=self._history is not None
+                url_or_client,
+                self._client_type,
+                client_options,
+                self._on,
+                history=self._history is not None,
+                write_concern=self._write_concern,
             )
         self._indexed = self._ttl is None
+        self._expiry_index_checked = False
+        """Whether ``expire_at`` made sure of the TTL index (it does so once per store)."""
         self._history_indexed = self._history is None
         self._clock = ServerClock()
         self._started()
@@ -94,6 +119,12 @@ class MongoStoreBase(Generic[_Client]):
     def ttl(self) -> float | None:
         """Seconds a memory lives after its last write, or ``None``."""
         return self._ttl
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        """The write concern the store's writes carry (its ``write_concern`` option, else the client's)."""
+        concern: WriteConcern = self._on.window.write_concern
+        return concern
 
     @property
     def keeps_history(self) -> bool:
@@ -113,6 +144,7 @@ class MongoStoreBase(Generic[_Client]):
             f"{self._repr_name}(database={self._collection.database.name!r}, "
             f"collection={self._collection.name!r}, ttl={self._ttl!r}"
             + ("" if self._history is None else f", history=True, history_ttl={self._history.history_ttl!r}")
+            + ("" if self._write_concern is None else f", write_concern={self._write_concern.document!r}")
             + ")"
         )
 
@@ -133,11 +165,15 @@ class Collections:
 
     __slots__ = ("client", "history", "locks", "window")
 
-    def __init__(self, client: Any, database: str, collection: str, *, history: bool) -> None:
+    def __init__(
+        self, client: Any, database: str, collection: str, *, history: bool, write_concern: WriteConcern | None = None
+    ) -> None:
         self.client = client
-        self.window: Any = collection_of(client, database, collection)
-        self.history: Any = collection_of(client, database, history_collection_name(collection)) if history else None
-        self.locks: Any = collection_of(client, database, lock_collection_name(collection))
+        self.window: Any = collection_of(client, database, collection, write_concern)
+        self.history: Any = (
+            collection_of(client, database, history_collection_name(collection), write_concern) if history else None
+        )
+        self.locks: Any = collection_of(client, database, lock_collection_name(collection), write_concern)
 
     def method(self, command: Command) -> Any:
         """The driver method ``command`` calls (on the memories, history or lock collection, or ``admin``)."""
@@ -154,14 +190,21 @@ class Collections:
 
 
 def _client_maker(
-    url: str, client_type: type[Any], options: dict[str, Any] | None, first: Collections, *, history: bool
+    url: str,
+    client_type: type[Any],
+    options: dict[str, Any] | None,
+    first: Collections,
+    *,
+    history: bool,
+    write_concern: WriteConcern | None = None,
 ) -> Callable[[], Collections]:
     """What builds another client from ``url`` as the constructor did, with the collections ``first`` has."""
     database, collection = first.window.database.name, first.window.name
     arguments = client_options(url, options)
 
     def make() -> Collections:
-        return Collections(client_type(url, **arguments), database, collection, history=history)
+        client = client_type(url, **arguments)
+        return Collections(client, database, collection, history=history, write_concern=write_concern)
 
     return make
 

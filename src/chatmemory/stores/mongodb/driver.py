@@ -30,6 +30,7 @@ from pymongo.errors import (  # noqa: E402
     ServerSelectionTimeoutError,
     WaitQueueTimeoutError,
 )
+from pymongo.write_concern import WriteConcern  # noqa: E402
 
 from chatmemory.stores.mongodb.expressions import TOO_LARGE_ADVICE  # noqa: E402
 from chatmemory.stores.mongodb.plan import DUPLICATE_KEY, RESEND_CODES, Document, WriteReply  # noqa: E402
@@ -41,6 +42,7 @@ __all__ = [
     "DRIVER_ERRORS",
     "EXPIRY_INDEX",
     "INDEX_CONFLICT_CODES",
+    "WriteConcern",
     "client_options",
     "copy_landed",
     "collection_of",
@@ -52,6 +54,7 @@ __all__ = [
     "reply_to_error",
     "resend_error",
     "server_time",
+    "write_concern_of",
     "write_error",
 ]
 
@@ -107,8 +110,42 @@ def database_name(given: str | None, client: Any) -> str:
     return name
 
 
-def collection_of(client: Any, database: str, collection: str) -> Any:
+def write_concern_of(value: str | int | WriteConcern | None) -> WriteConcern | None:
+    """The write concern a store's ``write_concern`` option asks for (``None``: the client's own).
+
+    ``"majority"`` (or another ``w`` tag name), a number of members, or a pymongo ``WriteConcern`` (for
+    ``j`` or ``wtimeout`` too). It must be acknowledged: every write of the store reads its reply (the
+    version it matched, the document it left).
+
+    Raises:
+        TypeError: not one of those.
+        ValueError: an empty tag, fewer than one member, or an unacknowledged ``WriteConcern`` (``w=0``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, WriteConcern):
+        concern = value
+    elif isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(
+            f"write_concern must be 'majority', a number of members or a pymongo WriteConcern, not {value!r}"
+        )
+    elif isinstance(value, str) and not value:
+        raise ValueError("write_concern must name a w tag such as 'majority', not ''")
+    elif isinstance(value, int) and value < 1:
+        raise ValueError(f"write_concern must be at least 1 member (the store reads every write's reply), not {value}")
+    else:
+        concern = WriteConcern(w=value)
+    if not concern.acknowledged:
+        raise ValueError(
+            "write_concern must be acknowledged (w >= 1 or 'majority'): the store reads the reply of every write"
+        )
+    return concern
+
+
+def collection_of(client: Any, database: str, collection: str, write_concern: WriteConcern | None = None) -> Any:
     """The memories collection of ``client`` (a ``MongoClient`` or an ``AsyncMongoClient``), names checked.
+
+    ``write_concern``: the one its writes carry (``None``: the client's, from its URL or options).
 
     Raises:
         ValueError: MongoDB cannot hold ``database`` or ``collection`` as a name (the fix in the message).
@@ -118,7 +155,7 @@ def collection_of(client: Any, database: str, collection: str) -> Any:
     except (InvalidName, TypeError) as exc:
         raise invalid_name("database", database, exc) from exc
     try:
-        return db.get_collection(collection, codec_options=CODEC_OPTIONS)
+        return db.get_collection(collection, codec_options=CODEC_OPTIONS, write_concern=write_concern)
     except (InvalidName, TypeError) as exc:
         raise invalid_name("collection", collection, exc) from exc
 

@@ -274,9 +274,12 @@ class MongoOperations(HistoryOperations[_Client]):
         memory_id = validate_memory_id(memory_id)
         query, update = plan_expire_at(memory_id, when, self._history)
         self._check_open(Operation.WRITE, memory_id)
-        if when is not None:
-            self._indexed = False  # a store without a ttl makes its TTL index on first need
+        if when is not None and not self._expiry_index_checked:
+            # A store without a ttl makes its TTL index on first need; once, not at every call (a mongos
+            # sends createIndexes to every shard).
+            self._indexed = False
             yield from self._ensure_expiry_index()
+            self._expiry_index_checked = True
         try:
             yield call(_WINDOW, "update_one", query, update, result=Result.NOTHING)
         except DRIVER_ERRORS as exc:
