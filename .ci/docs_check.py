@@ -4,10 +4,10 @@
 (``::: module``) and sits in the nav of ``mkdocs.yml``, and every name in a module's ``__all__`` has an
 entry in the built site's ``objects.inv``.
 
-``blocks``: every ```` ```python ```` block of ``docs/*.md`` runs, each as the module the snippet test
+``blocks``: every ```` ```python ```` block of the pages under ``docs/`` runs, each as the module the snippet test
 (``tests/test_readme_snippets_typecheck.py``) type-checks, in a scratch directory, unless a comment
 ``<!-- not run: REASON -->`` before it (and before its ``<!-- typecheck ... -->`` comment, if any) says
-why not: a server, an API key, a network. Those blocks are type-checked only.
+why not (an API key, a network), or it names a database server's URL. Those blocks are type-checked only.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ PUBLIC_PACKAGES = ["chatmemory.serialization", "chatmemory.stores", "chatmemory.
 PUBLIC_MODULES = ["chatmemory", "chatmemory.aio", "chatmemory.testing", "chatmemory.telemetry", "chatmemory.migrations"]
 
 _NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>[^>]*?)\s*-->\Z")
+# A block that names a database server's URL needs that server: it is type-checked only, marked or not.
+_SERVER_URL = re.compile(
+    r"\b(?:rediss?|redis\+\w+|postgres(?:ql)?(?:\+\w+)?|mysql(?:\+\w+)?|mariadb(?:\+\w+)?|mongodb(?:\+srv)?)://"
+)
 
 
 def public_modules() -> list[str]:
@@ -113,7 +117,7 @@ def not_run_reason(page: Path, line: int) -> str | None:
 def run_blocks() -> list[str]:
     """Run the blocks of ``docs/*.md`` not marked ``not run``; what failed, with its output."""
     snippet_test = _snippet_test()
-    pages = sorted((ROOT / "docs").glob("*.md"))
+    pages = sorted((ROOT / "docs").rglob("*.md"))
     found = snippet_test.snippets(pages)
     problems = []
     with tempfile.TemporaryDirectory(prefix="chatmemory-docs-blocks-") as scratch:
@@ -123,7 +127,7 @@ def run_blocks() -> list[str]:
         ran = skipped = 0
         for path, snippet in files.items():
             reason = not_run_reason(snippet.page, snippet.line)
-            if reason is not None:
+            if reason is not None or _SERVER_URL.search(snippet.prelude + snippet.code):
                 skipped += 1
                 continue
             started = time.monotonic()
@@ -141,7 +145,7 @@ def run_blocks() -> list[str]:
             if result.returncode != 0:
                 output = (result.stdout + result.stderr).strip()[-2000:]
                 problems.append(f"{snippet.where}: exit {result.returncode} after {took:.1f}s\n{output}")
-        print(f"docs: {ran} blocks of docs/*.md ran, {len(problems)} failed; {skipped} type-checked only (not run)")
+        print(f"docs: {ran} blocks of docs/ ran, {len(problems)} failed; {skipped} type-checked only (not run)")
     return problems
 
 

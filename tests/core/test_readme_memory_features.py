@@ -1,4 +1,5 @@
-"""The README's "Eviction hooks, summaries and undo" example runs and prints what its comments say."""
+"""The "Eviction hooks, summaries and undo" and "History beside the window" examples of
+docs/history-hooks-summaries.md run and print what their comments say."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import io
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "history-hooks-summaries.md"
 
 
 def section_block(markdown: str, heading: str) -> str:
@@ -18,7 +19,7 @@ def section_block(markdown: str, heading: str) -> str:
 
 
 def test_the_example_prints_what_it_says() -> None:
-    block = section_block(README.read_text(encoding="utf-8"), "### Eviction hooks, summaries and undo")
+    block = section_block(README.read_text(encoding="utf-8"), "## Eviction hooks, summaries and undo")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(block, "README.md", "exec"), {})
@@ -28,7 +29,7 @@ def test_the_example_prints_what_it_says() -> None:
 
 
 def test_the_history_example_prints_what_it_says(tmp_path: Path, monkeypatch) -> None:
-    block = section_block(README.read_text(encoding="utf-8"), "### History beside the window")
+    block = section_block(README.read_text(encoding="utf-8"), "## History beside the window")
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

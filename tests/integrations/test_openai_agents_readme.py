@@ -1,4 +1,4 @@
-"""The README's "Use with the OpenAI Agents SDK" example runs as written, with the network mocked."""
+"""The example of docs/integration-openai-agents.md runs as written, with the network mocked."""
 
 from __future__ import annotations
 
@@ -15,13 +15,12 @@ from agents.models import _openai_shared
 from chatmemory import aio
 from integrations.openai_agents_transport import ScriptedResponses, call, say
 
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "integration-openai-agents.md"
 
 
 def _section_code() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text.split("## Use with the OpenAI Agents SDK", 1)[1].split("\n## ", 1)[0]
-    return "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL))
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL))
 
 
 def _store_url() -> str:

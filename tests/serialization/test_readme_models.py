@@ -1,4 +1,4 @@
-"""The README's "Talking to models" examples run as written, against the real SDKs with the network mocked."""
+"""The examples of docs/converters.md run as written, against the real SDKs with the network mocked."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ try:  # the anthropic SDK moved from httpx to its fork httpx2
 except ImportError:  # pragma: no cover - older SDKs
     import httpx as anthropic_http  # type: ignore[no-redef]
 
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "converters.md"
 CHAT_REPLY = {
     "id": "c",
     "object": "chat.completion",
@@ -67,8 +67,7 @@ ANTHROPIC_REPLY = {
 
 def _section_code() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text.split("## Talking to models", 1)[1].split("\n## ", 1)[0]
-    return "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL))
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL))
 
 
 def test_the_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +102,9 @@ def test_the_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
         AiMessage(tool_execution_requests=[ToolExecutionRequest("call_1", "weather", '{"city": "Munich"}')]),
         ToolExecutionResultMessage("call_1", "weather", "sunny, 21°C"),
     )
-    exec(compile(_section_code(), str(README), "exec"), {"memory": memory})
+    namespace: dict[str, Any] = {"memory": memory}
+    exec(compile(_section_code(), str(README), "exec"), namespace)
+    memory = namespace["memory"]  # the page builds the memory its examples use
     assert [path.removeprefix("/v1") for path, _ in sent] == ["/chat/completions", "/responses", "/messages"]
     answers = memory.messages()[-3:]
     assert [message.text for message in answers] == ["21°C."] * 3  # type: ignore[union-attr]

@@ -1,4 +1,5 @@
-"""The README's "Share a memory with a LangChain4j service" example runs as written on the local Redis."""
+"""The example of docs/store-langchain4j.md (a memory shared with a LangChain4j service) runs as written on
+the local Redis."""
 
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ from support.backends.langchain4j_redis import drop_prefix
 from support.backends.redis import redis_url
 
 pytestmark = pytest.mark.redis
-README = Path(__file__).parents[3] / "README.md"
+README = Path(__file__).parents[3] / "docs" / "store-langchain4j.md"
 
 
 def _section_code() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text.split("## Share a memory with a LangChain4j service", 1)[1].split("\n## ", 1)[0]
-    return "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL))
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL))
 
 
 @pytest.fixture
