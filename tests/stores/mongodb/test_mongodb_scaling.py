@@ -24,6 +24,7 @@ from pymongo.write_concern import WriteConcern
 
 from chatmemory import AiMessage, MessageWindowChatMemory, SystemMessage, UserMessage, aio
 from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore
+from chatmemory.core.errors import StoreError
 from chatmemory.stores.mongodb import MongoChatMemoryStore
 from support.backends.mongodb import DATABASE, mongodb_url
 
@@ -368,3 +369,17 @@ def test_the_check_passes_targeted_commands() -> None:
     assert targeting_faults("find", {"find": "c", "filter": {"_id": "m", "$expr": {}}}, "c", "m") == []
     assert targeting_faults("delete", {"delete": "c_history", "deletes": [{"q": {"m": {"$eq": "m"}}}]}, "c", "m") == []
     assert targeting_faults("hello", {"hello": 1}, "c", "m") == []
+
+
+def test_a_write_concern_the_replica_set_cannot_meet_raises_store_error(client: MongoClient[Any]) -> None:
+    """Two members asked of a single-node replica set: the write raises a StoreError naming the memory."""
+    collection = f"scale_{uuid.uuid4().hex}"
+    store = MongoChatMemoryStore(
+        client, database=DATABASE, collection=collection, write_concern=WriteConcern(w=2, wtimeout=300)
+    )
+    try:
+        with pytest.raises(StoreError, match="'m'"):
+            store.update_messages("m", _turn(0))
+    finally:
+        store.close()
+        _drop(client, collection)
