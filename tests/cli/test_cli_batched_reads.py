@@ -202,3 +202,28 @@ def test_an_import_stopped_between_the_pipelines_of_a_batch_and_run_again_ends_a
         assert first.status == (1 if interruption == "ctrl-c" else 0), (number, first.err)
         number += 1
     assert number == 4  # the reads, the creates, the expiries, then a run that went through
+
+
+def test_export_and_copy_read_their_source_in_batches(stores, run, tmp_path: Path) -> None:
+    source_url, source = batched(stores, "source")
+    target_url = stores.url("target")
+    exported = memories()
+    for memory in exported:
+        source.update_messages(memory.memory_id, memory.messages)
+        source.expire_at(memory.memory_id, memory.expires_at)
+    stores.backend.write_raw(source, "broken", [b"{not json"])
+    path = tmp_path / "out.jsonl"
+    with counted_calls(source) as calls:
+        result = run("export", source_url, "-o", str(path))
+    assert result.status == 1 and f"{COUNT} exported" in result.err, result.err
+    assert "'broken' does not decode at the source and was skipped" in result.err
+    assert calls == Counter(read_batch=2)
+    lines = {line["id"]: line for line in map(orjson.loads, path.read_bytes().splitlines())}
+    assert set(lines) == {memory.memory_id for memory in exported}
+    assert lines["user-0000"]["expires_at"] is None and lines["user-0001"]["expires_at"] is not None
+    with counted_calls(source) as calls:
+        copied = run("copy", source_url, target_url)
+    assert copied.status == 1 and f"{COUNT} created" in copied.err, copied.err
+    assert calls == Counter(read_batch=2)
+    target = stores[target_url]
+    assert target.get_messages("user-0003") == exported[3].messages

@@ -30,6 +30,7 @@ from chatmemory.stored_memories import SupportsBatchCreates, SupportsBatchReads
 from chatmemory.transfer import (
     NOT_READ,
     BadExportLineError,
+    Destination,
     ExportedMemory,
     LangChain4jRedisSource,
     MemorySource,
@@ -39,6 +40,7 @@ from chatmemory.transfer import (
     decode_line,
     encode_line,
     new_memory,
+    settled,
     write_memory,
 )
 
@@ -74,6 +76,28 @@ def _ids(values: tuple[str, ...]) -> list[str]:
 
 def _selected(source: MemorySource, ids: list[str]) -> list[str]:
     return ids if ids else sorted(source.memory_ids())
+
+
+def _read_in_batches(
+    source: MemorySource, memory_ids: Iterator[str]
+) -> Iterator[tuple[str, ExportedMemory | ChatMemoryError | None]]:
+    """Each id with its memory (``None``: absent), or the error of one that does not decode at the source.
+
+    A store source is read :data:`WRITE_BATCH` memories at a time (one round trip each where the store
+    reads batches); any other source one memory at a time. A failing store raises (``StoreError``).
+    """
+    if isinstance(source, StoreSource):
+        while chunk := list(itertools.islice(memory_ids, WRITE_BATCH)):
+            yield from zip(chunk, source.read_many(chunk), strict=True)
+        return
+    for memory_id in memory_ids:
+        try:
+            memory: ExportedMemory | ChatMemoryError | None = source.read(memory_id)
+        except StoreError:
+            raise
+        except ChatMemoryError as exc:
+            memory = exc
+        yield memory_id, memory
 
 
 @contextlib.contextmanager
@@ -124,13 +148,9 @@ def export(url: str, ids: tuple[str, ...], output: str, prefix: str, quiet: bool
         source = StoreSource(store, id_prefix=prefix)
         selected = _selected(source, _ids(ids))
         with telemetry.operation(backend=store_kind(url), name="cli.export") as op, _output(output) as stream:
-            for memory_id in reporter.track(selected, "exporting", len(selected)):
-                try:
-                    memory = source.read(memory_id)
-                except StoreError:
-                    raise
-                except ChatMemoryError as exc:
-                    reporter.error(str(_unreadable(exc)))
+            for memory_id, memory in _read_in_batches(source, reporter.track(selected, "exporting", len(selected))):
+                if isinstance(memory, ChatMemoryError):
+                    reporter.error(str(_unreadable(memory)))
                     tally.counts["failed"] += 1
                     continue
                 if memory is None:
@@ -185,30 +205,40 @@ def _with_stored(
         for line_number, item in memories:
             yield line_number, item, NOT_READ
         return
+    destination = Destination.of(store)
     while chunk := list(itertools.islice(memories, WRITE_BATCH)):
         ids = [item.memory_id for _, item in chunk if isinstance(item, ExportedMemory)]
         found: dict[str, Prefetched] = {}
         if ids:
             with contextlib.suppress(ChatMemoryError):  # each write then reads (and reports) its own
                 found = dict(zip(ids, store.read_batch(ids), strict=True))
-        priors: list[Prefetched | WriteOutcome] = [
-            found.get(item.memory_id, NOT_READ) if isinstance(item, ExportedMemory) else NOT_READ for _, item in chunk
-        ]
+        now = datetime.datetime.now(datetime.timezone.utc)
+        priors: list[Prefetched | WriteOutcome] = []
+        for _, item in chunk:
+            stored = found.get(item.memory_id, NOT_READ) if isinstance(item, ExportedMemory) else NOT_READ
+            # Found as exported: unchanged, with nothing more to send.
+            done = settled(destination, item, stored, now) if isinstance(item, ExportedMemory) else None
+            priors.append(stored if done is None else done)
         if isinstance(store, SupportsBatchCreates):
-            _create_absent(store, chunk, priors)
+            _create_absent(store, destination, chunk, priors, now)
         for (line_number, item), prior in zip(chunk, priors, strict=True):
             yield line_number, item, prior
 
 
-def _create_absent(store: SupportsBatchCreates, chunk: list[Numbered], priors: list[Prefetched | WriteOutcome]) -> None:
+def _create_absent(
+    store: SupportsBatchCreates,
+    destination: Destination,
+    chunk: list[Numbered],
+    priors: list[Prefetched | WriteOutcome],
+    now: datetime.datetime,
+) -> None:
     """Create the memories of ``chunk`` a batch read found absent, together; mark those created ``CREATED``."""
-    now = datetime.datetime.now(datetime.timezone.utc)
     creates = [
         (index, made)
         for index, ((_, item), prior) in enumerate(zip(chunk, priors, strict=True))
         if isinstance(item, ExportedMemory)
         and not isinstance(prior, WriteOutcome)
-        and (made := new_memory(store, item, prior, now)) is not None  # type: ignore[arg-type]
+        and (made := new_memory(destination, item, prior, now)) is not None
     ]
     if not creates:
         return
@@ -430,13 +460,9 @@ def copy(
         selected = [memory_id for memory_id in _selected(source, _ids(ids)) if memory_id.startswith(prefix)]
 
         def read_all() -> Iterator[Numbered]:
-            for memory_id in selected:
-                try:
-                    memory = source.read(memory_id)
-                except StoreError:
-                    raise
-                except ChatMemoryError as exc:  # does not decode at the source: report, go on
-                    yield None, _unreadable(exc)
+            for memory_id, memory in _read_in_batches(source, iter(selected)):
+                if isinstance(memory, ChatMemoryError):  # does not decode at the source: report, go on
+                    yield None, _unreadable(memory)
                     continue
                 if memory is not None:
                     yield None, memory

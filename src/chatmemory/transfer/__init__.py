@@ -21,11 +21,13 @@ from chatmemory.transfer.writes import (
     EXPIRY_TOLERANCE,
     NOT_READ,
     WRITE_ATTEMPTS,
+    Destination,
     MemoryExistsError,
     Prefetched,
     WriteOutcome,
     judge_stored,
     new_memory,
+    settled,
     write_memory,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "UNKNOWN_EXPIRY",
     "WRITE_ATTEMPTS",
     "BadExportLineError",
+    "Destination",
     "ExportedMemory",
     "LangChain4jRedisSource",
     "MemoryExistsError",
@@ -47,5 +50,6 @@ __all__ = [
     "encode_line",
     "judge_stored",
     "new_memory",
+    "settled",
     "write_memory",
 ]

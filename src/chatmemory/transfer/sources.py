@@ -2,19 +2,29 @@
 
 A source lists memory ids and reads one memory at a time as an :class:`ExportedMemory`, expiry included
 where the source can tell it. A memory that does not decode raises, naming the memory, and the command
-reports it and goes on with the next.
+reports it and goes on with the next. A store source reads many memories at once
+(:meth:`StoreSource.read_many`), one round trip per batch where the store reads batches
+(:class:`~chatmemory.stored_memories.SupportsBatchReads`).
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chatmemory.core.errors import CorruptedMemoryError, MissingDependencyError, StoreError
+from chatmemory.core.errors import (
+    ChatMemoryError,
+    CorruptedMemoryError,
+    MissingDependencyError,
+    SerializationError,
+    StoreError,
+)
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsVersioning
 from chatmemory.memory_times import SupportsMemoryTimes
+from chatmemory.serialization.native import loads_message
+from chatmemory.stored_memories import StoredMemory, SupportsBatchReads
 from chatmemory.transfer.export_format import UNKNOWN_EXPIRY, ExportedMemory
 
 if TYPE_CHECKING:
@@ -83,6 +93,52 @@ class StoreSource:
                 return ExportedMemory(memory_id, messages, times.expires_at)
         # A store's configured ttl says nothing of when this memory was written: its expiry stays unknown.
         return ExportedMemory(memory_id, messages, UNKNOWN_EXPIRY)
+
+    def read_many(self, memory_ids: Sequence[str]) -> list[ExportedMemory | ChatMemoryError | None]:
+        """Each memory as :meth:`read` gives it (``None``: absent); one that does not decode, as its error.
+
+        One round trip where the store reads batches, else one :meth:`read` per memory.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        store = self.store
+        if not isinstance(store, SupportsBatchReads):
+            return [self._read_or_error(memory_id) for memory_id in memory_ids]
+        known = isinstance(store, SupportsMemoryTimes)
+        return [
+            None if stored is None else _exported_or_error(stored, known) for stored in store.read_batch(memory_ids)
+        ]
+
+    def _read_or_error(self, memory_id: str) -> ExportedMemory | ChatMemoryError | None:
+        try:
+            return self.read(memory_id)
+        except StoreError:
+            raise
+        except ChatMemoryError as exc:
+            return exc
+
+
+def _exported_or_error(stored: StoredMemory, times_known: bool) -> ExportedMemory | ChatMemoryError:
+    try:
+        return exported_of(stored, times_known=times_known)
+    except SerializationError as exc:
+        return exc
+
+
+def exported_of(stored: StoredMemory, *, times_known: bool) -> ExportedMemory:
+    """The memory a batch read found, as ``StoreSource.read`` gives it (``times_known``: the store tells times).
+
+    Raises:
+        CorruptedMemoryError: it is damaged, or a record does not decode.
+        UnsupportedFormatVersionError: a record is from a newer format.
+    """
+    if stored.damage is not None:
+        raise CorruptedMemoryError(stored.memory_id, stored.damage)
+    messages = [loads_message(record, memory_id=stored.memory_id) for record in stored.records]
+    if times_known and stored.times is not None:
+        return ExportedMemory(stored.memory_id, messages, stored.times.expires_at)
+    return ExportedMemory(stored.memory_id, messages, UNKNOWN_EXPIRY)
 
 
 def _redis_client(url: str) -> Redis | RedisCluster:
