@@ -56,6 +56,7 @@ DRIVER_MODULES = {
     "chatmemory.stores.mongodb.base",
     "chatmemory.stores.mongodb.driver",
     "chatmemory.stores.mongodb.operations",
+    "chatmemory.stores.mongodb.locked_operations",
     "chatmemory.stores.mongodb.history_operations",
     # SQL: statements, tables and engines are SQLAlchemy objects; the operations read its errors.
     "chatmemory.stores.sql.store",

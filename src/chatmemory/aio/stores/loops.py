@@ -12,12 +12,16 @@ caller handed in cannot be copied to another loop: ``make`` refuses it with a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Generic, TypeVar
 
-__all__ = ["PerLoop"]
+__all__ = ["CLOSE_TIMEOUT", "PerLoop"]
+
+CLOSE_TIMEOUT = 10.0
+"""Seconds ``aclose`` waits for a value of another thread's running loop to close."""
 
 _T = TypeVar("_T")
 
@@ -70,6 +74,15 @@ class PerLoop(Generic[_T]):
         """Whether any loop has made its value yet."""
         return self._made
 
+    def current(self) -> _T | None:
+        """The running loop's value if made (``None`` outside a loop, or before the loop's first use)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        entry = self._entries.get(loop)
+        return None if entry is None else entry.value
+
     def get(self) -> _T:
         """The running loop's value, made now on its first use (closing with the loop is set up by :meth:`ready`)."""
         loop = asyncio.get_running_loop()
@@ -96,7 +109,12 @@ class PerLoop(Generic[_T]):
         return value
 
     async def aclose(self) -> None:
-        """Close every loop's value: on the running loop awaited, on another live loop sent there and awaited."""
+        """Close every loop's value: on the running loop now, on another thread's running loop there.
+
+        Another thread's loop is waited for at most :data:`CLOSE_TIMEOUT` seconds; a loop not running now
+        gets the close scheduled, to run when it runs again; a loop closed without shutting down its async
+        generators took its connections with it, and nothing is left to close.
+        """
         running = asyncio.get_running_loop()
         with self._guard:
             entries = list(self._entries.items())
@@ -105,8 +123,14 @@ class PerLoop(Generic[_T]):
             entry.closer = None  # the loop's shutdown finds nothing left to close
             if loop is running:
                 await self._close(entry.value)
-            elif not loop.is_closed():
-                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_awaited(self._close(entry.value)), loop))
+            elif loop.is_closed():
+                continue
+            elif loop.is_running():
+                future = asyncio.run_coroutine_threadsafe(_awaited(self._close(entry.value)), loop)
+                with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.wrap_future(future), CLOSE_TIMEOUT)
+            else:
+                asyncio.run_coroutine_threadsafe(_awaited(self._close(entry.value)), loop)
 
 
 async def _awaited(awaitable: Awaitable[None]) -> None:

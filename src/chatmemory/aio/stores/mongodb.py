@@ -6,7 +6,7 @@ a memory written by one is read and extended by the other. Every write is one ``
 which the server applies whole or not at all, so a task cancelled at any ``await`` leaves the memory at
 its old or its new list. Commands are admitted first come, first served, as many at once as the client's
 pool has connections (:mod:`chatmemory.aio.stores.admission`). The store works from any event loop: built
-from a URL it keeps a client per loop (:mod:`chatmemory.aio.stores.mongodb_loops`).
+from a URL it keeps a client per loop (:mod:`chatmemory.aio.stores.loops`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import inspect
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatmemory.aio.stores.mongodb_loops import OTHER_LOOP, LoopClients, OnLoop, other_loop_advice
+from chatmemory.aio.stores.admission import Admission
+from chatmemory.aio.stores.loops import PerLoop
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
@@ -43,13 +44,56 @@ from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
 
-    from chatmemory.stores.mongodb.base import Collections
+from chatmemory.stores.mongodb.base import Collections  # noqa: E402
 
 __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
 
 _traced = StoreTelemetry("mongodb", __name__)
 
 _T = TypeVar("_T")
+
+OTHER_LOOP = "Cannot use AsyncMongoClient in different event loop"
+"""The start of PyMongo's error for a client used on a loop other than its own."""
+
+
+class OnLoop:
+    """What the store uses on one event loop: a client bound to it, its collections, its admission."""
+
+    __slots__ = ("admission", "collections", "owned")
+
+    def __init__(self, collections: Collections, owned: bool) -> None:
+        self.collections = collections
+        self.owned = owned
+        self.admission = _admission(collections)
+
+    async def close(self) -> None:
+        """Close the client if the store built it."""
+        if self.owned:
+            await self.collections.client.close()
+
+
+def _admission(collections: Collections) -> Admission | None:
+    """Commands admitted in order, as many at once as the client's pool connects (``maxPoolSize``).
+
+    PyMongo's pool gives a returned connection to whoever asks next, the task that returned it; with more
+    tasks than connections the others would wait until it is done. ``None``: ``maxPoolSize=0``, no bound.
+    """
+    pool = collections.client.options.pool_options
+    limit = int(pool.max_pool_size)
+    if not limit:
+        return None
+    timeout = pool.wait_queue_timeout
+    wait = "no waitQueueTimeoutMS" if timeout is None else f"waitQueueTimeoutMS={timeout * 1000:g}"
+    return Admission(limit, timeout, f"maxPoolSize={limit}, {wait}")
+
+
+def other_loop_advice(store: str) -> str:
+    """The error of a caller's client used on another event loop than its own."""
+    return (
+        f"the AsyncMongoClient given to {store} belongs to the event loop it first ran on, and this is "
+        "another one; build the store from a URL (it then keeps a client per event loop), or build one "
+        "store (and client) per event loop"
+    )
 
 
 class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClient[Any]]):
@@ -90,12 +134,22 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         return self._here().history  # type: ignore[no-any-return]
 
     async def _release(self) -> None:
+        if not self._clients.used:
+            await self._on.client.close()
         await self._clients.aclose()
 
     # ---------------------------------------------------------------------------------------- the driver
 
     def _started(self) -> None:
-        self._clients = LoopClients(self._on, self._another_client, owned=self._owns_client, store=self._repr_name)
+        self._clients: PerLoop[OnLoop] = PerLoop(self._for_loop, OnLoop.close, closes_with_loop=self._owns_client)
+
+    def _for_loop(self, first: bool) -> OnLoop:
+        if first:
+            return OnLoop(self._on, self._owns_client)
+        another = self._another_client
+        if another is None:
+            raise StoreError(Operation.CONNECT, detail=other_loop_advice(self._repr_name))
+        return OnLoop(another(), self._owns_client)
 
     def _here(self) -> Collections:
         """The collections of the running loop's client, else those of the constructor's client."""
@@ -106,7 +160,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
-        on = await self._clients.on_loop()
+        on = await self._clients.ready()
         admission = on.admission
         if admission is None:
             return await self._call(on, command)
@@ -152,7 +206,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the memories that have not expired, streamed from a cursor."""
         self._check_open(Operation.LIST)
-        on = await self._clients.on_loop()
+        on = await self._clients.ready()
         try:
             async for document in on.collections.window.find(live_filter(self._window_field), {"_id": 1}):
                 yield document["_id"]
@@ -174,6 +228,17 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return await self._run(self._save(memory_id, messages, expected_version))
+
+    @_traced.coroutine("save")
+    async def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        return await self._run(self._save(memory_id, messages, expected_version, also_recorded))
 
     def contended(self, memory_id: str) -> bool:
         """Whether tasks of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
