@@ -4,6 +4,8 @@ A CLI command or a short-lived worker opens a store, reads or writes a little, a
 sends more than the driver's own connect needs is paid on every one of them. On PostgreSQL, SQLAlchemy's
 psycopg dialect looks the ``hstore`` type up on each new engine's first connection; the store keeps no
 hstore columns, so a store made from a URL turns that off (and an engine the caller passes is left alone).
+On MySQL/MariaDB, PyMySQL builds a default TLS context for its "preferred" TLS on every connection (the
+system's CA store read each time, most of an open's time); a store's connections share one.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from chatmemory import open_store
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
 from chatmemory.stores.sql import SQLChatMemoryStore
 from support.backends.postgres import open_backend
-
-pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
@@ -38,6 +38,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield statements
 
 
+@pytest.mark.postgres
 def test_a_store_opened_from_a_url_does_not_look_up_hstore(sent: list[str]) -> None:
     backend = open_backend()
     prefix = backend.fresh_prefix()
@@ -56,6 +57,7 @@ def test_a_store_opened_from_a_url_does_not_look_up_hstore(sent: list[str]) -> N
         store.close()
 
 
+@pytest.mark.postgres
 def test_an_asyncio_store_from_a_url_does_not_either() -> None:
     backend = open_backend()
 
@@ -69,6 +71,7 @@ def test_an_asyncio_store_from_a_url_does_not_either() -> None:
     assert asyncio.run(open_and_close()) is False
 
 
+@pytest.mark.postgres
 def test_an_engine_the_caller_passes_is_left_as_it_is() -> None:
     from sqlalchemy import create_engine
 
@@ -77,6 +80,56 @@ def test_an_engine_the_caller_passes_is_left_as_it_is() -> None:
     try:
         store = SQLChatMemoryStore(engine, table_prefix=backend.fresh_prefix())
         assert store.engine.dialect.use_native_hstore is True
+        store.close()
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.mysql
+def test_pymysql_connections_share_one_preferred_tls_context() -> None:
+    """PyMySQL builds a default TLS context (reading the system's CA store) on every connection otherwise."""
+    import ssl
+
+    from support.backends.mysql import open_backend as open_mysql
+
+    backend = open_mysql()
+    prefix = backend.fresh_prefix()
+    first: Any = open_store(backend.url, table_prefix=prefix)
+    second: Any = open_store(backend.url, table_prefix=prefix)
+    try:
+        first.create_schema()
+        assert first.load("absent").version == 0 and second.load("absent").version == 0
+        contexts = []
+        for store in (first, second):
+            connection = store.engine.raw_connection()
+            try:
+                contexts.append(connection.driver_connection.ctx)
+            finally:
+                connection.close()
+        assert isinstance(contexts[0], ssl.SSLContext) and contexts[0] is contexts[1]
+        # What PyMySQL's preferred TLS builds: it verifies no certificate, so the CA store was read for nothing.
+        assert contexts[0].verify_mode == ssl.CERT_NONE and not contexts[0].check_hostname
+        given = type(first.engine.raw_connection().driver_connection)
+        assert given._create_ssl_ctx(object.__new__(given), {"verify_mode": False}) is not contexts[0]
+    finally:
+        first.drop_schema()
+        first.close()
+        second.close()
+
+
+@pytest.mark.mysql
+def test_a_pymysql_engine_the_caller_passes_is_left_as_it_is() -> None:
+    from pymysql.connections import Connection
+    from sqlalchemy import create_engine
+
+    from support.backends.mysql import open_backend as open_mysql
+
+    engine = create_engine(open_mysql().url)
+    try:
+        store = SQLChatMemoryStore(engine, table_prefix="unused_")
+        connection = store.engine.raw_connection()
+        assert type(connection.driver_connection) is Connection
+        connection.close()
         store.close()
     finally:
         engine.dispose()

@@ -19,7 +19,9 @@ costs no ``BEGIN``/``COMMIT`` round trips.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import threading
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, make_url
@@ -279,14 +281,56 @@ def missing_driver(url: URL, exc: ImportError, feature: str) -> Exception:
 
 
 def engine_from_url(url: str, options: dict[str, Any]) -> Engine:
-    """An engine for the sync store to own (see :func:`normalize_url` and :func:`driver_options`)."""
+    """An engine for the sync store to own (see :func:`normalize_url` and :func:`driver_options`).
+
+    On PyMySQL its connections share one TLS context for the driver's "preferred" TLS (see
+    :func:`pymysql_connection_type`).
+    """
     parsed = normalize_url(url)
     try:
         engine = create_engine(parsed, **driver_options(parsed, options))
     except ImportError as exc:
         raise missing_driver(parsed, exc, "SQLChatMemoryStore") from exc
     install_connect_hooks(engine)
+    if parsed.get_driver_name() == "pymysql" and "creator" not in options:
+        connection_type = pymysql_connection_type()
+        if connection_type is not None:
+
+            @event.listens_for(engine, "do_connect")
+            def connect(dialect: Any, record: Any, cargs: Any, cparams: Any) -> Any:
+                return connection_type(*cargs, **cparams)
+
     return engine
+
+
+@functools.cache
+def pymysql_connection_type() -> type[Any] | None:
+    """PyMySQL's connection, building the TLS context of its "preferred" TLS once per process.
+
+    Given no TLS options, PyMySQL (1.1 and later) tries TLS and falls back to plain text when the server
+    offers none, and for that builds a default TLS context on every connection: the system's CA store is
+    read and parsed each time (tens of milliseconds, most of an open's time; several times that on a
+    loaded machine), to verify nothing (the context verifies no certificate). The context is the same
+    every time, so one is built and shared; a connection given TLS options of its own builds its own as
+    before. ``None`` where PyMySQL has no such step.
+    """
+    from pymysql.connections import Connection  # type: ignore[import-untyped]
+
+    if not callable(getattr(Connection, "_create_ssl_ctx", None)):
+        return None
+    lock = threading.Lock()
+    shared: list[Any] = []
+
+    class SharedTLSContextConnection(Connection):  # type: ignore[misc]
+        def _create_ssl_ctx(self, sslp: Any) -> Any:
+            if not (isinstance(sslp, dict) and not sslp):  # TLS options of the caller's: as PyMySQL does
+                return super()._create_ssl_ctx(sslp)
+            with lock:
+                if not shared:
+                    shared.append(super()._create_ssl_ctx(sslp))
+                return shared[0]
+
+    return SharedTLSContextConnection
 
 
 def autocommit_options(isolation_level: object) -> dict[str, str]:
