@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import AsyncMongoClient, MongoClient
+from pymongo import MongoClient
 
 from chatmemory import ChatMemoryStore, aio
 from chatmemory.stores.mongodb import MongoChatMemoryStore
@@ -74,21 +74,21 @@ class MongoBackend:
 
 
 class AsyncMongoBackend:
-    """The asyncio store: a fresh ``AsyncMongoClient`` per store (a client is bound to its event loop)."""
+    """The asyncio store built from the URL, as applications build it: it keeps a client per event loop."""
 
     name = "mongodb"
 
     def __init__(self, url: str, options: dict[str, Any]) -> None:
-        self.url = url
-        self.options = options
+        query = "&".join(
+            f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in options.items()
+        )
+        self.url = url + ("&" if "?" in url else "?") + query if query else url
 
     async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
         from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore
 
-        client: AsyncMongoClient[Any] = AsyncMongoClient(self.url, **self.options)
         collection = f"memories_{uuid.uuid4().hex}"
-        # The store is handed the client; close_store closes both.
-        return AsyncMongoChatMemoryStore(client, database=DATABASE, collection=collection, **options)
+        return AsyncMongoChatMemoryStore(self.url, database=DATABASE, collection=collection, **options)
 
     async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
         assert isinstance(store, aio.SupportsRawRecords)
@@ -98,11 +98,11 @@ class AsyncMongoBackend:
         from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore
 
         assert isinstance(store, AsyncMongoChatMemoryStore)
-        await store.collection.drop()
-        if store.history_collection is not None:
-            await store.history_collection.drop()
+        database = store.collection.database
+        for name in await database.list_collection_names():
+            if name.startswith(store.collection.name):
+                await database.drop_collection(name)
         await store.aclose()
-        await store.collection.database.client.close()
 
     def close(self) -> None:
         pass

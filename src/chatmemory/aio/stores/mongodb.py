@@ -152,9 +152,12 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         return OnLoop(another(), self._owns_client)
 
     def _here(self) -> Collections:
-        """The collections of the running loop's client, else those of the constructor's client."""
-        on = self._clients.current()
-        return self._on if on is None else on.collections
+        """The collections of the running loop's client (made now if needed), else the constructor's client's."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._on
+        return self._clients.get().collections
 
     async def _perform(self, command: Command | Sleep) -> Any:
         if isinstance(command, Sleep):
