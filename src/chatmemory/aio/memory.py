@@ -13,7 +13,13 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
-from chatmemory.aio.store import ChatMemoryStore, SupportsHistory, SupportsLockedUpdate, SupportsVersioning
+from chatmemory.aio.store import (
+    ChatMemoryStore,
+    SupportsHistory,
+    SupportsLockedUpdate,
+    SupportsRecordedWrites,
+    SupportsVersioning,
+)
 from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
 from chatmemory.core.memory_steps import (
@@ -85,6 +91,10 @@ async def _execute(store: ChatMemoryStore, step: Step) -> Any:
     if isinstance(step, Load):
         return await cast("SupportsVersioning", store).load(step.memory_id)
     if isinstance(step, Save):
+        if step.also_recorded:
+            return await cast("SupportsRecordedWrites", store).save_recorded(
+                step.memory_id, step.messages, step.expected_version, step.also_recorded
+            )
         return await cast("SupportsVersioning", store).save(step.memory_id, step.messages, step.expected_version)
     if isinstance(step, Modify):
         return await cast("SupportsLockedUpdate", store).modify(step.memory_id, step.change)

@@ -28,6 +28,7 @@ __all__ = [
     "SupportsContentionHint",
     "SupportsLockedUpdate",
     "SupportsRawRecords",
+    "SupportsRecordedWrites",
     "SupportsSchema",
     "SupportsTTL",
     "SupportsVersioning",
@@ -145,4 +146,24 @@ class SupportsHistory(Protocol):
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
         """Remove history entries written before ``older_than``; return how many were removed."""
+        ...
+
+
+@runtime_checkable
+class SupportsRecordedWrites(Protocol):
+    """The asyncio twin of :class:`chatmemory.core.recorded_writes.SupportsRecordedWrites`, awaited."""
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        ...
+
+    async def save_recorded(
+        self,
+        memory_id: str,
+        messages: Sequence[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` that records ``also_recorded`` before what the write appends; return the new version."""
         ...

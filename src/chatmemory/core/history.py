@@ -11,6 +11,9 @@ exactly as without history. The rules every store holds (the contract suite's hi
   (``update_messages``/``set`` with a list that is not "some old messages kept, new ones appended") is
   recorded as what it is: every message of the new window after the longest kept run is appended again,
   so the history shows the window as it was rewritten. Nothing in the history is ever changed.
+  Messages an ``add`` evicts before they reach the window (more than the window holds, or larger than
+  the whole token budget) are recorded with its write, before what it appends
+  (:mod:`chatmemory.core.recorded_writes`): the history is every message ever added.
 * **Sequence numbers** are integers that strictly increase in the order messages were written, within one
   history; gaps are allowed. Concurrent writers never produce a duplicate or a lost entry: a write that
   loses a version conflict records nothing, and its retry records its messages once.

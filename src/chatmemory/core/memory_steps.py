@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
+from chatmemory.core.recorded_writes import RecordedWindow, SupportsRecordedWrites, evicted_within
 from chatmemory.core.store import Change, ChatMemoryStore, Snapshot, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.window import (
     MessageWeight,
@@ -101,11 +102,14 @@ class Save:
     """Write if the memory is still at ``expected_version`` (reply: the new version).
 
     A conflict is thrown back into the steps as :class:`~chatmemory.ConcurrentUpdateError`.
+    ``also_recorded``: messages the store's history records before what the write appends (sent only
+    to a :class:`~chatmemory.core.recorded_writes.SupportsRecordedWrites` store, with ``save_recorded``).
     """
 
     memory_id: str
     messages: list[ChatMessage]
     expected_version: int
+    also_recorded: tuple[ChatMessage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +261,14 @@ def add_steps(
     max_attempts: int | None = None,
     locked: bool = False,
     contended: bool = False,
+    recorded: bool = False,
 ) -> Steps[WindowUpdate]:
     """Append ``added``: one read and at most one write, retried on a conflict.
+
+    With ``recorded`` (the store keeps a history and records writes' extra messages, see
+    :class:`~chatmemory.core.recorded_writes.SupportsRecordedWrites`), the messages of ``added`` that the
+    add evicts at once go to the history with the write, before what it appends to the window; such an
+    add writes even when the window stays as it was (an oversized message evicted at once).
 
     With a versioned store the write is conditional on the version read. A conflicting write is retried:
 
@@ -293,20 +303,21 @@ def add_steps(
         rules.report(update)
         return update
     if locked and contended:
-        update = yield from _add_locked(rules, added)
+        update = yield from _add_locked(rules, added, recorded)
         rules.report(update)
         return update
     attempts = retry.start("memory.add")
     while True:
         snapshot: Snapshot = yield Load(memory_id)
         update = rules.add(snapshot.messages, added)
-        if update.changed:
+        unheard = evicted_within(added, update.evicted) if recorded else ()
+        if update.changed or unheard:
             try:
-                yield Save(memory_id, update.messages, snapshot.version)
+                yield Save(memory_id, update.messages, snapshot.version, unheard)
             except ConcurrentUpdateError:
                 spent = max_attempts is not None and attempts.count >= max_attempts
                 if locked and not spent:
-                    update = yield from _add_locked(rules, added)
+                    update = yield from _add_locked(rules, added, recorded)
                     break
                 delay = None if spent else attempts.backoff()
                 if delay is None:
@@ -324,14 +335,17 @@ def add_steps(
     return update
 
 
-def _add_locked(rules: WindowRules, added: Sequence[ChatMessage]) -> Steps[WindowUpdate]:
+def _add_locked(rules: WindowRules, added: Sequence[ChatMessage], recorded: bool = False) -> Steps[WindowUpdate]:
     """The locked attempt of ``add``: the same window decision, made on what the store read under its lock."""
     decided: list[WindowUpdate] = []
 
-    def change(stored: list[ChatMessage]) -> list[ChatMessage] | None:
+    def change(stored: list[ChatMessage]) -> list[ChatMessage] | RecordedWindow | None:
         # The store may call this more than once; the last call is the one whose result it wrote.
         update = rules.add(stored, added)
         decided.append(update)
+        unheard = evicted_within(added, update.evicted) if recorded else ()
+        if unheard:
+            return RecordedWindow(update.messages, unheard)
         return update.messages if update.changed else None
 
     yield Modify(rules.memory_id, change)
@@ -492,6 +506,10 @@ def _execute(store: ChatMemoryStore, step: Step) -> Any:
     if isinstance(step, Load):
         return cast("SupportsVersioning", store).load(step.memory_id)
     if isinstance(step, Save):
+        if step.also_recorded:
+            return cast("SupportsRecordedWrites", store).save_recorded(
+                step.memory_id, step.messages, step.expected_version, step.also_recorded
+            )
         return cast("SupportsVersioning", store).save(step.memory_id, step.messages, step.expected_version)
     if isinstance(step, Modify):
         return cast("SupportsLockedUpdate", store).modify(step.memory_id, step.change)

@@ -27,6 +27,7 @@ from chatmemory.core.memory_steps import (
     set_steps,
 )
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.recorded_writes import SupportsRecordedWrites
 from chatmemory.core.store import SupportsContentionHint, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.tokens.framing import FramedEstimator
@@ -246,6 +247,13 @@ class WindowMemoryBase(Generic[StoreT]):
             and isinstance(store, SupportsLockedUpdate)
             and inspect.iscoroutinefunction(store.modify) == self._asyncio
         )
+        # A store that records what an add evicts at once (its history holds every message written).
+        self._recorded = (
+            self._versioned
+            and isinstance(store, SupportsRecordedWrites)
+            and bool(store.keeps_history)
+            and inspect.iscoroutinefunction(store.save_recorded) == self._asyncio
+        )
         self._contention: SupportsContentionHint | None = (
             store if self._locked and isinstance(store, SupportsContentionHint) else None
         )
@@ -314,6 +322,7 @@ class WindowMemoryBase(Generic[StoreT]):
             max_attempts=self.max_attempts,
             locked=self._locked,
             contended=self._contention is not None and self._contention.contended(self._id),
+            recorded=self._recorded,
         )
 
     def _messages_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:

@@ -109,14 +109,16 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             return None
         return entry
 
-    def _write(self, memory_id: str, messages: tuple[ChatMessage, ...]) -> int:
+    def _write(
+        self, memory_id: str, messages: tuple[ChatMessage, ...], also_recorded: tuple[ChatMessage, ...] = ()
+    ) -> int:
         entry = self._entries.get(memory_id)
         old = entry.messages if entry is not None and entry.messages is not None else ()
         # Encode what is new, as a persistent store would, so that a message no store can hold (an
         # unencodable string, an attribute changed after construction) fails here too, changing nothing.
         change = diff_messages(old, messages)
         appended = change.appended
-        encoded = sum(len(dumps_message(message)) for message in appended)
+        encoded = sum(len(dumps_message(message)) for message in also_recorded + appended)
         telemetry.note_write(appended=len(appended), evicted=len(change.deleted), bytes=encoded)
         version = next(self._versions)
         telemetry.note(version=version)
@@ -125,7 +127,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         expires_at = None if self._ttl is None else now + self._ttl
         self._entries[memory_id] = _Entry(version, messages, None, expires_at, written_at)
         if self._keeps_history:
-            self._record(memory_id, appended, now, written_at)
+            self._record(memory_id, also_recorded + appended, now, written_at)
         return version
 
     def _record(
@@ -168,15 +170,26 @@ class InMemoryChatMemoryStore(StoreLifecycle):
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
+        return self.save_recorded(memory_id, messages, expected_version, ())
+
+    def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
         memory_id = validate_memory_id(memory_id)
         messages = checked_messages(messages)  # taken once: a generator is as good as a list
+        also_recorded = checked_messages(also_recorded) if self._keeps_history else ()
         self._check_open(Operation.WRITE, memory_id)
         with self._lock:
             entry = self._live(memory_id)
             current = 0 if entry is None else entry.version
             if current != expected_version:
                 raise ConcurrentUpdateError(memory_id, expected_version)
-            return self._write(memory_id, messages)
+            return self._write(memory_id, messages, also_recorded)
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:

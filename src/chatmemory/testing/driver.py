@@ -24,6 +24,7 @@ from chatmemory.core import store as sync_store_protocols
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, SupportsHistory
 from chatmemory.core.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.recorded_writes import SupportsRecordedWrites
 from chatmemory.core.store import ChatMemoryStore, Snapshot
 from chatmemory.core.summarizing_memory import SummarizingChatMemory
 
@@ -111,6 +112,20 @@ class _SyncVersionedView(_SyncStoreView):
     async def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
         assert isinstance(self.wrapped, sync_store_protocols.SupportsVersioning)
         return self.wrapped.save(memory_id, messages, expected_version)
+
+
+class _SyncRecordedView(_SyncVersionedView):
+    """A sync store that records writes' extra messages (``save_recorded``) behind coroutine methods."""
+
+    async def save_recorded(
+        self,
+        memory_id: str,
+        messages: Sequence[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        assert isinstance(self.wrapped, SupportsRecordedWrites)
+        return self.wrapped.save_recorded(memory_id, messages, expected_version, also_recorded)
 
 
 class _SyncMemoryView:
@@ -230,6 +245,8 @@ class SyncDriver(ContractDriver):
     """Drives the cases against a sync store: plain calls, threads for concurrency, ``time.sleep``."""
 
     def _view(self, store: Any) -> StoreView:
+        if isinstance(store, SupportsRecordedWrites):
+            return _SyncRecordedView(store)
         if isinstance(store, sync_store_protocols.SupportsVersioning):
             return _SyncVersionedView(store)
         return _SyncStoreView(store)

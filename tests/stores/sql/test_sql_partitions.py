@@ -113,8 +113,8 @@ def test_create_schema_partitions_the_message_table_and_each_memory_lives_in_one
         assert all(len(partitions) == 1 for partitions in placed.values()), placed
         assert len(set().union(*placed.values())) == 4  # 24 ids spread over every partition
         store.update_messages("memory 3", [UserMessage("replaced")])
-        # The 3 the window kept (the add's first message never fitted), then the one that replaced them.
-        assert [entry.sequence for entry in store.history("memory 3").entries] == [1, 2, 3, 4]
+        # The add's 4 (its first evicted at once, still recorded), then the one that replaced them.
+        assert [entry.sequence for entry in store.history("memory 3").entries] == [1, 2, 3, 4, 5]
     finally:
         store.drop_schema()
         store.close()

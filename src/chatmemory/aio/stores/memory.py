@@ -66,6 +66,17 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         self._check_open(Operation.WRITE, memory_id)
         return self._sync.save(memory_id, messages, expected_version)
 
+    async def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        self._check_open(Operation.WRITE, memory_id)
+        return self._sync.save_recorded(memory_id, messages, expected_version, also_recorded)
+
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
         self._check_open(Operation.READ, memory_id)

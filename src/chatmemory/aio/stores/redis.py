@@ -137,6 +137,18 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
         return await self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
 
+    @_traced.coroutine("save")
+    async def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        steps = self._steps.save(memory_id, messages, expected_version, also_recorded)
+        return await self._drive(Operation.WRITE, memory_id, steps)
+
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
         return self._turns.contended(memory_id)

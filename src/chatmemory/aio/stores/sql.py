@@ -318,6 +318,17 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return await self._run(self._save(memory_id, messages, expected_version))
 
+    @_traced.coroutine("save")
+    async def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        return await self._run(self._save(memory_id, messages, expected_version, also_recorded))
+
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""

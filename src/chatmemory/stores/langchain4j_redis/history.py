@@ -86,18 +86,31 @@ class HistorySteps:
         self._history_ttl_arg = b"" if history_ttl_ms is None else b"%d" % history_ttl_ms
 
     def _write(
-        self, memory_id: str, expected: bytes, old: Sequence[ChatMessage], new: list[ChatMessage]
+        self,
+        memory_id: str,
+        expected: bytes,
+        old: Sequence[ChatMessage],
+        new: list[ChatMessage],
+        also_recorded: Sequence[ChatMessage] = (),
     ) -> tuple[ValueWrite, Script]:
         value = encode(new)
         memory_key = key(self.prefix, memory_id)
         plan = ValueWrite(memory_key, expected, value, digest(value), self.ttl_ms, self.write_ids.next())
-        records = [dumps_message(message) for message in history_appends(old, new)]
+        records = [dumps_message(message) for message in (*also_recorded, *history_appends(old, new))]
         args = (*plan.script_args(), self._history_ttl_arg, *records)
         keys = (memory_key, history_key(memory_key), write_ids_key(memory_key), legacy_history_key(memory_key))
         return plan, Script(WRITE_HISTORY_SCRIPT, WRITE_HISTORY_SCRIPT_SHA, keys, args)
 
-    def save(self, memory_id: str, new: list[ChatMessage], expected_version: int) -> Sends[int]:
+    def save(
+        self,
+        memory_id: str,
+        new: list[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage] = (),
+    ) -> Sends[int]:
         """Write ``new`` if the key still holds the value read at ``expected_version``; record what it appends.
+
+        ``also_recorded`` goes to the history first (messages evicted within the add that wrote them).
 
         Raises:
             ConcurrentUpdateError: the version is not current, or the key holds another value.
@@ -113,7 +126,7 @@ class HistorySteps:
             if not isinstance(value, bytes) or digest(value) != expected:
                 raise ConcurrentUpdateError(memory_id, expected_version)
             old = tuple(decode(value, memory_id))
-        plan, script = self._write(memory_id, expected, old, new)
+        plan, script = self._write(memory_id, expected, old, new, also_recorded)
         version = written_version(self.book, memory_id, plan, (yield script), expected_version)
         self.known.put(memory_id, plan.new_digest, new)
         return version

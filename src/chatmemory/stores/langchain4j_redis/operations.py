@@ -25,6 +25,7 @@ from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, 
 from chatmemory.core.history import HistoryPage, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
@@ -101,11 +102,17 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
 
     # --------------------------------------------------------------------------------------------- write
 
-    def _save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Sends[int]:
+    def _save(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Iterable[ChatMessage] = (),
+    ) -> Sends[int]:
         memory_id = validate_memory_id(memory_id)
         listed = message_list(messages)
         if self._history is not None:
-            step = self._history.save(memory_id, listed, expected_version)
+            step = self._history.save(memory_id, listed, expected_version, message_list(also_recorded))
             return (yield from self._recorded(Operation.WRITE, memory_id, step))
         write_id = self._write_ids.next()
         plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms, write_id)
@@ -178,11 +185,11 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
         """
         while True:
             snapshot = yield from self._load(memory_id)
-            new = change(list(snapshot.messages))
+            new, also_recorded = recorded_parts(change(list(snapshot.messages)))
             if new is None:
                 return snapshot.version
             try:
-                return (yield from self._save(memory_id, new, snapshot.version))
+                return (yield from self._save(memory_id, new, snapshot.version, also_recorded))
             except ConcurrentUpdateError:
                 telemetry.retried()
 

@@ -156,6 +156,18 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
         return self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
 
+    @_traced("save")
+    def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Iterable[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        steps = self._save(memory_id, messages, expected_version, also_recorded)
+        return self._drive(Operation.WRITE, memory_id, steps)
+
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
         return self._turns.contended(memory_id)

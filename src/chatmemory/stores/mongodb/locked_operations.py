@@ -16,6 +16,7 @@ from typing import TypeVar
 from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, StoreError
 from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change
 from chatmemory.stores.base import Operation
 from chatmemory.stores.mongodb.commands import Result, Sleep, Steps, Target, call
@@ -67,11 +68,11 @@ class LockedOperations(MongoOperations[_Client]):
         while True:
             state = yield from self._load_state_steps(memory_id)
             version = 0 if state is None else state.version
-            new = change([] if state is None else state.layout.messages())
+            new, also_recorded = recorded_parts(change([] if state is None else state.layout.messages()))
             if new is None:
                 return version
             try:
-                return (yield from self._save(memory_id, new, version))
+                return (yield from self._save(memory_id, new, version, also_recorded))
             except ConcurrentUpdateError:
                 telemetry.retried()
 

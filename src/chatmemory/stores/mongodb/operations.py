@@ -204,9 +204,16 @@ class MongoOperations(HistoryOperations[_Client]):
 
     # --------------------------------------------------------------------------------------------- write
 
-    def _save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Steps[int]:
+    def _save(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Iterable[ChatMessage] = (),
+    ) -> Steps[int]:
         memory_id = validate_memory_id(memory_id)
         taken = materialize(messages)
+        extra = materialize(also_recorded) if self._history is not None else ()
         if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
             raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
         self._check_open(Operation.WRITE, memory_id)
@@ -225,7 +232,7 @@ class MongoOperations(HistoryOperations[_Client]):
             refreshed = yield from self._refresh_before(memory_id, cached)
         plan = plan_save(
             memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now(),
-            history=self._history, refreshed=refreshed,
+            history=self._history, refreshed=refreshed, also_recorded=extra,
         )  # fmt: skip
         outcome = yield from self._execute(plan)
         if isinstance(outcome, Conflict):

@@ -225,6 +225,7 @@ def plan_save(
     server_now: datetime.datetime | None = None,
     history: HistoryConfig | None = None,
     refreshed: datetime.datetime | None = None,
+    also_recorded: Sequence[ChatMessage] = (),
 ) -> WritePlan:
     """The write of ``messages`` if the memory is still at ``expected_version`` (``0``: absent or expired).
 
@@ -241,6 +242,8 @@ def plan_save(
     the messages the write appends to the history are the sequence diff of that window and ``messages``
     (see :mod:`chatmemory.stores.mongodb.history`). ``refreshed``: the store set the expiry of every
     entry from that time before this write (:func:`~chatmemory.stores.mongodb.history.refresh_due`).
+    ``also_recorded``: with ``history``, messages recorded before what the write appends (evicted within
+    the add that wrote them); ignored without.
 
     Raises:
         ValueError: ``history`` is given without a ``cached`` state at ``expected_version``.
@@ -252,7 +255,8 @@ def plan_save(
     history_records: tuple[Record, ...] = ()
     if history is not None:
         old = cached.layout.messages() if cached is not None and expected_version != 0 else []
-        history_records = tuple(encode_record(message) for message in history_appends(old, messages))
+        said = (*also_recorded, *history_appends(old, messages))
+        history_records = tuple(encode_record(message) for message in said)
         # The document holds the window, this write's group and what may be staged before it.
         check_size(memory_id, (*_records(layout), *history_records, STAGED_ROOM))
     if expected_version == 0:

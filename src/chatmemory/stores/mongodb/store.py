@@ -174,6 +174,17 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return self._run(self._save(memory_id, messages, expected_version))
 
+    @_traced("save")
+    def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        return self._run(self._save(memory_id, messages, expected_version, also_recorded))
+
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
         return self._turns.contended(memory_id)  # type: ignore[no-any-return]

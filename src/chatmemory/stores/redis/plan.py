@@ -224,8 +224,18 @@ class Planner:
                 return diff
         return self.full(memory_id, messages, None)
 
-    def diff(self, memory_id: str, cached: CachedMemory, messages: tuple[ChatMessage, ...]) -> WritePlan | None:
-        """``messages`` as a diff against ``cached`` (at its version), or ``None`` if nothing of it stays."""
+    def diff(
+        self,
+        memory_id: str,
+        cached: CachedMemory,
+        messages: tuple[ChatMessage, ...],
+        also_recorded: tuple[ChatMessage, ...] = (),
+    ) -> WritePlan | None:
+        """``messages`` as a diff against ``cached`` (at its version), or ``None`` if nothing of it stays.
+
+        ``also_recorded`` (a store with history): messages the history records before the appended ones,
+        sent after the window's records.
+        """
         shift = window_shift(cached.messages, messages)
         if shift is not None:
             span, kept = shift
@@ -242,19 +252,20 @@ class Planner:
         records = [encode(message) for message in appended]
         telemetry.note_write(appended=len(records), evicted=span - len(kept_in_span), bytes=sum(map(len, records)))
         if self.keeps_history:
-            # The appended messages are the last records sent: the history gets all of them.
+            # The appended messages are the last records of the window: the history gets all of them.
             args = (
                 cached.version_arg,
                 self.write_id(),
                 self._ttl_arg,
                 b"d",
                 self._history_ttl_arg,
-                b"%d" % len(appended),
+                _recorded_arg(len(appended), also_recorded),
                 cached.incarnation,
                 b"%d" % span,
                 b"%d" % len(kept_in_span),
                 *[b"%d" % position for position in kept_in_span],
                 *records,
+                *[encode(message) for message in also_recorded],
             )
             call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id, cached.keys.with_history)
             return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
@@ -273,7 +284,12 @@ class Planner:
         return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
 
     def recorded(
-        self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int, known: CachedMemory | None
+        self,
+        memory_id: str,
+        messages: tuple[ChatMessage, ...],
+        expected_version: int,
+        known: CachedMemory | None,
+        also_recorded: tuple[ChatMessage, ...] = (),
     ) -> WritePlan:
         """A write of a store with history: conditional on the window the history appends are found from.
 
@@ -283,21 +299,29 @@ class Planner:
             expected_version: the version the memory must be at (``0``: it must not exist).
             known: the window stored at ``expected_version``, or ``None`` when it is not known (no memory,
                 or records that do not decode): then every message of the new window is recorded.
+            also_recorded: messages recorded before those the write appends (evicted within their add).
         """
         if known is not None:
-            diff = self.diff(memory_id, known, messages)
+            diff = self.diff(memory_id, known, messages, also_recorded)
             if diff is not None:
                 return diff
-        return self.full(memory_id, messages, expected_version)
+        return self.full(memory_id, messages, expected_version, also_recorded)
 
-    def full(self, memory_id: str, messages: tuple[ChatMessage, ...], expected_version: int | None) -> WritePlan:
+    def full(
+        self,
+        memory_id: str,
+        messages: tuple[ChatMessage, ...],
+        expected_version: int | None,
+        also_recorded: tuple[ChatMessage, ...] = (),
+    ) -> WritePlan:
         """Write ``messages`` whole, if the memory is at ``expected_version`` (``None``: whatever it holds).
 
         With history, every message of the list is recorded (what it replaces is not known here, or is
-        rewritten whole).
+        rewritten whole), after ``also_recorded``.
         """
         records = [encode(message) for message in messages]
-        return self._full(memory_id, records, expected_version, messages, len(records))
+        extra = [encode(message) for message in also_recorded] if self.keeps_history else []
+        return self._full(memory_id, records, expected_version, messages, len(records), extra)
 
     def raw(self, memory_id: str, records: Sequence[bytes]) -> WritePlan:
         """Replace the memory with ``records`` as they are (not cached: they are decoded only when read).
@@ -313,12 +337,14 @@ class Planner:
         expected_version: int | None,
         messages: tuple[ChatMessage, ...] | None,
         recorded: int,
+        extra: Sequence[bytes] = (),
     ) -> WritePlan:
         telemetry.note_write(appended=len(records), evicted=None, bytes=sum(map(len, records)))
         expected = b"" if expected_version is None else b"%d" % expected_version
         keys = self.key_space.keys_of(memory_id)
         if self.keeps_history:
-            args = (expected, self.write_id(), self._ttl_arg, b"f", self._history_ttl_arg, b"%d" % recorded, *records)
+            counts = b"%d:%d" % (recorded, len(extra)) if extra else b"%d" % recorded
+            args = (expected, self.write_id(), self._ttl_arg, b"f", self._history_ttl_arg, counts, *records, *extra)
             call = ScriptCall(WRITE, keys, args, Operation.WRITE, memory_id, keys.with_history)
         else:
             args = (expected, self.write_id(), self._ttl_arg, b"f", *records)
@@ -379,3 +405,8 @@ class Planner:
         if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
             return reply
         raise unexpected(call, reply)
+
+
+def _recorded_arg(recorded: int, also_recorded: Sequence[ChatMessage]) -> bytes:
+    """The write script's count of recorded records: ``n``, or ``n:e`` with ``e`` history-only ones after them."""
+    return b"%d:%d" % (recorded, len(also_recorded)) if also_recorded else b"%d" % recorded

@@ -24,7 +24,8 @@ from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, 
 from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.memory_steps import Sleep
-from chatmemory.core.messages import ChatMessage
+from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import loads_message
@@ -109,8 +110,17 @@ class Steps:
             return Snapshot([], 0)
         raise CorruptedMemoryError(memory_id, outcome.reason)
 
-    def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Sends[int]:
+    def save(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage] = (),
+    ) -> Sends[int]:
         """Write ``messages`` if the memory is at ``expected_version``; return the new version.
+
+        With history, ``also_recorded`` goes to the history before what the write appends (it is ignored
+        without); such a write is sent even when the window does not change.
 
         Raises:
             ConcurrentUpdateError: the memory is not at ``expected_version``; nothing was written.
@@ -122,7 +132,8 @@ class Steps:
         if self.planner.known_stale(cached, expected_version):
             raise ConcurrentUpdateError(memory_id, expected_version)
         if self.planner.keeps_history:
-            return (yield from self._save_recorded(memory_id, new, expected_version, cached))
+            extra = checked_messages(also_recorded)
+            return (yield from self._save_recorded(memory_id, new, expected_version, cached, extra))
         plan = self.planner.save(memory_id, new, expected_version, cached)
         while True:
             reply = yield plan.call
@@ -196,11 +207,11 @@ class Steps:
         """
         while True:
             snapshot = yield from self.load(memory_id)
-            new = change(list(snapshot.messages))
+            new, also_recorded = recorded_parts(change(list(snapshot.messages)))
             if new is None:
                 return snapshot.version
             try:
-                return (yield from self.save(memory_id, new, snapshot.version))
+                return (yield from self.save(memory_id, new, snapshot.version, also_recorded))
             except ConcurrentUpdateError:
                 telemetry.retried()
 
@@ -242,7 +253,12 @@ class Steps:
         return _Known(0, None)
 
     def _save_recorded(
-        self, memory_id: str, new: tuple[ChatMessage, ...], expected_version: int, cached: CachedMemory | None
+        self,
+        memory_id: str,
+        new: tuple[ChatMessage, ...],
+        expected_version: int,
+        cached: CachedMemory | None,
+        also_recorded: tuple[ChatMessage, ...] = (),
     ) -> Sends[int]:
         if expected_version == 0:
             known: CachedMemory | None = None  # the write is conditional on there being no memory
@@ -256,7 +272,7 @@ class Steps:
                 raise ConcurrentUpdateError(memory_id, expected_version)
             known = found.cached
         while True:
-            plan = self.planner.recorded(memory_id, new, expected_version, known)
+            plan = self.planner.recorded(memory_id, new, expected_version, known, also_recorded)
             reply = yield plan.call
             version = self._saved(memory_id, plan, write_outcome(plan.call, plan.incarnation, reply), expected_version)
             if version is not None:

@@ -244,9 +244,21 @@ class SQLStoreBase(Generic[_Engine]):
         if not self._history:
             raise HistoryNotEnabledError(repr(self))
 
-    def _request(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int | None) -> WriteRequest:
+    def _request(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int | None,
+        also_recorded: Iterable[ChatMessage] = (),
+    ) -> WriteRequest:
         return WriteRequest.of_messages(
-            memory_id, messages, expected_version, self._ttl, history=self._history, history_ttl=self._history_ttl
+            memory_id,
+            messages,
+            expected_version,
+            self._ttl,
+            history=self._history,
+            history_ttl=self._history_ttl,
+            also_recorded=also_recorded,
         )
 
     def _records_request(self, memory_id: str, records: Iterable[bytes]) -> WriteRequest:

@@ -145,8 +145,8 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
     against any cached snapshot (conditioned on that snapshot's version: if it is stale, the write falls
     back to the locked path). Only the appended messages are encoded.
     """
-    if request.messages is None or cached is None:
-        return None
+    if request.messages is None or cached is None or request.also_recorded:
+        return None  # history-only rows take the locked path (rare: an add evicting its own messages)
     if request.conditional and cached.version != request.expected_version:
         return None
     seqs = cached.seqs

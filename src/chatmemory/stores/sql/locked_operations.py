@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from chatmemory.core.errors import CorruptedMemoryError, UnsupportedFormatVersionError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
 from chatmemory.stores.sql.commands import Result, Statement, Steps
@@ -111,6 +112,8 @@ class LockedOperations(HistoryOperations[_Engine]):
             yield Statement(
                 statements.insert_history if decision.recorded else statements.insert_messages, decision.rows
             )
+        if decision.flagged_new:
+            yield Statement(statements.flag_seqs, decision.flag_new_parameters())
 
     def _locked_window(
         self, memory_id: str, head: plan.LockedHead, cached: CachedSnapshot | None
@@ -175,8 +178,8 @@ class LockedOperations(HistoryOperations[_Engine]):
         current = yield from self._locked_window(memory_id, head, cached)
         if isinstance(current, plan.Corrupted):
             return current
-        new = change(list(current.snapshot.messages))
+        new, also_recorded = recorded_parts(change(list(current.snapshot.messages)))
         if new is None:
             return plan.Unchanged(current.snapshot.version)
-        request = self._request(memory_id, new, current.snapshot.version)
+        request = self._request(memory_id, new, current.snapshot.version, also_recorded)
         return (yield from self._decide(request, current.state, head))

@@ -127,6 +127,9 @@ class LockedWrite:
     conditional: bool
     flagged_seqs: tuple[int, ...] = ()
     recorded: bool = False
+    flagged_new: tuple[int, ...] = ()
+    """Rows this write inserts already outside the window (history-only) that its ranges enclose: marked
+    evicted once inserted."""
 
     def delete_parameters(self) -> dict[str, Any]:
         """Parameters of the delete of the evicted rows."""
@@ -135,6 +138,10 @@ class LockedWrite:
     def flag_parameters(self) -> dict[str, Any]:
         """Parameters of the mark of the evicted rows the window's ranges still enclose."""
         return {"p_id": self.head["p_id"], "p_seqs": list(self.flagged_seqs)}
+
+    def flag_new_parameters(self) -> dict[str, Any]:
+        """Parameters of the mark of :attr:`flagged_new`, after the insert."""
+        return {"p_id": self.head["p_id"], "p_seqs": list(self.flagged_new)}
 
 
 def window_needed(request: WriteRequest, cached: CachedSnapshot | None, head: LockedHead) -> bool:
@@ -193,15 +200,20 @@ def plan_locked(
                 old_start = cached.window_start
                 diffed = True
         # Encoded under the lock, only what is new; an unencodable message rolls the transaction back.
-        payloads = tuple(dumps_message(message) for message in appended)
+        # History-only rows come first, outside the window (marked evicted where its ranges enclose them).
+        extra = len(request.also_recorded)
+        payloads = tuple(dumps_message(message) for message in (*request.also_recorded, *appended))
     else:
+        extra = 0
         payloads = request.records or ()
     telemetry.note_write(
         appended=len(payloads), evicted=len(evicted) if diffed or not live else None, bytes=sum(map(len, payloads))
     )
-    new_seqs = tuple(range(first_seq, first_seq + len(payloads)))
+    row_seqs = tuple(range(first_seq, first_seq + len(payloads)))
+    new_seqs = row_seqs[extra:]
     cover = cover_window(kept_seqs + new_seqs, old_start, first_seq + len(payloads))
     deleted_seqs, flagged_seqs = removed_seqs(request, evicted, cover)
+    _, flagged_new = removed_seqs(request, row_seqs[:extra], cover)
     recent = write_entry(request.write_id, version)
     if head.present and head.recent_writes:
         recent += head.recent_writes[: (RECENT_WRITES - 1) * ENTRY_DIGITS]
@@ -228,12 +240,13 @@ def plan_locked(
         delete_all=delete_all,
         deleted_seqs=deleted_seqs,
         head=head_parameters,
-        rows=message_rows(request.memory_id, new_seqs, payloads, recorded=request.recorded),
+        rows=message_rows(request.memory_id, row_seqs, payloads, recorded=request.recorded),
         version=version,
         state=state,
         conditional=request.conditional,
         flagged_seqs=flagged_seqs,
         recorded=request.recorded,
+        flagged_new=flagged_new,
     )
 
 

@@ -126,8 +126,15 @@ class SQLOperations(LockedOperations[_Engine]):
 
     # The write's arguments are checked when its operation is made, before any command is sent.
 
-    def _save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> Steps[int]:
-        return self._write(self._request(validate_memory_id(memory_id), messages, expected_version))
+    def _save(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Iterable[ChatMessage] = (),
+    ) -> Steps[int]:
+        request = self._request(validate_memory_id(memory_id), messages, expected_version, also_recorded)
+        return self._write(request)
 
     def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[int]:
         return self._write(self._request(validate_memory_id(memory_id), messages, None))

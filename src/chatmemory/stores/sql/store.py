@@ -199,6 +199,17 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
         return self._driver.run(self._save(memory_id, messages, expected_version))
 
+    @_traced("save")
+    def save_recorded(
+        self,
+        memory_id: str,
+        messages: Iterable[ChatMessage],
+        expected_version: int,
+        also_recorded: Sequence[ChatMessage],
+    ) -> int:
+        """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
+        return self._driver.run(self._save(memory_id, messages, expected_version, also_recorded))
+
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""

@@ -81,6 +81,9 @@ class WriteRequest:
     write_id: str = field(default_factory=new_write_id)
     history: bool = False
     history_ttl: float | None = None
+    also_recorded: tuple[ChatMessage, ...] = ()
+    """History-only messages (evicted within the add that wrote them): rows before the appended ones,
+    outside the window."""
 
     @classmethod
     def of_messages(
@@ -92,14 +95,24 @@ class WriteRequest:
         *,
         history: bool = False,
         history_ttl: float | None = None,
+        also_recorded: Iterable[ChatMessage] = (),
     ) -> WriteRequest:
         """A write of ``messages`` (any iterable, consumed once; each checked to be a message).
 
         ``history``: keep what the write evicts and record what it adds; ``history_ttl``: seconds the
-        history outlives this write (``None``: it expires with the window).
+        history outlives this write (``None``: it expires with the window); ``also_recorded``: with
+        history, messages recorded before what it adds (ignored without).
         """
+        extra = checked_messages(also_recorded) if history else ()
         return cls(
-            memory_id, checked_messages(messages), None, expected_version, ttl, history=history, history_ttl=history_ttl
+            memory_id,
+            checked_messages(messages),
+            None,
+            expected_version,
+            ttl,
+            history=history,
+            history_ttl=history_ttl,
+            also_recorded=extra,
         )
 
     @classmethod

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from chatmemory import aio
+from chatmemory.aio.store import SupportsRecordedWrites as RecordedWrites
 from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
 from chatmemory.core.history import MAX_HISTORY_PAGE, HistoryEntry, SupportsHistory
 from chatmemory.core.memory import MessageWindowChatMemory
@@ -46,6 +47,11 @@ def _assert_increasing(entries: list[HistoryEntry]) -> None:
     sequences = [entry.sequence for entry in entries]
     assert all(isinstance(sequence, int) and sequence >= 1 for sequence in sequences), sequences
     assert sequences == sorted(set(sequences)), f"sequences must strictly increase: {sequences}"
+
+
+def _assert_consecutive(entries: list[HistoryEntry]) -> None:
+    sequences = [entry.sequence for entry in entries]
+    assert sequences == list(range(sequences[0], sequences[0] + len(sequences))), f"not consecutive: {sequences}"
 
 
 async def _history_outlives_the_window(contract: ContractDriver, memory_id: str, scale: float) -> None:
@@ -274,6 +280,105 @@ class HistoryCases:
         with pytest.raises(ConcurrentUpdateError):
             await store.save(memory_id, [*texts(2), UserMessage("loser")], version)
         assert await _messages(store, memory_id) == [*texts(2), UserMessage("winner")]
+
+    async def test_messages_evicted_within_their_own_add_are_recorded(
+        self, contract: ContractDriver, memory_id: str
+    ) -> None:
+        store = await contract.history_store()
+        memory = contract.memory(memory_id, store=store, max_messages=3)
+        first = texts(5)
+        await memory.add(*first)  # five messages into a window of three: two never reach the window
+        assert await memory.messages() == first[2:]
+        entries = await _all_entries(store, memory_id)
+        assert [entry.message for entry in entries] == first
+        _assert_consecutive(entries)
+        assert len({entry.written_at for entry in entries}) == 1, "one write, one written_at"
+        second = texts(4, "n")
+        await memory.add(*second)
+        assert await memory.messages() == second[1:]
+        entries = await _all_entries(store, memory_id)
+        assert [entry.message for entry in entries] == [*first, *second]
+        _assert_increasing(entries)
+        _assert_consecutive(entries[5:])
+
+    async def test_evicted_within_their_add_behind_a_system_message_kept_first(
+        self, contract: ContractDriver, memory_id: str
+    ) -> None:
+        store = await contract.history_store()
+        memory = contract.memory(memory_id, store=store, max_messages=3, always_keep_system_message_first=True)
+        system = SystemMessage("be brief")
+        await memory.add(system, UserMessage("a"))
+        added = texts(4)
+        await memory.add(*added)
+        assert await memory.messages() == [system, *added[2:]]
+        entries = await _all_entries(store, memory_id)
+        assert [entry.message for entry in entries] == [system, UserMessage("a"), *added]
+        _assert_consecutive(entries[2:])
+
+    async def test_a_message_larger_than_the_token_budget_is_recorded(
+        self, contract: ContractDriver, memory_id: str
+    ) -> None:
+        store = await contract.history_store()
+        memory = contract.token_memory(memory_id, store=store, max_tokens=50)
+        small, huge = UserMessage("hello"), UserMessage("word " * 400)
+        await memory.add(huge)  # evicted at once, into an empty memory: the window does not change
+        assert await memory.messages() == []
+        assert await _messages(store, memory_id) == [huge]
+        await memory.add(huge)  # again, into an existing empty window
+        assert await _messages(store, memory_id) == [huge, huge]
+        await memory.add(small)
+        await memory.add(huge)  # evicted at once, with the older message it pushed out
+        assert await memory.messages() == []
+        entries = await _all_entries(store, memory_id)
+        assert [entry.message for entry in entries] == [huge, huge, small, huge]
+        _assert_increasing(entries)
+
+    async def test_a_recorded_write_that_loses_a_conflict_records_nothing(
+        self, contract: ContractDriver, memory_id: str
+    ) -> None:
+        store = await contract.history_store()
+        recorder = store if isinstance(store, RecordedWrites) else None
+        if recorder is None:
+            pytest.skip("the store does not record writes' extra messages")
+        version = await recorder.save_recorded(memory_id, texts(1), 0, [UserMessage("said first")])
+        assert await _messages(store, memory_id) == [UserMessage("said first"), *texts(1)]
+        winner = await recorder.save_recorded(memory_id, texts(1), version, [UserMessage("winner")])
+        with pytest.raises(ConcurrentUpdateError):
+            await recorder.save_recorded(memory_id, [*texts(1), UserMessage("loser")], version, [UserMessage("lost")])
+        assert await _messages(store, memory_id) == [UserMessage("said first"), *texts(1), UserMessage("winner")]
+        await recorder.save_recorded(memory_id, [*texts(1), UserMessage("loser")], winner, [UserMessage("lost")])
+        entries = await _all_entries(store, memory_id)
+        assert [entry.message for entry in entries] == [
+            UserMessage("said first"),
+            *texts(1),
+            UserMessage("winner"),
+            UserMessage("lost"),
+            UserMessage("loser"),
+        ]
+        _assert_consecutive(entries[-2:])
+        assert await store.get_messages(memory_id) == [*texts(1), UserMessage("loser")]
+
+    async def test_concurrent_adds_evicting_their_own_messages_record_each_once(
+        self, contract: ContractDriver, memory_id: str
+    ) -> None:
+        store = await contract.history_store()
+        writers, turns = 4, 6
+
+        async def write(writer: int) -> None:
+            memory = contract.memory(memory_id, store=store, max_messages=1)
+            for turn in range(turns):  # the question never stays: the answer evicts it in the same add
+                await memory.add(UserMessage(f"q{writer}-{turn}"), AiMessage(f"a{writer}-{turn}"))
+                await contract.pause()
+
+        await contract.together(*(write(writer) for writer in range(writers)))
+        entries = await _all_entries(store, memory_id)
+        _assert_increasing(entries)
+        said = [str(getattr(entry.message, "text", "")) for entry in entries]
+        assert sorted(said) == sorted(f"{kind}{w}-{t}" for kind in "qa" for w in range(writers) for t in range(turns))
+        for writer in range(writers):
+            for turn in range(turns):  # each question right before its answer
+                at = said.index(f"q{writer}-{turn}")
+                assert said[at + 1] == f"a{writer}-{turn}"
 
     async def test_concurrent_writers_record_each_message_once(self, contract: ContractDriver, memory_id: str) -> None:
         store = await contract.history_store()

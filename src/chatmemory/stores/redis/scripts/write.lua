@@ -2,7 +2,9 @@
 -- ARGV[1] expected version ('' for an unconditional write), ARGV[2] this write's unique id,
 -- ARGV[3] ttl in ms (0: the memory never expires), ARGV[4] mode. With a KEYS[3] (a store with history),
 -- ARGV[5] is the history's ttl in ms ('' : it expires with the window), ARGV[6] how many of the last
--- records sent are appended to the history (the client's sequence diff decides), and the mode's own
+-- records sent are appended to the history (the client's sequence diff decides), or 'n:e' for n of the
+-- window's records and e more sent after them for the history alone (messages evicted within the add
+-- that wrote them), recorded before the n; and the mode's own
 -- arguments start at ARGV[7] instead of ARGV[5] (below, at ARGV[5+o]: o is 0, or 2 with a history):
 --   'f' (full): ARGV[5+o..] are the records of the whole new list;
 --   'd' (diff): ARGV[5+o] cached incarnation, ARGV[6+o] span (the first `span` elements are removed),
@@ -17,7 +19,7 @@ local ttl, refused = checked_ttl(ARGV[3])
 if refused then
   return refused
 end
-local o, history_ttl, recorded = 0, nil, 0
+local o, history_ttl, recorded, extra = 0, nil, 0, 0
 if KEYS[3] then
   o = 2
   if ARGV[5] ~= '' then
@@ -26,8 +28,16 @@ if KEYS[3] then
       return refused
     end
   end
-  recorded = tonumber(ARGV[6])
+  local counts = ARGV[6]
+  local colon = string.find(counts, ':', 1, true)
+  if colon then
+    recorded, extra = tonumber(string.sub(counts, 1, colon - 1)), tonumber(string.sub(counts, colon + 1))
+  else
+    recorded = tonumber(counts)
+  end
 end
+-- The records of the window end at nargs; the history-only ones (if any) follow them.
+local nargs = #ARGV - extra
 local conditional = ARGV[1] ~= ''
 if not conditional then
   -- An unconditional write is how an operator replaces a damaged memory: keys of a wrong type go.
@@ -60,7 +70,7 @@ local size, pushed = nil, false
 if not KEYS[3] and ARGV[4] == 'd' and conditional and head[1] == ARGV[1] and ARGV[1] ~= '0' and head[2]
     and head[2] ~= '' and head[2] == ARGV[5] and head[3] then
   local from = ARGV[7] == '0' and 8 or 8 + tonumber(ARGV[7])
-  local count = #ARGV - from + 1
+  local count = nargs - from + 1
   if count > 0 and count <= 1000 then
     local length = redis.call('RPUSH', KEYS[2], unpack(ARGV, from))
     size = length - count
@@ -123,7 +133,7 @@ end
 -- history key of another type), and then nothing else has been written.
 local written, micros_text = clock_text(now)
 local hseq = nil
-if recorded > 0 then
+if recorded + extra > 0 then
   if state == 'memory' then
     hseq = tonumber(head[5])
   end
@@ -141,10 +151,11 @@ if recorded > 0 then
     end
   end
   local stamp = ':' .. written .. ':'
-  local from = #ARGV - recorded
   local entries = {}
-  for i = 1, recorded do
-    entries[#entries + 1] = string.format('%.0f', hseq + i) .. stamp .. ARGV[from + i]
+  for i = 1, recorded + extra do
+    -- The history-only records first (ARGV[nargs + 1..]), then the window's last `recorded`.
+    local at = i <= extra and nargs + i or nargs - recorded + i - extra
+    entries[#entries + 1] = string.format('%.0f', hseq + i) .. stamp .. ARGV[at]
     if #entries == 1000 then
       redis.call('RPUSH', KEYS[3], unpack(entries))
       entries = {}
@@ -153,7 +164,7 @@ if recorded > 0 then
   if #entries > 0 then
     redis.call('RPUSH', KEYS[3], unpack(entries))
   end
-  hseq = hseq + recorded
+  hseq = hseq + recorded + extra
 end
 local first
 if ARGV[4] == 'd' then
@@ -173,13 +184,13 @@ if ARGV[4] == 'd' then
     end
   end
   first = 8 + o + kept
-  size = size - span + kept + #ARGV - first + 1
+  size = size - span + kept + nargs - first + 1
 else
   redis.call('DEL', KEYS[2])
   first = 5 + o
-  size = #ARGV - 4 - o
+  size = nargs - 4 - o
 end
-local last = #ARGV
+local last = nargs
 if pushed then
   first = last + 1 -- appended above already
 end
