@@ -47,6 +47,8 @@ DRIVER_MODULES = {
     "chatmemory.stores.redis.base",
     "chatmemory.stores.redis.driver",
     "chatmemory.stores.redis.sending",
+    "chatmemory.stores.redis.acknowledged_sending",
+    "chatmemory.stores.redis.resending",
     # The LangChain4j layout: its executor and base, and operations that read redis-py's reply errors.
     "chatmemory.stores.langchain4j_redis.store",
     "chatmemory.stores.langchain4j_redis.base",

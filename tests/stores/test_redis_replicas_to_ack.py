@@ -10,6 +10,7 @@ for a store that does not pin the pair to one connection. Sync and asyncio; opti
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import signal
@@ -189,20 +190,23 @@ def test_on_a_cluster_the_write_and_its_wait_go_to_the_memory_s_master() -> None
     from support.redis_cluster_faults import FaultyCluster, slot_of
 
     cluster = FaultyCluster(Path(directory))  # type: ignore[arg-type]
-    cluster.wait_healthy()
-    store = RedisChatMemoryStore(url, key_prefix=_prefix(), replicas_to_ack=1, replicas_timeout=0.2)  # type: ignore[arg-type]
-    try:
-        for memory_id in ("a", "b", "c", "d"):  # on several masters
-            version = store.save(memory_id, [UserMessage("x")], 0)
-            replica = cluster.replica_of(cluster.owner(slot_of(store.keys_of(memory_id)[0])))
-            pid = int((cluster.directory / str(replica.port) / "redis.pid").read_text())
-            with _stopped(pid), pytest.raises(ReplicationError) as raised:
-                store.save(memory_id, [UserMessage("x"), UserMessage("y")], version)
-            assert raised.value.acked == 0 and raised.value.memory_id == memory_id
-            store.delete_messages(memory_id)
-    finally:
-        store.close()
-    cluster.wait_healthy()
+    # The failover tests kill and restart this cluster's nodes: one test at a time on it (their lock).
+    with open(cluster.directory / "tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cluster.wait_healthy()
+        store = RedisChatMemoryStore(url, key_prefix=_prefix(), replicas_to_ack=1, replicas_timeout=0.2)  # type: ignore[arg-type]
+        try:
+            for memory_id in ("a", "b", "c", "d"):  # on several masters
+                version = store.save(memory_id, [UserMessage("x")], 0)
+                replica = cluster.replica_of(cluster.owner(slot_of(store.keys_of(memory_id)[0])))
+                pid = int((cluster.directory / str(replica.port) / "redis.pid").read_text())
+                with _stopped(pid), pytest.raises(ReplicationError) as raised:
+                    store.save(memory_id, [UserMessage("x"), UserMessage("y")], version)
+                assert raised.value.acked == 0 and raised.value.memory_id == memory_id
+                store.delete_messages(memory_id)
+        finally:
+            store.close()
+        cluster.wait_healthy()
 
 
 @pytest.mark.parametrize(

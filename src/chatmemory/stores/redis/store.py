@@ -254,7 +254,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         memory being absent, as ``save(id, messages, 0)`` is; ``None`` for one that exists.
         """
         self._check_open(Operation.WRITE)
-        if getattr(self._options, "replication", None) is not None:
+        if self._options.replication is not None:
             # Writes that wait for replicas go one by one, each acknowledged as every write of this store is.
             return [self._create_one(memory) for memory in memories]
         return drive(create_batch(self._steps, memories), self._perform_or_pipeline)
