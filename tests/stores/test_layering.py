@@ -66,6 +66,7 @@ DRIVER_MODULES = {
     "chatmemory.stores.sql.driver",
     "chatmemory.stores.sql.operations",
     "chatmemory.stores.sql.batch_reads",
+    "chatmemory.stores.sql.batch_creates",
     "chatmemory.stores.sql.locked_operations",
     "chatmemory.stores.sql.history_operations",
     "chatmemory.stores.sql.page_statements",

@@ -28,14 +28,16 @@ require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency check
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
-from chatmemory.core.errors import StoreError  # noqa: E402
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
+from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
-from chatmemory.stored_memories import StoredMemory  # noqa: E402
+from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.sql.batch_creates import CreateStatements, create_together  # noqa: E402
 from chatmemory.stores.sql.batch_reads import BatchStatements, read_batch  # noqa: E402
 from chatmemory.stores.sql.driver import SyncDriver  # noqa: E402
 from chatmemory.stores.sql.engine import engine_from_url  # noqa: E402
@@ -193,6 +195,58 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         return self._schema.store_error(Operation.READ, None, exc)
 
     # --------------------------------------------------------------------------------------------- writes
+
+    @_traced("create_batch")
+    def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist, with their expiries, in one transaction.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchCreates`: each create is conditional on the
+        memory being absent, as ``save(id, messages, 0)`` is; ``None`` for one that exists (or is
+        damaged). An expired memory, one with stray rows, every memory of a store with history, and the
+        whole batch after another writer created one of them meanwhile, go through :meth:`save` one by one.
+        """
+        self._check_open(Operation.WRITE)
+        memories = list(memories)
+        if self._history:
+            return [self._create_one(memory) for memory in memories]
+        requests = [self._request(validate_memory_id(memory.memory_id), memory.messages, 0) for memory in memories]
+        if not requests:
+            return []
+        if not self._schema.checked:
+            self._driver.run(self._ready(Operation.WRITE))
+        done = self._driver.run(
+            create_together(
+                self._create_statements,
+                self._statements.server_clock,
+                requests,
+                memories,
+                dialect=self._dialect,
+                begin=self._begin_statement,
+                check_payloads=self._schema.check_payloads,
+                store_error=self._write_error,
+            )
+        )
+        self._cache.forget(*(request.memory_id for request in requests))
+        versions = done.versions
+        for index in done.one_by_one:
+            versions[index] = self._create_one(memories[index])
+        return versions
+
+    def _create_one(self, memory: NewMemory) -> int | None:
+        try:
+            version = self.save(memory.memory_id, memory.messages, 0)
+        except (ConcurrentUpdateError, CorruptedMemoryError):
+            return None  # there already, or damaged: nothing written
+        if memory.sets_expiry:
+            self.expire_at(memory.memory_id, memory.expires_at)
+        return version
+
+    @functools.cached_property
+    def _create_statements(self) -> CreateStatements:
+        return CreateStatements(self._tables, expires=self._ttl is not None)
+
+    def _write_error(self, exc: SQLAlchemyError) -> StoreError:
+        return self._schema.store_error(Operation.WRITE, None, exc)
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
