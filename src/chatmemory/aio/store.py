@@ -15,7 +15,7 @@ import datetime
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot, SupportsContentionHint, SupportsTTL
 
@@ -24,6 +24,7 @@ __all__ = [
     "ChatMemoryStore",
     "Snapshot",
     "SupportsHistory",
+    "SupportsHistoryRestore",
     "SupportsListing",
     "SupportsContentionHint",
     "SupportsLockedUpdate",
@@ -146,6 +147,17 @@ class SupportsHistory(Protocol):
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
         """Remove history entries written before ``older_than``; return how many were removed."""
+        ...
+
+
+@runtime_checkable
+class SupportsHistoryRestore(Protocol):
+    """The asyncio twin of :class:`chatmemory.core.history.SupportsHistoryRestore`: the same rules, awaited."""
+
+    async def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the ``entries`` the history of ``memory_id`` lacks (by sequence), as they are; return how many."""
         ...
 
 

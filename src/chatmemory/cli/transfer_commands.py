@@ -12,7 +12,7 @@ import itertools
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,6 +23,7 @@ from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, r
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, Reporter, Tally
 from chatmemory.cli.stores import NAMESPACE_OPTIONS, namespace_options, store_kind, url_for_display
 from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreError
+from chatmemory.core.history import SupportsHistoryRestore
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.memory_times import SupportsExpiryAt
@@ -32,6 +33,7 @@ from chatmemory.transfer import (
     BadExportLineError,
     Destination,
     ExportedMemory,
+    HistoryNotKeptError,
     LangChain4jRedisSource,
     MemorySource,
     Prefetched,
@@ -42,6 +44,7 @@ from chatmemory.transfer import (
     new_memory,
     settled,
     write_memory,
+    write_memory_with_history,
 )
 
 __all__ = ["copy", "export", "import_"]
@@ -119,6 +122,23 @@ def _output(path: str) -> Iterator[IO[bytes]]:
         raise
 
 
+def _history_option(help_text: str) -> Callable[[Any], Any]:
+    option: Callable[[Any], Any] = click.option("--history", "with_history", is_flag=True, help=help_text)
+    return option
+
+
+_DESTINATION_FIX = (
+    "build it with history=True (chatmemory import/copy open a store URL with it when the memories carry "
+    "history); a store that cannot restore history (SupportsHistoryRestore) cannot take them: export without --history"
+)
+
+
+def _check_restores_history(store: ChatMemoryStore) -> None:
+    """Refuse, before anything is written, a destination that cannot take the memories' history."""
+    if not (isinstance(store, SupportsHistoryRestore) and getattr(store, "keeps_history", False)):
+        raise HistoryNotKeptError("destination", store, _DESTINATION_FIX)
+
+
 def _ttl_option(function: Any) -> Any:
     return click.option(
         "--ttl",
@@ -134,18 +154,31 @@ def _ttl_option(function: Any) -> Any:
 @click.argument("ids", nargs=-1, metavar="[ID]...")
 @click.option("-o", "--output", required=True, metavar="FILE", help="The .jsonl file to write ('-': stdout).")
 @click.option("--prefix", default="", metavar="P", help="Without IDs: only memories whose id starts with P.")
+@_history_option("Write each memory's history too (every entry: sequence, written_at, message).")
 @namespace_flags()
 @quiet_flag
 @reports_failures("export")
-def export(url: str, ids: tuple[str, ...], output: str, prefix: str, quiet: bool, **namespace: str | None) -> int:
-    """Write memories (all, or the IDs given) to a file, one per line in the native format with its expiry."""
+def export(
+    url: str,
+    ids: tuple[str, ...],
+    output: str,
+    prefix: str,
+    with_history: bool,
+    quiet: bool,
+    **namespace: str | None,
+) -> int:
+    """Write memories (all, or the IDs given) to a file, one per line in the native format with its expiry.
+
+    With --history each line carries the memory's history too; the store must keep one.
+    """
     reporter = Reporter("export", quiet=quiet)
     if output == "-":
         reporter.show_progress = False  # the lines go to the terminal: a bar would tear through them
     tally = Tally()
     written = 0
-    with opened_store(url, namespace_options(url, namespace)) as store:
-        source = StoreSource(store, id_prefix=prefix)
+    options = namespace_options(url, namespace) | ({"history": True} if with_history else {})
+    with opened_store(url, options) as store:
+        source = StoreSource(store, id_prefix=prefix, history=with_history)
         selected = _selected(source, _ids(ids))
         with telemetry.operation(backend=store_kind(url), name="cli.export") as op, _output(output) as stream:
             for memory_id, memory in _read_in_batches(source, reporter.track(selected, "exporting", len(selected))):
@@ -216,8 +249,12 @@ def _with_stored(
         priors: list[Prefetched | WriteOutcome] = []
         for _, item in chunk:
             stored = found.get(item.memory_id, NOT_READ) if isinstance(item, ExportedMemory) else NOT_READ
-            # Found as exported: unchanged, with nothing more to send.
-            done = settled(destination, item, stored, now) if isinstance(item, ExportedMemory) else None
+            # Found as exported: unchanged, with nothing more to send (a history to restore always goes on).
+            done = (
+                settled(destination, item, stored, now)
+                if isinstance(item, ExportedMemory) and item.history is None
+                else None
+            )
             priors.append(stored if done is None else done)
         if isinstance(store, SupportsBatchCreates):
             _create_absent(store, destination, chunk, priors, now)
@@ -237,6 +274,7 @@ def _create_absent(
         (index, made)
         for index, ((_, item), prior) in enumerate(zip(chunk, priors, strict=True))
         if isinstance(item, ExportedMemory)
+        and item.history is None  # created together with its history, in one step of its own
         and not isinstance(prior, WriteOutcome)
         and (made := new_memory(destination, item, prior, now)) is not None
     ]
@@ -281,8 +319,12 @@ def _write_all(
             try:
                 if isinstance(prior, WriteOutcome):  # created with its batch
                     outcome = prior
+                elif item.history is not None:
+                    outcome = write_memory_with_history(store, item, replace=replace, stored=prior)
                 else:
                     outcome = write_memory(store, item, replace=replace, stored=prior)
+            except HistoryNotKeptError:  # the destination cannot take any history: no point going on
+                raise
             except StoreError as exc:  # the destination refused or failed this memory: the next may do
                 reporter.error(f"{_where(line_number)}memory {item.memory_id!r} was not written: {exc}")
                 tally.counts["failed"] += 1
@@ -329,7 +371,8 @@ def import_(
     """Write the memories of an export file into a store, each atomically.
 
     A memory that exists with the same messages is left alone; with other messages it is refused unless
-    --replace. A bad line is reported by number and skipped (with --strict: nothing is written).
+    --replace. A bad line is reported by number and skipped (with --strict: nothing is written). A line
+    that carries a history (export --history) has it restored: the store is opened with history.
     """
     reporter = Reporter("import", quiet=quiet)
     tally = Tally()
@@ -342,6 +385,7 @@ def import_(
             except BadExportLineError as exc:  # noqa: PERF203 - a bad line is reported and skipped
                 yield number, exc
 
+    checked: list[Numbered] = []
     if strict:
         checked = list(decoded())
         bad = [item for _, item in checked if isinstance(item, BadExportLineError)]
@@ -355,7 +399,13 @@ def import_(
     else:
         items = decoded()
     options = namespace_options(url, namespace) | ({"ttl": ttl} if ttl is not None else {})
+    # A quick look for lines that may carry a history (each line still decides when it is decoded).
+    carries_history = any(b'"history":' in line for _, line in lines)
+    if carries_history:
+        options["history"] = True
     with opened_store(url, options) as store, telemetry.operation(backend=store_kind(url), name="cli.import") as op:
+        if strict and any(isinstance(item, ExportedMemory) and item.history is not None for _, item in checked):
+            _check_restores_history(store)  # before anything is written (else at the first such line)
         _write_all(
             store,
             items,
@@ -418,6 +468,7 @@ def _split_namespace(
     "(one JSON string per key, key = key prefix + memory id).",
 )
 @click.option("--replace", is_flag=True, help="Overwrite destination memories that hold other messages.")
+@_history_option("Carry each memory's history too (both stores are opened with history).")
 @_ttl_option
 @namespace_flags(describe="the store the option fits")
 @namespace_flags("src", describe="the source store")
@@ -431,6 +482,7 @@ def copy(
     prefix: str,
     layout: str,
     replace: bool,
+    with_history: bool,
     ttl: float | None,
     quiet: bool,
     **namespace: str | None,
@@ -438,14 +490,18 @@ def copy(
     """Copy memories from one store to another; re-runnable (equal memories are skipped).
 
     Key, table and database options apply to the side whose kind they fit; when both sides are of one
-    kind, use the --src-/--dst- forms.
+    kind, use the --src-/--dst- forms. With --history each memory's history goes too.
     """
     reporter = Reporter("copy", quiet=quiet)
     tally = Tally()
     source_kind, target_kind = store_kind(source_url), store_kind(target_url)
     if layout == "langchain4j-redis" and source_kind != "redis":
         raise click.UsageError(f"--from langchain4j-redis needs a Redis source URL, not {url_for_display(source_url)}")
+    if with_history and layout == "langchain4j-redis":
+        raise click.UsageError("--history needs a chatmemory source: LangChain4j's Redis store keeps no history")
     source_options, target_options = _split_namespace(source_kind, target_kind, namespace)
+    if with_history:
+        source_options["history"] = target_options["history"] = True
     if ttl is not None:
         target_options["ttl"] = ttl
     with contextlib.ExitStack() as stack:
@@ -455,8 +511,12 @@ def copy(
             stack.callback(legacy.close)
             source = legacy
         else:
-            source = StoreSource(stack.enter_context(opened_store(source_url, source_options)), id_prefix=prefix)
+            source = StoreSource(
+                stack.enter_context(opened_store(source_url, source_options)), id_prefix=prefix, history=with_history
+            )
         target = stack.enter_context(opened_store(target_url, target_options))
+        if with_history:
+            _check_restores_history(target)
         selected = [memory_id for memory_id in _selected(source, _ids(ids)) if memory_id.startswith(prefix)]
 
         def read_all() -> Iterator[Numbered]:

@@ -24,6 +24,8 @@ exactly as without history. The rules every store holds (the contract suite's hi
   the memory's last write (at least ``ttl``). After a history is deleted or expires, a new one may start
   its numbering anywhere. ``trim_history`` removes old entries on demand; it never touches the window.
 * **Reading** is paged by sequence: see :meth:`SupportsHistory.history`.
+* **Restoring** (``chatmemory import`` of an export made with ``--history``) puts entries back as they
+  were, sequence numbers and ``written_at`` included: see :class:`SupportsHistoryRestore`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ __all__ = [
     "HistoryPage",
     "HistoryQuery",
     "SupportsHistory",
+    "SupportsHistoryRestore",
+    "checked_restore",
     "history_appends",
     "history_query",
     "trim_cutoff",
@@ -137,6 +141,32 @@ def history_appends(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> t
     return diff_messages(old, new).appended
 
 
+def checked_restore(memory_id: str, entries: Sequence[HistoryEntry]) -> tuple[HistoryEntry, ...]:
+    """The ``entries`` of a :meth:`SupportsHistoryRestore.restore_history` call, checked.
+
+    Raises:
+        TypeError: an item is not a :class:`HistoryEntry`.
+        ValueError: a sequence number is not a positive int, sequences do not strictly increase, or a
+            ``written_at`` is not an aware datetime; the message names the memory.
+    """
+    checked = tuple(entries)
+    previous = 0
+    for entry in checked:
+        if not isinstance(entry, HistoryEntry):
+            raise TypeError(f"history of {memory_id!r}: expected HistoryEntry items, not {type(entry).__name__}")
+        if isinstance(entry.sequence, bool) or not isinstance(entry.sequence, int) or entry.sequence < 1:
+            raise ValueError(f"history of {memory_id!r}: sequence {entry.sequence!r} is not a positive int")
+        if entry.sequence <= previous:
+            raise ValueError(
+                f"history of {memory_id!r}: sequences must strictly increase, got {entry.sequence} after {previous}"
+            )
+        written_at = entry.written_at
+        if not isinstance(written_at, datetime.datetime) or written_at.utcoffset() is None:
+            raise ValueError(f"history of {memory_id!r}: written_at {written_at!r} is not an aware datetime")
+        previous = entry.sequence
+    return checked
+
+
 def trim_cutoff(older_than: datetime.datetime | datetime.timedelta, now: datetime.datetime) -> datetime.datetime:
     """The aware UTC instant before which ``trim_history(older_than=...)`` removes entries.
 
@@ -194,5 +224,40 @@ class SupportsHistory(Protocol):
         The window is never changed. Entries of messages still in the window may be kept (a store may
         share their storage with the window); every other entry written before the cutoff is removed.
         Returns how many entries were removed.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsHistoryRestore(Protocol):
+    """A store with history that can put history entries back as they were (what ``chatmemory import`` uses).
+
+    The asyncio twin is :class:`chatmemory.aio.store.SupportsHistoryRestore`.
+    """
+
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the ``entries`` whose sequence number the history of ``memory_id`` lacks, as they are.
+
+        Each entry keeps its sequence number, ``written_at`` and message. An entry whose sequence the
+        history holds already is left as it is (never changed, never doubled), so a call repeated after
+        an interrupted import adds only what is missing. One call is atomic: all its missing entries are
+        added, or none. Writes after it number their entries after the greatest sequence restored.
+
+        Args:
+            memory_id: the memory.
+            entries: the entries, in strictly increasing sequence order.
+            window: when given and ``memory_id`` has no window, the window is written in the same atomic
+                step, recording nothing in the history (its messages are among the restored entries); a
+                memory that has a window keeps it (write windows with ``save``). Without ``ttl`` the
+                window lives as any memory of the store does.
+
+        Returns:
+            How many entries were added.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            TypeError, ValueError: an entry is not a :class:`HistoryEntry`, or sequences do not strictly increase.
         """
         ...

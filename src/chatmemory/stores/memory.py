@@ -15,6 +15,7 @@ from chatmemory.core.history import (
     DEFAULT_HISTORY_PAGE,
     HistoryEntry,
     HistoryPage,
+    checked_restore,
     history_query,
     trim_cutoff,
 )
@@ -258,6 +259,43 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 removed += len(history.entries) - len(kept)
                 history.entries = kept
         return removed
+
+    @_traced("restore_history")
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.core.history.SupportsHistoryRestore`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        memory_id = validate_memory_id(memory_id)
+        restored = checked_restore(memory_id, entries)
+        messages = checked_messages(window) if window is not None else None
+        if not self._keeps_history:
+            raise HistoryNotEnabledError(repr(self))
+        for entry in restored:  # a message no store can hold fails here, changing nothing
+            dumps_message(entry.message)
+        self._check_open(Operation.WRITE, memory_id)
+        with self._lock:
+            now = self._clock()
+            history = self._live_history(memory_id)
+            if history is None:
+                history = _History([], None)
+            present = {entry.sequence for entry in history.entries}
+            missing = [entry for entry in restored if entry.sequence not in present]
+            if missing:
+                history.entries = sorted([*history.entries, *missing], key=lambda entry: entry.sequence)
+                upcoming = next(self._sequences)
+                self._sequences = itertools.count(max(upcoming, missing[-1].sequence + 1))
+            if messages is not None and self._live(memory_id) is None:
+                expires_at = None if self._ttl is None else now + self._ttl
+                self._entries[memory_id] = _Entry(next(self._versions), messages, None, expires_at, _utc_now())
+            if history.entries and (missing or memory_id not in self._histories):
+                lifetime = self._history_ttl if self._history_ttl is not None else self._ttl
+                history.expires_at = None if lifetime is None else now + lifetime
+                self._histories[memory_id] = history
+        return len(missing)
 
     @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:

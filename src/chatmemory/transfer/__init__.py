@@ -16,7 +16,13 @@ from chatmemory.transfer.export_format import (
     decode_line,
     encode_line,
 )
-from chatmemory.transfer.sources import LangChain4jRedisSource, MemorySource, StoreSource, UnlistableStoreError
+from chatmemory.transfer.sources import (
+    HistoryNotKeptError,
+    LangChain4jRedisSource,
+    MemorySource,
+    StoreSource,
+    UnlistableStoreError,
+)
 from chatmemory.transfer.writes import (
     EXPIRY_TOLERANCE,
     NOT_READ,
@@ -29,6 +35,7 @@ from chatmemory.transfer.writes import (
     new_memory,
     settled,
     write_memory,
+    write_memory_with_history,
 )
 
 __all__ = [
@@ -39,6 +46,7 @@ __all__ = [
     "BadExportLineError",
     "Destination",
     "ExportedMemory",
+    "HistoryNotKeptError",
     "LangChain4jRedisSource",
     "MemoryExistsError",
     "MemorySource",
@@ -52,4 +60,5 @@ __all__ = [
     "new_memory",
     "settled",
     "write_memory",
+    "write_memory_with_history",
 ]

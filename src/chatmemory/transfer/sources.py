@@ -4,7 +4,8 @@ A source lists memory ids and reads one memory at a time as an :class:`ExportedM
 where the source can tell it. A memory that does not decode raises, naming the memory, and the command
 reports it and goes on with the next. A store source reads many memories at once
 (:meth:`StoreSource.read_many`), one round trip per batch where the store reads batches
-(:class:`~chatmemory.stored_memories.SupportsBatchReads`).
+(:class:`~chatmemory.stored_memories.SupportsBatchReads`). A store source built with ``history=True``
+reads each memory's history too (every page), for ``export --history`` and ``copy --history``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from chatmemory.core.errors import (
     SerializationError,
     StoreError,
 )
+from chatmemory.core.history import MAX_HISTORY_PAGE, HistoryEntry, SupportsHistory
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsVersioning
 from chatmemory.memory_times import SupportsMemoryTimes
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from redis import Redis
     from redis.cluster import RedisCluster
 
-__all__ = ["LangChain4jRedisSource", "MemorySource", "StoreSource", "UnlistableStoreError"]
+__all__ = ["HistoryNotKeptError", "LangChain4jRedisSource", "MemorySource", "StoreSource", "UnlistableStoreError"]
 
 
 class MemorySource(Protocol):
@@ -53,17 +55,49 @@ class UnlistableStoreError(StoreError):
         super().__init__("listing memory ids", detail=f"{type(store).__name__} cannot list its memories; name the ids")
 
 
+class HistoryNotKeptError(ChatMemoryError):
+    """``--history`` was asked of a store that keeps no history (a source) or cannot restore one (a destination)."""
+
+    def __init__(self, side: str, store: object, fix: str) -> None:
+        self.side = side
+        super().__init__(f"the {side} ({type(store).__name__}) keeps no history; {fix}")
+
+
 class StoreSource:
     """Memories of a chatmemory store, optionally only those whose id starts with ``id_prefix``.
 
     Args:
         store: the store to read.
         id_prefix: list only ids starting with it (``""``: all).
+        history: read each memory's history too (:attr:`ExportedMemory.history`).
+
+    Raises:
+        HistoryNotKeptError: ``history`` is asked of a store that keeps none.
     """
 
-    def __init__(self, store: ChatMemoryStore, *, id_prefix: str = "") -> None:
+    def __init__(self, store: ChatMemoryStore, *, id_prefix: str = "", history: bool = False) -> None:
+        if history and not (isinstance(store, SupportsHistory) and store.keeps_history):
+            raise HistoryNotKeptError(
+                "source", store, "open it with history=True (the store your application writes with history)"
+            )
         self.store = store
         self.id_prefix = id_prefix
+        self.history = history
+
+    def _with_history(self, memory: ExportedMemory) -> ExportedMemory:
+        if not self.history:
+            return memory
+        store = self.store
+        assert isinstance(store, SupportsHistory)
+        entries: list[HistoryEntry] = []
+        after: int | None = None
+        while True:
+            page = store.history(memory.memory_id, after=after, limit=MAX_HISTORY_PAGE)
+            entries.extend(page.entries)
+            if page.next_after is None:
+                break
+            after = page.next_after
+        return ExportedMemory(memory.memory_id, memory.messages, memory.expires_at, tuple(entries))
 
     def memory_ids(self) -> Iterator[str]:
         """The ids of the store's memories that start with the prefix.
@@ -76,7 +110,14 @@ class StoreSource:
         return (memory_id for memory_id in self.store.memory_ids() if memory_id.startswith(self.id_prefix))
 
     def read(self, memory_id: str) -> ExportedMemory | None:
-        """The memory with its expiry (unknown unless the store tells it; see :mod:`chatmemory.memory_times`)."""
+        """The memory with its expiry (unknown unless the store tells it; see :mod:`chatmemory.memory_times`).
+
+        With ``history``, its history entries too (one read per :data:`~chatmemory.core.history.MAX_HISTORY_PAGE`).
+        """
+        memory = self._read_window(memory_id)
+        return None if memory is None else self._with_history(memory)
+
+    def _read_window(self, memory_id: str) -> ExportedMemory | None:
         store = self.store
         if isinstance(store, SupportsVersioning):
             snapshot = store.load(memory_id)
@@ -106,9 +147,22 @@ class StoreSource:
         if not isinstance(store, SupportsBatchReads):
             return [self._read_or_error(memory_id) for memory_id in memory_ids]
         known = isinstance(store, SupportsMemoryTimes)
-        return [
+        found = [
             None if stored is None else _exported_or_error(stored, known) for stored in store.read_batch(memory_ids)
         ]
+        if not self.history:
+            return found
+        return [
+            self._with_history_or_error(memory) if isinstance(memory, ExportedMemory) else memory for memory in found
+        ]
+
+    def _with_history_or_error(self, memory: ExportedMemory) -> ExportedMemory | ChatMemoryError:
+        try:
+            return self._with_history(memory)
+        except StoreError:
+            raise
+        except ChatMemoryError as exc:  # a history entry that does not decode: the memory is reported
+            return exc
 
     def _read_or_error(self, memory_id: str) -> ExportedMemory | ChatMemoryError | None:
         try:

@@ -22,6 +22,12 @@
   Memories it found absent may be created together (:class:`~chatmemory.stored_memories.SupportsBatchCreates`,
   :func:`new_memory`): each create is still conditional on the memory being absent, and one found there
   meanwhile goes the way above.
+* A memory that carries its history (an export made with ``--history``) goes through
+  :func:`write_memory_with_history`: on a destination where it is absent, its window and history are put
+  back together in one atomic step (:class:`~chatmemory.core.history.SupportsHistoryRestore`: the window's
+  write records nothing more, so the history is the exported one, sequence numbers and times included);
+  where it exists, the window goes the way above and the history entries it lacks are then added. A re-run
+  adds only what is missing (``history restored``), never an entry twice.
 """
 
 from __future__ import annotations
@@ -31,11 +37,13 @@ import enum
 from dataclasses import dataclass
 
 from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError, SerializationError
+from chatmemory.core.history import SupportsHistoryRestore
 from chatmemory.core.store import ChatMemoryStore, SupportsTTL, SupportsVersioning
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
 from chatmemory.serialization.native import loads_message
 from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.transfer.export_format import ExportedMemory
+from chatmemory.transfer.sources import HistoryNotKeptError
 
 __all__ = [
     "EXPIRY_TOLERANCE",
@@ -49,6 +57,7 @@ __all__ = [
     "new_memory",
     "settled",
     "write_memory",
+    "write_memory_with_history",
 ]
 
 WRITE_ATTEMPTS = 5
@@ -67,6 +76,8 @@ class WriteOutcome(enum.Enum):
     EXPIRY_SET = "expiry set"
     """The messages were there already; their expiry was not the export's and was set."""
     EXPIRED = "expired"
+    HISTORY_RESTORED = "history restored"
+    """The messages were there already; history entries they lacked were added."""
 
 
 class _NotRead:
@@ -145,6 +156,49 @@ def write_memory(
             return outcome
         outcome = WriteOutcome.EXPIRY_SET
     store.expire_at(memory.memory_id, expiry)
+    return outcome
+
+
+def write_memory_with_history(
+    store: ChatMemoryStore,
+    memory: ExportedMemory,
+    *,
+    replace: bool,
+    now: datetime.datetime | None = None,
+    stored: Prefetched = NOT_READ,
+) -> WriteOutcome:
+    """Write ``memory`` and restore its history (``memory.history``) into ``store``; see the module docstring.
+
+    Raises:
+        HistoryNotKeptError: ``store`` keeps no history it can restore (build it with ``history=True``).
+        MemoryExistsError: the memory exists with other messages and ``replace`` is false (nothing restored).
+        ConcurrentUpdateError, StoreError: as :func:`write_memory`.
+    """
+    history = memory.history or ()
+    if not (isinstance(store, SupportsHistoryRestore) and getattr(store, "keeps_history", False)):
+        raise HistoryNotKeptError(
+            f"destination of memory {memory.memory_id!r}",
+            store,
+            "build it with history=True (the URL's store opened by chatmemory import/copy is) on a store that "
+            "can restore history, or export without --history",
+        )
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    if isinstance(memory.expires_at, datetime.datetime) and memory.expires_at <= now:
+        return write_memory(store, memory, replace=replace, now=now, stored=stored)
+    absent = stored is None
+    if isinstance(stored, _NotRead):
+        absent = store.load(memory.memory_id).version == 0 if isinstance(store, SupportsVersioning) else False
+    if absent:
+        # Window and history in one step: the window's messages are among the entries, recorded once.
+        added = store.restore_history(memory.memory_id, history, window=memory.messages)
+        outcome = write_memory(store, memory, replace=replace, now=now)
+        if outcome in (WriteOutcome.UNCHANGED, WriteOutcome.EXPIRY_SET) and (added or not history):
+            return WriteOutcome.CREATED
+        return outcome
+    outcome = write_memory(store, memory, replace=replace, now=now, stored=stored)
+    added = store.restore_history(memory.memory_id, history)
+    if added and outcome is WriteOutcome.UNCHANGED:
+        return WriteOutcome.HISTORY_RESTORED
     return outcome
 
 

@@ -11,7 +11,7 @@ import datetime
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
@@ -103,6 +103,13 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`)."""
         self._check_open(Operation.READ, memory_id)
         return self._sync.history(memory_id, after=after, limit=limit, reverse=reverse)
+
+    async def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.aio.store.SupportsHistoryRestore`)."""
+        self._check_open(Operation.WRITE, memory_id)
+        return self._sync.restore_history(memory_id, entries, window=window)
 
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
