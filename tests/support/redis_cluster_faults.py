@@ -96,9 +96,13 @@ class FaultyCluster:
         self.ports = tuple(sorted(int(entry.name) for entry in self.directory.iterdir() if entry.name.isdigit()))
 
     def client(self, port: int) -> Redis:
-        """A plain client of one node, answering ``CLUSTER NODES``, ``CLUSTER INFO`` and ``INFO`` as text."""
+        """A plain client of one node, answering ``CLUSTER NODES``, ``CLUSTER INFO`` and ``INFO`` as text.
+
+        ``CLUSTER GETKEYSINSLOT`` replies the keys as they are (redis-py would decode them, mangling keys
+        that are not UTF-8, as the LangChain4j store's history keys are).
+        """
         client = Redis(host="127.0.0.1", port=port, socket_timeout=5, socket_connect_timeout=2)
-        for command in ("CLUSTER NODES", "CLUSTER INFO", "INFO"):
+        for command in ("CLUSTER NODES", "CLUSTER INFO", "INFO", "CLUSTER GETKEYSINSLOT"):
             client.set_response_callback(command, _as_it_is)
         return client
 
@@ -241,7 +245,7 @@ class FaultyCluster:
         for master in self.masters():
             with self.client(master.port) as client:  # what the node holds, whoever owns the slot
                 held = client.execute_command("CLUSTER GETKEYSINSLOT", slot, 1000)
-                if key in held or key.decode() in held:  # redis-py decodes this reply
+                if key in held:
                     holding.append(master.port)
         return holding
 

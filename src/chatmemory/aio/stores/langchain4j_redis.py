@@ -35,6 +35,9 @@ from chatmemory.stores.base.driving import drive_async  # noqa: E402
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep  # noqa: E402
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402
+from chatmemory.stores.redis.acknowledged_sending import send_acknowledged_async  # noqa: E402
+from chatmemory.stores.redis.replication import Acknowledged  # noqa: E402
+from chatmemory.stores.redis.resending import send_resending_async  # noqa: E402
 from chatmemory.stores.redis.sending import send_async  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
@@ -60,8 +63,10 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     :meth:`aclose`.
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor an asyncio redis-py client.
-        ValueError: a bad ``ttl`` or ``key_prefix``, a client with ``decode_responses=True``.
+        TypeError: ``url_or_client`` is neither a URL nor an asyncio redis-py client; ``replicas_to_ack`` is
+            not an int.
+        ValueError: a bad ``ttl``, ``key_prefix``, ``replicas_to_ack`` or ``replicas_timeout``, a client with
+            ``decode_responses=True``.
     """
 
     _repr_name = "chatmemory.aio.LangChain4jRedisChatMemoryStore"
@@ -84,11 +89,15 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         super()._started()
         self._turns = AsyncLocalTurns()
 
-    async def _send(self, client: Redis | RedisCluster, command: Command) -> object:
+    async def _send(self, client: Redis | RedisCluster, command: Command | Acknowledged) -> object:
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
+        if isinstance(command, Acknowledged):
+            return await send_acknowledged_async(client, command)
         if not isinstance(command, Scan):
+            if self._cluster:
+                return await send_resending_async(client, command)
             return await send_async(client, command)
         pattern, kind = command.pattern, command.type
         if isinstance(client, RedisCluster):
@@ -99,7 +108,9 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
 
     async def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
         self._check_open(operation, memory_id)
-        return await drive_async(step, self._perform)
+        if self._replication is None:
+            return await drive_async(step, self._perform)
+        return await drive_async(self._acknowledged(operation, step), self._perform)
 
     # ---------------------------------------------------------------------------------- operations
 

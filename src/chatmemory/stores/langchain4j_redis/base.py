@@ -9,7 +9,8 @@ imports redis-py's exceptions, never sends anything.
 from __future__ import annotations
 
 import datetime
-from typing import Any, TypeVar
+from collections.abc import Generator
+from typing import Any, TypeVar, cast
 
 from chatmemory.core.errors import HistoryNotEnabledError, StoreError
 from chatmemory.core.memory_id import validate_memory_id
@@ -17,10 +18,14 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
+from chatmemory.stores.langchain4j_redis.commands import Command, Sends
 from chatmemory.stores.langchain4j_redis.history import HistorySteps
 from chatmemory.stores.langchain4j_redis.known_values import KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, check_client, client_url, key
+from chatmemory.stores.langchain4j_redis.replication import pinning, replayed
 from chatmemory.stores.redis.client import ClientHolder
+from chatmemory.stores.redis.config import DEFAULT_REPLICAS_TIMEOUT, Replication
+from chatmemory.stores.redis.replication import Acknowledged, acknowledged
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -29,6 +34,7 @@ from redis.exceptions import RedisClusterException, RedisError  # noqa: E402 - o
 __all__ = ["LangChain4jStoreBase"]
 
 _Client = TypeVar("_Client")
+_T = TypeVar("_T")
 _Store = TypeVar("_Store", bound="LangChain4jStoreBase[Any]")
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -39,9 +45,10 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a ``client_types`` client; ``key_prefix`` is not a str;
-            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
-        ValueError: a bad ``ttl``, ``key_prefix``, ``lock_lease`` or ``lock_wait``, a client with
-            ``decode_responses=True``.
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``; ``replicas_to_ack`` is
+            not an int.
+        ValueError: a bad ``ttl``, ``key_prefix``, ``lock_lease``, ``lock_wait``, ``replicas_to_ack`` or
+            ``replicas_timeout``, a client with ``decode_responses=True``.
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
 
@@ -56,9 +63,12 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         history_ttl: TTL = None,
         lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
+        replicas_to_ack: int = 0,
+        replicas_timeout: float | datetime.timedelta = DEFAULT_REPLICAS_TIMEOUT,
     ) -> None:
         self._key_prefix = validate_prefix("key_prefix", key_prefix)
         self._lock_options = LockOptions.validate(lock_lease, lock_wait)
+        self._replication = Replication.validate(replicas_to_ack, replicas_timeout)
         self._prefix = key_prefix.encode("utf-8")
         self._ttl = ttl_seconds(ttl)
         self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
@@ -117,6 +127,11 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         return self._key_prefix
 
     @property
+    def replicas_to_ack(self) -> int:
+        """How many replicas acknowledge each write before it returns (``0``: none waited for)."""
+        return 0 if self._replication is None else self._replication.replicas
+
+    @property
     def keeps_history(self) -> bool:
         """Whether this store was built with history on."""
         return self._history is not None
@@ -134,6 +149,16 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         self._book.clear()
         self._known.clear()
 
+    def _acknowledged(self, operation: str, step: Sends[_T]) -> Generator[Command | Acknowledged, object, _T]:
+        """``step`` with each write that changes a memory followed by ``WAIT`` (``replicas_to_ack`` set).
+
+        Raises:
+            ReplicationError: the operation's write landed but fewer replicas acknowledged it in time.
+        """
+        assert self._replication is not None
+        waiting = acknowledged(step, self._replication, pin=pinning(operation, self._prefix), replayed=replayed)
+        return cast("Generator[Command | Acknowledged, object, _T]", waiting)
+
     def _require_history(self) -> HistorySteps:
         if self._history is None:
             raise HistoryNotEnabledError(repr(self))
@@ -141,4 +166,5 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
 
     def __repr__(self) -> str:
         history = "" if self._history is None else f", history=True, history_ttl={self._history_ttl!r}"
-        return f"{self._repr_name}(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}{history})"
+        replicas = "" if self._replication is None else f", replicas_to_ack={self._replication.replicas}"
+        return f"{self._repr_name}(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}{history}{replicas})"

@@ -32,7 +32,16 @@ from chatmemory.stores.langchain4j_redis.keys import (
     write_ids_key,
 )
 from chatmemory.stores.langchain4j_redis.known_values import KnownValues
-from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, digest, key, script, written_version
+from chatmemory.stores.langchain4j_redis.plan import (
+    WRITTEN,
+    WRITTEN_BEFORE,
+    VersionBook,
+    WriteIds,
+    digest,
+    key,
+    script,
+    written_version,
+)
 from chatmemory.stores.langchain4j_redis.plan import WritePlan as ValueWrite
 from chatmemory.stores.langchain4j_redis.value import decode, encode
 from chatmemory.stores.redis.history import history_page, history_read_args, history_records
@@ -149,7 +158,7 @@ class HistorySteps:
                     except CorruptedMemoryError:
                         old = ()  # replaced whole; every new message is recorded
             plan, script = self._write(memory_id, value_digest, old, new)
-            if (yield script) == 1:
+            if (yield script) in (WRITTEN, WRITTEN_BEFORE):
                 self.known.put(memory_id, plan.new_digest, new)
                 return
 

@@ -50,6 +50,8 @@ __all__ = [
     "DELETE_SCRIPT_SHA",
     "URL_SCHEMES",
     "WRITE_SCRIPT",
+    "WRITTEN",
+    "WRITTEN_BEFORE",
     "WRITE_SCRIPT_SHA",
     "VersionBook",
     "WriteIds",
@@ -81,7 +83,8 @@ DELETE_SCRIPT, DELETE_SCRIPT_SHA = script("delete")
 URL_SCHEMES = {"redis+langchain4j": "redis", "rediss+langchain4j": "rediss"}
 """``open_store`` schemes of this store and the Redis scheme each stands for."""
 
-_WRITTEN = 1
+WRITTEN, WRITTEN_BEFORE = 1, 2
+"""The write scripts' replies for a write made by this run, and by an earlier run of the same write (a resend)."""
 
 
 def key(prefix: bytes, memory_id: str) -> bytes:
@@ -219,7 +222,7 @@ def written_version(book: VersionBook, memory_id: str, plan: WritePlan, reply: o
     Raises:
         ConcurrentUpdateError: the key held another value; nothing was written.
     """
-    if reply != _WRITTEN:
+    if reply != WRITTEN and reply != WRITTEN_BEFORE:
         # The versions handed out stay: the next read sees the other value and issues a new one.
         raise ConcurrentUpdateError(memory_id, expected_version)
     return book.written(memory_id, plan.new_digest)

@@ -24,11 +24,15 @@ from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
+from chatmemory.stores.redis.replication import Acknowledged
+from chatmemory.stores.redis.resending import send_resending
 from chatmemory.stores.redis.sending import send
 
 from redis import Redis  # isort: skip - after base.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
 from redis.exceptions import RedisError  # isort: skip
+
+from chatmemory.stores.redis.acknowledged_sending import send_acknowledged  # isort: skip - imports redis
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 
@@ -94,11 +98,24 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
             its holder died or hung (default 5): the longest a dead writer keeps the others waiting.
         lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
             :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        replicas_to_ack: how many replicas must hold each write that changes a memory (a compare-and-set,
+            ``update_messages``, a delete, a history trim) before it returns: the write is sent with
+            ``WAIT replicas_to_ack replicas_timeout`` behind it on its own connection, on a cluster to the
+            master owning the memory's slot (``0``, the default: no waiting). Fewer acknowledgements raise
+            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+            LangChain4j's own writes do not wait.
+        replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default 1).
+
+    On a Redis Cluster a command refused while its slot migrates (``TRYAGAIN`` past redis-py's own
+    retries) is sent again for a few seconds (:mod:`chatmemory.stores.redis.resending`); a write is
+    recognised by its write id if it had landed.
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a redis-py client; ``key_prefix`` is not a str;
-            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
-        ValueError: a bad ``ttl``, ``lock_lease`` or ``lock_wait``, a client with ``decode_responses=True``.
+            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``; ``replicas_to_ack`` is
+            not an int.
+        ValueError: a bad ``ttl``, ``lock_lease``, ``lock_wait``, ``replicas_to_ack`` or ``replicas_timeout``,
+            a client with ``decode_responses=True``.
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
 
@@ -121,17 +138,23 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     def _started(self) -> None:
         self._turns = LocalTurns()
 
-    def _perform(self, command: Command) -> object:
+    def _perform(self, command: Command | Acknowledged) -> object:
         if isinstance(command, Sleep):
             time.sleep(command.seconds)
             return None
+        if isinstance(command, Acknowledged):
+            return send_acknowledged(self._client, command)
         if isinstance(command, Scan):
             return set(self._scan(command.pattern, command.type))
+        if self._cluster:
+            return send_resending(self._client, command)
         return send(self._client, command)
 
     def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
         self._check_open(operation, memory_id)
-        return drive(step, self._perform)
+        if self._replication is None:
+            return drive(step, self._perform)
+        return drive(self._acknowledged(operation, step), self._perform)
 
     def _scan(self, pattern: bytes, kind: str) -> Iterator[bytes]:
         """The keys of type ``kind`` matching ``pattern`` (on every primary of a cluster); maybe twice."""

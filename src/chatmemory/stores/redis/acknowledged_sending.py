@@ -7,7 +7,8 @@ slot, through that node's own connection pool, and this module follows the clust
 as :class:`~.replication.Redirects` decides: ``MOVED`` (the client's slot map is told), ``ASK`` (the
 pair again on the importing node, after ``ASKING``), ``TRYAGAIN`` (a short wait), a lost node (the
 layout read again; the write sent again is recognised by its write id). The replies are
-``(write's reply, replicas that acknowledged)``; a write's error reply is raised.
+``(write's reply, replicas that acknowledged)``; a write's error reply is raised. The write is a Redis
+store's script run or ``DEL``, or another layout's :class:`~.replication.PinnedWrite`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import time
 from typing import Any
 
-from chatmemory.stores.redis.commands import ScriptCall
+from chatmemory.stores.redis.commands import Call, ScriptCall
 from chatmemory.stores.redis.driver import NoScriptError
 from chatmemory.stores.redis.replication import Acknowledged, Ask, Moved, Redirects, Refresh
 
@@ -52,6 +53,8 @@ def _requests(command: Acknowledged, asking: bool, fallback: bool) -> list[tuple
             if fallback
             else ("EVALSHA", write.script.sha, len(write.names), *write.names, *write.args)
         )
+    elif not isinstance(write, Call):  # another layout's write (a PinnedWrite) says how it is sent
+        sent = write.sent(fallback)
     elif write.method == "delete":
         sent = ("DEL", *write.args)
     else:  # pragma: no cover - the writes an operation acknowledges are scripts and DEL

@@ -10,6 +10,8 @@ command: one pipeline on the node that owns the memory's slot, see :mod:`.acknow
 and once the operation is done, a write that fewer replicas acknowledged in time raises
 :class:`ReplicationError` — after the write, which stays (Redis has no way to take it back). The
 lease lock of ``modify`` is not waited for: losing it in a failover costs a writer its turn, never a write.
+Another key layout's operations (the LangChain4j store's) are wrapped the same way, given which of
+their commands to wait for, as :class:`PinnedWrite` (``pin``), and how their scripts reply to a resend.
 
 :class:`Redirects` decides what a write pinned to one node does after each refusal of the cluster
 (``MOVED``, ``ASK``, ``TRYAGAIN``, a lost node), as redis-py's cluster client does for other commands.
@@ -17,9 +19,9 @@ lease lock of ``modify`` is not waited for: losing it in a failover costs a writ
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.redis.commands import Call, Command, ScriptCall, Sends
@@ -31,6 +33,7 @@ __all__ = [
     "Ask",
     "Moved",
     "Pause",
+    "PinnedWrite",
     "Redirects",
     "Refresh",
     "AcknowledgedSends",
@@ -74,16 +77,39 @@ class ReplicationError(StoreError):
         )
 
 
+class PinnedWrite(Protocol):
+    """A write of another key layout that :class:`Acknowledged` can carry (the LangChain4j store's)."""
+
+    @property
+    def operation(self) -> str:
+        """What a failure is reported as."""
+        ...
+
+    @property
+    def memory_id(self) -> str:
+        """The memory written."""
+        ...
+
+    @property
+    def key(self) -> bytes:
+        """A key of the write (all of them share its hash slot): where a cluster sends it."""
+        ...
+
+    def sent(self, fallback: bool) -> tuple[Any, ...]:
+        """The write as ``execute_command``'s arguments (``EVAL`` in place of ``EVALSHA`` if ``fallback``)."""
+        ...
+
+
 class Acknowledged(NamedTuple):
     """A write followed by ``WAIT replicas timeout_ms`` on the same connection; replied ``(reply, acked)``.
 
     Attributes:
-        command: the write (a script run, or ``DEL``).
+        command: the write (a script run, or ``DEL``; another layout's :class:`PinnedWrite`).
         replicas: how many replicas to wait for.
         timeout_ms: for how long at most.
     """
 
-    command: ScriptCall | Call
+    command: ScriptCall | Call | PinnedWrite
     replicas: int
     timeout_ms: int
 
@@ -101,16 +127,19 @@ class Acknowledged(NamedTuple):
     def key(self) -> bytes:
         """A key of the write (all of them share its hash slot): where a cluster sends it."""
         command = self.command
-        return command.names[0] if isinstance(command, ScriptCall) else command.args[0]
+        if isinstance(command, ScriptCall):
+            return command.names[0]
+        return command.args[0] if isinstance(command, Call) else command.key
 
 
-def _changes_the_memory(command: ScriptCall | Call) -> bool:
+def _changes_the_memory(command: object) -> ScriptCall | Call | None:
+    """``command`` if it is a write of this layout that changes the memory (one to wait for), else ``None``."""
     if isinstance(command, ScriptCall):
-        return command.script in _ACKNOWLEDGED_SCRIPTS
-    return isinstance(command, Call) and command.method == "delete"
+        return command if command.script in _ACKNOWLEDGED_SCRIPTS else None
+    return command if isinstance(command, Call) and command.method == "delete" else None
 
 
-def _replayed(command: Command, reply: object) -> bool:
+def _replayed(command: object, reply: object) -> bool:
     """Whether ``reply`` says the write script found this write applied already (its first reply was lost)."""
     return (
         isinstance(command, ScriptCall) and command.script is WRITE and isinstance(reply, list) and reply[:1] == [b"r"]
@@ -121,8 +150,18 @@ AcknowledgedSends = Generator[Command | Acknowledged, object, _T]
 """An operation whose writes wait for replicas."""
 
 
-def acknowledged(operation: Sends[_T], replication: Replication) -> AcknowledgedSends[_T]:
+def acknowledged(
+    operation: Sends[_T] | Generator[Any, object, _T],
+    replication: Replication,
+    *,
+    pin: Callable[[object], ScriptCall | Call | PinnedWrite | None] = _changes_the_memory,
+    replayed: Callable[[Any, object], bool] = _replayed,
+) -> AcknowledgedSends[_T]:
     """``operation`` with each write that changes the memory sent as :class:`Acknowledged`.
+
+    ``pin`` gives the write to wait for in a command the operation yields (``None``: send it as it is),
+    ``replayed`` whether the write's reply says it had landed already (sent again after a lost reply):
+    this layout's by default.
 
     Raises:
         ReplicationError: the operation's last write (the one that landed) had fewer acknowledgements than
@@ -130,7 +169,7 @@ def acknowledged(operation: Sends[_T], replication: Replication) -> Acknowledged
     """
     reply: object = None
     failure: BaseException | None = None
-    shortfall: tuple[ScriptCall | Call, int | None] | None = None
+    shortfall: tuple[ScriptCall | Call | PinnedWrite, int | None] | None = None
     while True:
         try:
             command = operation.send(reply) if failure is None else operation.throw(failure)
@@ -147,13 +186,14 @@ def acknowledged(operation: Sends[_T], replication: Replication) -> Acknowledged
             return done.value  # type: ignore[no-any-return]
         reply, failure = None, None
         try:
-            if isinstance(command, (ScriptCall, Call)) and _changes_the_memory(command):
-                replied: Any = yield Acknowledged(command, replication.replicas, replication.timeout_ms)
+            pinned = pin(command)
+            if pinned is not None:
+                replied: Any = yield Acknowledged(pinned, replication.replicas, replication.timeout_ms)
                 reply, acked = replied
-                if _replayed(command, reply):
-                    shortfall = (command, None)
+                if replayed(pinned, reply):
+                    shortfall = (pinned, None)
                 else:
-                    shortfall = None if acked >= replication.replicas else (command, acked)
+                    shortfall = None if acked >= replication.replicas else (pinned, acked)
             else:
                 reply = yield command
         except Exception as exc:  # thrown in by the executor: the operation handles it

@@ -6,17 +6,18 @@
 -- ARGV[2]: the new value (LangChain4j JSON)
 -- ARGV[3]: this write's id, unique to it (sent again unchanged when the driver resends the script)
 -- ARGV[4]: the expiry in milliseconds, '0' for none
--- Reply: 1 written (now, or by an earlier run of this same write); 0 the key holds something else
--- (nothing written).
+-- Reply: 1 written now; 2 written by an earlier run of this same write (nothing written now); 0 the key
+-- holds something else (nothing written).
 -- The ids of the latest 16 writes are kept for an hour after the last one (whatever the value's expiry:
 -- they hold no message), far longer than any resend of a write whose reply was lost.
 local WRITE_IDS, WRITE_IDS_MS = 16, 3600000
--- A writer whose reply was lost and who sends again finds its own id: that is its write, done already.
+-- A writer whose reply was lost and who sends again finds its own id: that is its write, done already
+-- (replied 2: a writer waiting for replicas cannot count them for a write this run did not make).
 -- Only the id tells: another writer may well have written the very same value.
 local recent = redis.call('LRANGE', KEYS[2], 0, -1)
 for i = 1, #recent do
   if recent[i] == ARGV[3] then
-    return 1
+    return 2
   end
 end
 local current = redis.call('GET', KEYS[1])
