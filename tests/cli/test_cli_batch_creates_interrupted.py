@@ -68,10 +68,12 @@ def stopping(store: Any, stop: Stop, monkeypatch: pytest.MonkeyPatch, backend: s
     """Route the store's sends through ``stop``, counting only those of ``create_batch``."""
     if backend == "mongodb":
         from pymongo.collection import Collection
+        from pymongo.database import Database
         from pymongo.errors import AutoReconnect
 
         stop.lost = lambda: AutoReconnect("lost (injected)")  # type: ignore[method-assign]
         targets = [(Collection, name) for name in ("insert_many", "find", "find_one", "update_many")]
+        targets.append((Database, "command"))
     else:
         from sqlalchemy.exc import OperationalError
 
@@ -140,5 +142,5 @@ def test_an_import_stopped_inside_a_batch_create_and_run_again_ends_as_exported(
         settled = run("import", url, str(path))
         assert f"{len(memories)} unchanged" in settled.err, (number, after, settled.err)
     # Each send stopped before and after: BEGIN, the reads, the clock, the inserts, COMMIT (SQL); the
-    # reads and the insert_many (MongoDB).
+    # server's clock (hello) and the insert_many (MongoDB).
     assert stopped >= (4 if name == "mongodb" else 12), stopped

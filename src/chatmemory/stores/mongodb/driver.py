@@ -32,6 +32,7 @@ from pymongo.errors import (  # noqa: E402
 )
 from pymongo.write_concern import WriteConcern  # noqa: E402
 
+from chatmemory.stores.mongodb.batch_creates import refused_indexes  # noqa: E402
 from chatmemory.stores.mongodb.expressions import TOO_LARGE_ADVICE  # noqa: E402
 from chatmemory.stores.mongodb.plan import DUPLICATE_KEY, RESEND_CODES, Document, WriteReply  # noqa: E402
 
@@ -206,6 +207,13 @@ def copy_landed(exc: BaseException) -> bool:
     details = exc.details or {}
     errors = details.get("writeErrors") or []
     return not details.get("writeConcernErrors") and all(error.get("code") == DUPLICATE_KEY for error in errors)
+
+
+def duplicate_indexes(exc: BaseException) -> list[int] | None:
+    """The documents an ``insert_many`` that raised ``exc`` refused, if duplicate ``_id`` s were all it refused."""
+    if not isinstance(exc, BulkWriteError):
+        return None
+    return refused_indexes(exc.details or {}, DUPLICATE_KEY)
 
 
 def server_time(hello: Document) -> datetime.datetime | None:

@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatmemory.core.errors import StoreError
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
-from chatmemory.stored_memories import StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, StoreLifecycle
 from chatmemory.stores.base.driving import drive
@@ -31,9 +31,16 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import MongoClient  # noqa: E402 - imported once the driver is known
 
+from chatmemory.stores.mongodb.batch_creates import create_batch  # noqa: E402
 from chatmemory.stores.mongodb.batch_reads import read_batch  # noqa: E402
 from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
-from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
+from chatmemory.stores.mongodb.driver import (  # noqa: E402
+    DRIVER_ERRORS,
+    EXPIRY_INDEX,
+    describe,
+    duplicate_indexes,
+    server_time,
+)
 from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
 from chatmemory.stores.mongodb.locked_operations import LockedOperations  # noqa: E402
 from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
@@ -168,6 +175,47 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             raise StoreError(Operation.READ, detail=f"reading {len(memory_ids)} memories: {describe(exc)}") from exc
 
     # --------------------------------------------------------------------------------------------- write
+
+    @_traced("create_batch")
+    def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist, with their expiries, in one unordered ``insert_many``.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchCreates`: each create is conditional on the
+        memory being absent, as ``save(id, messages, 0)`` is (the unique ``_id``); ``None`` for one that
+        exists. An expired memory, and every memory of a store with history, go through :meth:`save`.
+        """
+        self._check_open(Operation.WRITE)
+        memories = list(memories)
+        if self._history is not None:
+            return [self._create_one(memory) for memory in memories]
+        expiring = any(memory.sets_expiry and memory.expires_at is not None for memory in memories)
+        if expiring and not self._expiry_index_checked:
+            self._indexed = False  # a store without a ttl makes its TTL index on first need, as expire_at does
+            self._expiry_index_checked = True
+        if not self._indexed:
+            self._run(self._ensure_expiry_index())
+        try:
+            done = self._run(
+                create_batch(
+                    memories, self._ttl, self._clock.now(), server_time=server_time, duplicates=duplicate_indexes
+                )
+            )
+        except DRIVER_ERRORS as exc:
+            raise StoreError(Operation.WRITE, detail=f"creating {len(memories)} memories: {describe(exc)}") from exc
+        self._cache.forget(*(validate_memory_id(memory.memory_id) for memory in memories))
+        versions = done.versions
+        for index in done.one_by_one:
+            versions[index] = self._create_one(memories[index])
+        return versions
+
+    def _create_one(self, memory: NewMemory) -> int | None:
+        try:
+            version = self.save(memory.memory_id, memory.messages, 0)
+        except (ConcurrentUpdateError, CorruptedMemoryError):
+            return None  # there already, or damaged: nothing written
+        if memory.sets_expiry:
+            self.expire_at(memory.memory_id, memory.expires_at)
+        return version
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
