@@ -1,16 +1,19 @@
-"""``restore_history`` on the stores that can put history entries back (SupportsHistoryRestore), sync and asyncio."""
+"""``restore_history`` on every backend whose store puts history entries back (SupportsHistoryRestore).
+
+Sync on every backend, asyncio on every backend with an asyncio store; a store that cannot restore yet
+is skipped with its name.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from chatmemory import HistoryNotEnabledError, InMemoryChatMemoryStore, SerializationError, UserMessage
-from chatmemory.aio import InMemoryChatMemoryStore as AsyncInMemoryChatMemoryStore
 from chatmemory.aio.store import SupportsHistoryRestore as AsyncSupportsHistoryRestore
-from chatmemory.core.history import HistoryEntry, SupportsHistoryRestore
+from chatmemory.core.history import HistoryEntry, SupportsHistoryRestore, UnrestorableHistoryError
 
 WHEN = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
 
@@ -19,38 +22,65 @@ def entries(*sequences: int) -> list[HistoryEntry]:
     return [HistoryEntry(s, UserMessage(f"m{s}"), WHEN + datetime.timedelta(seconds=s)) for s in sequences]
 
 
-def test_restore_adds_only_missing_entries_and_changes_none() -> None:
-    store = InMemoryChatMemoryStore(history=True)
-    assert isinstance(store, SupportsHistoryRestore)
-    assert store.restore_history("m", entries(2, 5)) == 2
-    changed = [HistoryEntry(5, UserMessage("other"), WHEN)]
-    assert store.restore_history("m", [*entries(1), *changed, *entries(9)]) == 2
-    assert store.history("m").entries == entries(1, 2, 5, 9)
-    assert store.restore_history("m", entries(1, 2, 5, 9)) == 0
+@pytest.fixture
+def restoring(backend) -> Iterator[SupportsHistoryRestore]:
+    store = backend.make_store(history=True)
+    try:
+        if not isinstance(store, SupportsHistoryRestore):
+            pytest.skip(f"{type(store).__name__} cannot restore history yet")
+        yield store
+    finally:
+        backend.close_store(store)
+
+
+@pytest.fixture
+async def async_restoring(async_backend) -> AsyncIterator[AsyncSupportsHistoryRestore]:
+    store = await async_backend.make_store(history=True)
+    try:
+        if not isinstance(store, AsyncSupportsHistoryRestore):
+            pytest.skip(f"{type(store).__name__} cannot restore history yet")
+        yield store
+    finally:
+        await async_backend.close_store(store)
+
+
+def test_restore_adds_only_missing_entries_and_changes_none(restoring) -> None:
+    store = restoring
+    assert store.restore_history("m", entries(3, 4)) == 2
+    changed = [HistoryEntry(4, UserMessage("other"), WHEN)]
+    assert store.restore_history("m", [*entries(1, 2, 3), *changed, *entries(5)]) == 3
+    assert store.history("m").entries == entries(1, 2, 3, 4, 5)
+    assert store.restore_history("m", entries(1, 2, 3, 4, 5)) == 0
+    assert store.history("m").entries == entries(1, 2, 3, 4, 5)
     assert store.get_messages("m") == []  # no window was asked for
 
 
-def test_restore_with_a_window_writes_it_only_where_there_is_none() -> None:
-    store = InMemoryChatMemoryStore(history=True)
+def test_restore_with_a_window_writes_it_only_where_there_is_none(restoring) -> None:
+    store = restoring
     assert store.restore_history("m", entries(3, 4), window=[UserMessage("m4")]) == 2
     assert store.get_messages("m") == [UserMessage("m4")]
+    assert store.load("m").version > 0
     assert store.history("m").entries == entries(3, 4)  # the window's write recorded nothing more
-    store.restore_history("m", entries(3, 4), window=[UserMessage("x")])
+    assert store.restore_history("m", entries(3, 4), window=[UserMessage("x")]) == 0
     assert store.get_messages("m") == [UserMessage("m4")]
     store.update_messages("m", [UserMessage("m4"), UserMessage("new")])
     after = store.history("m").entries
-    assert after[:2] == entries(3, 4) and after[2].sequence > 4
+    assert after[:2] == entries(3, 4)
+    assert after[2].sequence > 4 and after[2].message == UserMessage("new")
 
 
-def test_later_writes_number_after_the_restored_entries_in_every_memory() -> None:
-    store = InMemoryChatMemoryStore(history=True)
-    store.restore_history("a", entries(1000))
-    store.update_messages("b", [UserMessage("b")])
-    assert store.history("b").entries[0].sequence > 1000
+def test_writes_after_a_restore_into_a_written_memory_number_after_it(restoring) -> None:
+    store = restoring
+    store.update_messages("m", [UserMessage("m1")])
+    first = store.history("m").entries[0].sequence
+    store.restore_history("m", [HistoryEntry(first + 1, UserMessage("back"), WHEN)])
+    store.update_messages("m", [UserMessage("m1"), UserMessage("next")])
+    sequences = [entry.sequence for entry in store.history("m").entries]
+    assert sequences == sorted(set(sequences)) and len(sequences) == 3
 
 
-def test_a_bad_restore_changes_nothing() -> None:
-    store = InMemoryChatMemoryStore(history=True)
+def test_a_bad_restore_changes_nothing(restoring) -> None:
+    store = restoring
     with pytest.raises(ValueError, match="strictly increase"):
         store.restore_history("m", entries(2, 1))
     with pytest.raises(ValueError, match="positive"):
@@ -58,22 +88,58 @@ def test_a_bad_restore_changes_nothing() -> None:
     with pytest.raises(ValueError, match="aware"):
         store.restore_history("m", [HistoryEntry(1, UserMessage("q"), WHEN.replace(tzinfo=None))])
     with pytest.raises(TypeError, match="HistoryEntry"):
-        store.restore_history("m", [UserMessage("q")])  # type: ignore[list-item]
+        store.restore_history("m", [UserMessage("q")])
     unencodable = HistoryEntry(2, UserMessage("\ud800"), WHEN)  # a lone surrogate: no JSON holds it
     with pytest.raises(SerializationError):
         store.restore_history("m", [*entries(1), unencodable])
     assert store.history("m").entries == []
-    with pytest.raises(HistoryNotEnabledError):
-        InMemoryChatMemoryStore().restore_history("m", entries(1))
+    assert store.get_messages("m") == []
 
 
-def test_the_asyncio_store_restores_as_the_sync_one() -> None:
-    async def scenario() -> None:
-        store = AsyncInMemoryChatMemoryStore(history=True)
-        assert isinstance(store, AsyncSupportsHistoryRestore)
-        assert await store.restore_history("m", entries(1, 2), window=[UserMessage("m2")]) == 2
-        assert await store.restore_history("m", entries(1, 2, 3)) == 1
-        assert (await store.history("m")).entries == entries(1, 2, 3)
-        assert await store.get_messages("m") == [UserMessage("m2")]
+def test_a_store_without_history_refuses(backend) -> None:
+    store = backend.make_store()
+    try:
+        if not isinstance(store, SupportsHistoryRestore):
+            pytest.skip(f"{type(store).__name__} cannot restore history yet")
+        with pytest.raises(HistoryNotEnabledError):
+            store.restore_history("m", entries(1))
+    finally:
+        backend.close_store(store)
 
-    asyncio.run(scenario())
+
+def test_gaps_where_the_store_allows_them() -> None:
+    store = InMemoryChatMemoryStore(history=True)
+    assert store.restore_history("m", entries(2, 5)) == 2
+    assert store.restore_history("m", entries(1, 9)) == 2
+    assert [entry.sequence for entry in store.history("m").entries] == [1, 2, 5, 9]
+    store.restore_history("a", entries(1000))
+    store.update_messages("b", [UserMessage("b")])
+    assert store.history("b").entries[0].sequence > 1000  # one counter for the store, moved past it
+
+
+@pytest.mark.redis
+def test_redis_refuses_gaps_and_writes_nothing(backend) -> None:
+    if not backend.name.startswith("redis"):
+        pytest.skip("the consecutive numbering is Redis's")
+    store = backend.make_store(history=True)
+    try:
+        with pytest.raises(UnrestorableHistoryError, match="consecutive"):
+            store.restore_history("m", entries(1, 3), window=[UserMessage("m3")])
+        assert store.history("m").entries == [] and store.get_messages("m") == []
+        store.restore_history("m", entries(5, 6))
+        with pytest.raises(UnrestorableHistoryError, match="5 to 6"):
+            store.restore_history("m", entries(8))
+        with pytest.raises(UnrestorableHistoryError, match="5 to 6"):
+            store.restore_history("m", entries(2, 3))
+        assert store.restore_history("m", entries(2, 3, 4, 5, 6, 7)) == 4
+        assert [entry.sequence for entry in store.history("m").entries] == [2, 3, 4, 5, 6, 7]
+    finally:
+        backend.close_store(store)
+
+
+async def test_the_asyncio_store_restores_as_the_sync_one(async_restoring) -> None:
+    store = async_restoring
+    assert await store.restore_history("m", entries(1, 2), window=[UserMessage("m2")]) == 2
+    assert await store.restore_history("m", entries(1, 2, 3)) == 1
+    assert (await store.history("m")).entries == entries(1, 2, 3)  # type: ignore[attr-defined]
+    assert await store.get_messages("m") == [UserMessage("m2")]  # type: ignore[attr-defined]

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from chatmemory.core.errors import ChatMemoryError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.sequence_diff import diff_messages
 
@@ -46,6 +47,7 @@ __all__ = [
     "HistoryQuery",
     "SupportsHistory",
     "SupportsHistoryRestore",
+    "UnrestorableHistoryError",
     "checked_restore",
     "history_appends",
     "history_query",
@@ -139,6 +141,15 @@ def history_query(after: int | None, limit: int, reverse: bool) -> HistoryQuery:
 def history_appends(old: Sequence[ChatMessage], new: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
     """The messages a write of ``new`` over the stored ``old`` adds to the history, in order."""
     return diff_messages(old, new).appended
+
+
+class UnrestorableHistoryError(ChatMemoryError):
+    """History entries a store cannot put back with their sequence numbers; nothing was written."""
+
+    def __init__(self, memory_id: str, reason: str) -> None:
+        self.memory_id = memory_id
+        self.reason = reason
+        super().__init__(f"the history of {memory_id!r} cannot be restored here: {reason}; nothing was written")
 
 
 def checked_restore(memory_id: str, entries: Sequence[HistoryEntry]) -> tuple[HistoryEntry, ...]:

@@ -13,7 +13,7 @@ import datetime
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TypeVar
 
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
@@ -240,6 +240,18 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         """
         query = self._history_query(after, limit, reverse)
         return await self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
+
+    @_traced.coroutine("restore_history")
+    async def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.aio.store.SupportsHistoryRestore`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            UnrestorableHistoryError: the sequences are not consecutive; nothing was written.
+        """
+        return await self._drive(Operation.WRITE, memory_id, self._restore(memory_id, entries, window))
 
     @_traced.coroutine("trim_history")
     async def trim_history(

@@ -9,11 +9,13 @@ This module imports redis-py (through :mod:`~chatmemory.stores.redis.driver`), n
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from chatmemory.core.errors import HistoryNotEnabledError
-from chatmemory.core.history import HistoryQuery, history_query
+from chatmemory.core.history import HistoryEntry, HistoryQuery, checked_restore, history_query
 from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
@@ -145,6 +147,21 @@ class RedisStoreBase(ClientHolder[_Client]):
         query = history_query(after, limit, reverse)
         self._require_history()
         return query
+
+    def _restore(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> Sends[int]:
+        """The restore of ``entries`` (and ``window``) into the history of ``memory_id``, its arguments checked now.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            TypeError, ValueError: see :func:`~chatmemory.core.history.checked_restore`.
+        """
+        memory_id = validate_memory_id(memory_id)
+        restored = checked_restore(memory_id, entries)
+        messages = None if window is None else checked_messages(window)
+        self._require_history()
+        return self._steps.restore(memory_id, restored, messages)
 
     def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Sends[int]:
         """The trim of one memory's history, or of every memory's, its arguments checked now.

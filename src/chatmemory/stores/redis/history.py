@@ -7,14 +7,29 @@ LangChain4j-layout store, which keeps the same kind of list beside its string ke
 from __future__ import annotations
 
 import datetime
+import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from chatmemory.core.errors import StoreError
-from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, trim_cutoff
-from chatmemory.serialization.native import loads_message
+from chatmemory.core.history import (
+    HistoryEntry,
+    HistoryPage,
+    HistoryQuery,
+    UnrestorableHistoryError,
+    trim_cutoff,
+)
+from chatmemory.serialization.native import dumps_message, loads_message
 
-__all__ = ["HistoryRecord", "history_page", "history_read_args", "history_records", "trim_args"]
+__all__ = [
+    "HistoryRecord",
+    "history_page",
+    "history_read_args",
+    "history_records",
+    "restore_args",
+    "restored_count",
+    "trim_args",
+]
 
 _MICROSECOND = datetime.timedelta(microseconds=1)
 _MILLISECOND = datetime.timedelta(milliseconds=1)
@@ -75,6 +90,56 @@ def history_page(memory_id: str, records: Sequence[HistoryRecord], query: Histor
         for record in records
     ]
     return query.page(entries)
+
+
+def restore_args(
+    memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[bytes] | None, head: tuple[bytes, bytes, bytes]
+) -> tuple[bytes, ...]:
+    """The restore script's arguments (``head``: ttl, history ttl and write id; ``window``: its records).
+
+    ``entries`` are checked already (:func:`chatmemory.core.history.checked_restore`).
+
+    Raises:
+        UnrestorableHistoryError: the sequences are not consecutive, or reach 2**53 (a Redis history numbers
+            its entries one after another: a page is read by position).
+        SerializationError: a message does not encode.
+    """
+    for before, entry in itertools.pairwise(entries):
+        if entry.sequence != before.sequence + 1:
+            raise UnrestorableHistoryError(
+                memory_id,
+                f"Redis keeps consecutive sequence numbers, and entry {entry.sequence} follows {before.sequence} "
+                "(a history from a store that numbers with gaps can be restored into one that allows them, "
+                "e.g. the in-memory store)",
+            )
+    if entries and entries[-1].sequence >= _MAX_SEQUENCE:
+        raise UnrestorableHistoryError(memory_id, f"sequence {entries[-1].sequence} is beyond 2**53")
+    args = [*head, b"%d" % len(entries), b"" if window is None else b"%d" % len(window)]
+    for entry in entries:
+        args += [
+            b"%d" % entry.sequence,
+            b"%d" % ((entry.written_at - _EPOCH) // _MILLISECOND),
+            dumps_message(entry.message),
+        ]
+    return (*args, *(window or ()))
+
+
+def restored_count(operation: str, memory_id: str, reply: object) -> int:
+    """How many entries the restore script's ``reply`` says it added.
+
+    Raises:
+        UnrestorableHistoryError: the entries would leave a gap beside those the history holds.
+        StoreError: the reply is not one the script gives.
+    """
+    if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
+        return reply
+    if isinstance(reply, list) and len(reply) == 3 and reply[0] == b"g":
+        raise UnrestorableHistoryError(
+            memory_id,
+            f"the history holds sequences {reply[1]} to {reply[2]}, and Redis keeps them consecutive: the entries "
+            "restored must continue that run without a gap",
+        )
+    raise StoreError(operation, memory_id, f"the restore script replied {reply!r}")
 
 
 def trim_args(older_than: datetime.datetime | datetime.timedelta) -> tuple[bytes, ...]:

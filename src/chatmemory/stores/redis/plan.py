@@ -37,14 +37,22 @@ from enum import Enum
 from typing import NamedTuple
 
 from chatmemory import telemetry
-from chatmemory.core.history import HistoryQuery
+from chatmemory.core.history import HistoryEntry, HistoryQuery
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages, window_shift
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.commands import ScriptCall
-from chatmemory.stores.redis.history import HistoryRecord, history_page, history_read_args, history_records, trim_args
+from chatmemory.stores.redis.history import (
+    HistoryRecord,
+    history_page,
+    history_read_args,
+    history_records,
+    restore_args,
+    restored_count,
+    trim_args,
+)
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.outcomes import (
     Absent,
@@ -59,7 +67,7 @@ from chatmemory.stores.redis.outcomes import (
     unexpected,
     write_outcome,
 )
-from chatmemory.stores.redis.scripts import HISTORY, READ, TRIM, WRITE
+from chatmemory.stores.redis.scripts import HISTORY, READ, RESTORE, TRIM, WRITE
 
 __all__ = [
     "Absent",
@@ -394,6 +402,36 @@ class Planner:
         """Trim the history of ``memory_id`` with ``args`` from :meth:`trim_args`."""
         keys = self.key_space.keys_of(memory_id)
         return ScriptCall(TRIM, keys, args, Operation.WRITE, memory_id, (keys.history,))
+
+    def restore(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> ScriptCall:
+        """Put ``entries`` back in the history of ``memory_id`` (and ``window``, where it has none).
+
+        Raises:
+            UnrestorableHistoryError: the sequences are not consecutive.
+        """
+        keys = self.key_space.keys_of(memory_id)
+        records = None if window is None else [encode(message) for message in window]
+        head = (self._ttl_arg, self._history_ttl_arg, self.write_id())
+        return ScriptCall(
+            RESTORE,
+            keys,
+            restore_args(memory_id, entries, records, head),
+            Operation.WRITE,
+            memory_id,
+            keys.with_history,
+        )
+
+    @staticmethod
+    def restored(call: ScriptCall, reply: object) -> int:
+        """How many entries the restore script's ``reply`` says it added.
+
+        Raises:
+            UnrestorableHistoryError: the entries would leave a gap beside those the history holds.
+            StoreError: the reply is not a count.
+        """
+        return restored_count(call.operation, call.memory_id, reply)
 
     @staticmethod
     def trimmed(call: ScriptCall, reply: object) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
-from chatmemory.core.history import HistoryPage, HistoryQuery
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.memory_steps import Sleep
 from chatmemory.core.messages import ChatMessage, checked_messages
@@ -308,6 +308,18 @@ class Steps:
         call = self.planner.history_read(memory_id, query)
         records = self.planner.history_records(call, (yield call))
         return history_page(memory_id, records, query)
+
+    def restore(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> Sends[int]:
+        """Put ``entries`` back in the history of ``memory_id`` (and ``window``, where it has none); how many went in.
+
+        Raises:
+            UnrestorableHistoryError: the sequences are not consecutive, or leave a gap beside the history's.
+        """
+        call = self.planner.restore(memory_id, entries, window)
+        self.cache.forget(memory_id)  # a window the script creates is not the cached absence
+        return self.planner.restored(call, (yield call))
 
     def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Sends[int]:
         """Trim the history of ``memory_id`` (``args`` from :func:`.history.trim_args`); how many entries went."""

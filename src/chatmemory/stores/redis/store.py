@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from chatmemory.core.errors import ConcurrentUpdateError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
@@ -308,6 +308,21 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         """
         query = self._history_query(after, limit, reverse)
         return self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
+
+    @_traced("restore_history")
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.core.history.SupportsHistoryRestore`).
+
+        One script in the memory's hash slot. A Redis history numbers its entries one after another:
+        entries with gaps between their sequences, or beside the history's, are refused.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+            UnrestorableHistoryError: the sequences are not consecutive; nothing was written.
+        """
+        return self._drive(Operation.WRITE, memory_id, self._restore(memory_id, entries, window))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:

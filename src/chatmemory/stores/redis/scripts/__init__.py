@@ -1,8 +1,8 @@
 """The Lua scripts of the Redis store, read from the ``.lua`` files beside this module.
 
 ``head.lua`` (the layout, the server clock, the ttl check and the judgement of a memory's head) is put
-before each of ``read.lua``, ``write.lua``, ``times.lua``, ``expire.lua``, ``history.lua`` and
-``trim.lua``; each result is one script, run as one atomic round trip. ``unlock.lua`` (giving back a
+before each of ``read.lua``, ``write.lua``, ``times.lua``, ``expire.lua``, ``history.lua``, ``trim.lua``
+and ``restore.lua``; each result is one script, run as one atomic round trip. ``unlock.lua`` (giving back a
 memory's lease lock) stands alone.
 """
 
@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 
-__all__ = ["EXPIRE", "HISTORY", "READ", "TIMES", "TRIM", "UNLOCK", "WRITE", "LuaScript"]
+__all__ = ["EXPIRE", "HISTORY", "READ", "RESTORE", "TIMES", "TRIM", "UNLOCK", "WRITE", "LuaScript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,4 +53,5 @@ TIMES = _load("times")
 EXPIRE = _load("expire")
 HISTORY = _load("history")
 TRIM = _load("trim")
+RESTORE = _load("restore")
 UNLOCK = LuaScript.of("unlock", files(__name__).joinpath("unlock.lua").read_text("utf-8"))
