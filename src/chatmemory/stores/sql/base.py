@@ -27,7 +27,7 @@ from chatmemory.stores.sql.schema import (
     validate_partitions,
 )
 from chatmemory.stores.sql.schema_admin import SchemaAdmin
-from chatmemory.stores.sql.statements import Statements
+from chatmemory.stores.sql.statements import shared_statements
 from chatmemory.stores.sql.writes import WriteLoop
 
 __all__ = ["SQLStoreBase"]
@@ -55,6 +55,8 @@ class SQLStoreBase(Generic[_Engine]):
     _repr_name: ClassVar[str]
     _engine_type: ClassVar[type[Any]]
     """The engine class the executor sends with (``Engine`` or ``AsyncEngine``)."""
+    _turns_type: ClassVar[type[Any]]
+    """Where the executor's writers of one memory queue in the process (``LocalTurns`` or ``AsyncLocalTurns``)."""
     _wrong_engine: ClassVar[str]
     """The TypeError's message for an argument that is neither (``{kind}``: its type's name)."""
     _wrong_dialect: ClassVar[str]
@@ -79,6 +81,7 @@ class SQLStoreBase(Generic[_Engine]):
         self._history = history
         self._cache: SnapshotCache[CachedSnapshot] = SnapshotCache(snapshot_cache_size)
         self._retry = retry or RetryPolicy()
+        self._turns: Any = self._turns_type()
         self._engine: _Engine
         if isinstance(url_or_engine, str):
             options = engine_options or {}
@@ -106,13 +109,14 @@ class SQLStoreBase(Generic[_Engine]):
         self._autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
         self._begin = begin_statement(self._dialect)
         self._begin_statement = Statement(self._begin)
-        self._statements = Statements(
+        self._statements = shared_statements(
             self._tables,
             engine.dialect,
             expires=self._ttl is not None,
             history=history,
             history_expires=self._history_ttl is not None,
         )
+        self._tables = self._statements.tables  # statements built later name the same Table objects
         self._schema = SchemaAdmin(
             self._schema_engine(), engine.url, self._tables.prefix, self._dialect, self._partitions
         )

@@ -16,8 +16,21 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from sqlalchemy import Column, Connection, Engine, MetaData, PrimaryKeyConstraint, String, Table, inspect, select, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    inspect,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -238,6 +251,32 @@ class SchemaAdmin:
 
     # ----------------------------------------------------------------------------- on a connection
 
+    def check_quickly_on(self, connection: Connection) -> None:
+        """:meth:`check_on` in one query where the version table is there (an autocommit ``connection``).
+
+        The revision (and, on MySQL/MariaDB, ``max_allowed_packet``) in one ``SELECT`` of the version
+        table; a failure other than a lost connection (no version table) leaves the answer to
+        :meth:`check_on`, which looks the table up first. In autocommit the failed statement aborts nothing.
+        """
+        table = version_table(self._prefix)
+        columns: list[Any] = [table.c.version_num]
+        if self._dialect == "mysql":
+            columns.append(literal_column("@@max_allowed_packet"))
+        try:
+            rows = connection.execute(select(*columns)).all()
+        except DBAPIError as exc:
+            if lost_connection(exc):
+                raise
+            connection.rollback()  # SQLAlchemy's record of the failed statement; nothing was begun
+            self.check_on(connection)
+            return
+        found = rows[0][0] if len(rows) == 1 else None
+        if found != REQUIRED_SCHEMA_REVISION:
+            raise self.version_error(found)
+        if self._dialect == "mysql":
+            self.max_allowed_packet = int(rows[0][1])
+        self._checked = True
+
     def check_on(self, connection: Connection) -> None:
         """Raise :class:`~chatmemory.SchemaVersionError` naming the command to run unless at the revision."""
         found = revision_on(connection, self._prefix)
@@ -298,7 +337,7 @@ class SchemaAdmin:
             if not self._checked:
                 assert self._engine is not None, "the asyncio store passes its own connections"
                 with self._wrapped(Operation.SCHEMA):
-                    check_with(self._engine, self.check_on)
+                    check_with(self._engine, self.check_quickly_on)
 
     def revision(self) -> str | None:
         """The revision of the tables."""

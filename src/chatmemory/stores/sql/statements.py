@@ -15,7 +15,9 @@ turn); the hot ones are rendered once (:mod:`~chatmemory.stores.sql.rendered`).
 
 from __future__ import annotations
 
+import copy
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from sqlalchemy import (
@@ -55,7 +57,7 @@ from chatmemory.stores.sql.rendered import Joined, Rendered, render
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
 from chatmemory.stores.sql.turn_statement import diff_turn
 
-__all__ = ["Joined", "Rendered", "Statements", "render", "stray_read", "window_read"]
+__all__ = ["Joined", "Rendered", "Statements", "render", "shared_statements", "stray_read", "window_read"]
 
 _MARIADB_BLOCKS = (10, 1, 1)
 """The first MariaDB to run compound statements (``BEGIN NOT ATOMIC``) outside stored programs."""
@@ -237,6 +239,21 @@ class Statements:
         them as MySQL's go, in one multi-statement string and a ``COMMIT`` (how that path is tested on
         MariaDB)."""
 
+    @property
+    def tables(self) -> SchemaTables:
+        """The tables the statements name (the store builds its other statements on these too)."""
+        return self._tables
+
+    def for_store(self, dialect: Dialect) -> Statements:
+        """A copy for another store of the same key (see :func:`shared_statements`): nothing rendered lazily shared."""
+        clone = copy.copy(self)
+        clone._dialect = dialect
+        clone._diffs = {}
+        clone._diffs_lock = threading.Lock()
+        clone._removals = {}
+        clone._joined = {}
+        return clone
+
     def removal(self, count: int) -> Rendered:
         """The delete (or, with history, the mark) of rows of ``p_id``, rendered once per ``count``.
 
@@ -378,6 +395,47 @@ class Statements:
     def lock_expired(self, batch_size: int) -> Select[Any]:
         """Up to ``batch_size`` expired ids, locked until the purge commits (see :mod:`.page_statements`)."""
         return page_statements.lock_expired(self._tables, self._now, batch_size)
+
+
+_SHARED_SIZE = 32
+"""How many stores' statement sets (dialect, table prefix, options) a process keeps built."""
+_shared: OrderedDict[tuple[Any, ...], Statements] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def shared_statements(
+    tables: SchemaTables, dialect: Dialect, *, expires: bool, history: bool = False, history_expires: bool = False
+) -> Statements:
+    """:class:`Statements` for a store, built once per process for its dialect, table prefix and options.
+
+    Building and rendering them costs milliseconds of CPU, felt by every store opened from a URL (a CLI
+    command, a short-lived worker). The statements are the same for every store of one key; each store
+    gets its own copy of the set, with its own dialect and its own lazily rendered shapes (those rendered
+    after the first connection may depend on the server the dialect has seen). The tables are the set's
+    (:attr:`Statements.tables`): a statement the store builds must name the same ``Table`` objects.
+    """
+    key = (
+        type(dialect),
+        dialect.name,
+        dialect.driver,
+        dialect.paramstyle,
+        getattr(dialect, "server_version_info", None),
+        tables.prefix,
+        expires,
+        history,
+        history_expires,
+    )
+    with _shared_lock:
+        built = _shared.get(key)
+        if built is not None:
+            _shared.move_to_end(key)
+    if built is None:
+        built = Statements(tables, dialect, expires=expires, history=history, history_expires=history_expires)
+        with _shared_lock:
+            _shared[key] = built
+            while len(_shared) > _SHARED_SIZE:
+                _shared.popitem(last=False)
+    return built.for_store(dialect)
 
 
 def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
