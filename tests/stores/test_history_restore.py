@@ -46,13 +46,13 @@ async def async_restoring(async_backend) -> AsyncIterator[AsyncSupportsHistoryRe
 
 def test_restore_adds_only_missing_entries_and_changes_none(restoring) -> None:
     store = restoring
-    assert store.restore_history("m", entries(3, 4)) == 2
+    assert store.restore_history("m", entries(3, 4), window=[UserMessage("m4")]) == 2
     changed = [HistoryEntry(4, UserMessage("other"), WHEN)]
     assert store.restore_history("m", [*entries(1, 2, 3), *changed, *entries(5)]) == 3
     assert store.history("m").entries == entries(1, 2, 3, 4, 5)
     assert store.restore_history("m", entries(1, 2, 3, 4, 5)) == 0
     assert store.history("m").entries == entries(1, 2, 3, 4, 5)
-    assert store.get_messages("m") == []  # no window was asked for
+    assert store.get_messages("m") == [UserMessage("m4")]
 
 
 def test_restore_with_a_window_writes_it_only_where_there_is_none(restoring) -> None:
@@ -91,7 +91,7 @@ def test_a_bad_restore_changes_nothing(restoring) -> None:
         store.restore_history("m", [UserMessage("q")])
     unencodable = HistoryEntry(2, UserMessage("\ud800"), WHEN)  # a lone surrogate: no JSON holds it
     with pytest.raises(SerializationError):
-        store.restore_history("m", [*entries(1), unencodable])
+        store.restore_history("m", [*entries(1), unencodable], window=[UserMessage("m1")])
     assert store.history("m").entries == []
     assert store.get_messages("m") == []
 
@@ -103,6 +103,24 @@ def test_a_store_without_history_refuses(backend) -> None:
             pytest.skip(f"{type(store).__name__} cannot restore history yet")
         with pytest.raises(HistoryNotEnabledError):
             store.restore_history("m", entries(1))
+    finally:
+        backend.close_store(store)
+
+
+def test_a_history_alone_where_the_store_keeps_it_beside_the_window(backend) -> None:
+    store = backend.make_store(history=True)
+    try:
+        if not isinstance(store, SupportsHistoryRestore):
+            pytest.skip(f"{type(store).__name__} cannot restore history yet")
+        if backend.name != "mongodb":
+            assert store.restore_history("m", entries(1)) == 1
+            assert store.get_messages("m") == []
+            return
+        with pytest.raises(UnrestorableHistoryError, match="restore it with its window"):
+            store.restore_history("m", entries(1))
+        assert store.history("m").entries == []
+        store.update_messages("plain", [UserMessage("p")])  # written with history: it has one to add to
+        assert store.restore_history("plain", entries(5)) == 1
     finally:
         backend.close_store(store)
 
@@ -143,3 +161,28 @@ async def test_the_asyncio_store_restores_as_the_sync_one(async_restoring) -> No
     assert await store.restore_history("m", entries(1, 2, 3)) == 1
     assert (await store.history("m")).entries == entries(1, 2, 3)  # type: ignore[attr-defined]
     assert await store.get_messages("m") == [UserMessage("m2")]  # type: ignore[attr-defined]
+
+
+@pytest.mark.mongodb
+def test_a_mongodb_store_that_cached_the_head_numbers_after_a_restore_by_another(backend) -> None:
+    if backend.name != "mongodb":
+        pytest.skip("the MongoDB head and its cached hseq")
+    from chatmemory.stores.mongodb import MongoChatMemoryStore
+
+    writer = backend.make_store(history=True)
+    collection = writer._collection
+    restorer = MongoChatMemoryStore(
+        collection.database.client, database=collection.database.name, collection=collection.name, history=True
+    )
+    try:
+        writer.update_messages("m", [UserMessage("a")])  # the writer caches the head: hseq 1
+        version = writer.load("m").version
+        assert restorer.restore_history("m", entries(2, 3)) == 2
+        assert restorer.load("m").version > version  # writers that cached the head read it again
+        writer.update_messages("m", [UserMessage("a"), UserMessage("b")])
+        history = writer.history("m").entries
+        assert [entry.sequence for entry in history] == [1, 2, 3, 4]
+        assert history[1:3] == entries(2, 3) and history[3].message == UserMessage("b")
+    finally:
+        restorer.close()
+        backend.close_store(writer)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from chatmemory.aio.stores.admission import Admission
 from chatmemory.aio.stores.loops import PerLoop
 from chatmemory.core.errors import StoreError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
@@ -327,6 +327,23 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
             HistoryNotEnabledError: the store was built without history.
         """
         return await self._run(self._history_page(memory_id, after, limit, reverse))
+
+    @_traced.coroutine("restore_history")
+    async def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.aio.store.SupportsHistoryRestore`).
+
+        Entries go into the history collection after the head's ``hseq`` moves past them (and the
+        memory's version with it); an absent memory is created with ``window``. Not one atomic step
+        (MongoDB has none over two collections): a restore cut short is completed by the next one,
+        never doubling or changing an entry.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without history.
+            UnrestorableHistoryError: an absent memory without ``window``, or one written without history.
+        """
+        return await self._run(self._restore_history(memory_id, entries, window))
 
     @_traced.coroutine("trim_history")
     async def trim_history(

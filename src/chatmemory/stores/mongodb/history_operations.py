@@ -2,23 +2,39 @@
 
 Each method is a generator of :mod:`~chatmemory.stores.mongodb.commands` (see
 :mod:`~chatmemory.stores.mongodb.operations`): copying the groups a write staged, setting the entries'
-expiry, reading a page and trimming. What they decide is in :mod:`~chatmemory.stores.mongodb.history`.
+expiry, reading a page, trimming and restoring entries. What they decide is in
+:mod:`~chatmemory.stores.mongodb.history` (and :mod:`~chatmemory.stores.mongodb.history_restore`).
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.errors import HistoryNotEnabledError, StoreError
-from chatmemory.core.history import HistoryPage, history_query, trim_cutoff
+from chatmemory.core.history import (
+    HistoryEntry,
+    HistoryPage,
+    UnrestorableHistoryError,
+    checked_restore,
+    history_query,
+    trim_cutoff,
+)
 from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.stores.base import Operation
 from chatmemory.stores.mongodb.base import MongoStoreBase
 from chatmemory.stores.mongodb.commands import Result, Steps, Target, call
-from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, copy_landed, describe, server_time, write_error
+from chatmemory.stores.mongodb.driver import (
+    DRIVER_ERRORS,
+    copy_landed,
+    describe,
+    duplicate_indexes,
+    server_time,
+    write_error,
+)
 from chatmemory.stores.mongodb.history import (
     ENTRY_PROJECTION,
     HEAD_PROJECTION,
@@ -31,6 +47,7 @@ from chatmemory.stores.mongodb.history import (
     groups_of,
     head_filter,
     head_of,
+    new_history_id,
     refresh_due,
     refresh_update,
     refreshed_of,
@@ -40,6 +57,17 @@ from chatmemory.stores.mongodb.history import (
     state_after,
 )
 from chatmemory.stores.mongodb.history_pages import page_of, read_entries_filter, stale_filter, trim_filter, trim_head
+from chatmemory.stores.mongodb.history_restore import (
+    RESTORE_ATTEMPTS,
+    RESTORE_PROJECTION,
+    entry_documents_of,
+    entry_records,
+    head_update,
+    new_head_document,
+    present_filter,
+    staged_sequences,
+    version_of,
+)
 from chatmemory.stores.mongodb.layout import MemoryState
 from chatmemory.stores.mongodb.plan import WritePlan, Written
 
@@ -151,6 +179,94 @@ class HistoryOperations(MongoStoreBase[_Client]):
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
         return page_of(memory_id, query, documents, head)
+
+    def _restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> Steps[int]:
+        """Add the entries the history lacks (see :mod:`~chatmemory.stores.mongodb.history_restore`)."""
+        memory_id = validate_memory_id(memory_id)
+        restored = checked_restore(memory_id, entries)
+        messages = None if window is None else checked_messages(window)
+        config = self._require_history()
+        records = entry_records(restored)
+        self._check_open(Operation.WRITE, memory_id)
+        self._cache.forget(memory_id)
+        yield from self._ensure_history_index()
+        try:
+            for _ in range(RESTORE_ATTEMPTS):
+                added = yield from self._restore_once(memory_id, restored, records, messages, config)
+                if added is not None:
+                    self._cache.forget(memory_id)
+                    return added
+        except DRIVER_ERRORS as exc:
+            raise write_error(memory_id, exc) from exc
+        raise StoreError(Operation.WRITE, memory_id, f"writers kept moving the history head ({RESTORE_ATTEMPTS} reads)")
+
+    def _restore_once(
+        self,
+        memory_id: str,
+        entries: tuple[HistoryEntry, ...],
+        records: Mapping[int, str],
+        window: tuple[ChatMessage, ...] | None,
+        config: HistoryConfig,
+    ) -> Steps[int | None]:
+        """One attempt: how many entries went in, or ``None`` when the head moved and must be read again."""
+        now = yield from self._server_now()
+        top = entries[-1].sequence if entries else 0
+        document = yield call(Target.WINDOW, "find_one", {"_id": memory_id}, RESTORE_PROJECTION)
+        if document is None:
+            if window is None:
+                raise UnrestorableHistoryError(
+                    memory_id, "a MongoDB history lives in its memory's document: restore it with its window"
+                )
+            hid = new_history_id()
+            created = new_head_document(memory_id, window, hid, top, config, now)
+            try:
+                yield call(Target.WINDOW, "insert_many", [created], ordered=False, result=Result.NOTHING)
+            except DRIVER_ERRORS as exc:
+                if duplicate_indexes(exc) != [0]:
+                    raise
+                return None  # created meanwhile: restore into it
+            yield from self._insert_entries(memory_id, hid, entries, records, config, now)
+            return len(entries)
+        hid, version = document.get("hid"), version_of(document)
+        if not isinstance(hid, int) or version is None:
+            raise UnrestorableHistoryError(
+                memory_id, "the memory was written without history (its document has no history id)"
+            )
+        present = staged_sequences(memory_id, document)
+        if entries:
+            found = yield call(
+                _HISTORY, "find", present_filter(memory_id, hid, entries), {"_id": 0, "s": 1}, result=Result.LIST
+            )
+            present.update(entry.get("s") for entry in found)
+        missing = [entry for entry in entries if entry.sequence not in present]
+        if not missing:
+            return 0
+        filter, update = head_update(memory_id, version, hid, top, int(now.timestamp() * 1_000_000))
+        matched: int = yield call(Target.WINDOW, "update_one", filter, update, result=Result.MATCHED)
+        if not matched:
+            return None
+        yield from self._insert_entries(memory_id, hid, missing, records, config, now)
+        return len(missing)
+
+    def _insert_entries(
+        self,
+        memory_id: str,
+        hid: int,
+        entries: Sequence[HistoryEntry],
+        records: Mapping[int, str],
+        config: HistoryConfig,
+        now: datetime.datetime,
+    ) -> Steps[None]:
+        if not entries:
+            return
+        documents = entry_documents_of(memory_id, hid, entries, records, config, now)
+        try:
+            yield call(_HISTORY, "insert_many", documents, ordered=False, result=Result.NOTHING)
+        except DRIVER_ERRORS as exc:
+            if not copy_landed(exc):  # an entry there already (another restore's) is the same entry
+                raise
 
     def _server_now(self) -> Steps[datetime.datetime]:
         now = self._clock.now()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
@@ -303,6 +303,23 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             HistoryNotEnabledError: the store was built without history.
         """
         return self._run(self._history_page(memory_id, after, limit, reverse))
+
+    @_traced("restore_history")
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.core.history.SupportsHistoryRestore`).
+
+        Entries go into the history collection after the head's ``hseq`` moves past them (and the
+        memory's version with it); an absent memory is created with ``window``. Not one atomic step
+        (MongoDB has none over two collections): a restore cut short is completed by the next one,
+        never doubling or changing an entry.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without history.
+            UnrestorableHistoryError: an absent memory without ``window``, or one written without history.
+        """
+        return self._run(self._restore_history(memory_id, entries, window))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
