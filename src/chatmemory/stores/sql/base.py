@@ -23,8 +23,8 @@ from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
 from chatmemory.stores.sql.schema import (
     DEFAULT_TABLE_PREFIX,
     REQUIRED_SCHEMA_REVISION,
-    build_tables,
     validate_partitions,
+    validate_table_prefix,
 )
 from chatmemory.stores.sql.schema_admin import SchemaAdmin
 from chatmemory.stores.sql.statements import shared_statements
@@ -75,7 +75,7 @@ class SQLStoreBase(Generic[_Engine]):
         history_ttl: TTL = None,
         partitions: int | None = None,
     ) -> None:
-        self._tables = build_tables(table_prefix)
+        table_prefix = validate_table_prefix(table_prefix)
         self._ttl = ttl_seconds(ttl)
         self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history = history
@@ -110,13 +110,13 @@ class SQLStoreBase(Generic[_Engine]):
         self._begin = begin_statement(self._dialect)
         self._begin_statement = Statement(self._begin)
         self._statements = shared_statements(
-            self._tables,
+            table_prefix,
             engine.dialect,
             expires=self._ttl is not None,
             history=history,
             history_expires=self._history_ttl is not None,
         )
-        self._tables = self._statements.tables  # statements built later name the same Table objects
+        self._tables = self._statements.tables  # built once per prefix: later statements name these tables
         self._schema = SchemaAdmin(
             self._schema_engine(), engine.url, self._tables.prefix, self._dialect, self._partitions
         )

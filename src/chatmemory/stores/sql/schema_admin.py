@@ -16,7 +16,6 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -27,7 +26,6 @@ from sqlalchemy import (
     String,
     Table,
     inspect,
-    literal_column,
     select,
     text,
 )
@@ -255,15 +253,14 @@ class SchemaAdmin:
         """:meth:`check_on` in one query where the version table is there (an autocommit ``connection``).
 
         The revision (and, on MySQL/MariaDB, ``max_allowed_packet``) in one ``SELECT`` of the version
-        table; a failure other than a lost connection (no version table) leaves the answer to
-        :meth:`check_on`, which looks the table up first. In autocommit the failed statement aborts nothing.
+        table, as driver SQL (nothing for SQLAlchemy to compile on each open); a failure other than a lost
+        connection (no version table) leaves the answer to :meth:`check_on`, which looks the table up
+        first. In autocommit the failed statement aborts nothing.
         """
-        table = version_table(self._prefix)
-        columns: list[Any] = [table.c.version_num]
-        if self._dialect == "mysql":
-            columns.append(literal_column("@@max_allowed_packet"))
+        table = connection.dialect.identifier_preparer.quote(version_table_name(self._prefix))
+        packet = ", @@max_allowed_packet" if self._dialect == "mysql" else ""
         try:
-            rows = connection.execute(select(*columns)).all()
+            rows = connection.exec_driver_sql(f"SELECT version_num{packet} FROM {table}").all()
         except DBAPIError as exc:
             if lost_connection(exc):
                 raise

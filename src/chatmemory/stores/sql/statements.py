@@ -54,7 +54,7 @@ from chatmemory.stores.sql import page_statements
 from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
 from chatmemory.stores.sql.diffed_writes import RUN, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.rendered import Joined, Rendered, render
-from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables
+from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables, build_tables
 from chatmemory.stores.sql.turn_statement import diff_turn
 
 __all__ = ["Joined", "Rendered", "Statements", "render", "shared_statements", "stray_read", "window_read"]
@@ -404,15 +404,16 @@ _shared_lock = threading.Lock()
 
 
 def shared_statements(
-    tables: SchemaTables, dialect: Dialect, *, expires: bool, history: bool = False, history_expires: bool = False
+    prefix: str, dialect: Dialect, *, expires: bool, history: bool = False, history_expires: bool = False
 ) -> Statements:
     """:class:`Statements` for a store, built once per process for its dialect, table prefix and options.
 
     Building and rendering them costs milliseconds of CPU, felt by every store opened from a URL (a CLI
     command, a short-lived worker). The statements are the same for every store of one key; each store
     gets its own copy of the set, with its own dialect and its own lazily rendered shapes (those rendered
-    after the first connection may depend on the server the dialect has seen). The tables are the set's
-    (:attr:`Statements.tables`): a statement the store builds must name the same ``Table`` objects.
+    after the first connection may depend on the server the dialect has seen). The tables of ``prefix``
+    are built with the set (:attr:`Statements.tables`): a statement the store builds must name the same
+    ``Table`` objects.
     """
     key = (
         type(dialect),
@@ -420,7 +421,7 @@ def shared_statements(
         dialect.driver,
         dialect.paramstyle,
         getattr(dialect, "server_version_info", None),
-        tables.prefix,
+        prefix,
         expires,
         history,
         history_expires,
@@ -430,6 +431,7 @@ def shared_statements(
         if built is not None:
             _shared.move_to_end(key)
     if built is None:
+        tables = build_tables(prefix)
         built = Statements(tables, dialect, expires=expires, history=history, history_expires=history_expires)
         with _shared_lock:
             _shared[key] = built
