@@ -51,11 +51,13 @@ from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
 from chatmemory.aio.stores.sql_threads import ThreadDriver  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
+from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.base.turns import AsyncLocalTurns  # noqa: E402
 from chatmemory.stores.sql.commands import Steps  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
@@ -76,6 +78,12 @@ from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
 __all__ = ["SQLChatMemoryStore"]
 
 _traced = StoreTelemetry("sql", __name__)
+
+
+async def _no_server_lock(token: bytes) -> None:
+    """The row lock is the database's: a turn hands nothing on and gives nothing back."""
+
+
 _T = TypeVar("_T")
 
 
@@ -119,6 +127,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     """
 
     _repr_name = "aio.SQLChatMemoryStore"
+    _turns_type = AsyncLocalTurns
     _engine_type = AsyncEngine
     _wrong_engine = (
         "the asyncio SQLChatMemoryStore takes a URL or an AsyncEngine, not {kind} "
@@ -345,7 +354,13 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
-        return await self._run(self._modify(memory_id, change))
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
+        async with self._turns.hold(memory_id, _no_server_lock):
+            return await self._run(self._modify(memory_id, change))
+
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return bool(self._turns.contended(memory_id))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:

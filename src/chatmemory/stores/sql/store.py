@@ -37,6 +37,7 @@ from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.base.turns import LocalTurns  # noqa: E402
 from chatmemory.stores.sql.batch_creates import CreateStatements, create_together  # noqa: E402
 from chatmemory.stores.sql.batch_reads import BatchStatements, read_batch  # noqa: E402
 from chatmemory.stores.sql.driver import SyncDriver  # noqa: E402
@@ -46,6 +47,11 @@ from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noq
 from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
+
+
+def _no_server_lock(token: bytes) -> None:
+    """The row lock is the database's: a turn hands nothing on and gives nothing back."""
+
 
 _traced = StoreTelemetry("sql", __name__)
 
@@ -88,6 +94,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     """
 
     _repr_name = "SQLChatMemoryStore"
+    _turns_type = LocalTurns
     _engine_type = Engine
     _wrong_engine = (
         "SQLChatMemoryStore takes a URL or a sqlalchemy Engine, not {kind} "
@@ -293,8 +300,17 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             CorruptedMemoryError: the stored memory does not decode (``change`` is not called).
             StoreError: the database failed, or writers creating the memory collided for the whole retry
                 budget.
+
+        Writers of this process sharing the store queue in the process first (one at a time asks the
+        database for the row lock), and a memory queued for lately is :meth:`contended`.
         """
-        return self._driver.run(self._modify(memory_id, change))
+        memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
+        with self._turns.hold(memory_id, _no_server_lock):
+            return self._driver.run(self._modify(memory_id, change))
+
+    def contended(self, memory_id: str) -> bool:
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        return bool(self._turns.contended(memory_id))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
