@@ -189,3 +189,15 @@ def test_copy_history_from_langchain4j_layout_is_a_usage_error(stores, run) -> N
     result = run("copy", "redis://x", source, "--from", "langchain4j-redis", "--history")
     assert result.status == 2
     assert "--history needs a chatmemory source" in result.err
+
+
+def test_import_of_history_into_a_store_that_cannot_restore_says_so(stores, run, exported) -> None:
+    _, path = exported
+    target = stores.url("kept", history=True)
+    if isinstance(stores[target], SupportsHistoryRestore):
+        pytest.skip(f"{type(stores[target]).__name__} restores history")
+    for arguments in ((), ("--strict",)):
+        result = run("import", target, str(path), *arguments)
+        assert result.status == 1
+        assert "keeps a history but cannot restore one" in result.err and "export without --history" in result.err
+        assert stores[target].get_messages(IDS[0]) == []

@@ -23,7 +23,6 @@ from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, r
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, Reporter, Tally
 from chatmemory.cli.stores import NAMESPACE_OPTIONS, namespace_options, store_kind, url_for_display
 from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreError
-from chatmemory.core.history import SupportsHistoryRestore
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore
 from chatmemory.memory_times import SupportsExpiryAt
@@ -39,6 +38,7 @@ from chatmemory.transfer import (
     Prefetched,
     StoreSource,
     WriteOutcome,
+    check_restores_history,
     decode_line,
     encode_line,
     new_memory,
@@ -125,18 +125,6 @@ def _output(path: str) -> Iterator[IO[bytes]]:
 def _history_option(help_text: str) -> Callable[[Any], Any]:
     option: Callable[[Any], Any] = click.option("--history", "with_history", is_flag=True, help=help_text)
     return option
-
-
-_DESTINATION_FIX = (
-    "build it with history=True (chatmemory import/copy open a store URL with it when the memories carry "
-    "history); a store that cannot restore history (SupportsHistoryRestore) cannot take them: export without --history"
-)
-
-
-def _check_restores_history(store: ChatMemoryStore) -> None:
-    """Refuse, before anything is written, a destination that cannot take the memories' history."""
-    if not (isinstance(store, SupportsHistoryRestore) and getattr(store, "keeps_history", False)):
-        raise HistoryNotKeptError("destination", store, _DESTINATION_FIX)
 
 
 def _ttl_option(function: Any) -> Any:
@@ -405,7 +393,7 @@ def import_(
         options["history"] = True
     with opened_store(url, options) as store, telemetry.operation(backend=store_kind(url), name="cli.import") as op:
         if strict and any(isinstance(item, ExportedMemory) and item.history is not None for _, item in checked):
-            _check_restores_history(store)  # before anything is written (else at the first such line)
+            check_restores_history(store)  # before anything is written (else at the first such line)
         _write_all(
             store,
             items,
@@ -516,7 +504,7 @@ def copy(
             )
         target = stack.enter_context(opened_store(target_url, target_options))
         if with_history:
-            _check_restores_history(target)
+            check_restores_history(target)
         selected = [memory_id for memory_id in _selected(source, _ids(ids)) if memory_id.startswith(prefix)]
 
         def read_all() -> Iterator[Numbered]:

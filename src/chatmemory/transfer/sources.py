@@ -58,9 +58,10 @@ class UnlistableStoreError(StoreError):
 class HistoryNotKeptError(ChatMemoryError):
     """``--history`` was asked of a store that keeps no history (a source) or cannot restore one (a destination)."""
 
-    def __init__(self, side: str, store: object, fix: str) -> None:
+    def __init__(self, side: str, store: object, fix: str, *, keeps_one: bool = False) -> None:
         self.side = side
-        super().__init__(f"the {side} ({type(store).__name__}) keeps no history; {fix}")
+        what = "keeps a history but cannot restore one" if keeps_one else "keeps no history"
+        super().__init__(f"the {side} ({type(store).__name__}) {what}; {fix}")
 
 
 class StoreSource:

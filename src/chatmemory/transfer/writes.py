@@ -55,6 +55,7 @@ __all__ = [
     "WriteOutcome",
     "judge_stored",
     "new_memory",
+    "check_restores_history",
     "settled",
     "write_memory",
     "write_memory_with_history",
@@ -175,13 +176,8 @@ def write_memory_with_history(
         ConcurrentUpdateError, StoreError: as :func:`write_memory`.
     """
     history = memory.history or ()
-    if not (isinstance(store, SupportsHistoryRestore) and getattr(store, "keeps_history", False)):
-        raise HistoryNotKeptError(
-            f"destination of memory {memory.memory_id!r}",
-            store,
-            "build it with history=True (the URL's store opened by chatmemory import/copy is) on a store that "
-            "can restore history, or export without --history",
-        )
+    check_restores_history(store, f"destination of memory {memory.memory_id!r}")
+    assert isinstance(store, SupportsHistoryRestore)
     now = now or datetime.datetime.now(datetime.timezone.utc)
     if isinstance(memory.expires_at, datetime.datetime) and memory.expires_at <= now:
         return write_memory(store, memory, replace=replace, now=now, stored=stored)
@@ -200,6 +196,31 @@ def write_memory_with_history(
     if added and outcome is WriteOutcome.UNCHANGED:
         return WriteOutcome.HISTORY_RESTORED
     return outcome
+
+
+def check_restores_history(store: ChatMemoryStore, side: str = "destination") -> None:
+    """Refuse a destination that cannot take a history (``side`` names it in the message).
+
+    Raises:
+        HistoryNotKeptError: it keeps none (build it with ``history=True``), or keeps one it cannot restore.
+    """
+    keeps = bool(getattr(store, "keeps_history", False))
+    if keeps and isinstance(store, SupportsHistoryRestore):
+        return
+    if keeps:
+        raise HistoryNotKeptError(
+            side,
+            store,
+            "this kind of store does not restore history yet (chatmemory.core.history.SupportsHistoryRestore): "
+            "import into another kind, or export without --history",
+            keeps_one=True,
+        )
+    raise HistoryNotKeptError(
+        side,
+        store,
+        "build it with history=True (chatmemory import and copy open a store URL with it when the memories "
+        "carry history), or export without --history",
+    )
 
 
 def judge_stored(
