@@ -83,6 +83,7 @@ def _keys(prefix: bytes, memory_id: str) -> dict[str, bytes]:
 @example(prefix="", first="{u}victim", second="{u}victim:chatmemory-history")
 @example(prefix="p:", first="victim", second="victim:chatmemory-history")
 @example(prefix="", first="victim", second="victim\u00ffchatmemory-lock")
+@example(prefix="", first="{u}victim", second="{u}victim:chatmemory-lock")
 def test_the_keys_of_two_memories_never_coincide(prefix: str, first: str, second: str) -> None:
     assume(first != second and _valid(first) and _valid(second))
     raw = prefix.encode("utf-8")
