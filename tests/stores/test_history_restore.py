@@ -112,7 +112,7 @@ def test_a_history_alone_where_the_store_keeps_it_beside_the_window(backend) -> 
     try:
         if not isinstance(store, SupportsHistoryRestore):
             pytest.skip(f"{type(store).__name__} cannot restore history yet")
-        if backend.name != "mongodb":
+        if backend.name not in ("mongodb", "sqlite", "postgres", "mysql"):
             assert store.restore_history("m", entries(1)) == 1
             assert store.get_messages("m") == []
             return
@@ -186,3 +186,56 @@ def test_a_mongodb_store_that_cached_the_head_numbers_after_a_restore_by_another
     finally:
         restorer.close()
         backend.close_store(writer)
+
+
+SQL = ("sqlite", "postgres", "mysql")
+
+
+def test_a_sql_window_not_among_the_entries_goes_after_them(backend) -> None:
+    if backend.name not in SQL:
+        pytest.skip("the SQL rows hold windows and histories together")
+    store = backend.make_store(history=True)
+    try:
+        assert store.restore_history("m", entries(1, 2), window=[UserMessage("x")]) == 2
+        assert store.get_messages("m") == [UserMessage("x")]
+        assert store.history("m").entries == entries(1, 2)  # the window's row is no history entry
+        with pytest.raises(UnrestorableHistoryError, match=r"sequences \[3\] hold messages written without history"):
+            store.restore_history("m", entries(3))
+        store.update_messages("m", [UserMessage("x"), UserMessage("y")])
+        after = store.history("m").entries
+        assert after[:2] == entries(1, 2) and after[2].sequence > 3 and after[2].message == UserMessage("y")
+    finally:
+        backend.close_store(store)
+
+
+def test_a_sql_store_that_cached_the_memory_numbers_after_a_restore_by_another(backend) -> None:
+    if backend.name not in SQL:
+        pytest.skip("the SQL head and its cached next_seq")
+    from chatmemory.stores.sql import SQLChatMemoryStore
+
+    writer = backend.make_store(history=True)
+    restorer = SQLChatMemoryStore(backend.url, table_prefix=writer.table_prefix, history=True)
+    try:
+        writer.update_messages("m", [UserMessage("a")])  # the writer caches the memory: its next row is 1
+        version = writer.load("m").version
+        assert restorer.restore_history("m", entries(2, 3)) == 2
+        assert restorer.load("m").version > version  # writers that cached the memory read it again
+        writer.update_messages("m", [UserMessage("a"), UserMessage("b")])
+        history = writer.history("m").entries
+        assert [entry.sequence for entry in history] == [1, 2, 3, 4]
+        assert history[1:3] == entries(2, 3) and history[3].message == UserMessage("b")
+        assert writer.get_messages("m") == [UserMessage("a"), UserMessage("b")]  # restored rows stay out of it
+    finally:
+        restorer.close()
+        backend.close_store(writer)
+
+
+def test_a_window_with_gaps_among_its_entries_is_restored_as_it_was(restoring) -> None:
+    store = restoring
+    window = [UserMessage("m1"), UserMessage("m3"), UserMessage("m5")]  # what evictions from the middle leave
+    assert store.restore_history("m", entries(1, 2, 3, 4, 5), window=window) == 5
+    assert store.get_messages("m") == window
+    assert store.history("m").entries == entries(1, 2, 3, 4, 5)
+    store.update_messages("m", [*window, UserMessage("m6")])
+    assert store.get_messages("m") == [*window, UserMessage("m6")]
+    assert [entry.message for entry in store.history("m").entries][-1] == UserMessage("m6")

@@ -70,6 +70,7 @@ DRIVER_MODULES = {
     "chatmemory.stores.sql.locked_operations",
     "chatmemory.stores.sql.history_operations",
     "chatmemory.stores.sql.page_statements",
+    "chatmemory.stores.sql.history_restore",
     "chatmemory.stores.sql.rendered",
     "chatmemory.stores.sql.turn_statement",
     "chatmemory.stores.sql.clock",

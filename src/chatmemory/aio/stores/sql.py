@@ -50,7 +50,7 @@ from chatmemory.aio.stores.loops import PerLoop  # noqa: E402
 from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
 from chatmemory.aio.stores.sql_threads import ThreadDriver  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
@@ -392,6 +392,22 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             CorruptedMemoryError: an entry does not decode.
         """
         return await self._run(self._history_page(memory_id, after, limit, reverse))
+
+    @_traced.coroutine("restore_history")
+    async def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.aio.store.SupportsHistoryRestore`).
+
+        One transaction under the head row's lock: the missing entries' rows, with their own write
+        times, and ``window`` for a memory without one (on the entries' rows that hold it). The memory
+        takes a new version.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without history.
+            UnrestorableHistoryError: a memory without a head row and no ``window``.
+        """
+        return await self._run(self._restore_history(memory_id, entries, window))
 
     @_traced.coroutine("trim_history")
     async def trim_history(

@@ -5,7 +5,8 @@ Each method is a generator of :mod:`~chatmemory.stores.sql.commands` (see
 none, reads the server's clock), asks :func:`~chatmemory.stores.sql.plan.plan_locked` what to do and
 runs its statements in the same transaction. :meth:`LockedOperations._modify` reads the window under
 the same lock and calls the caller's change on it, so that writers of one memory queue instead of
-conflicting.
+conflicting. :meth:`LockedOperations._restore_history` puts history entries back under the same lock
+(see :mod:`~chatmemory.stores.sql.history_restore`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 
 from chatmemory.core.errors import CorruptedMemoryError, UnsupportedFormatVersionError
+from chatmemory.core.history import HistoryEntry, UnrestorableHistoryError, checked_restore
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.messages import ChatMessage
+from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
+from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
 from chatmemory.stores.sql.commands import Result, Statement, Steps
 from chatmemory.stores.sql.history_operations import HistoryOperations
+from chatmemory.stores.sql.history_restore import RestoreStatements, covered_head, entry_rows, shifted, window_seqs
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
 from chatmemory.stores.sql.writes import WriteLoop
 
@@ -183,3 +187,76 @@ class LockedOperations(HistoryOperations[_Engine]):
             return plan.Unchanged(current.snapshot.version)
         request = self._request(memory_id, new, current.snapshot.version, also_recorded)
         return (yield from self._decide(request, current.state, head))
+
+    # ------------------------------------------------------------------------------------------- restore
+
+    def _restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> Steps[int]:
+        """Add the entries the history of ``memory_id`` lacks (and ``window`` where it has none), in one transaction."""
+        memory_id = validate_memory_id(memory_id)
+        restored = checked_restore(memory_id, entries)
+        messages = None if window is None else checked_messages(window)
+        self._require_history()
+        payloads = {entry.sequence: dumps_message(entry.message) for entry in restored}  # encode before sending
+        records = None if messages is None else [dumps_message(message) for message in messages]
+        self._schema.check_payloads(memory_id, [*payloads.values(), *(records or ())])
+        yield from self._ready(Operation.WRITE, memory_id)
+        statements = RestoreStatements.of(self._tables)
+
+        def attempt() -> Steps[int]:
+            body = self._restore_locked(memory_id, restored, payloads, records, statements)
+            return (yield from self._in_transaction(body))
+
+        added = yield from self._retried(Operation.WRITE, memory_id, attempt)
+        self._cache.forget(memory_id)
+        return added
+
+    def _restore_locked(
+        self,
+        memory_id: str,
+        entries: tuple[HistoryEntry, ...],
+        payloads: dict[int, bytes],
+        records: list[bytes] | None,
+        statements: RestoreStatements,
+    ) -> Steps[int]:
+        head = yield from self._lock_head(memory_id)
+        first_free = entries[-1].sequence if entries else 0  # rows are sequence - 1: those from here are free
+        cover = None
+        if records is not None and not (head.present and head.live):
+            window = window_seqs([loads_message(record, memory_id=memory_id) for record in records], entries)
+            if window is not None:  # the window's rows are restored entries' rows, as a write leaves them
+                empty = plan.plan_locked(self._records_request(memory_id, []), None, head)
+                assert isinstance(empty, plan.LockedWrite)  # an unconditional write
+                past_rows = head.max_seq + 1 if head.max_seq is not None else 0
+                created, ranges = covered_head(empty, window, max(first_free, past_rows))
+                cover = (ranges, frozenset(window))
+                yield from self._apply(memory_id, created)
+            else:
+                written = plan.plan_locked(self._records_request(memory_id, records), None, head)
+                assert isinstance(written, plan.LockedWrite)
+                yield from self._apply(memory_id, shifted(written, first_free))
+        elif not head.present:
+            raise UnrestorableHistoryError(
+                memory_id, "a SQL history lives beside its memory's head row: restore it with its window"
+            )
+        present: dict[int, bool] = {}
+        if entries:
+            parameters = {"p_id": memory_id, "p_seqs": [entry.sequence - 1 for entry in entries]}
+            found = yield Statement(statements.present, parameters, Result.ROWS)
+            present = {int(row[0]): row[1] is not None for row in found}
+        taken = [seq + 1 for seq, is_entry in present.items() if not is_entry]
+        if taken:
+            raise UnrestorableHistoryError(
+                memory_id,
+                f"its rows at sequences {sorted(taken)[:5]} hold messages written without history (a window "
+                "imported without it); delete the memory and import it again with its history",
+            )
+        missing = [entry for entry in entries if entry.sequence - 1 not in present]
+        if not missing:
+            return 0
+        if cover is None:
+            yield Statement(statements.bump_head, {"p_id": memory_id, "p_next_seq": first_free})
+        rows = entry_rows(memory_id, missing, payloads, self._dialect, cover)
+        yield Statement(statements.insert_entries, rows)
+        return len(missing)

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency c
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError  # noqa: E402
-from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage  # noqa: E402
+from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import Snapshot  # noqa: E402
@@ -344,6 +344,22 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             CorruptedMemoryError: an entry does not decode.
         """
         return self._driver.run(self._history_page(memory_id, after, limit, reverse))
+
+    @_traced("restore_history")
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
+    ) -> int:
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.core.history.SupportsHistoryRestore`).
+
+        One transaction under the head row's lock: the missing entries' rows, with their own write
+        times, and ``window`` for a memory without one (on the entries' rows that hold it). The memory
+        takes a new version.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without history.
+            UnrestorableHistoryError: a memory without a head row and no ``window``.
+        """
+        return self._driver.run(self._restore_history(memory_id, entries, window))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
