@@ -10,6 +10,7 @@ for a store that does not pin the pair to one connection. Sync and asyncio; opti
 from __future__ import annotations
 
 import asyncio
+import datetime
 import fcntl
 import os
 import shutil
@@ -26,6 +27,7 @@ import pytest
 
 from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisChatMemoryStore
+from chatmemory.core.history import HistoryEntry
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore
 from chatmemory.stores.redis.replication import ReplicationError
 from support.servers import unavailable
@@ -153,6 +155,22 @@ def test_a_write_a_stopped_replica_cannot_acknowledge_raises_and_is_kept(pair: t
     finally:
         store.close()
         plain.close()
+
+
+def test_a_history_restore_waits_for_the_replicas_as_a_write_does(pair: tuple[str, int]) -> None:
+    url, replica = pair
+    prefix = _prefix()
+    store = RedisChatMemoryStore(url, key_prefix=prefix, history=True, replicas_to_ack=1, replicas_timeout=0.2)
+    try:
+        when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+        assert store.restore_history("m", [HistoryEntry(1, UserMessage("a"), when)], window=[UserMessage("a")]) == 1
+        _synced(url)
+        with _stopped(replica), pytest.raises(ReplicationError):
+            store.restore_history("m", [HistoryEntry(2, UserMessage("b"), when)])
+        assert [entry.sequence for entry in store.history("m").entries] == [1, 2]  # the restore is done
+        store.delete_messages("m")
+    finally:
+        store.close()
 
 
 def test_the_asyncio_store_waits_on_the_write_s_connection_too(pair: tuple[str, int]) -> None:

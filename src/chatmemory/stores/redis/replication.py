@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.redis.commands import Call, Command, ScriptCall, Sends
 from chatmemory.stores.redis.config import Replication
-from chatmemory.stores.redis.scripts import EXPIRE, TRIM, WRITE
+from chatmemory.stores.redis.scripts import EXPIRE, RESTORE, TRIM, WRITE
 
 __all__ = [
     "Acknowledged",
@@ -43,7 +43,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-_ACKNOWLEDGED_SCRIPTS = (WRITE, EXPIRE, TRIM)
+_ACKNOWLEDGED_SCRIPTS = (WRITE, EXPIRE, TRIM, RESTORE)
 """The scripts that change what a memory holds (not the lock's, not the reads)."""
 
 
