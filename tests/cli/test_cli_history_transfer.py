@@ -220,3 +220,27 @@ def test_import_of_history_into_a_store_that_cannot_restore_says_so(backend, sto
             assert store.get_messages(IDS[0]) == []
     finally:
         store.close()
+
+
+def test_copy_with_history_to_sqlite_and_back(stores, run, tmp_path: Path) -> None:
+    from chatmemory.stores.sql import SQLChatMemoryStore
+
+    source = stores.url("source", history=True)
+    for memory_id in IDS:
+        fill(stores[source], memory_id)
+    sqlite = SQLChatMemoryStore(f"sqlite:///{tmp_path / 'copy.db'}", history=True)
+    try:
+        sqlite.create_schema()
+        other = stores.add("sqlite:///other", sqlite)
+        copied = run("copy", source, other, "--history")
+        assert copied.status == 0, copied.err
+        for memory_id in IDS:
+            assert sqlite.get_messages(memory_id) == stores[source].get_messages(memory_id)
+            assert same_entries(entries(sqlite, memory_id), entries(stores[source], memory_id))
+        back = restoring(stores, "back")
+        assert run("copy", other, back, "--history").status == 0
+        for memory_id in IDS:
+            assert stores[back].get_messages(memory_id) == stores[source].get_messages(memory_id)
+            assert same_entries(entries(stores[back], memory_id), entries(stores[source], memory_id))
+    finally:
+        sqlite.close()
