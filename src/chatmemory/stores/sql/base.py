@@ -55,6 +55,8 @@ class SQLStoreBase(Generic[_Engine]):
     _repr_name: ClassVar[str]
     _engine_type: ClassVar[type[Any]]
     """The engine class the executor sends with (``Engine`` or ``AsyncEngine``)."""
+    _turns_type: ClassVar[type[Any]]
+    """Where the executor's writers of one memory queue in the process (``LocalTurns`` or ``AsyncLocalTurns``)."""
     _wrong_engine: ClassVar[str]
     """The TypeError's message for an argument that is neither (``{kind}``: its type's name)."""
     _wrong_dialect: ClassVar[str]
@@ -79,6 +81,7 @@ class SQLStoreBase(Generic[_Engine]):
         self._history = history
         self._cache: SnapshotCache[CachedSnapshot] = SnapshotCache(snapshot_cache_size)
         self._retry = retry or RetryPolicy()
+        self._turns: Any = self._turns_type()
         self._engine: _Engine
         if isinstance(url_or_engine, str):
             options = engine_options or {}
