@@ -49,11 +49,15 @@ def captured() -> Iterator[list[Captured]]:
     def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         seen.append(Captured(statement, parameters))
 
+    had_events = Engine.__dict__["_has_events"]
     event.listen(Engine, "before_cursor_execute", before)
     try:
         yield seen
     finally:
         event.remove(Engine, "before_cursor_execute", before)
+        # A class-level listener marks the Engine class as having events for good; every engine made after
+        # would take the store's path for engines with listeners (tests/stores/sql/test_sql_traffic.py).
+        Engine._has_events = had_events
 
 
 def _turn(index: int) -> list[ChatMessage]:
