@@ -6,6 +6,7 @@ in a window memory on every backend, checked for what a provider would refuse (a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -393,10 +394,18 @@ def test_an_agent_keeps_its_history_in_a_window_memory(store: ChatMemoryStore) -
     # A turn is 4 messages (prompt, call, return, answer): a window of 1 + 6 would begin at a tool return.
     memory = MessageWindowChatMemory("agent", max_messages=7, store=store)
     cities = ["Rome", "Oslo", "Lima", "Pune", "Kyiv"]
-    for city in cities:
-        result = agent.run_sync(f"Weather in {city}", message_history=to_pydantic_ai(memory.messages()))
-        assert result.output == f"It is sunny in {city}."
-        memory.add(*from_pydantic_ai(result.new_messages()))
+    # run_sync runs on the thread's default loop, and makes one (left open) when there is none: give it one
+    # and close it after, or it is collected, unclosed, in whatever test runs then.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        for city in cities:
+            result = agent.run_sync(f"Weather in {city}", message_history=to_pydantic_ai(memory.messages()))
+            assert result.output == f"It is sunny in {city}."
+            memory.add(*from_pydantic_ai(result.new_messages()))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
     # Every request the model got: no tool return without its call, the system prompt kept, bounded.
     for messages in seen:
