@@ -3,21 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 
 import pytest
 
-from chatmemory import ChatMemoryStore, aio
+from chatmemory import ChatMemoryStore, InMemoryChatMemoryStore, aio
 from chatmemory.testing import (
     AsyncChatMemoryStoreContract,
+    AsyncEncryptedStoreFactory,
     AsyncHistoryStoreFactory,
     AsyncRawWriter,
     AsyncTtlStoreFactory,
     ChatMemoryStoreContract,
+    EncryptedStoreFactory,
     HistoryStoreFactory,
     RawWriter,
     TtlStoreFactory,
 )
 from support.backends import AsyncBackend, Backend
+
+WITHOUT_ENCRYPTION = frozenset({"langchain4j_redis"})
+"""Backends whose store has no ``encryption=`` (the LangChain4j layout is read by a JVM peer as it is)."""
+
+
+def same_namespace(store: Any) -> dict[str, Any]:
+    """The constructor option that puts another store on ``store``'s data."""
+    if isinstance(store, (aio.InMemoryChatMemoryStore, InMemoryChatMemoryStore)):
+        return {"shares_with": store}
+    for option in ("key_prefix", "table_prefix"):
+        if hasattr(store, option):
+            return {option: getattr(store, option)}
+    return {"collection": store.collection.name}
 
 
 class TestStoreContract(ChatMemoryStoreContract):
@@ -58,6 +74,24 @@ class TestStoreContract(ChatMemoryStoreContract):
         for each in made:
             backend.close_store(each)
 
+    @pytest.fixture
+    def make_encrypted_store(self, backend: Backend) -> Iterator[EncryptedStoreFactory | None]:
+        if backend.name in WITHOUT_ENCRYPTION:
+            yield None
+            return
+        made: list[ChatMemoryStore] = []
+
+        def make(encryption: Any, history: bool = False) -> ChatMemoryStore:
+            shared = same_namespace(made[0]) if made else {}
+            made.append(backend.make_store(encryption=encryption, history=history, **shared))
+            return made[-1]
+
+        yield make
+        for each in made[1:]:
+            each.close()
+        if made:
+            backend.close_store(made[0])
+
 
 class TestAsyncStoreContract(AsyncChatMemoryStoreContract):
     @pytest.fixture
@@ -96,3 +130,26 @@ class TestAsyncStoreContract(AsyncChatMemoryStoreContract):
         yield make
         for each in made:
             await async_backend.close_store(each)
+
+    @pytest.fixture
+    async def make_encrypted_store(
+        self, async_backend: AsyncBackend
+    ) -> AsyncIterator[AsyncEncryptedStoreFactory | None]:
+        if async_backend.name in WITHOUT_ENCRYPTION:
+            yield None
+            return
+        made: list[aio.ChatMemoryStore] = []
+
+        async def make(encryption: Any, history: bool = False) -> aio.ChatMemoryStore:
+            shared = same_namespace(made[0]) if made else {}
+            made.append(await async_backend.make_store(encryption=encryption, history=history, **shared))
+            return made[-1]
+
+        yield make
+        for each in made[1:]:
+            await each.aclose()
+            engine = getattr(each, "engine", None)
+            if engine is not None:  # an engine passed in (the aiosqlite backend's) is the caller's to dispose of
+                await engine.dispose()
+        if made:
+            await async_backend.close_store(made[0])

@@ -9,7 +9,10 @@ __all__ = [
     "ChatMemoryError",
     "ConcurrentUpdateError",
     "CorruptedMemoryError",
+    "EncryptionError",
+    "EncryptionKeyError",
     "MissingDependencyError",
+    "PlaintextRecordError",
     "SchemaVersionError",
     "SerializationError",
     "StoreError",
@@ -116,6 +119,43 @@ class CorruptedMemoryError(SerializationError):
         super().__init__(
             f"stored data of {subject} is corrupted: {reason}. Nothing was changed; inspect the raw data, "
             "or call delete_messages() / update_messages() on that memory to replace it"
+        )
+
+
+class EncryptionError(ChatMemoryError):
+    """A store built with ``encryption=`` cannot open what it holds. Nothing was changed."""
+
+
+class EncryptionKeyError(EncryptionError):
+    """A record is sealed under a key the keyring lacks (rotated out, never given, or destroyed).
+
+    Nothing was changed and nothing was skipped: add the key to the keyring (or, for a key destroyed on
+    purpose, delete the memory).
+    """
+
+    def __init__(self, memory_id: str | None, key_id: str) -> None:
+        self.memory_id = memory_id
+        self.key_id = key_id
+        subject = f"memory {memory_id!r}" if memory_id is not None else "a payload"
+        super().__init__(
+            f"{subject} holds a record sealed under key {key_id!r}, which the keyring does not have. Nothing "
+            "was changed; add that key to the Keyring to read it (or delete the memory if the key was destroyed)"
+        )
+
+
+class PlaintextRecordError(EncryptionError):
+    """An encrypted store found a record that is not sealed. Nothing was changed.
+
+    While migrating a plain store, build the keyring with ``read_plaintext=True`` and run
+    ``chatmemory rekey`` to seal what it holds.
+    """
+
+    def __init__(self, memory_id: str | None) -> None:
+        self.memory_id = memory_id
+        subject = f"memory {memory_id!r}" if memory_id is not None else "a payload"
+        super().__init__(
+            f"{subject} holds a record that is not encrypted, and this store's keyring refuses plain data. Nothing "
+            "was changed; to migrate, build the Keyring with read_plaintext=True and run 'chatmemory rekey URL'"
         )
 
 

@@ -24,7 +24,8 @@ from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
-from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.serialization.native import dumps_message
+from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds
@@ -70,6 +71,8 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         clock: the time source for ``ttl`` (monotonic seconds).
         history: keep the history of every memory.
         history_ttl: how long a history lives after the memory's last write (``None``: as the window).
+        encryption: a :class:`chatmemory.encryption.Keyring`: the window is then kept as sealed records,
+            opened on every read, as a persistent store keeps it (the history stays as message objects).
     """
 
     def __init__(
@@ -79,7 +82,9 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         clock: Callable[[], float] = time.monotonic,
         history: bool = False,
         history_ttl: TTL = None,
+        encryption: RecordCodec | None = None,
     ) -> None:
+        self._codec = codec_of(encryption)
         self._ttl = ttl_seconds(ttl)
         self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
         self._keeps_history = history
@@ -120,13 +125,14 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         change = diff_messages(old, messages)
         appended = change.appended
         encoded = sum(len(dumps_message(message)) for message in also_recorded + appended)
+        sealed = tuple(self._codec.dumps(message, memory_id) for message in messages) if self._codec.sealed else None
         telemetry.note_write(appended=len(appended), evicted=len(change.deleted), bytes=encoded)
         version = next(self._versions)
         telemetry.note(version=version)
         now = self._clock()
         written_at = _utc_now()
         expires_at = None if self._ttl is None else now + self._ttl
-        self._entries[memory_id] = _Entry(version, messages, None, expires_at, written_at)
+        self._entries[memory_id] = _Entry(version, messages, sealed, expires_at, written_at)
         if self._keeps_history:
             self._record(memory_id, also_recorded + appended, now, written_at)
         return version
@@ -157,10 +163,14 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             entry = self._live(memory_id)
             if entry is None:
                 return Snapshot([], 0)
-            if entry.messages is None:
-                assert entry.raw is not None
-                entry.messages = tuple(loads_message(record, memory_id=memory_id) for record in entry.raw)
-                entry.raw = None
+            if entry.raw is not None:  # records: sealed ones are opened on every read, as at rest
+                messages = tuple(self._codec.loads(record, memory_id) for record in entry.raw)
+                if not self._codec.sealed and entry.messages is None:
+                    entry.messages, entry.raw = messages, None
+                return Snapshot(list(messages), entry.version)
+            assert entry.messages is not None
+            if self._codec.sealed:  # messages a plain store kept are plain data to a keyring
+                return Snapshot([self._codec.loads(dumps_message(m), memory_id) for m in entry.messages], entry.version)
             return Snapshot(list(entry.messages), entry.version)
 
     @_traced("get")
@@ -290,7 +300,8 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 self._sequences = itertools.count(max(upcoming, missing[-1].sequence + 1))
             if messages is not None and self._live(memory_id) is None:
                 expires_at = None if self._ttl is None else now + self._ttl
-                self._entries[memory_id] = _Entry(next(self._versions), messages, None, expires_at, _utc_now())
+                sealed = tuple(self._codec.dumps(m, memory_id) for m in messages) if self._codec.sealed else None
+                self._entries[memory_id] = _Entry(next(self._versions), messages, sealed, expires_at, _utc_now())
             if history.entries and (missing or memory_id not in self._histories):
                 lifetime = self._history_ttl if self._history_ttl is not None else self._ttl
                 history.expires_at = None if lifetime is None else now + lifetime
@@ -317,7 +328,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             if entry.raw is not None:
                 return list(entry.raw)
             messages = entry.messages or ()
-        return [dumps_message(message) for message in messages]
+        return [self._codec.dumps(message, memory_id) for message in messages]
 
     @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:

@@ -47,12 +47,15 @@ from chatmemory.core.errors import MissingDependencyError
 from chatmemory.testing.cases.atomicity import AtomicityCases
 from chatmemory.testing.cases.corruption import CorruptionCases
 from chatmemory.testing.cases.edits import EditCases
+from chatmemory.testing.cases.encryption import EncryptionCases
 from chatmemory.testing.cases.expiry import ExpiryCases
 from chatmemory.testing.cases.history import HistoryCases
 from chatmemory.testing.cases.hooks import (
+    AsyncEncryptedStoreFactory,
     AsyncHistoryStoreFactory,
     AsyncRawWriter,
     AsyncTtlStoreFactory,
+    EncryptedStoreFactory,
     HistoryStoreFactory,
     RawWriter,
     TtlStoreFactory,
@@ -66,10 +69,12 @@ from chatmemory.testing.driver import AsyncDriver, ContractDriver, SyncDriver, d
 
 __all__ = [
     "AsyncChatMemoryStoreContract",
+    "AsyncEncryptedStoreFactory",
     "AsyncHistoryStoreFactory",
     "AsyncRawWriter",
     "AsyncTtlStoreFactory",
     "ChatMemoryStoreContract",
+    "EncryptedStoreFactory",
     "HistoryStoreFactory",
     "RawWriter",
     "TtlStoreFactory",
@@ -87,6 +92,7 @@ class _Cases(
     HistoryCases,
     WriterCases,
     EditCases,
+    EncryptionCases,
 ):
     """Every case, as a coroutine method, and the fixtures both suites share."""
 
@@ -129,15 +135,21 @@ class ChatMemoryStoreContract(_Cases):
         return None
 
     @pytest.fixture
+    def make_encrypted_store(self) -> EncryptedStoreFactory | None:
+        """A factory ``(encryption, history=False)`` of stores sharing one namespace; ``None`` skips."""
+        return None
+
+    @pytest.fixture
     def contract(
         self,
         store: Any,
         write_raw: RawWriter | None,
         make_ttl_store: TtlStoreFactory | None,
         make_history_store: HistoryStoreFactory | None,
+        make_encrypted_store: EncryptedStoreFactory | None,
     ) -> ContractDriver:
         """The cases' access to the store: plain calls, threads for concurrency."""
-        return SyncDriver(store, write_raw, make_ttl_store, make_history_store)
+        return SyncDriver(store, write_raw, make_ttl_store, make_history_store, make_encrypted_store)
 
 
 # The sync suite runs each case to its end without an event loop: its driver never suspends.
@@ -182,12 +194,18 @@ class AsyncChatMemoryStoreContract(_Cases):
         return None
 
     @pytest.fixture
+    def make_encrypted_store(self) -> AsyncEncryptedStoreFactory | None:
+        """A factory ``(encryption, history=False)`` of asyncio stores sharing one namespace; ``None`` skips."""
+        return None
+
+    @pytest.fixture
     def contract(
         self,
         store: Any,
         write_raw: AsyncRawWriter | None,
         make_ttl_store: AsyncTtlStoreFactory | None,
         make_history_store: AsyncHistoryStoreFactory | None,
+        make_encrypted_store: AsyncEncryptedStoreFactory | None,
     ) -> ContractDriver:
         """The cases' access to the store: awaited calls, tasks for concurrency."""
-        return AsyncDriver(store, write_raw, make_ttl_store, make_history_store)
+        return AsyncDriver(store, write_raw, make_ttl_store, make_history_store, make_encrypted_store)

@@ -85,6 +85,14 @@ class _SyncStoreView:
     async def delete_messages(self, memory_id: str) -> None:
         self.wrapped.delete_messages(memory_id)
 
+    async def read_raw(self, memory_id: str) -> list[bytes]:
+        assert isinstance(self.wrapped, sync_store_protocols.SupportsRawRecords)
+        return self.wrapped.read_raw(memory_id)
+
+    async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
+        assert isinstance(self.wrapped, sync_store_protocols.SupportsRawRecords)
+        self.wrapped.write_raw(memory_id, records)
+
     @property
     def keeps_history(self) -> bool:
         return bool(getattr(self.wrapped, "keeps_history", False))
@@ -159,6 +167,7 @@ class ContractDriver:
         write_raw: the ``write_raw`` hook (may return an awaitable), or ``None``.
         make_ttl_store: the ``make_ttl_store`` hook (may return an awaitable), or ``None``.
         make_history_store: the ``make_history_store`` hook (may return an awaitable), or ``None``.
+        make_encrypted_store: the ``make_encrypted_store`` hook (may return an awaitable), or ``None``.
     """
 
     def __init__(
@@ -167,8 +176,10 @@ class ContractDriver:
         write_raw: Callable[..., Any] | None,
         make_ttl_store: Callable[..., Any] | None,
         make_history_store: Callable[..., Any] | None = None,
+        make_encrypted_store: Callable[..., Any] | None = None,
     ):
         self._store = store
+        self._make_encrypted_store = make_encrypted_store
         self._write_raw = write_raw
         self._make_ttl_store = make_ttl_store
         self._make_history_store = make_history_store
@@ -212,6 +223,16 @@ class ContractDriver:
         made = self._view(await _maybe_await(self._make_history_store(ttl=ttl, history_ttl=history_ttl)))
         assert isinstance(made, aio.SupportsHistory), "make_history_store must return a store with history"
         return made
+
+    async def encrypted_store(self, encryption: Any, *, history: bool = False) -> StoreView:
+        """A store of the same backend built with ``encryption=`` (``None``: plain) and ``history=``.
+
+        Every store one test makes this way shares one namespace, so each reads what the others wrote.
+        Skips without a ``make_encrypted_store`` hook.
+        """
+        if self._make_encrypted_store is None:
+            pytest.skip("no make_encrypted_store fixture: encryption cases need one")
+        return self._view(await _maybe_await(self._make_encrypted_store(encryption, history=history)))
 
     def memory(self, memory_id: str, *, store: StoreView | None = None, **options: Any) -> MemoryView:
         """A ``MessageWindowChatMemory`` of the suite's I/O style over ``store`` (the store under test)."""

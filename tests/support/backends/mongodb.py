@@ -54,7 +54,7 @@ class MongoBackend:
         self.client: MongoClient[Any] = MongoClient(url, **options)
 
     def make_store(self, **options: Any) -> MongoChatMemoryStore:
-        collection = f"memories_{uuid.uuid4().hex}"
+        collection = options.pop("collection", None) or f"memories_{uuid.uuid4().hex}"
         return MongoChatMemoryStore(self.client, database=DATABASE, collection=collection, **options)
 
     def write_raw(self, store: ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:
@@ -87,7 +87,7 @@ class AsyncMongoBackend:
     async def make_store(self, **options: Any) -> aio.ChatMemoryStore:
         from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoChatMemoryStore
 
-        collection = f"memories_{uuid.uuid4().hex}"
+        collection = options.pop("collection", None) or f"memories_{uuid.uuid4().hex}"
         return AsyncMongoChatMemoryStore(self.url, database=DATABASE, collection=collection, **options)
 
     async def write_raw(self, store: aio.ChatMemoryStore, memory_id: str, records: Sequence[bytes]) -> None:

@@ -15,6 +15,7 @@ from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryP
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.serialization.records import RecordCodec
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
@@ -31,6 +32,7 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         clock: the time source for ``ttl`` (monotonic seconds).
         history: keep the history of every memory (see :mod:`chatmemory.core.history`).
         history_ttl: how long a history lives after the memory's last write (``None``: as the window).
+        encryption: a :class:`chatmemory.encryption.Keyring` (see the sync store).
     """
 
     def __init__(
@@ -40,8 +42,11 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         clock: Callable[[], float] = time.monotonic,
         history: bool = False,
         history_ttl: TTL = None,
+        encryption: RecordCodec | None = None,
     ) -> None:
-        self._sync = SyncInMemoryChatMemoryStore(ttl=ttl, clock=clock, history=history, history_ttl=history_ttl)
+        self._sync = SyncInMemoryChatMemoryStore(
+            ttl=ttl, clock=clock, history=history, history_ttl=history_ttl, encryption=encryption
+        )
         self._owns_client = True
 
     @classmethod

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
@@ -76,7 +77,9 @@ class MongoStoreBase(Generic[_Client]):
         lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
         write_concern: str | int | WriteConcern | None = None,
+        encryption: RecordCodec | None = None,
     ) -> None:
+        self._codec = codec_of(encryption)
         self._write_concern = write_concern_of(write_concern)
         self._ttl = ttl_seconds(ttl)
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)

@@ -18,6 +18,7 @@ from typing import Any
 
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import checked_messages
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory
 from chatmemory.stores.base.versions import new_incarnation, next_version
 from chatmemory.stores.mongodb.commands import Result, Steps, Target, call
@@ -40,7 +41,9 @@ class BatchCreate:
     one_by_one: tuple[int, ...] = ()
 
 
-def new_document(memory: NewMemory, server_now: datetime.datetime, ttl: float | None) -> Document:
+def new_document(
+    memory: NewMemory, server_now: datetime.datetime, ttl: float | None, codec: RecordCodec = PLAIN
+) -> Document:
     """The document ``save(id, messages, 0)`` creates for ``memory`` at ``server_now``, with its expiry.
 
     Raises:
@@ -48,8 +51,8 @@ def new_document(memory: NewMemory, server_now: datetime.datetime, ttl: float | 
     """
     memory_id = validate_memory_id(memory.memory_id)
     layout = plan_layout(checked_messages(memory.messages))
-    array = [encode_record(message) for message in layout.array]
-    held = () if layout.system is None else (encode_record(layout.system),)
+    array = [encode_record(message, memory_id, codec) for message in layout.array]
+    held = () if layout.system is None else (encode_record(layout.system, memory_id, codec),)
     check_size(memory_id, (*array, *held))
     now_ms = int(server_now.timestamp() * 1000)
     version = next_version(0, clock=now_ms * 1000)  # what a pipeline write makes: $$NOW in µs
@@ -80,6 +83,7 @@ def create_batch(
     *,
     server_time: Callable[[Document], datetime.datetime | None],
     duplicates: Duplicates,
+    codec: RecordCodec = PLAIN,
 ) -> Steps[BatchCreate]:
     """Create the absent ``memories`` in one ``insert_many`` (unordered); see :mod:`this module <.batch_creates>`.
 
@@ -95,7 +99,7 @@ def create_batch(
         server_now = server_time((yield call(Target.ADMIN, "command", "hello")))
         if server_now is None:
             server_now = datetime.datetime.now(datetime.timezone.utc)
-    documents = [new_document(memory, server_now, ttl) for memory in memories]
+    documents = [new_document(memory, server_now, ttl, codec) for memory in memories]
     refused: list[int] = []
     try:
         yield call(Target.WINDOW, "insert_many", documents, ordered=False, result=Result.NOTHING)

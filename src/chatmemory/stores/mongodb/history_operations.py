@@ -68,7 +68,7 @@ from chatmemory.stores.mongodb.history_restore import (
     staged_sequences,
     version_of,
 )
-from chatmemory.stores.mongodb.layout import MemoryState
+from chatmemory.stores.mongodb.layout import MemoryState, Record
 from chatmemory.stores.mongodb.plan import WritePlan, Written
 
 __all__ = ["HistoryOperations"]
@@ -178,7 +178,7 @@ class HistoryOperations(MongoStoreBase[_Client]):
             )
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
-        return page_of(memory_id, query, documents, head)
+        return page_of(memory_id, query, documents, head, self._codec)
 
     def _restore_history(
         self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
@@ -188,7 +188,7 @@ class HistoryOperations(MongoStoreBase[_Client]):
         restored = checked_restore(memory_id, entries)
         messages = None if window is None else checked_messages(window)
         config = self._require_history()
-        records = entry_records(restored)
+        records = entry_records(memory_id, restored, self._codec)
         self._check_open(Operation.WRITE, memory_id)
         self._cache.forget(memory_id)
         yield from self._ensure_history_index()
@@ -206,7 +206,7 @@ class HistoryOperations(MongoStoreBase[_Client]):
         self,
         memory_id: str,
         entries: tuple[HistoryEntry, ...],
-        records: Mapping[int, str],
+        records: Mapping[int, Record],
         window: tuple[ChatMessage, ...] | None,
         config: HistoryConfig,
     ) -> Steps[int | None]:
@@ -220,7 +220,7 @@ class HistoryOperations(MongoStoreBase[_Client]):
                     memory_id, "a MongoDB history lives in its memory's document: restore it with its window"
                 )
             hid = new_history_id()
-            created = new_head_document(memory_id, window, hid, top, config, now)
+            created = new_head_document(memory_id, window, hid, top, config, now, self._codec)
             try:
                 yield call(Target.WINDOW, "insert_many", [created], ordered=False, result=Result.NOTHING)
             except DRIVER_ERRORS as exc:
@@ -255,7 +255,7 @@ class HistoryOperations(MongoStoreBase[_Client]):
         memory_id: str,
         hid: int,
         entries: Sequence[HistoryEntry],
-        records: Mapping[int, str],
+        records: Mapping[int, Record],
         config: HistoryConfig,
         now: datetime.datetime,
     ) -> Steps[None]:

@@ -12,7 +12,7 @@ from typing import Any
 from chatmemory.core.errors import CorruptedMemoryError
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.messages import ChatMessage
-from chatmemory.serialization.native import loads_message
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.mongodb.history import HAS_LAST, Document, HistoryHead, is_int
 
 __all__ = ["page_of", "read_entries_filter", "stale_filter", "trim_filter", "trim_head"]
@@ -27,14 +27,18 @@ def read_entries_filter(memory_id: str, hid: int, query: HistoryQuery) -> tuple[
     return filter, [("s", direction)]
 
 
-def _decode(memory_id: str, sequence: int, record: object) -> ChatMessage:
+def _decode(memory_id: str, sequence: int, record: object, codec: RecordCodec) -> ChatMessage:
     if not isinstance(record, (str, bytes)):
         raise CorruptedMemoryError(memory_id, f"history entry {sequence} is a BSON {type(record).__name__}")
-    return loads_message(record, memory_id=memory_id)
+    return codec.loads(record, memory_id)
 
 
 def page_of(
-    memory_id: str, query: HistoryQuery, documents: Iterable[Mapping[str, Any]], head: HistoryHead
+    memory_id: str,
+    query: HistoryQuery,
+    documents: Iterable[Mapping[str, Any]],
+    head: HistoryHead,
+    codec: RecordCodec = PLAIN,
 ) -> HistoryPage:
     """The page made of the entries read and the head's groups not copied yet (merged, deduplicated).
 
@@ -54,7 +58,7 @@ def page_of(
             if query.includes(sequence):
                 found.setdefault(sequence, (record, group.written_at))
     order = sorted(found, reverse=query.reverse)[: query.limit + 1]
-    entries = [HistoryEntry(s, _decode(memory_id, s, found[s][0]), found[s][1]) for s in order]
+    entries = [HistoryEntry(s, _decode(memory_id, s, found[s][0], codec), found[s][1]) for s in order]
     return query.page(entries)
 
 

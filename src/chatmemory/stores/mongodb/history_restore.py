@@ -21,10 +21,11 @@ from typing import Any, Final
 
 from chatmemory.core.history import HistoryEntry
 from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory
 from chatmemory.stores.mongodb.batch_creates import new_document
 from chatmemory.stores.mongodb.history import Document, HistoryConfig, groups_of, is_int
-from chatmemory.stores.mongodb.layout import encode_record
+from chatmemory.stores.mongodb.layout import Record, encode_record
 
 __all__ = [
     "RESTORE_ATTEMPTS",
@@ -58,20 +59,20 @@ def staged_sequences(memory_id: str, document: Mapping[str, Any]) -> set[int]:
     return {group.first + offset for group in groups_of(memory_id, document) for offset in range(len(group.records))}
 
 
-def entry_records(entries: Sequence[HistoryEntry]) -> dict[int, str]:
+def entry_records(memory_id: str, entries: Sequence[HistoryEntry], codec: RecordCodec = PLAIN) -> dict[int, Record]:
     """Each entry's stored record by sequence, encoded before anything is sent.
 
     Raises:
         SerializationError: a message does not encode.
     """
-    return {entry.sequence: encode_record(entry.message) for entry in entries}
+    return {entry.sequence: encode_record(entry.message, memory_id, codec) for entry in entries}
 
 
 def entry_documents_of(
     memory_id: str,
     hid: int,
     entries: Sequence[HistoryEntry],
-    records: Mapping[int, str],
+    records: Mapping[int, Record],
     config: HistoryConfig,
     server_now: datetime.datetime,
 ) -> list[Document]:
@@ -108,13 +109,14 @@ def new_head_document(
     top: int,
     config: HistoryConfig,
     server_now: datetime.datetime,
+    codec: RecordCodec = PLAIN,
 ) -> Document:
     """The document of a memory created with ``window`` and a new history ``hid`` numbered up to ``top``.
 
     Raises:
         StoreError: the document would be past MongoDB's size limit.
     """
-    document = new_document(NewMemory(memory_id, list(window), False, None), server_now, None)
+    document = new_document(NewMemory(memory_id, list(window), False, None), server_now, None, codec)
     assignments, _ = config.expiry_operators(server_now)
     document.update(assignments)
     document.update(hid=hid, hseq=top, hrefresh=server_now)

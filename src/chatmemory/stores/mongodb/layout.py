@@ -38,7 +38,7 @@ from chatmemory import telemetry
 from chatmemory.core.errors import CorruptedMemoryError
 from chatmemory.core.messages import ChatMessage, SystemMessage, checked_messages
 from chatmemory.core.sequence_diff import diff_messages
-from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.serialization.records import PLAIN, RecordCodec
 
 if TYPE_CHECKING:
     from chatmemory.stores.mongodb.history import HistoryState
@@ -69,9 +69,13 @@ def materialize(messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
     return checked_messages(messages)
 
 
-def encode_record(message: ChatMessage) -> str:
-    """The stored record of ``message``: orjson output is valid UTF-8, so it can be a BSON string."""
-    return dumps_message(message).decode("utf-8")
+def encode_record(message: ChatMessage, memory_id: str = "", codec: RecordCodec = PLAIN) -> Record:
+    """The stored record of ``message`` in ``memory_id``.
+
+    A plain record is a BSON string (orjson output is valid UTF-8); a sealed one is BSON binary.
+    """
+    record = codec.dumps(message, memory_id)
+    return record if codec.sealed else record.decode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +162,13 @@ class MemoryState:
         messages = layout.array if layout.system is None else (*layout.array, layout.system)
         return dict(zip(self.records, messages, strict=True))
 
-    def after(self, trim: HeadTrim, new: MongoLayout) -> tuple[Record, ...]:
+    def after(self, trim: HeadTrim, new: MongoLayout, memory_id: str, codec: RecordCodec) -> tuple[Record, ...]:
         """The records the document holds once ``trim`` is applied to this state: the array's, then the held one's."""
         old_array = self.records[: len(self.layout.array)]
-        array = (*old_array[trim.head_trim :], *(encode_record(message) for message in trim.appended))
+        array = (*old_array[trim.head_trim :], *(encode_record(message, memory_id, codec) for message in trim.appended))
         if new.system is None:
             return array
-        held = self.records[-1] if not trim.system_changed else encode_record(new.system)
+        held = self.records[-1] if not trim.system_changed else encode_record(new.system, memory_id, codec)
         return (*array, held)
 
 
@@ -172,14 +176,18 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _message(memory_id: str, record: object, where: str, known: Mapping[Record, ChatMessage]) -> ChatMessage:
+def _message(
+    memory_id: str, record: object, where: str, known: Mapping[Record, ChatMessage], codec: RecordCodec
+) -> ChatMessage:
     if not isinstance(record, (str, bytes)):
         raise CorruptedMemoryError(memory_id, f"{where} is a BSON {type(record).__name__}, not a message record")
     message = known.get(record)
-    return message if message is not None else loads_message(record, memory_id=memory_id)
+    return message if message is not None else codec.loads(record, memory_id)
 
 
-def _messages(memory_id: str, records: list[Any], known: Mapping[Record, ChatMessage]) -> tuple[ChatMessage, ...]:
+def _messages(
+    memory_id: str, records: list[Any], known: Mapping[Record, ChatMessage], codec: RecordCodec
+) -> tuple[ChatMessage, ...]:
     """The messages of the ``messages`` array: those ``known`` holds found at C speed, the others checked and decoded.
 
     Every key of ``known`` is a record this store read before, so a record found there is one; anything
@@ -190,7 +198,7 @@ def _messages(memory_id: str, records: list[Any], known: Mapping[Record, ChatMes
     except TypeError:  # an unhashable BSON value (an embedded document or array) where a record belongs
         found = [None] * len(records)
     for index in compress(count(), map(is_, found, repeat(None))):
-        found[index] = _message(memory_id, records[index], f"messages[{index}]", known)
+        found[index] = _message(memory_id, records[index], f"messages[{index}]", known, codec)
     return tuple(found)
 
 
@@ -230,7 +238,9 @@ def _checked_array(memory_id: str, document: Mapping[str, Any]) -> list[Any]:
     return records
 
 
-def decode_document(memory_id: str, document: Mapping[str, Any], previous: MemoryState | None) -> MemoryState:
+def decode_document(
+    memory_id: str, document: Mapping[str, Any], previous: MemoryState | None, codec: RecordCodec = PLAIN
+) -> MemoryState:
     """The state a stored document holds, decoding only records ``previous`` does not already know.
 
     Raises:
@@ -241,12 +251,12 @@ def decode_document(memory_id: str, document: Mapping[str, Any], previous: Memor
     telemetry.note(bytes=_record_bytes(records))
     # Decoding is most of a read's cost; a steady-state turn changes only a record or two.
     known = previous.decoded() if previous is not None else {}
-    array = _messages(memory_id, records, known)
+    array = _messages(memory_id, records, known, codec)
     system: ChatMessage | None = None
     system_at = 0
     if "system" in document:
         records = [*records, document["system"]]
-        system = _message(memory_id, document["system"], "system", known)
+        system = _message(memory_id, document["system"], "system", known, codec)
         system_at = document["system_at"]
     return MemoryState(
         document["version"],

@@ -169,7 +169,7 @@ class MongoOperations(HistoryOperations[_Client]):
             return None
         previous = self._cache.get(memory_id)
         try:
-            state = decode_document(memory_id, document, previous)
+            state = decode_document(memory_id, document, previous, self._codec)
             if self._history is not None:
                 state = with_history(state, document, previous)
         except Exception:
@@ -232,7 +232,7 @@ class MongoOperations(HistoryOperations[_Client]):
             refreshed = yield from self._refresh_before(memory_id, cached)
         plan = plan_save(
             memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now(),
-            history=self._history, refreshed=refreshed, also_recorded=extra,
+            history=self._history, refreshed=refreshed, also_recorded=extra, codec=self._codec,
         )  # fmt: skip
         outcome = yield from self._execute(plan)
         if isinstance(outcome, Conflict):
@@ -248,23 +248,25 @@ class MongoOperations(HistoryOperations[_Client]):
             if cached is not None:
                 # The cached window is most likely the stored one: send the diff against it, pinned to its
                 # version and incarnation; if another writer got there first, replace the window whole.
-                plan = plan_save(memory_id, taken, cached.version, cached, self._ttl, server_now=self._clock.now())
+                plan = plan_save(
+                    memory_id, taken, cached.version, cached, self._ttl, server_now=self._clock.now(), codec=self._codec
+                )
                 if isinstance((yield from self._execute(plan)), Written):
                     return
-            yield from self._execute(plan_replace(memory_id, taken, self._ttl))
+            yield from self._execute(plan_replace(memory_id, taken, self._ttl, codec=self._codec))
             return
         for _ in range(UPDATE_ATTEMPTS):
             try:
                 state = yield from self._load_state_steps(memory_id)
             except SerializationError:
                 # A window it cannot read is replaced whole; the history records the new one whole.
-                yield from self._execute(plan_replace(memory_id, taken, self._ttl, self._history))
+                yield from self._execute(plan_replace(memory_id, taken, self._ttl, self._history, self._codec))
                 return
             version = 0 if state is None else state.version
             refreshed = yield from self._refresh_before(memory_id, state)
             plan = plan_save(
                 memory_id, taken, version, state, self._ttl, server_now=self._clock.now(),
-                history=self._history, refreshed=refreshed,
+                history=self._history, refreshed=refreshed, codec=self._codec,
             )  # fmt: skip
             if isinstance((yield from self._execute(plan)), Written):
                 return

@@ -34,6 +34,7 @@ from typing import Any, Final
 from chatmemory import telemetry
 from chatmemory.core.history import history_appends
 from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.base.versions import new_incarnation
 from chatmemory.stores.mongodb.expressions import (
     IS_NEW,
@@ -135,9 +136,9 @@ def _whole_fields(
     return fields
 
 
-def _records(layout: MongoLayout) -> tuple[Record, ...]:
-    held = () if layout.system is None else (encode_record(layout.system),)
-    return (*(encode_record(message) for message in layout.array), *held)
+def _records(layout: MongoLayout, memory_id: str, codec: RecordCodec) -> tuple[Record, ...]:
+    held = () if layout.system is None else (encode_record(layout.system, memory_id, codec),)
+    return (*(encode_record(message, memory_id, codec) for message in layout.array), *held)
 
 
 def _plan(
@@ -226,6 +227,7 @@ def plan_save(
     history: HistoryConfig | None = None,
     refreshed: datetime.datetime | None = None,
     also_recorded: Sequence[ChatMessage] = (),
+    codec: RecordCodec = PLAIN,
 ) -> WritePlan:
     """The write of ``messages`` if the memory is still at ``expected_version`` (``0``: absent or expired).
 
@@ -256,11 +258,11 @@ def plan_save(
     if history is not None:
         old = cached.layout.messages() if cached is not None and expected_version != 0 else []
         said = (*also_recorded, *history_appends(old, messages))
-        history_records = tuple(encode_record(message) for message in said)
+        history_records = tuple(encode_record(message, memory_id, codec) for message in said)
         # The document holds the window, this write's group and what may be staged before it.
-        check_size(memory_id, (*_records(layout), *history_records, STAGED_ROOM))
+        check_size(memory_id, (*_records(layout, memory_id, codec), *history_records, STAGED_ROOM))
     if expected_version == 0:
-        records = _records(layout)
+        records = _records(layout, memory_id, codec)
         _note_whole(records)
         incarnation = new_incarnation()
         if history is None:
@@ -284,7 +286,7 @@ def plan_save(
     history_state = cached.history if cached is not None else None
     hid = new_history_id() if history is not None and (history_state is None or history_state.hid is None) else None
     if trim is None or cached is None or cached.incarnation is None:
-        records = _records(layout)
+        records = _records(layout, memory_id, codec)
         _note_whole(records)
         incarnation = new_incarnation()
         fields = _whole_fields(layout, records, incarnation, ttl, history)
@@ -294,7 +296,7 @@ def plan_save(
             memory_id, expected_version, {}, fields, write_id=write_id,
             incarnation=incarnation, layout=layout, records=records, history=history, history_id=hid,
         )  # fmt: skip
-    records = cached.after(trim, layout)
+    records = cached.after(trim, layout, memory_id, codec)
     incarnation = cached.incarnation  # type: ignore[assignment]  # an int or an earlier store's token
     array_end = len(records) - (layout.system is not None)
     appended = list(records[array_end - len(trim.appended) : array_end])
@@ -334,7 +336,11 @@ def plan_save(
 
 
 def plan_replace(
-    memory_id: str, messages: Sequence[ChatMessage], ttl: float | None, history: HistoryConfig | None = None
+    memory_id: str,
+    messages: Sequence[ChatMessage],
+    ttl: float | None,
+    history: HistoryConfig | None = None,
+    codec: RecordCodec = PLAIN,
 ) -> WritePlan:
     """The write of ``messages`` whatever version the memory is at (``update_messages``).
 
@@ -343,7 +349,7 @@ def plan_replace(
     saves against what it read instead, so the history records only what was appended.
     """
     layout = plan_layout(messages)
-    records = _records(layout)
+    records = _records(layout, memory_id, codec)
     if history is None:
         return _unconditional(memory_id, layout, records, new_incarnation(), ttl)
     started = new_history_id()

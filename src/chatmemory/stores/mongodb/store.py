@@ -89,6 +89,9 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             others waiting.
         lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
             :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
+            sealed with AES-256-GCM, bound to its memory id, and kept as BSON binary (see
+            ``docs/encryption.md``).
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a ``MongoClient``; ``history`` is not a bool;
@@ -197,7 +200,12 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         try:
             done = self._run(
                 create_batch(
-                    memories, self._ttl, self._clock.now(), server_time=server_time, duplicates=duplicate_indexes
+                    memories,
+                    self._ttl,
+                    self._clock.now(),
+                    server_time=server_time,
+                    duplicates=duplicate_indexes,
+                    codec=self._codec,
                 )
             )
         except DRIVER_ERRORS as exc:

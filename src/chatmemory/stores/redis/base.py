@@ -16,6 +16,7 @@ from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.history import HistoryEntry, HistoryQuery, checked_restore, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
@@ -68,6 +69,7 @@ class RedisStoreBase(ClientHolder[_Client]):
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
         replicas_to_ack: int = 0,
         replicas_timeout: float | datetime.timedelta = DEFAULT_REPLICAS_TIMEOUT,
+        encryption: RecordCodec | None = None,
     ) -> None:
         options = StoreOptions.validate(
             key_prefix=key_prefix,
@@ -87,10 +89,20 @@ class RedisStoreBase(ClientHolder[_Client]):
         self._key_space = KeySpace(options.key_prefix)
         self._cache: SnapshotCache[CachedMemory] = SnapshotCache(options.snapshot_cache_size)
         self._planner = Planner(
-            self._key_space, options.ttl, options.refresh_ttl_on_read, options.history, options.history_ttl
+            self._key_space,
+            options.ttl,
+            options.refresh_ttl_on_read,
+            options.history,
+            options.history_ttl,
+            codec_of(encryption),
         )
         self._steps = Steps(self._planner, self._cache)
         self._hold(url_or_client, self._from_url, _check_client)
+
+    @property
+    def key_prefix(self) -> str:
+        """What every key of this store starts with."""
+        return self._options.key_prefix
 
     def _from_url(self, url: str) -> Any:
         target = ClientTarget.parse(url)

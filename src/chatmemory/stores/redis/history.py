@@ -19,7 +19,7 @@ from chatmemory.core.history import (
     UnrestorableHistoryError,
     trim_cutoff,
 )
-from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.serialization.records import PLAIN, RecordCodec
 
 __all__ = [
     "HistoryRecord",
@@ -75,7 +75,9 @@ def history_records(operation: str, memory_id: str, reply: object) -> list[Histo
     return records
 
 
-def history_page(memory_id: str, records: Sequence[HistoryRecord], query: HistoryQuery) -> HistoryPage:
+def history_page(
+    memory_id: str, records: Sequence[HistoryRecord], query: HistoryQuery, codec: RecordCodec = PLAIN
+) -> HistoryPage:
     """The page ``records`` (read for ``query``) make, their messages decoded.
 
     Raises:
@@ -84,7 +86,7 @@ def history_page(memory_id: str, records: Sequence[HistoryRecord], query: Histor
     entries = [
         HistoryEntry(
             record.sequence,
-            loads_message(record.record, memory_id=memory_id),
+            codec.loads(record.record, memory_id),
             _EPOCH + record.written_ms * _MILLISECOND,
         )
         for record in records
@@ -93,7 +95,11 @@ def history_page(memory_id: str, records: Sequence[HistoryRecord], query: Histor
 
 
 def restore_args(
-    memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[bytes] | None, head: tuple[bytes, bytes, bytes]
+    memory_id: str,
+    entries: Sequence[HistoryEntry],
+    window: Sequence[bytes] | None,
+    head: tuple[bytes, bytes, bytes],
+    codec: RecordCodec = PLAIN,
 ) -> tuple[bytes, ...]:
     """The restore script's arguments (``head``: ttl, history ttl and write id; ``window``: its records).
 
@@ -119,7 +125,7 @@ def restore_args(
         args += [
             b"%d" % entry.sequence,
             b"%d" % ((entry.written_at - _EPOCH) // _MILLISECOND),
-            dumps_message(entry.message),
+            codec.dumps(entry.message, memory_id),
         ]
     return (*args, *(window or ()))
 

@@ -40,7 +40,7 @@ from chatmemory import telemetry
 from chatmemory.core.history import HistoryEntry, HistoryQuery
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages, window_shift
-from chatmemory.serialization.native import dumps_message
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.commands import ScriptCall
@@ -93,14 +93,14 @@ __all__ = [
 ]
 
 
-def encode(message: ChatMessage) -> bytes:
-    """The stored record of ``message``.
+def encode(message: ChatMessage, memory_id: str = "", codec: RecordCodec = PLAIN) -> bytes:
+    """The stored record of ``message`` in ``memory_id``, made by ``codec``.
 
     Raises:
         TypeError: ``message`` is not a chat message.
     """
     require_message(message)
-    return dumps_message(message)
+    return codec.dumps(message, memory_id)
 
 
 class ReadPlan(NamedTuple):
@@ -149,6 +149,8 @@ class Planner:
         history: keep a history of every message written (the history key is sent with each write).
         history_ttl: seconds a history lives after the memory's last write, already validated
             (``None``: it expires with the window).
+        codec: how message records are made and read (:data:`~chatmemory.serialization.records.PLAIN`,
+            or a ``Keyring`` that seals them).
     """
 
     def __init__(
@@ -158,8 +160,10 @@ class Planner:
         refresh_ttl_on_read: bool,
         history: bool = False,
         history_ttl: float | None = None,
+        codec: RecordCodec = PLAIN,
     ) -> None:
         self.key_space = key_space
+        self.codec = codec
         ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
         self._ttl_arg = b"%d" % ttl_ms
         self._read_ttl_arg = self._ttl_arg if refresh_ttl_on_read else b"0"
@@ -257,7 +261,7 @@ class Planner:
             # Positions after the span all stay where they are; only those inside it are put back.
             kept_in_span = change.kept[: bisect.bisect_left(change.kept, span)]
             appended = change.appended
-        records = [encode(message) for message in appended]
+        records = [encode(message, memory_id, self.codec) for message in appended]
         telemetry.note_write(appended=len(records), evicted=span - len(kept_in_span), bytes=sum(map(len, records)))
         if self.keeps_history:
             # The appended messages are the last records of the window: the history gets all of them.
@@ -273,7 +277,7 @@ class Planner:
                 b"%d" % len(kept_in_span),
                 *[b"%d" % position for position in kept_in_span],
                 *records,
-                *[encode(message) for message in also_recorded],
+                *[encode(message, memory_id, self.codec) for message in also_recorded],
             )
             call = ScriptCall(WRITE, cached.keys, args, Operation.WRITE, memory_id, cached.keys.with_history)
             return WritePlan(call, WriteKind.DIFF, cached.version, messages, cached.incarnation)
@@ -327,8 +331,8 @@ class Planner:
         With history, every message of the list is recorded (what it replaces is not known here, or is
         rewritten whole), after ``also_recorded``.
         """
-        records = [encode(message) for message in messages]
-        extra = [encode(message) for message in also_recorded] if self.keeps_history else []
+        records = [encode(message, memory_id, self.codec) for message in messages]
+        extra = [encode(message, memory_id, self.codec) for message in also_recorded] if self.keeps_history else []
         return self._full(memory_id, records, expected_version, messages, len(records), extra)
 
     def raw(self, memory_id: str, records: Sequence[bytes]) -> WritePlan:
@@ -412,12 +416,12 @@ class Planner:
             UnrestorableHistoryError: the sequences are not consecutive.
         """
         keys = self.key_space.keys_of(memory_id)
-        records = None if window is None else [encode(message) for message in window]
+        records = None if window is None else [encode(message, memory_id, self.codec) for message in window]
         head = (self._ttl_arg, self._history_ttl_arg, self.write_id())
         return ScriptCall(
             RESTORE,
             keys,
-            restore_args(memory_id, entries, records, head),
+            restore_args(memory_id, entries, records, head, self.codec),
             Operation.WRITE,
             memory_id,
             keys.with_history,

@@ -28,7 +28,6 @@ from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
-from chatmemory.serialization.native import loads_message
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.base.turns import LockOptions
@@ -96,7 +95,7 @@ class Steps:
         if isinstance(outcome, Loaded):
             telemetry.note(bytes=sum(map(len, outcome.records)))
             try:
-                messages = [loads_message(record, memory_id=memory_id) for record in outcome.records]
+                messages = [self.planner.codec.loads(record, memory_id) for record in outcome.records]
             except Exception:
                 self.cache.forget(memory_id)
                 raise
@@ -239,7 +238,7 @@ class Steps:
         outcome = read_outcome(plan.call, plan.cached, (yield plan.call))
         if isinstance(outcome, Loaded):
             try:
-                messages = tuple(loads_message(record, memory_id=memory_id) for record in outcome.records)
+                messages = tuple(self.planner.codec.loads(record, memory_id) for record in outcome.records)
             except CorruptedMemoryError:
                 # Records that do not decode: the window is not known, so all of the new one is recorded.
                 return _Known(outcome.version, None)
@@ -307,7 +306,7 @@ class Steps:
         memory_id = validate_memory_id(memory_id)
         call = self.planner.history_read(memory_id, query)
         records = self.planner.history_records(call, (yield call))
-        return history_page(memory_id, records, query)
+        return history_page(memory_id, records, query, self.planner.codec)
 
     def restore(
         self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None

@@ -78,6 +78,8 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
             its holder died or hung (default 5): the longest a dead writer keeps the others waiting.
         lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
             :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
+            sealed with AES-256-GCM, bound to its memory id (see ``docs/encryption.md``).
 
     Raises:
         TypeError: ``url_or_client`` is neither a URL nor a client, or an option has the wrong type.

@@ -15,6 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base import TTL, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import history_ttl_seconds
 from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Sleep, Statement, Steps
@@ -74,8 +75,10 @@ class SQLStoreBase(Generic[_Engine]):
         history: bool = False,
         history_ttl: TTL = None,
         partitions: int | None = None,
+        encryption: RecordCodec | None = None,
     ) -> None:
         table_prefix = validate_table_prefix(table_prefix)
+        self._codec = codec_of(encryption)
         self._ttl = ttl_seconds(ttl)
         self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history = history
@@ -263,6 +266,7 @@ class SQLStoreBase(Generic[_Engine]):
             history=self._history,
             history_ttl=self._history_ttl,
             also_recorded=also_recorded,
+            codec=self._codec,
         )
 
     def _records_request(self, memory_id: str, records: Iterable[bytes]) -> WriteRequest:

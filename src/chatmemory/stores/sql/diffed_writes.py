@@ -14,7 +14,6 @@ from typing import Any
 
 from chatmemory import telemetry
 from chatmemory.core.sequence_diff import diff_messages, window_shift
-from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, Written
 from chatmemory.stores.sql.window import WindowCover, cover_window
 from chatmemory.stores.sql.write_requests import WriteRequest, message_rows, removed_seqs, write_entry
@@ -165,7 +164,7 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
         )
     next_seq = cached.next_seq + len(appended)
     new_seqs = tuple(range(cached.next_seq, next_seq))
-    payloads = tuple(map(dumps_message, appended))
+    payloads = tuple(map(request.encode, appended))
     telemetry.note_write(appended=len(payloads), evicted=len(evicted), bytes=sum(map(len, payloads)))
     window = stays + new_seqs
     cover = cover_window(window, cached.window_start, next_seq)

@@ -40,7 +40,7 @@ class HistoryOperations(SQLStoreBase[_Engine]):
             rows = yield Statement(statement, history_parameters(memory_id, query), Result.ROWS)
         except SQLAlchemyError as exc:
             raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
-        return decode_history(memory_id, rows, query)
+        return decode_history(memory_id, rows, query, self._codec)
 
     def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[int]:
         """Remove history entries written before ``older_than``: the server's clock, then one transaction.

@@ -21,7 +21,6 @@ from chatmemory.core.history import HistoryEntry, UnrestorableHistoryError, chec
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
-from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
 from chatmemory.stores.sql.commands import Result, Statement, Steps
@@ -123,9 +122,11 @@ class LockedOperations(HistoryOperations[_Engine]):
         self, memory_id: str, head: plan.LockedHead, cached: CachedSnapshot | None
     ) -> Steps[plan.ReadResult | plan.Corrupted]:
         """The stored window, read under the head row's lock (again without the cache if it was stale)."""
-        current = plan.locked_read(memory_id, head, cached, (yield from self._read_locked(memory_id, cached, head)))
+        rows = yield from self._read_locked(memory_id, cached, head)
+        current = plan.locked_read(memory_id, head, cached, rows, self._codec)
         if isinstance(current, plan.StaleCache):
-            current = plan.locked_read(memory_id, head, None, (yield from self._read_locked(memory_id, None, head)))
+            rows = yield from self._read_locked(memory_id, None, head)
+            current = plan.locked_read(memory_id, head, None, rows, self._codec)
         if isinstance(current, plan.StaleCache):  # pragma: no cover - every payload was sent
             raise AssertionError("a read without the cache cannot find it stale")
         return current
@@ -198,8 +199,9 @@ class LockedOperations(HistoryOperations[_Engine]):
         restored = checked_restore(memory_id, entries)
         messages = None if window is None else checked_messages(window)
         self._require_history()
-        payloads = {entry.sequence: dumps_message(entry.message) for entry in restored}  # encode before sending
-        records = None if messages is None else [dumps_message(message) for message in messages]
+        encode = self._codec.dumps
+        payloads = {entry.sequence: encode(entry.message, memory_id) for entry in restored}  # encoded before sending
+        records = None if messages is None else [encode(message, memory_id) for message in messages]
         self._schema.check_payloads(memory_id, [*payloads.values(), *(records or ())])
         yield from self._ready(Operation.WRITE, memory_id)
         statements = RestoreStatements.of(self._tables)
@@ -224,7 +226,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         first_free = entries[-1].sequence if entries else 0  # rows are sequence - 1: those from here are free
         cover = None
         if records is not None and not (head.present and head.live):
-            window = window_seqs([loads_message(record, memory_id=memory_id) for record in records], entries)
+            window = window_seqs([self._codec.loads(record, memory_id) for record in records], entries)
             if window is not None:  # the window's rows are restored entries' rows, as a write leaves them
                 empty = plan.plan_locked(self._records_request(memory_id, []), None, head)
                 assert isinstance(empty, plan.LockedWrite)  # an unconditional write

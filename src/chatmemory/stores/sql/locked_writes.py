@@ -19,7 +19,7 @@ from chatmemory import telemetry
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
-from chatmemory.serialization.native import dumps_message
+from chatmemory.serialization.records import RecordCodec
 from chatmemory.stores.base.versions import new_incarnation, next_version
 from chatmemory.stores.sql.outcomes import (
     CachedSnapshot,
@@ -202,7 +202,7 @@ def plan_locked(
         # Encoded under the lock, only what is new; an unencodable message rolls the transaction back.
         # History-only rows come first, outside the window (marked evicted where its ranges enclose them).
         extra = len(request.also_recorded)
-        payloads = tuple(dumps_message(message) for message in (*request.also_recorded, *appended))
+        payloads = tuple(request.encode(message) for message in (*request.also_recorded, *appended))
     else:
         extra = 0
         payloads = request.records or ()
@@ -251,7 +251,7 @@ def plan_locked(
 
 
 def locked_read(
-    memory_id: str, head: LockedHead, cached: CachedSnapshot | None, rows: Sequence[ReadRow]
+    memory_id: str, head: LockedHead, cached: CachedSnapshot | None, rows: Sequence[ReadRow], codec: RecordCodec
 ) -> ReadResult | StaleCache | Corrupted:
     """What a locked read-modify-write starts from: the rows read under the head row's lock.
 
@@ -260,7 +260,7 @@ def locked_read(
     """
     if not (head.present and head.live) or not rows:
         return ReadResult(Snapshot([], 0), None)
-    result = decode_read(memory_id, rows, cached)
+    result = decode_read(memory_id, rows, cached, codec)
     if isinstance(result, Headless):  # pragma: no cover - the head row is locked, and read with the rows
         raise AssertionError("a locked read without its head row")
     return result

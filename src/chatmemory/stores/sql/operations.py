@@ -78,7 +78,7 @@ class SQLOperations(LockedOperations[_Engine]):
             cached = self._cache.get(memory_id) if attempt.use_cache else None
             try:
                 rows = yield Statement(read.sql, read.bind(plan.read_parameters(memory_id, cached)), Result.RECORDS)
-                result = plan.decode_read(memory_id, rows, cached)
+                result = plan.decode_read(memory_id, rows, cached, self._codec)
                 if isinstance(result, plan.Headless):
                     strays = self._statements.fast_strays
                     found = yield Statement(strays.sql, strays.bind({"p_id": memory_id}), Result.RECORDS)

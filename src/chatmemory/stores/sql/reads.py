@@ -11,7 +11,7 @@ from chatmemory import telemetry
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
-from chatmemory.serialization.native import loads_message
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Corrupted, Headless, ReadResult, StaleCache, stray_detail
 from chatmemory.stores.sql.times import aware
 
@@ -104,7 +104,7 @@ def _in_order(seqs: list[int], payloads: list[bytes | None]) -> tuple[list[int],
 
 
 def decode_read(
-    memory_id: str, rows: Sequence[ReadRow], cached: CachedSnapshot | None
+    memory_id: str, rows: Sequence[ReadRow], cached: CachedSnapshot | None, codec: RecordCodec = PLAIN
 ) -> ReadResult | StaleCache | Corrupted | Headless:
     """Turn the read statement's rows (in any order) into a snapshot, reusing the cached messages they left out.
 
@@ -142,7 +142,7 @@ def decode_read(
     telemetry.note(bytes=sum(len(payload) for payload in payloads if payload is not None))
     lookup = known.get
     messages: list[ChatMessage | object] = [
-        lookup(seq, _MISSING) if payload is None else loads_message(payload, memory_id=memory_id)
+        lookup(seq, _MISSING) if payload is None else codec.loads(payload, memory_id)
         for seq, payload in zip(seqs, payloads, strict=True)
     ]
     if any(message is _MISSING for message in messages):
@@ -199,7 +199,9 @@ def history_parameters(memory_id: str, query: HistoryQuery) -> dict[str, Any]:
     return parameters
 
 
-def decode_history(memory_id: str, rows: Sequence[HistoryRow], query: HistoryQuery) -> HistoryPage:
+def decode_history(
+    memory_id: str, rows: Sequence[HistoryRow], query: HistoryQuery, codec: RecordCodec = PLAIN
+) -> HistoryPage:
     """The page of the rows a history statement read, in the query's order.
 
     Raises:
@@ -210,7 +212,7 @@ def decode_history(memory_id: str, rows: Sequence[HistoryRow], query: HistoryQue
         written_at = aware(row.written_at)
         if written_at is None:  # pragma: no cover - the statement reads rows with a write time only
             raise AssertionError("a history row without its write time")
-        message = loads_message(bytes(row.payload), memory_id=memory_id)
+        message = codec.loads(bytes(row.payload), memory_id)
         entries.append(HistoryEntry(int(row.seq) + HISTORY_OFFSET, message, written_at))
     return query.page(entries)
 

@@ -87,6 +87,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             ``ttl`` (``None``: it expires with the window). The head row then keeps the history's expiry
             and outlives the window until it passes: :meth:`purge_expired` leaves it until then, and a
             write after the window expired starts a new window but continues the history.
+        encryption: a :class:`chatmemory.encryption.Keyring`: every message row's payload (window and
+            history) is sealed with AES-256-GCM, bound to its memory id (see ``docs/encryption.md``).
 
     Raises:
         ValueError: a URL that is not a SQL database URL, or a driver the store does not use; the message

@@ -16,6 +16,7 @@ from typing import Any
 
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.sql.window import WindowCover
 
 __all__ = [
@@ -84,6 +85,12 @@ class WriteRequest:
     also_recorded: tuple[ChatMessage, ...] = ()
     """History-only messages (evicted within the add that wrote them): rows before the appended ones,
     outside the window."""
+    codec: RecordCodec = PLAIN
+    """How the messages become stored records (plain, or sealed by a ``Keyring``)."""
+
+    def encode(self, message: ChatMessage) -> bytes:
+        """The stored record of ``message`` in this write's memory."""
+        return self.codec.dumps(message, self.memory_id)
 
     @classmethod
     def of_messages(
@@ -96,6 +103,7 @@ class WriteRequest:
         history: bool = False,
         history_ttl: float | None = None,
         also_recorded: Iterable[ChatMessage] = (),
+        codec: RecordCodec = PLAIN,
     ) -> WriteRequest:
         """A write of ``messages`` (any iterable, consumed once; each checked to be a message).
 
@@ -113,6 +121,7 @@ class WriteRequest:
             history=history,
             history_ttl=history_ttl,
             also_recorded=extra,
+            codec=codec,
         )
 
     @classmethod

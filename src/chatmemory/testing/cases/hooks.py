@@ -9,9 +9,11 @@ from chatmemory.core.messages import ChatMessage, UserMessage
 from chatmemory.core.store import ChatMemoryStore
 
 __all__ = [
+    "AsyncEncryptedStoreFactory",
     "AsyncHistoryStoreFactory",
     "AsyncRawWriter",
     "AsyncTtlStoreFactory",
+    "EncryptedStoreFactory",
     "HistoryStoreFactory",
     "RawWriter",
     "TtlStoreFactory",
@@ -30,6 +32,11 @@ HistoryStoreFactory = Callable[..., ChatMemoryStore]
 """``make_history_store(ttl=None, history_ttl=None)``: a store on the same backend built with ``history=True``."""
 AsyncHistoryStoreFactory = Callable[..., "aio.ChatMemoryStore | Awaitable[aio.ChatMemoryStore]"]
 """``make_history_store(ttl=None, history_ttl=None)``: an asyncio store with history (the result may be awaitable)."""
+EncryptedStoreFactory = Callable[..., ChatMemoryStore]
+"""``make_encrypted_store(encryption, history=False)``: a store built with ``encryption=`` (``None``: plain)
+and ``history=``; every store one test makes shares one namespace, so each reads what the others wrote."""
+AsyncEncryptedStoreFactory = Callable[..., "aio.ChatMemoryStore | Awaitable[aio.ChatMemoryStore]"]
+"""``make_encrypted_store(encryption, history=False)``: the asyncio suite's (the result may be awaitable)."""
 
 
 def texts(count: int, prefix: str = "m") -> list[ChatMessage]:

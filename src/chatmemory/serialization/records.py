@@ -1,0 +1,65 @@
+"""The record codec: how a store turns one message into the bytes it keeps, and back.
+
+Every store encodes and decodes message records through one :class:`RecordCodec`: :data:`PLAIN` writes
+:func:`~chatmemory.serialization.native.dumps_message` JSON as it is; a
+:class:`chatmemory.encryption.Keyring` seals it. The memory id is passed both ways, so a codec can bind
+a record to the memory it belongs to.
+"""
+
+from __future__ import annotations
+
+from chatmemory.core.errors import CorruptedMemoryError, EncryptionKeyError
+from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.native import dumps_message, loads_message
+
+__all__ = ["PLAIN", "SEALED_MAGIC", "RecordCodec", "codec_of"]
+
+SEALED_MAGIC = b"\xa7cm1"
+"""The first bytes of a sealed record (a plain record is JSON and starts with ``{``)."""
+
+
+class RecordCodec:
+    """Plain records: the native JSON of each message, unsealed."""
+
+    sealed = False
+
+    def dumps(self, message: ChatMessage, memory_id: str) -> bytes:
+        """The stored record of ``message`` in ``memory_id``."""
+        return dumps_message(message)
+
+    def loads(self, record: bytes | bytearray | memoryview | str, memory_id: str) -> ChatMessage:
+        """The message of ``record``, read from ``memory_id``.
+
+        Raises:
+            CorruptedMemoryError: the record is not a valid payload.
+            UnsupportedFormatVersionError: the record was written by a newer format version.
+        """
+        try:
+            return loads_message(record, memory_id=memory_id)
+        except CorruptedMemoryError:
+            if isinstance(record, str) or bytes(record[:4]) != SEALED_MAGIC:
+                raise
+            key_id = bytes(record[5 : 5 + record[4]]).decode("utf-8", "replace") if len(record) > 4 else "?"
+            raise EncryptionKeyError(memory_id, key_id) from None
+
+    def __repr__(self) -> str:
+        return "RecordCodec(plain)"
+
+
+PLAIN = RecordCodec()
+"""The codec of every store built without ``encryption=``."""
+
+
+def codec_of(encryption: RecordCodec | None) -> RecordCodec:
+    """The codec a store built with ``encryption`` uses.
+
+    Raises:
+        TypeError: ``encryption`` is neither ``None`` nor a record codec (a ``Keyring``).
+    """
+    if encryption is None:
+        return PLAIN
+    if not isinstance(encryption, RecordCodec):
+        raise TypeError(
+            f"encryption must be a chatmemory.encryption.Keyring (or None), not {type(encryption).__name__}"
+        )
+    return encryption
