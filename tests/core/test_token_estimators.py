@@ -166,9 +166,9 @@ def test_an_estimate_messages_of_the_estimator_object_itself_counts_the_request(
 
 def test_changed_rates_and_a_subclass_pricing_words_its_own_way_count_as_without_anything_remembered() -> None:
     estimator = SimpleTokenCountEstimator()
-    text = "zqxvbn zqxvbn qwrtpl"  # words in no list: priced by their letters
+    text = "zqxvbn zqxvbn qwrtpl"  # words the vocabulary does not hold whole: priced by their pieces
     estimator.estimate_text(text)
-    estimator.rates = dataclasses.replace(estimator.rates, letters_per_token=1.0)
+    estimator.rates = dataclasses.replace(estimator.rates, word_tokens=3.0)
     fresh = SimpleTokenCountEstimator()
     fresh.rates = estimator.rates
     assert estimator.estimate_text(text) == fresh.estimate_text(text) > SimpleTokenCountEstimator().estimate_text(text)
@@ -186,8 +186,6 @@ def test_changed_rates_and_a_subclass_pricing_words_its_own_way_count_as_without
 
 
 def test_bad_settings_name_the_estimator() -> None:
-    with pytest.raises(ValueError, match="chars_per_token"):
-        SimpleTokenCountEstimator(chars_per_token=0)
     with pytest.raises(ValueError, match=r"SimpleTokenCountEstimator: per_message must be >= 0"):
         SimpleTokenCountEstimator(per_message=-1)
     with pytest.raises(TypeError, match="per_media must be an int"):

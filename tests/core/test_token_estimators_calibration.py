@@ -1,4 +1,7 @@
-"""The dependency-free estimator against OpenAI's tokenizers: never below, and close, on the corpus.
+"""The dependency-free estimator against OpenAI's tokenizers: close, and rarely below, on held-out messages.
+
+The piece rates are derived from the calibration corpus alone (``tests/core/tokens/calibrate.py``); the
+held-out messages (``heldout.json``) are never fitted on, so they show how the estimate carries over.
 
 Hypothesis then tries text made of what the estimator prices at its worst case (digits, whitespace,
 characters outside the calibrated scripts): it must never undercount there either. Letters, ideographs,
@@ -15,9 +18,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from chatmemory import OpenAITokenCountEstimator, SimpleTokenCountEstimator
-from chatmemory.core.tokens.scripts import _RUNS
-from core.tokens.conversation import api_prompt_tokens, conversation
-from core.tokens.corpus import SCRIPTS, held_out, samples
+from chatmemory.core.tokens.scripts import _RUNS, CALIBRATIONS
+from core.tokens.calibrate import PIECE_RATES, piece_rates
+from core.tokens.conversation import REPLY_PRIMING, api_prompt_tokens, conversation, held_out_messages
+from core.tokens.corpus import HELD_OUT_SCRIPTS, SCRIPTS, held_out, samples
 from core.tokens.reference import ENCODINGS, reference_encoding
 
 pytest.importorskip("bpe_openai")
@@ -37,53 +41,70 @@ def _ratios(encoding_name: str) -> dict[str, list[float]]:
     return ratios
 
 
-def test_never_below_the_real_count_on_the_corpus(encoding_name: str) -> None:
-    reference = reference_encoding(encoding_name)
-    estimator = SimpleTokenCountEstimator(encoding_name)
-    under = [
-        (script, text, estimator.estimate_text(text), len(reference.encode_ordinary(text)))
-        for script, text in samples()
-        if estimator.estimate_text(text) < len(reference.encode_ordinary(text))
-    ]
-    assert not under
+def test_the_piece_rates_are_derived_from_the_calibration_corpus(encoding_name: str) -> None:
+    rates = CALIBRATIONS[encoding_name]
+    assert {PIECE_RATES[script]: rate for script, rate in piece_rates(encoding_name).items()} == {
+        name: getattr(rates, name) for name in PIECE_RATES.values()
+    }, "copy what python tests/core/tokens/calibrate.py prints into CALIBRATIONS"
 
 
-def test_close_to_the_real_count_on_the_corpus(encoding_name: str) -> None:
+def test_rarely_below_and_close_on_the_calibration_corpus(encoding_name: str) -> None:
     ratios = _ratios(encoding_name)
     assert set(ratios) == {*SCRIPTS, "mixed"}
-    assert statistics.median(ratio for values in ratios.values() for ratio in values) <= 1.15
+    everything = [ratio for values in ratios.values() for ratio in values]
+    assert statistics.median(everything) <= 1.1
+    assert statistics.quantiles(everything, n=20)[0] >= 0.98
+    assert min(everything) >= 0.95
     for script, values in ratios.items():
-        assert statistics.median(values) <= 1.45, script  # CJK and Cyrillic spread most between languages
+        assert statistics.median(values) <= 1.2, script
 
 
-def test_sentences_it_was_not_fitted_on_stay_close(encoding_name: str) -> None:
-    # Not a guarantee: a few held-out sentences in thinly sampled languages fall below (see the docstring).
+def _held_out_ratios(encoding_name: str) -> dict[str, list[float]]:
     reference = reference_encoding(encoding_name)
-    estimator = SimpleTokenCountEstimator(encoding_name)
-    ratios = [estimator.estimate_text(text) / len(reference.encode_ordinary(text)) for text in held_out()]
-    assert statistics.median(ratios) <= 1.2
-    assert min(ratios) >= 0.75
-    assert sum(ratio < 1 for ratio in ratios) <= len(ratios) // 8
+    estimator = SimpleTokenCountEstimator(encoding_name, cache_size=0)
+    ratios: dict[str, list[float]] = {}
+    for kind, message in held_out_messages():
+        real = api_prompt_tokens(reference, [message]) - REPLY_PRIMING
+        ratios.setdefault(kind, []).append(estimator.estimate_message(message) / real)
+    return ratios
+
+
+def test_held_out_messages_cover_every_script_and_tool_calls() -> None:
+    kinds = [kind for kind, _ in held_out_messages()]
+    assert set(kinds) == {*HELD_OUT_SCRIPTS, "tool call", "tool result"}
+    assert all(kinds.count(kind) >= 3 for kind in set(kinds))
+    calibration = {text for _, text in samples()}
+    assert not calibration.intersection(held_out()), "a held-out text is in the calibration corpus"
+
+
+def test_close_and_rarely_below_on_held_out_messages(encoding_name: str) -> None:
+    # Not a guarantee: a few held-out messages fall below, by up to 8 % (see the estimator's docstring).
+    ratios = _held_out_ratios(encoding_name)
+    everything = [ratio for values in ratios.values() for ratio in values]
+    assert statistics.median(everything) <= 1.1
+    assert statistics.quantiles(everything, n=20)[0] >= 0.98
+    assert min(everything) >= 0.9
+    for kind, values in ratios.items():
+        assert statistics.median(values) <= 1.15, kind
 
 
 def test_a_margin_buys_head_room_for_text_it_was_not_fitted_on(encoding_name: str) -> None:
     reference = reference_encoding(encoding_name)
-    plain, padded = SimpleTokenCountEstimator(encoding_name), SimpleTokenCountEstimator(encoding_name, margin=1.35)
+    plain, padded = SimpleTokenCountEstimator(encoding_name), SimpleTokenCountEstimator(encoding_name, margin=1.1)
     for text in held_out():
         real = len(reference.encode_ordinary(text))
         assert padded.estimate_text(text) >= real
-        assert padded.estimate_text(text) <= 1.35 * plain.estimate_text(text) + 1
+        assert padded.estimate_text(text) <= 1.1 * plain.estimate_text(text) + 1
 
 
-def test_never_below_the_real_count_on_conversations_with_tool_calls(encoding_name: str) -> None:
+def test_close_on_conversations_with_tool_calls(encoding_name: str) -> None:
     reference = reference_encoding(encoding_name)
     estimator = SimpleTokenCountEstimator(encoding_name)
     exact = OpenAITokenCountEstimator(reference)
     messages = conversation(120, seed=11)
     assert estimator.estimate_messages(messages) >= api_prompt_tokens(reference, messages)
-    under = [m for m in messages if estimator.estimate_message(m) < exact.estimate_message(m)]
-    assert not under
-    assert estimator.estimate_messages(messages) <= 1.3 * api_prompt_tokens(reference, messages)
+    assert estimator.estimate_messages(messages) <= 1.1 * api_prompt_tokens(reference, messages)
+    assert all(estimator.estimate_message(m) >= 0.95 * exact.estimate_message(m) for m in messages)
 
 
 def _priced_at_worst(character: str) -> bool:

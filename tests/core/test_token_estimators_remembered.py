@@ -1,9 +1,11 @@
-"""The default estimator remembers prices (of words not in its list, of wide punctuation): same counts.
+"""The default estimator remembers prices (of words not held whole, of Han, kana and Hangul runs, of wide
+punctuation): same counts.
 
-``SimpleTokenCountEstimator.estimate_text`` keeps the price of each word it had to work out and the
-numerals of each run of wide punctuation, so text it has seen costs a look-up. The oracle below prices
-every run afresh, as the module's table reads; both must give the same count for every text, the first
-time and every time after, in every calibration.
+``SimpleTokenCountEstimator.estimate_text`` keeps the price of each word and run it had to cut into pieces
+and the numerals of each run of wide punctuation, so text it has seen costs a look-up. The oracle below
+prices every run afresh, as :class:`~chatmemory.ScriptRates` reads, cutting Han, kana and Hangul with the
+slower longest-first search words use; both must give the same count for every text, the first time and
+every time after, in every calibration.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ def oracle_estimate_text(estimator: SimpleTokenCountEstimator, text: str) -> int
         if kind == "word":
             tokens += estimator._word(run)
         elif kind == "han":
-            tokens += len(run) * rates.han_tokens
+            tokens += estimator._pieces(run) * rates.han_tokens
         elif kind == "kana":
-            tokens += len(run) * rates.kana_tokens
+            tokens += estimator._pieces(run) * rates.kana_tokens
         elif kind == "hangul":
-            tokens += len(run) * rates.hangul_tokens
+            tokens += estimator._pieces(run) * rates.hangul_tokens
         elif kind == "digits":
             tokens += math.ceil(len(run) / 3)
         elif kind == "whitespace":
@@ -99,6 +101,6 @@ def test_any_text_counts_as_priced_afresh_the_first_time_and_after(pieces: list[
 def test_remembered_word_prices_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scripts, "WORD_COSTS_KEPT", 3)
     estimator = SimpleTokenCountEstimator(cache_size=0)
-    text = " ".join(f"zq{letter}xv" for letter in "abcdefgh")  # words in no list: each priced by its letters
+    text = " ".join(f"zq{letter}xv" for letter in "abcdefgh")  # words held nowhere whole: each cut into pieces
     assert estimator.estimate_text(text) == oracle_estimate_text(estimator, text)
     assert len(estimator._word_costs) <= 3

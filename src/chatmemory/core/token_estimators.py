@@ -7,8 +7,8 @@ Three to choose from, all framing messages the way OpenAI's Chat Completions API
   (``pip install 'llm-window-memory[openai-tokens]'``).
 * :class:`TiktokenTokenCountEstimator` — exact counts with tiktoken (``pip install 'llm-window-memory[tiktoken]'``),
   which downloads its vocabulary once; or with any tiktoken-compatible encoding you pass.
-* :class:`SimpleTokenCountEstimator` — no dependency; an estimate calibrated per script that stays above
-  the real count (see its docstring for where that is guaranteed); :class:`ScriptRates` holds its rates.
+* :class:`SimpleTokenCountEstimator` — no dependency; an estimate that cuts text into the encoding's own
+  tokens, priced per script (its docstring says how close it comes); :class:`ScriptRates` holds its rates.
 """
 
 from __future__ import annotations

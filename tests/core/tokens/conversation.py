@@ -23,9 +23,9 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.serialization import to_openai
-from core.tokens.corpus import sentences
+from core.tokens.corpus import held_out_by_script, held_out_tool_calls, sentences
 
-__all__ = ["api_prompt_tokens", "conversation", "turn"]
+__all__ = ["api_prompt_tokens", "conversation", "held_out_messages", "turn"]
 
 PER_MESSAGE_MARKERS = 3  # <|im_start|>, the separator, <|im_end|>
 REPLY_PRIMING = 3
@@ -88,4 +88,17 @@ def conversation(turns: int, seed: int = 7) -> list[ChatMessage]:
     messages: list[ChatMessage] = [SystemMessage("You are a helpful assistant. Answer in the user's language.")]
     for index in range(turns):
         messages.extend(turn(index, rng))
+    return messages
+
+
+def held_out_messages() -> list[tuple[str, ChatMessage]]:
+    """``(kind, message)`` for every held-out text and tool call: each text as a user message, each tool
+    call as an assistant message calling it (kind ``tool call``) and its result (kind ``tool result``)."""
+    messages: list[tuple[str, ChatMessage]] = [
+        (script, UserMessage(text)) for script, texts in held_out_by_script().items() for text in texts
+    ]
+    for index, (name, arguments, result) in enumerate(held_out_tool_calls()):
+        call = ToolExecutionRequest(f"call_{index}", name, json.dumps(arguments, ensure_ascii=False))
+        messages.append(("tool call", AiMessage(tool_execution_requests=[call])))
+        messages.append(("tool result", ToolExecutionResultMessage(call.id, name, result)))
     return messages
