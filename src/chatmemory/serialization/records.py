@@ -8,11 +8,14 @@ a record to the memory it belongs to.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NamedTuple, TypeVar
+
 from chatmemory.core.errors import CorruptedMemoryError, EncryptionKeyError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message, loads_message
 
-__all__ = ["PLAIN", "SEALED_MAGIC", "RecordCodec", "codec_of"]
+__all__ = ["PLAIN", "SEALED_MAGIC", "RecordCodec", "Resealed", "codec_of", "require_keyring", "reseal_plan"]
 
 SEALED_MAGIC = b"\xa7cm1"
 """The first bytes of a sealed record (a plain record is JSON and starts with ``{``)."""
@@ -42,6 +45,10 @@ class RecordCodec:
             key_id = bytes(record[5 : 5 + record[4]]).decode("utf-8", "replace") if len(record) > 4 else "?"
             raise EncryptionKeyError(memory_id, key_id) from None
 
+    def is_current(self, record: bytes | bytearray | memoryview | str, memory_id: str) -> bool:
+        """Whether ``record`` is as this codec writes it now (a plain codec has nothing to re-seal)."""
+        return True
+
     def __repr__(self) -> str:
         return "RecordCodec(plain)"
 
@@ -63,3 +70,54 @@ def codec_of(encryption: RecordCodec | None) -> RecordCodec:
             f"encryption must be a chatmemory.encryption.Keyring (or None), not {type(encryption).__name__}"
         )
     return encryption
+
+
+_K = TypeVar("_K")
+
+
+class Resealed(NamedTuple):
+    """What re-sealing one memory did (``reseal`` of a store built with a keyring).
+
+    Attributes:
+        resealed: records now sealed under the primary key.
+        current: records that already were.
+        moved: records a concurrent writer changed or removed first (a re-run finds what is left).
+    """
+
+    resealed: int
+    current: int
+    moved: int = 0
+
+
+def reseal_plan(
+    codec: RecordCodec, memory_id: str, records: Iterable[tuple[_K, bytes | str]]
+) -> tuple[list[tuple[_K, bytes | str, bytes]], int]:
+    """The ``(key, old, new)`` of each of ``records`` to re-seal, and how many are current already.
+
+    Every record not under the primary key is opened first, so nothing is written for a memory with a
+    record no key of the ring opens.
+
+    Raises:
+        EncryptionKeyError: a record is sealed under a key the ring lacks.
+        CorruptedMemoryError: a record was altered, or sealed for another memory.
+        PlaintextRecordError: a plain record, and the ring does not read plain data.
+    """
+    changes: list[tuple[_K, bytes | str, bytes]] = []
+    current = 0
+    for key, record in records:
+        if codec.is_current(record, memory_id):
+            current += 1
+        else:
+            changes.append((key, record, codec.dumps(codec.loads(record, memory_id), memory_id)))
+    return changes, current
+
+
+def require_keyring(codec: RecordCodec, store: str) -> RecordCodec:
+    """``codec``, if it seals records.
+
+    Raises:
+        ValueError: the store was built without ``encryption=`` (there is nothing to re-seal with).
+    """
+    if not codec.sealed:
+        raise ValueError(f"{store} was built without encryption=: give it a Keyring to re-seal records under")
+    return codec

@@ -25,7 +25,7 @@ from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import dumps_message
-from chatmemory.serialization.records import RecordCodec, codec_of
+from chatmemory.serialization.records import RecordCodec, Resealed, codec_of, require_keyring, reseal_plan
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds
@@ -329,6 +329,34 @@ class InMemoryChatMemoryStore(StoreLifecycle):
                 return list(entry.raw)
             messages = entry.messages or ()
         return [self._codec.dumps(message, memory_id) for message in messages]
+
+    @_traced("reseal")
+    def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
+        finds what a writer moved meanwhile (``moved``). Idempotent.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
+        memory_id = validate_memory_id(memory_id)
+        codec = require_keyring(self._codec, repr(self))
+        self._check_open(Operation.WRITE, memory_id)
+        with self._lock:
+            entry = self._live(memory_id)
+            if entry is None:
+                return Resealed(0, 0)
+            raw = entry.raw if entry.raw is not None else tuple(map(dumps_message, entry.messages or ()))
+            changes, current = reseal_plan(codec, memory_id, enumerate(raw))
+            if changes:
+                records = list(raw)
+                for index, _, new in changes:
+                    records[index] = new
+                entry.raw = tuple(records)
+            return Resealed(len(changes), current)
 
     @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:

@@ -93,6 +93,9 @@ class _SyncStoreView:
         assert isinstance(self.wrapped, sync_store_protocols.SupportsRawRecords)
         self.wrapped.write_raw(memory_id, records)
 
+    async def reseal(self, memory_id: str) -> Any:
+        return self.wrapped.reseal(memory_id)  # type: ignore[attr-defined]
+
     @property
     def keeps_history(self) -> bool:
         return bool(getattr(self.wrapped, "keeps_history", False))

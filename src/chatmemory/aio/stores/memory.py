@@ -15,7 +15,7 @@ from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryP
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
-from chatmemory.serialization.records import RecordCodec
+from chatmemory.serialization.records import RecordCodec, Resealed
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL
@@ -133,6 +133,20 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         """The stored records of ``memory_id``, undecoded."""
         self._check_open(Operation.READ, memory_id)
         return self._sync.read_raw(memory_id)
+
+    async def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
+        finds what a writer moved meanwhile (``moved``). Idempotent.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
+        self._check_open(Operation.WRITE, memory_id)
+        return self._sync.reseal(memory_id)
 
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records as they are, decoded only when read."""

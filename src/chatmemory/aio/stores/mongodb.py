@@ -25,6 +25,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.serialization.records import Resealed
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.driving import drive_async
@@ -204,6 +205,20 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` in window order, undecoded; ``[]`` for an unknown id."""
         return await self._run(self._read_raw(memory_id))
+
+    @_traced.coroutine("reseal")
+    async def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
+        finds what a writer moved meanwhile (``moved``). Idempotent.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
+        return await self._run(self._reseal(memory_id))
 
     @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:

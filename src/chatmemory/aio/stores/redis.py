@@ -18,6 +18,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.serialization.records import Resealed
 from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
@@ -185,6 +186,20 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
         return await self._drive(Operation.READ, memory_id, self._steps.read_raw(memory_id))
+
+    @_traced.coroutine("reseal")
+    async def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
+        finds what a writer moved meanwhile (``moved``). Idempotent.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
+        return await self._drive(Operation.WRITE, memory_id, self._steps.reseal(memory_id))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:

@@ -37,6 +37,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
+from chatmemory.serialization.records import Resealed
 from chatmemory.stores._optional import require
 
 require("sqlalchemy", feature="chatmemory.aio.stores.sql.SQLChatMemoryStore", extra="sql")
@@ -314,6 +315,20 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded."""
         return await self._run(self._read_raw(memory_id))
+
+    @_traced.coroutine("reseal")
+    async def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
+        finds what a writer moved meanwhile (``moved``). Idempotent.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
+        return await self._run(self._reseal(memory_id))
 
     @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:

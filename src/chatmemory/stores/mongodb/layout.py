@@ -28,7 +28,7 @@ No I/O here, and no driver import.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count, repeat
 from operator import is_
@@ -54,6 +54,7 @@ __all__ = [
     "plan_head_trim",
     "plan_layout",
     "raw_records",
+    "record_fields",
 ]
 
 Record = str | bytes
@@ -264,6 +265,27 @@ def decode_document(
         MongoLayout(array, system, system_at),
         tuple(records),
     )
+
+
+def record_fields(document: Mapping[str, Any]) -> Iterator[tuple[str, Record]]:
+    """Every message record a window document holds, with its field path: the window's, then staged history's."""
+    records = document.get("messages")
+    if isinstance(records, list):
+        yield from ((f"messages.{index}", record) for index, record in enumerate(records) if _is_record(record))
+    if _is_record(document.get("system")):
+        yield "system", document["system"]
+    pending = document.get("hpend")
+    groups = [(f"hpend.{index}", group) for index, group in enumerate(pending)] if isinstance(pending, list) else []
+    if isinstance(document.get("hlast"), Mapping):
+        groups.append(("hlast", document["hlast"]))
+    for path, group in groups:
+        staged = group.get("r") if isinstance(group, Mapping) else None
+        if isinstance(staged, list):
+            yield from ((f"{path}.r.{index}", record) for index, record in enumerate(staged) if _is_record(record))
+
+
+def _is_record(value: object) -> TypeGuard[Record]:
+    return isinstance(value, (str, bytes))
 
 
 def raw_records(memory_id: str, document: Mapping[str, Any]) -> list[bytes]:

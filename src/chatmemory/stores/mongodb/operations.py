@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pymongo import ReturnDocument
 
@@ -21,6 +21,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stores.base import Operation
 from chatmemory.stores.mongodb.clock import expired
 from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, Target, call
@@ -37,7 +38,7 @@ from chatmemory.stores.mongodb.driver import (
 )
 from chatmemory.stores.mongodb.history import UPDATE_ATTEMPTS, with_history
 from chatmemory.stores.mongodb.history_operations import HistoryOperations
-from chatmemory.stores.mongodb.layout import MemoryState, decode_document, materialize, raw_records
+from chatmemory.stores.mongodb.layout import MemoryState, decode_document, materialize, raw_records, record_fields
 from chatmemory.stores.mongodb.plan import (
     Conflict,
     Document,
@@ -191,6 +192,42 @@ class MongoOperations(HistoryOperations[_Client]):
         self._check_open(Operation.READ, memory_id)
         document = yield from self._find(memory_id)
         return [] if document is None else raw_records(memory_id, document)
+
+    def _reseal(self, memory_id: str) -> Steps[Resealed]:
+        """Re-seal every record of ``memory_id`` not under the primary key: window, staged and copied history.
+
+        Each record is replaced only where it still holds what was read (a field path of the window
+        document, or a history entry), so versions and cached states stay valid beside live writers.
+        """
+        memory_id = validate_memory_id(memory_id)
+        codec = require_keyring(self._codec, repr(self))
+        self._check_open(Operation.WRITE, memory_id)
+        try:
+            document = yield call(_WINDOW, "find_one", {"_id": memory_id})
+            fields = [] if document is None else list(record_fields(document))
+            window, current = reseal_plan(codec, memory_id, fields)
+            entries: list[Any] = []
+            if self._history is not None:
+                entries = yield call(Target.HISTORY, "find", {"m": memory_id}, {"_id": 1, "r": 1}, result=Result.LIST)
+            history, current_entries = reseal_plan(
+                codec, memory_id, ((entry["_id"], entry.get("r")) for entry in entries if "r" in entry)
+            )
+            done = 0
+            for path, old, new in window:
+                done += yield call(
+                    _WINDOW, "update_one", {"_id": memory_id, path: old}, {"$set": {path: new}}, result=Result.MATCHED
+                )
+            for entry_id, old, new in history:
+                done += yield call(
+                    Target.HISTORY,
+                    "update_one",
+                    {"_id": entry_id, "r": old},
+                    {"$set": {"r": new}},
+                    result=Result.MATCHED,
+                )
+        except DRIVER_ERRORS as exc:
+            raise StoreError(Operation.WRITE, memory_id, describe(exc)) from exc
+        return Resealed(done, current + current_entries, len(window) + len(history) - done)
 
     def _memory_times(self, memory_id: str) -> Steps[MemoryTimes | None]:
         memory_id = validate_memory_id(memory_id)

@@ -28,6 +28,7 @@ from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.base.turns import LockOptions
@@ -46,7 +47,7 @@ from chatmemory.stores.redis.outcomes import (
     write_outcome,
 )
 from chatmemory.stores.redis.plan import Planner, WritePlan
-from chatmemory.stores.redis.scripts import UNLOCK
+from chatmemory.stores.redis.scripts import RESEAL, UNLOCK
 from chatmemory.stores.redis.times import expire_at_done, times_of
 
 __all__ = ["Steps"]
@@ -172,6 +173,35 @@ class Steps:
         messages = self.planner.key_space.keys_of(memory_id).messages
         records: list[bytes] = yield Call("lrange", (messages, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
         return records  # the client does not decode responses
+
+    def reseal(self, memory_id: str) -> Sends[Resealed]:
+        """Re-seal every record of ``memory_id`` (window and history) not under the primary key, in place.
+
+        An element is replaced only if it still holds what was read: versions and cached snapshots stay
+        valid beside live writers, and a record a writer moved meanwhile is left for a re-run.
+        """
+        memory_id = validate_memory_id(memory_id)
+        codec = require_keyring(self.planner.codec, "this Redis store")
+        keys = self.planner.key_space.keys_of(memory_id)
+        window: list[bytes] = yield Call("lrange", (keys.messages, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
+        changes, current = reseal_plan(codec, memory_id, enumerate(window))
+        lists: list[tuple[bytes, list[tuple[int, bytes | str, bytes]]]] = [(keys.messages, changes)]
+        if self.planner.keeps_history:
+            entries: list[bytes] = yield Call("lrange", (keys.history, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
+            heads = [entry[: _record_start(memory_id, entry)] for entry in entries]
+            found, current_entries = reseal_plan(
+                codec, memory_id, ((index, entry[len(heads[index]) :]) for index, entry in enumerate(entries))
+            )
+            current += current_entries
+            lists.append((keys.history, [(index, entries[index], heads[index] + new) for index, _, new in found]))
+        done = planned = 0
+        for name, items in lists:
+            if items:
+                planned += len(items)
+                args = tuple(part for index, old, new in items for part in (b"%d" % index, _bytes(old), new))
+                replaced: int = yield ScriptCall(RESEAL, keys, args, Operation.WRITE, memory_id, (name,))  # type: ignore[assignment]
+                done += replaced
+        return Resealed(done, current, planned - done)
 
     def delete(self, memory_id: str) -> Sends[None]:
         """Remove ``memory_id``: its window and its history (``DEL``)."""
@@ -378,3 +408,19 @@ class Steps:
         else:
             self.cache.put(memory_id, state)
         return outcome.version
+
+
+def _record_start(memory_id: str, entry: bytes) -> int:
+    """Where the record of a history entry (``<sequence>:<ms>:<record>``) starts.
+
+    Raises:
+        CorruptedMemoryError: the entry is not one this store wrote.
+    """
+    parts = entry.split(b":", 2)
+    if len(parts) != 3:
+        raise CorruptedMemoryError(memory_id, "a history entry lacks its sequence or time")
+    return len(parts[0]) + len(parts[1]) + 2
+
+
+def _bytes(record: bytes | str) -> bytes:
+    return record if isinstance(record, bytes) else record.encode("utf-8")

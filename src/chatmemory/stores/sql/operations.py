@@ -20,12 +20,14 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
+from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
 from chatmemory.stores.sql.commands import CHECK_SCHEMA, RELEASE, ROLLBACK, Batch, Emit, Result, Statement, Steps
@@ -112,6 +114,29 @@ class SQLOperations(LockedOperations[_Engine]):
         except SQLAlchemyError as exc:
             raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
         return records
+
+    def _reseal(self, memory_id: str) -> Steps[Resealed]:
+        """Re-seal every row of ``memory_id`` (window and history) not under the primary key, row by row.
+
+        Each row is replaced only if it still holds the payload read (rows are never rewritten in place,
+        so a concurrent writer only adds or removes rows): versions and cached snapshots stay valid.
+        """
+        memory_id = validate_memory_id(memory_id)
+        codec = require_keyring(self._codec, repr(self))
+        yield from self._ready(Operation.WRITE, memory_id)
+        messages = self._tables.messages
+        try:
+            rows = yield Statement(
+                select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id), {}, Result.ROWS
+            )
+            changes, current = reseal_plan(codec, memory_id, ((row.seq, bytes(row.payload)) for row in rows))
+            done = 0
+            for seq, old, new in changes:
+                same = (messages.c.memory_id == memory_id) & (messages.c.seq == seq) & (messages.c.payload == old)
+                done += yield Statement(update(messages).where(same).values(payload=new), {}, Result.ROWCOUNT)
+        except SQLAlchemyError as exc:
+            raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
+        return Resealed(done, current, len(changes) - done)
 
     def _memory_times(self, memory_id: str) -> Steps[MemoryTimes | None]:
         memory_id = validate_memory_id(memory_id)

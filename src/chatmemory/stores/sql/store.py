@@ -21,6 +21,7 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
+from chatmemory.serialization.records import Resealed
 from chatmemory.stores._optional import require
 
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
@@ -178,6 +179,20 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
         return self._driver.run(self._read_raw(memory_id))
+
+    @_traced("reseal")
+    def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
+        finds what a writer moved meanwhile (``moved``). Idempotent.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
+        return self._driver.run(self._reseal(memory_id))
 
     @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:

@@ -97,6 +97,38 @@ class EncryptionCases:
         assert raised.value.memory_id == memory_id and raised.value.key_id == "k2"
         assert memory_id in str(raised.value) and "k2" in str(raised.value)
 
+    @pytest.mark.parametrize("history", [False, True], ids=["window", "history"])
+    async def test_reseal_lets_the_old_key_go(self, contract: ContractDriver, memory_id: str, history: bool) -> None:
+        k1, k2 = os.urandom(32), os.urandom(32)
+        old = await contract.encrypted_store(_keyring({"k1": k1}, "k1"), history=history)
+        said: list[ChatMessage] = [SystemMessage("be brief")]
+        memory = contract.memory(memory_id, store=old, max_messages=4)
+        await memory.add(said[0])
+        for turn in range(3):
+            said += _secrets(turn)
+            await memory.add(*_secrets(turn))
+        rotated = await contract.encrypted_store(_keyring({"k1": k1, "k2": k2}, "k2"), history=history)
+        said += _secrets(3)
+        await contract.memory(memory_id, store=rotated, max_messages=4).add(*_secrets(3))
+        window = await rotated.get_messages(memory_id)
+        from chatmemory.encryption import record_key_id
+
+        raw = await rotated.read_raw(memory_id)  # type: ignore[attr-defined]
+        under_k1 = sum(record_key_id(record) == "k1" for record in raw)
+        first = await rotated.reseal(memory_id)  # type: ignore[attr-defined]
+        assert first.resealed >= under_k1 and first.moved == 0
+        raw = await rotated.read_raw(memory_id)  # type: ignore[attr-defined]
+        assert {record_key_id(record) for record in raw} == {"k2"}
+        again = await rotated.reseal(memory_id)  # type: ignore[attr-defined]
+        assert again.resealed == 0 and again.current == first.resealed + first.current
+        assert await rotated.get_messages(memory_id) == window
+        new_only = await contract.encrypted_store(_keyring({"k2": k2}, "k2"), history=history)
+        assert await new_only.get_messages(memory_id) == window
+        if history:
+            assert await history_messages(new_only, memory_id) == said
+        await contract.memory(memory_id, store=new_only, max_messages=4).add(UserMessage("after the old key went"))
+        assert (await new_only.get_messages(memory_id))[-1] == UserMessage("after the old key went")
+
     async def test_missing_key_raises_and_add_overwrites_nothing(
         self, contract: ContractDriver, memory_id: str
     ) -> None:

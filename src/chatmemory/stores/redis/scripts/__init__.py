@@ -3,7 +3,7 @@
 ``head.lua`` (the layout, the server clock, the ttl check and the judgement of a memory's head) is put
 before each of ``read.lua``, ``write.lua``, ``times.lua``, ``expire.lua``, ``history.lua``, ``trim.lua``
 and ``restore.lua``; each result is one script, run as one atomic round trip. ``unlock.lua`` (giving back a
-memory's lease lock) stands alone.
+memory's lease lock) and ``reseal.lua`` (re-sealing list elements in place) stand alone.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 
-__all__ = ["EXPIRE", "HISTORY", "READ", "RESTORE", "TIMES", "TRIM", "UNLOCK", "WRITE", "LuaScript"]
+__all__ = ["EXPIRE", "HISTORY", "READ", "RESEAL", "RESTORE", "TIMES", "TRIM", "UNLOCK", "WRITE", "LuaScript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +55,4 @@ HISTORY = _load("history")
 TRIM = _load("trim")
 RESTORE = _load("restore")
 UNLOCK = LuaScript.of("unlock", files(__name__).joinpath("unlock.lua").read_text("utf-8"))
+RESEAL = LuaScript.of("reseal", files(__name__).joinpath("reseal.lua").read_text("utf-8"))
