@@ -22,7 +22,7 @@ from chatmemory.core.errors import SerializationError, UnencodableValueError
 from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH, AiMessage, ChatMessage, ToolExecutionResultMessage
 from chatmemory.serialization.responses import from_responses, to_responses
 
-__all__ = ["Appended", "Popped", "append_items", "item_list", "last_items", "pop_last_item"]
+__all__ = ["Appended", "Popped", "append_items", "item_list", "last_items", "message_items", "pop_last_item"]
 
 _ANSWER_KINDS = frozenset({"reasoning", "function_call"})
 
@@ -110,6 +110,15 @@ def _items_of(messages: Sequence[ChatMessage], system_role: str) -> list[dict[st
     return cast("list[dict[str, Any]]", to_responses(messages, system_role=system_role, skip_custom=True))
 
 
+def message_items(message: ChatMessage, system_role: str) -> list[dict[str, Any]]:
+    """The items of one message (none for a custom message that keeps no item).
+
+    Raises:
+        SerializationError: the message has no Responses form.
+    """
+    return _items_of([message], system_role)
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     """What appending items does to a stored list: keep ``kept`` as it is, then add ``added``.
@@ -147,14 +156,30 @@ def _named(stored: Sequence[ChatMessage], added: list[ChatMessage]) -> list[Chat
     """``added`` with each tool output that has no tool name named after its stored call.
 
     Read in one batch, an output takes its name from the call before it; read in a later batch it would
-    not see the call. The name is not part of the output item, so the items stay the same.
+    not see the call. The name is not part of the output item, so the items stay the same. Only the calls
+    of the unnamed outputs are looked up, from the newest stored message back (a call is usually among the
+    last ones), so an append does not walk the whole session.
     """
-    names: dict[str, str] = {}
-    for message in stored:
-        if isinstance(message, AiMessage):
-            names.update((request.id, request.name) for request in message.tool_execution_requests if request.id)
-    if not names:
+    wanted = {
+        message.id
+        for message in added
+        if isinstance(message, ToolExecutionResultMessage) and message.tool_name is None and message.id
+    }
+    if not wanted:
         return added
+    names: dict[str, str] = {}
+    stored_calls = False
+    for message in reversed(stored):
+        if isinstance(message, AiMessage):
+            for request in reversed(message.tool_execution_requests):
+                stored_calls = stored_calls or bool(request.id)
+                # The newest call of an id names it, as a later call overrides an earlier one.
+                if request.id in wanted and request.id not in names:
+                    names[request.id] = request.name
+            if len(names) == len(wanted):
+                break
+    if not stored_calls:
+        return added  # as before: with no stored call, the batch's own reading stands
     named: list[ChatMessage] = []
     for message in added:
         if isinstance(message, AiMessage):

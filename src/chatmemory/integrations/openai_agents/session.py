@@ -14,8 +14,16 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.memory_steps import WindowRules
 from chatmemory.core.token_estimators import TokenCountEstimator
 from chatmemory.core.window_memory import check_store
+from chatmemory.integrations.openai_agents.item_cache import ItemCache
 from chatmemory.integrations.openai_agents.items import item_list
-from chatmemory.integrations.openai_agents.steps import add_items_steps, clear_steps, get_items_steps, pop_item_steps
+from chatmemory.integrations.openai_agents.shared_state import state_for
+from chatmemory.integrations.openai_agents.steps import (
+    Known,
+    add_items_steps,
+    clear_steps,
+    get_items_steps,
+    pop_item_steps,
+)
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.retry import RetryPolicy
 
@@ -51,11 +59,17 @@ class ChatMemorySession:
     a user message, an assistant turn with its calls, a tool output are one each.
 
     Every operation is one read and at most one write, conditional on the version read on a versioned
-    store (all built-in ones), so concurrent runs on one session lose no item. Tasks sharing one session
-    object take turns for ``add_items`` and ``pop_item`` (one lock per session object and event loop, as
-    the window memories of :mod:`chatmemory.aio` do), so they never conflict with each other; a write that
-    conflicts with another writer of the same id (another session object, process or service) queues on
-    the store's lock where the store has one (``SupportsLockedUpdate``), else retries under ``retry``.
+    store (all built-in ones), so concurrent runs on one session lose no item. A write usually needs no
+    read of its own: the session objects of one store remember, per session id, the state they last read
+    or wrote (the turn's ``get_items``, the previous ``add_items``), and the write is conditional on its
+    version; if the memory moved since, it reads and tries again. The items of each stored message are
+    converted once and kept as JSON (for the 256 session ids used last on each store), so ``get_items``
+    converts only the messages it has not seen and still hands out new dicts each time. Tasks sharing one
+    session object take turns for ``add_items`` and ``pop_item`` (one lock per session object and event
+    loop, as the window memories of :mod:`chatmemory.aio` do), so they never conflict with each other; a
+    write that conflicts with another writer of the same id (another session object, process or service)
+    queues on the store's lock where the store has one (``SupportsLockedUpdate``), else retries under
+    ``retry``.
     The session works from any event loop (``Runner.run_sync`` several times) as far as its store does.
     The session does not own the store: close the store yourself.
 
@@ -133,6 +147,11 @@ class ChatMemorySession:
         self._retry = retry if retry is not None else RetryPolicy()
         self._max_attempts = max_attempts
         self._system_role = system_role
+        # What the session objects of this store last read or wrote of this id (a write starts from it,
+        # conditionally on its version), and the items of the messages they read, converted once.
+        shared = state_for(store, self.session_id, system_role)
+        self._known: Known | None = shared.known if self._versioned else None
+        self._items: ItemCache = shared.items
         self.session_settings = (
             _session_settings.coerce_session_settings(session_settings)
             if session_settings is not None
@@ -158,7 +177,7 @@ class ChatMemorySession:
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The latest ``limit`` items (``session_settings.limit`` when ``None``), in chronological order."""
         effective = _session_settings.resolve_session_limit(limit, self.session_settings)
-        steps = get_items_steps(self.session_id, effective, rules=self._rules(), system_role=self._system_role)
+        steps = get_items_steps(self.session_id, effective, rules=self._rules(), items=self._items, known=self._known)
         return await run_steps_async(steps, self._store)
 
     async def add_items(self, items: Iterable[Any]) -> None:
@@ -184,6 +203,7 @@ class ChatMemorySession:
             locked=self._locked,
             retry=self._retry,
             max_attempts=self._max_attempts,
+            known=self._known,
         )
         async with self._turn():
             await run_steps_async(steps, self._store)
@@ -197,12 +217,16 @@ class ChatMemorySession:
             locked=self._locked,
             retry=self._retry,
             max_attempts=self._max_attempts,
+            known=self._known,
         )
         async with self._turn():
             return await run_steps_async(steps, self._store)
 
     async def clear_session(self) -> None:
         """Delete every item of the session."""
+        if self._known is not None:
+            self._known.forget()
+        self._items.clear()
         await run_steps_async(clear_steps(self.session_id), self._store)
 
     def __repr__(self) -> str:

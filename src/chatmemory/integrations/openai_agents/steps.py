@@ -1,10 +1,13 @@
 """The session's operations as store steps (see :mod:`chatmemory.core.memory_steps`), without I/O.
 
 Each operation reads the memory, decides the new list with :mod:`.items` and the window rules, and writes
-it back conditionally on the version it read (on a versioned store). When another writer got there first
-it queues on the store's lock (:class:`~chatmemory.core.memory_steps.Modify`, on a store with a locked
-update), else retries from a fresh read, as a window memory's ``add`` does. The session runs the steps
-with :func:`chatmemory.aio.memory.run_steps_async`.
+it back conditionally on the version it read (on a versioned store). A write may start instead from the
+state the session last read or wrote (:class:`Known`): the version names that state exactly (versions
+never repeat for an id), so the conditional write either lands on it or conflicts, and a conflict then
+reads afresh. When another writer got there first it queues on the store's lock
+(:class:`~chatmemory.core.memory_steps.Modify`, on a store with a locked update), else retries from a
+fresh read, as a window memory's ``add`` does. The session runs the steps with
+:func:`chatmemory.aio.memory.run_steps_async`.
 """
 
 from __future__ import annotations
@@ -27,15 +30,39 @@ from chatmemory.core.memory_steps import (
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.core.window import WindowUpdate
-from chatmemory.integrations.openai_agents.items import Popped, append_items, last_items, pop_last_item
+from chatmemory.integrations.openai_agents.item_cache import ItemCache
+from chatmemory.integrations.openai_agents.items import Popped, append_items, pop_last_item
 from chatmemory.stores.base.retry import RetryPolicy
 
-__all__ = ["add_items_steps", "clear_steps", "get_items_steps", "pop_item_steps"]
+__all__ = ["Known", "add_items_steps", "clear_steps", "get_items_steps", "pop_item_steps"]
 
 T = TypeVar("T")
 
 Change = Callable[[list[ChatMessage]], "tuple[list[ChatMessage] | None, T]"]
 """Given the stored list: the list to write (``None``: nothing to write) and the operation's result."""
+
+
+class Known:
+    """The latest state of the memory a session read or wrote: where its next write may start from.
+
+    Only a hint: a write from it is conditional on its version, which names that state alone.
+    """
+
+    __slots__ = ("snapshot",)
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+
+    def remember(self, snapshot: Snapshot, *, newer_only: bool = False) -> None:
+        """Keep ``snapshot``; with ``newer_only``, unless a later version is kept (a read racing a write)."""
+        current = self.snapshot
+        if newer_only and current is not None and current.version > snapshot.version:
+            return
+        self.snapshot = snapshot
+
+    def forget(self) -> None:
+        """Keep nothing: the next write reads first."""
+        self.snapshot = None
 
 
 def _read_modify_write(
@@ -46,6 +73,7 @@ def _read_modify_write(
     locked: bool,
     retry: RetryPolicy,
     max_attempts: int | None,
+    known: Known | None = None,
 ) -> Steps[T]:
     if not versioned:
         stored: list[ChatMessage] = yield GetMessages(memory_id)
@@ -54,14 +82,25 @@ def _read_modify_write(
             yield UpdateMessages(memory_id, new)
         return result
     attempts = retry.start("session.change")
+    hint = known.snapshot if known is not None else None
     while True:
-        snapshot: Snapshot = yield Load(memory_id)
+        if hint is not None:
+            snapshot, hint, from_hint = hint, None, True
+        else:
+            snapshot = yield Load(memory_id)
+            from_hint = False
+            if known is not None:
+                known.remember(snapshot)
         new, result = change(snapshot.messages)
         if new is None:
             return result
         try:
-            yield Save(memory_id, new, snapshot.version)
+            version: int = yield Save(memory_id, new, snapshot.version)
         except ConcurrentUpdateError:
+            if from_hint:
+                continue  # the memory moved since this session last saw it: read it, as a first attempt does
+            if known is not None:
+                known.forget()
             spent = max_attempts is not None and attempts.count >= max_attempts
             if locked and not spent:
                 # Queue behind the other writers instead of racing them again (see add_steps).
@@ -71,6 +110,8 @@ def _read_modify_write(
                 raise ConcurrentUpdateError(memory_id, attempts=attempts.count) from None
             yield Sleep(delay)
             continue
+        if known is not None:
+            known.remember(Snapshot(new, version))
         return result
 
 
@@ -100,10 +141,12 @@ def add_items_steps(
     locked: bool = False,
     retry: RetryPolicy,
     max_attempts: int | None,
+    known: Known | None = None,
 ) -> Steps[None]:
     """Append ``items``; with ``rules``, evict down to the window (calls leave with their outputs).
 
     ``locked``: the store has a locked update of this I/O style, taken after a conflicting write.
+    ``known``: the state the session last read or wrote, started from and kept up to date.
     """
 
     def change(stored: list[ChatMessage]) -> tuple[list[ChatMessage] | None, WindowUpdate | None]:
@@ -114,7 +157,7 @@ def add_items_steps(
         return (update.messages if update.changed else None), update
 
     update = yield from _read_modify_write(
-        memory_id, change, versioned=versioned, locked=locked, retry=retry, max_attempts=max_attempts
+        memory_id, change, versioned=versioned, locked=locked, retry=retry, max_attempts=max_attempts, known=known
     )
     # Warned once, for the window written (not for each attempt, nor each call of a locked change).
     if rules is not None and update is not None:
@@ -129,6 +172,7 @@ def pop_item_steps(
     locked: bool = False,
     retry: RetryPolicy,
     max_attempts: int | None,
+    known: Known | None = None,
 ) -> Steps[dict[str, Any] | None]:
     """Remove and return the most recent item (``None`` for an empty session)."""
 
@@ -140,18 +184,31 @@ def pop_item_steps(
 
     return (
         yield from _read_modify_write(
-            memory_id, change, versioned=versioned, locked=locked, retry=retry, max_attempts=max_attempts
+            memory_id, change, versioned=versioned, locked=locked, retry=retry, max_attempts=max_attempts, known=known
         )
     )
 
 
 def get_items_steps(
-    memory_id: str, limit: int | None, *, rules: WindowRules | None, system_role: str
+    memory_id: str,
+    limit: int | None,
+    *,
+    rules: WindowRules | None,
+    items: ItemCache,
+    known: Known | None = None,
 ) -> Steps[list[dict[str, Any]]]:
-    """The latest ``limit`` items of the window, oldest first: one read."""
-    stored: list[ChatMessage] = yield GetMessages(memory_id)
+    """The latest ``limit`` items of the window, oldest first: one read.
+
+    ``known`` (a versioned store): the session's state, updated with what the read found.
+    """
+    if known is None:
+        stored: list[ChatMessage] = yield GetMessages(memory_id)
+    else:
+        snapshot: Snapshot = yield Load(memory_id)
+        known.remember(snapshot, newer_only=True)
+        stored = snapshot.messages
     window = rules.view(stored) if rules is not None else stored
-    return last_items(window, limit, system_role)
+    return items.last_items(window, limit)
 
 
 def clear_steps(memory_id: str) -> Steps[None]:
