@@ -1,19 +1,16 @@
 """ChatMemorySession against the Agents SDK's own sessions, per agent turn, on the same store, same run.
 
-    python benchmarks/openai_agents_session.py                      # in memory, beside SQLiteSession
-    python benchmarks/openai_agents_session.py --backend redis      # beside RedisSession
-    python benchmarks/openai_agents_session.py --backend postgres   # beside SQLAlchemySession (psycopg async)
-    python benchmarks/openai_agents_session.py --backend mongodb    # beside MongoDBSession
+    python benchmarks/openai_agents_session.py [--backend memory|redis|postgres|mongodb] [--fresh]
 
 A turn is what ``Runner.run`` does with a tool call: ``get_items()``, then ``add_items`` of the user input,
-of the model's reasoning and call, of the call's output, of the answer (four writes, one read, five items).
-On a server (``CHATMEMORY_TEST_REDIS_URL``, ``CHATMEMORY_TEST_POSTGRES_URL``, ``CHATMEMORY_TEST_MONGODB_URL``)
-each conversation is filled to each session length (``--lengths``, items) untimed, then plays ``--turns``
-timed turns with the two sides alternating turn by turn (which side goes first alternates too); neither
-keeps a window, and the items of both are compared equal at the end. The ratio is chatmemory's median turn
-over the SDK's. With ``--fresh`` each timed turn gets new session objects on both sides, as an application
-making one per request does. In memory (``--backend memory``) it is the cost of the item conversion and of the window
-beside ``SQLiteSession(":memory:")``. Figures only, no assertions: this is not run in CI.
+of the reasoning and call, of the call's output, of the answer. On a server (the CHATMEMORY_TEST_*_URL) the
+SDK's RedisSession, SQLAlchemySession (psycopg async) or MongoDBSession and ChatMemorySession (no window)
+fill each conversation to each ``--lengths`` (items) untimed, then play ``--turns`` timed turns, sides
+alternating; items are compared equal at the end; the ratio is chatmemory's median turn over the SDK's.
+``--fresh``: new session objects every turn (one per request). ``memory``: beside ``SQLiteSession``, windows
+too. A chatmemory memory is one MongoDB document, rewritten by each write (some 50 MB per run at 2,000
+items): the test setup's in-memory SecantusDB refuses writes with WT_CACHE_FULL when that piles up, hence
+fewer turns there and a database per run, dropped at its end. Figures only, no assertions: not run in CI.
 """
 
 from __future__ import annotations
@@ -144,14 +141,16 @@ async def _mongodb(url: str) -> tuple[str, Pair]:
     from pymongo import AsyncMongoClient
 
     client: AsyncMongoClient[Any] = AsyncMongoClient(url)
-    store = aio.open_store(url, database="bench", collection="agents_session")
+    database = f"bench_agents_{uuid.uuid4().hex[:8]}"  # both sides' collections, dropped at the end
+    store = aio.open_store(url, database=database, collection="chatmemory")
 
     async def sdk(session_id: str) -> Any:
-        return MongoDBSession(session_id, client=client, database="bench")
+        return MongoDBSession(session_id, client=client, database=database)
 
     async def close() -> None:
-        await client.close()
         await store.aclose()
+        await client.drop_database(database)
+        await client.close()
 
     return "MongoDBSession", (sdk, lambda session_id: ChatMemorySession(session_id, store=store), close)
 
@@ -224,7 +223,9 @@ async def run_server(backend: str, lengths: list[int], conversations: int, turns
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--backend", choices=["memory", *BACKENDS], default="memory")
-    parser.add_argument("--turns", type=int, default=None, help="timed turns (memory: 300; server: 20 per length)")
+    parser.add_argument(
+        "--turns", type=int, default=None, help="timed turns (memory: 300; mongodb: 10; else 20 per length)"
+    )
     parser.add_argument("--windows", type=int, nargs="+", default=[50, 500], help="memory: the windows tried")
     parser.add_argument("--lengths", type=int, nargs="+", default=[50, 500, 2000], help="server: items held")
     parser.add_argument("--conversations", type=int, default=3, help="server: conversations per length")
@@ -233,7 +234,8 @@ async def main() -> None:
     if args.backend == "memory":
         await run_memory(args.turns or 300, args.windows)
     else:
-        await run_server(args.backend, args.lengths, args.conversations, args.turns or 20, fresh=args.fresh)
+        turns = args.turns or (10 if args.backend == "mongodb" else 20)
+        await run_server(args.backend, args.lengths, args.conversations, turns, fresh=args.fresh)
 
 
 if __name__ == "__main__":
