@@ -30,7 +30,14 @@ REFERENCE = ROOT / "docs" / "reference"
 
 # Packages whose modules one level down are public (a module named with a leading underscore is not).
 PUBLIC_PACKAGES = ["chatmemory.serialization", "chatmemory.stores", "chatmemory.aio.stores", "chatmemory.integrations"]
-PUBLIC_MODULES = ["chatmemory", "chatmemory.aio", "chatmemory.testing", "chatmemory.telemetry", "chatmemory.migrations"]
+PUBLIC_MODULES = [
+    "chatmemory",
+    "chatmemory.aio",
+    "chatmemory.encryption",
+    "chatmemory.testing",
+    "chatmemory.telemetry",
+    "chatmemory.migrations",
+]
 
 _NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>[^>]*?)\s*-->\Z")
 # A block that names a database server's URL needs that server: it is type-checked only, marked or not.

@@ -24,7 +24,8 @@ from chatmemory.core.messages import (
 )
 from chatmemory.core.store import ChatMemoryStore, SupportsRawRecords, SupportsVersioning
 from chatmemory.memory_times import SupportsMemoryTimes
-from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.serialization.native import dumps_message
+from chatmemory.serialization.records import PLAIN, RecordCodec, codec_of_store
 from chatmemory.stored_memories import StoredMemory, SupportsBatchReads
 
 __all__ = [
@@ -113,7 +114,7 @@ def summarize(store: ChatMemoryStore, memory_id: str) -> MemorySummary | None:
     return MemorySummary(memory_id, len(messages), size, last_write, expires_at, known, roles=roles)
 
 
-def summarize_stored(stored: StoredMemory, *, times_known: bool = True) -> MemorySummary:
+def summarize_stored(stored: StoredMemory, *, times_known: bool = True, codec: RecordCodec = PLAIN) -> MemorySummary:
     """Sum up a memory read by :meth:`~chatmemory.stored_memories.SupportsBatchReads.read_batch`.
 
     Its records are decoded one by one, as a read decodes them; one that does not decode (or a damaged
@@ -126,7 +127,8 @@ def summarize_stored(stored: StoredMemory, *, times_known: bool = True) -> Memor
     try:
         if stored.damage is not None:
             raise CorruptedMemoryError(stored.memory_id, stored.damage)
-        messages = [loads_message(record, memory_id=stored.memory_id) for record in stored.records]
+        loads = codec.loads
+        messages = [loads(record, stored.memory_id) for record in stored.records]
     except SerializationError as exc:
         count = len(stored.records)
         return MemorySummary(stored.memory_id, count, size, last_write, expires_at, times_known, error=str(exc))
@@ -151,6 +153,7 @@ def summarize_many(
             yield memory_id, summarize(store, memory_id)
         return
     known = isinstance(store, SupportsMemoryTimes)
+    codec = codec_of_store(store)
     for start in range(0, len(memory_ids), batch):
         ids = memory_ids[start : start + batch]
         try:
@@ -160,7 +163,7 @@ def summarize_many(
                 yield memory_id, summarize(store, memory_id)
             continue
         for memory_id, stored in zip(ids, found, strict=True):
-            yield memory_id, None if stored is None else summarize_stored(stored, times_known=known)
+            yield memory_id, None if stored is None else summarize_stored(stored, times_known=known, codec=codec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,9 +190,10 @@ def read_raw_records(store: SupportsRawRecords, memory_id: str) -> list[RawRecor
         StoreError: the store failed.
     """
     records: list[RawRecord] = []
+    codec = codec_of_store(store)
     for position, data in enumerate(store.read_raw(memory_id)):
         try:
-            message: ChatMessage | None = loads_message(data, memory_id=memory_id)
+            message: ChatMessage | None = codec.loads(data, memory_id)
             error = None
         except ChatMemoryError as exc:
             message, error = None, getattr(exc, "reason", None) or str(exc)

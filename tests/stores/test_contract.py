@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatmemory import ChatMemoryStore, InMemoryChatMemoryStore, aio
+from chatmemory import ChatMemoryStore, aio
 from chatmemory.testing import (
     AsyncChatMemoryStoreContract,
     AsyncEncryptedStoreFactory,
@@ -20,20 +20,7 @@ from chatmemory.testing import (
     RawWriter,
     TtlStoreFactory,
 )
-from support.backends import AsyncBackend, Backend
-
-WITHOUT_ENCRYPTION = frozenset({"langchain4j_redis"})
-"""Backends whose store has no ``encryption=`` (the LangChain4j layout is read by a JVM peer as it is)."""
-
-
-def same_namespace(store: Any) -> dict[str, Any]:
-    """The constructor option that puts another store on ``store``'s data."""
-    if isinstance(store, (aio.InMemoryChatMemoryStore, InMemoryChatMemoryStore)):
-        return {"shares_with": store}
-    for option in ("key_prefix", "table_prefix"):
-        if hasattr(store, option):
-            return {option: getattr(store, option)}
-    return {"collection": store.collection.name}
+from support.backends import WITHOUT_ENCRYPTION, AsyncBackend, Backend, same_namespace
 
 
 class TestStoreContract(ChatMemoryStoreContract):

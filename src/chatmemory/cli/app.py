@@ -75,7 +75,7 @@ def quiet_flag(function: F) -> F:
 
 
 def namespace_flags(side: str = "", *, describe: str = "the store") -> Callable[[F], F]:
-    """``--key-prefix``, ``--table-prefix``, ``--database``, ``--collection`` (``--src-…``/``--dst-…`` with a side)."""
+    """``--key-prefix``, ``--table-prefix``, ``--database``, ``--collection``, ``--keyring``; sided: ``--src-…``."""
     dash = f"{side}-" if side else ""
     under = f"{side}_" if side else ""
 
@@ -95,7 +95,15 @@ def namespace_flags(side: str = "", *, describe: str = "the store") -> Callable[
                 metavar=meta,
                 help=f"{name.replace('-', ' ')} of {describe} ({kind}).",
             )(function)
-        return function
+        envvar = f"CHATMEMORY_{side.upper()}_KEYRING" if side else "CHATMEMORY_KEYRING"
+        return click.option(
+            f"--{dash}keyring",
+            f"{under}keyring",
+            default=None,
+            metavar="FILE",
+            envvar=envvar,
+            help=f"JSON keyring {describe} is encrypted with (or ${envvar}): see docs/encryption.md.",
+        )(function)
 
     return decorate
 

@@ -1,4 +1,4 @@
-"""``chatmemory delete``, ``purge-expired``, ``migrate`` and ``demo``."""
+"""``chatmemory delete``, ``purge-expired``, ``rekey``, ``migrate`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from chatmemory import telemetry
 from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, reports_failures
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Reporter
 from chatmemory.cli.stores import namespace_options, store_kind, url_for_display
-from chatmemory.core.errors import ChatMemoryError, install_hint
+from chatmemory.core.errors import ChatMemoryError, SerializationError, install_hint
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.store import SupportsExpiryPurge, SupportsVersioning
+from chatmemory.core.store import SupportsExpiryPurge, SupportsListing, SupportsVersioning
 
-__all__ = ["delete", "demo", "migrate", "purge_expired"]
+__all__ = ["delete", "demo", "migrate", "purge_expired", "rekey"]
 
 _DRIVER_EXTRAS = {"psycopg": "postgres", "psycopg2": "postgres", "pymysql": "mysql", "MySQLdb": "mysql"}
 """Driver module → the extra that installs it, for ``migrate``'s one-line message."""
@@ -81,6 +81,49 @@ def purge_expired(url: str, batch_size: int, quiet: bool, **namespace: str | Non
             op.record(items=purged)
     reporter.info(f"{purged} expired memories deleted")
     return EXIT_OK
+
+
+@cli.command()
+@click.argument("url")
+@namespace_flags()
+@quiet_flag
+@reports_failures("rekey")
+def rekey(url: str, quiet: bool, **namespace: str | None) -> int:
+    """Re-seal every memory (window and history) under the keyring's primary key.
+
+    Safe beside live writers and resumable: each record is replaced only where it still holds what was
+    read, and a re-run skips what is sealed under the primary key already. Memories that hold a record
+    no key of the ring opens are reported by id and left as they are (exit status 1).
+    """
+    reporter = Reporter("rekey", quiet=quiet)
+    options = namespace_options(url, namespace)
+    if "encryption" not in options:
+        raise click.UsageError("rekey needs the keyring to seal with: --keyring FILE (or $CHATMEMORY_KEYRING)")
+    options["history"] = True  # a store keeping no history has none to re-seal: nothing more is read
+    resealed = current = moved = memories = 0
+    failed: list[str] = []
+    with opened_store(url, options) as store:
+        if not isinstance(store, SupportsListing):
+            reporter.error(f"{type(store).__name__} does not list its memories; nothing was re-sealed")
+            return EXIT_USAGE
+        memory_ids = list(store.memory_ids())
+        with telemetry.operation(backend=store_kind(url), name="cli.rekey") as op:
+            for memory_id in reporter.track(memory_ids, "re-sealing", len(memory_ids)):
+                try:
+                    done = store.reseal(memory_id)  # type: ignore[attr-defined]
+                except SerializationError as exc:  # a key the ring lacks, a record that does not open
+                    failed.append(memory_id)
+                    reporter.error(str(exc))
+                    continue
+                memories += 1
+                resealed, current, moved = resealed + done.resealed, current + done.current, moved + done.moved
+            op.record(items=resealed)
+    note = f", {moved} moved by writers meanwhile (run rekey again)" if moved else ""
+    reporter.info(
+        f"{memories} memories: {resealed} records re-sealed, {current} already under the primary key{note}"
+        + (f"; {len(failed)} could not be opened" if failed else "")
+    )
+    return EXIT_FAILED if failed or moved else EXIT_OK
 
 
 @cli.command()

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import click
+import orjson
 
 from chatmemory.core.store import ChatMemoryStore
 
@@ -37,6 +38,40 @@ NAMESPACE_OPTIONS: dict[str, tuple[str, ...]] = {
 """Store kind (what :func:`store_kind` names) → the constructor options that choose its namespace.
 
 Every module :data:`chatmemory.stores.url.STORE_SCHEMES` maps a scheme to has an entry (a test holds them to it)."""
+
+UNSEALED_KINDS = frozenset({"langchain4j_redis"})
+"""Kinds of store with no ``encryption=``: the LangChain4j layout is read by a JVM peer as it is."""
+
+
+def load_keyring(path: str) -> Any:
+    """The :class:`~chatmemory.encryption.Keyring` a JSON file describes (never printed: it holds keys).
+
+    The file: ``{"primary": "<key id>", "keys": {"<key id>": "<32 bytes, base64>", ...}}``, and
+    ``"read_plaintext": true`` while migrating a plain store.
+
+    Raises:
+        click.BadParameter: the file cannot be read or does not describe a keyring.
+    """
+    import base64
+    import binascii
+
+    from chatmemory.encryption import Keyring
+
+    try:
+        with open(path, "rb") as file:
+            document = orjson.loads(file.read())
+        keys = {str(key_id): base64.b64decode(value, validate=True) for key_id, value in document["keys"].items()}
+        return Keyring(keys, document["primary"], read_plaintext=bool(document.get("read_plaintext", False)))
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read keyring file {path!r}: {exc.strerror}", param_hint="--keyring") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, binascii.Error) as exc:
+        reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).split(":")[0]
+        raise click.BadParameter(
+            f"{path!r} is not a keyring file ({reason}): expected "
+            '{"primary": "<key id>", "keys": {"<key id>": "<32 bytes, base64>"}}',
+            param_hint="--keyring",
+        ) from None
+
 
 StoreOpener = Callable[[str, Mapping[str, Any]], contextlib.AbstractContextManager[ChatMemoryStore]]
 """``(url, options) -> context manager of a store``: how commands open stores (tests pass their own)."""
@@ -82,6 +117,9 @@ def namespace_options(url: str, given: Mapping[str, Any], *, side: str = "") -> 
     options: dict[str, Any] = {}
     for name, value in given.items():
         if value is None:
+            continue
+        if name == "keyring" and kind not in UNSEALED_KINDS:
+            options["encryption"] = load_keyring(value)
             continue
         if name not in fitting:
             flag = "--" + (f"{side}-" if side else "") + name.replace("_", "-")

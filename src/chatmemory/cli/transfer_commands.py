@@ -21,7 +21,14 @@ import click
 from chatmemory import telemetry
 from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, reports_failures
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, Reporter, Tally
-from chatmemory.cli.stores import NAMESPACE_OPTIONS, namespace_options, store_kind, url_for_display
+from chatmemory.cli.stores import (
+    NAMESPACE_OPTIONS,
+    UNSEALED_KINDS,
+    load_keyring,
+    namespace_options,
+    store_kind,
+    url_for_display,
+)
 from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore
@@ -438,6 +445,15 @@ def _split_namespace(
         if name in fits[0]:
             raise click.UsageError(f"{flag} and --src-/--dst-{flag[2:]} name the same store")
         fits[0][name] = common
+    for side, kind, into in (("src", source_kind, source), ("dst", target_kind, target)):
+        value = given.get(f"{side}_keyring") or given.get("keyring")
+        if value is None:
+            continue
+        if kind in UNSEALED_KINDS:
+            if given.get(f"{side}_keyring") is not None:
+                raise click.UsageError(f"--{side}-keyring does not apply to the {side} store (a {kind} store)")
+            continue
+        into["encryption"] = load_keyring(value)
     return source, target
 
 

@@ -122,7 +122,7 @@ class CorruptedMemoryError(SerializationError):
         )
 
 
-class EncryptionError(ChatMemoryError):
+class EncryptionError(SerializationError):
     """A store built with ``encryption=`` cannot open what it holds. Nothing was changed."""
 
 

@@ -15,7 +15,16 @@ from chatmemory.core.errors import CorruptedMemoryError, EncryptionKeyError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message, loads_message
 
-__all__ = ["PLAIN", "SEALED_MAGIC", "RecordCodec", "Resealed", "codec_of", "require_keyring", "reseal_plan"]
+__all__ = [
+    "PLAIN",
+    "SEALED_MAGIC",
+    "RecordCodec",
+    "Resealed",
+    "codec_of",
+    "codec_of_store",
+    "require_keyring",
+    "reseal_plan",
+]
 
 SEALED_MAGIC = b"\xa7cm1"
 """The first bytes of a sealed record (a plain record is JSON and starts with ``{``)."""
@@ -121,3 +130,9 @@ def require_keyring(codec: RecordCodec, store: str) -> RecordCodec:
     if not codec.sealed:
         raise ValueError(f"{store} was built without encryption=: give it a Keyring to re-seal records under")
     return codec
+
+
+def codec_of_store(store: object) -> RecordCodec:
+    """The codec ``store`` reads its records with: its ``encryption`` keyring, or :data:`PLAIN`."""
+    encryption = getattr(store, "encryption", None)
+    return encryption if isinstance(encryption, RecordCodec) else PLAIN

@@ -225,6 +225,11 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         """Whether this store keeps the history of its memories (``history=True``)."""
         return self._keeps_history
 
+    @property
+    def encryption(self) -> RecordCodec | None:
+        """The keyring this store seals records with (``None``: records are plain)."""
+        return self._codec if self._codec.sealed else None
+
     @_traced("history")
     def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False

@@ -25,7 +25,7 @@ from chatmemory.core.history import MAX_HISTORY_PAGE, HistoryEntry, SupportsHist
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsVersioning
 from chatmemory.memory_times import SupportsMemoryTimes
-from chatmemory.serialization.native import loads_message
+from chatmemory.serialization.records import PLAIN, RecordCodec, codec_of_store
 from chatmemory.stored_memories import StoredMemory, SupportsBatchReads
 from chatmemory.transfer.export_format import UNKNOWN_EXPIRY, ExportedMemory
 
@@ -148,8 +148,10 @@ class StoreSource:
         if not isinstance(store, SupportsBatchReads):
             return [self._read_or_error(memory_id) for memory_id in memory_ids]
         known = isinstance(store, SupportsMemoryTimes)
+        codec = codec_of_store(store)
         found = [
-            None if stored is None else _exported_or_error(stored, known) for stored in store.read_batch(memory_ids)
+            None if stored is None else _exported_or_error(stored, known, codec)
+            for stored in store.read_batch(memory_ids)
         ]
         if not self.history:
             return found
@@ -174,14 +176,14 @@ class StoreSource:
             return exc
 
 
-def _exported_or_error(stored: StoredMemory, times_known: bool) -> ExportedMemory | ChatMemoryError:
+def _exported_or_error(stored: StoredMemory, times_known: bool, codec: RecordCodec) -> ExportedMemory | ChatMemoryError:
     try:
-        return exported_of(stored, times_known=times_known)
+        return exported_of(stored, times_known=times_known, codec=codec)
     except SerializationError as exc:
         return exc
 
 
-def exported_of(stored: StoredMemory, *, times_known: bool) -> ExportedMemory:
+def exported_of(stored: StoredMemory, *, times_known: bool, codec: RecordCodec = PLAIN) -> ExportedMemory:
     """The memory a batch read found, as ``StoreSource.read`` gives it (``times_known``: the store tells times).
 
     Raises:
@@ -190,7 +192,7 @@ def exported_of(stored: StoredMemory, *, times_known: bool) -> ExportedMemory:
     """
     if stored.damage is not None:
         raise CorruptedMemoryError(stored.memory_id, stored.damage)
-    messages = [loads_message(record, memory_id=stored.memory_id) for record in stored.records]
+    messages = [codec.loads(record, stored.memory_id) for record in stored.records]
     if times_known and stored.times is not None:
         return ExportedMemory(stored.memory_id, messages, stored.times.expires_at)
     return ExportedMemory(stored.memory_id, messages, UNKNOWN_EXPIRY)

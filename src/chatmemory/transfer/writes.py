@@ -40,7 +40,7 @@ from chatmemory.core.errors import ChatMemoryError, ConcurrentUpdateError, Seria
 from chatmemory.core.history import SupportsHistoryRestore
 from chatmemory.core.store import ChatMemoryStore, SupportsTTL, SupportsVersioning
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
-from chatmemory.serialization.native import loads_message
+from chatmemory.serialization.records import PLAIN, RecordCodec, codec_of_store
 from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.transfer.export_format import ExportedMemory
 from chatmemory.transfer.sources import HistoryNotKeptError
@@ -135,7 +135,8 @@ def write_memory(
         return WriteOutcome.EXPIRED
     if not isinstance(stored, _NotRead):
         sets_expiry, expiry = _expiry_to_set(store, memory)
-        judged = judge_stored(memory, stored, sets_expiry, expiry, times_known=isinstance(store, SupportsMemoryTimes))
+        times_known = isinstance(store, SupportsMemoryTimes)
+        judged = judge_stored(memory, stored, sets_expiry, expiry, times_known=times_known, codec=codec_of_store(store))
         if judged is WriteOutcome.UNCHANGED:
             return judged
         if judged is WriteOutcome.EXPIRY_SET:
@@ -230,6 +231,7 @@ def judge_stored(
     expiry: datetime.datetime | None,
     *,
     times_known: bool,
+    codec: RecordCodec = PLAIN,
 ) -> WriteOutcome | None:
     """What a batch read's ``stored`` memory already settles for ``memory``; ``None``: the full write decides.
 
@@ -240,7 +242,7 @@ def judge_stored(
     if stored is None or stored.damage is not None or len(stored.records) != len(memory.messages):
         return None
     try:
-        messages = [loads_message(record, memory_id=memory.memory_id) for record in stored.records]
+        messages = [codec.loads(record, memory.memory_id) for record in stored.records]
     except SerializationError:
         return None  # the full write reads it again and reports it
     if messages != memory.messages:
@@ -268,6 +270,7 @@ class Destination:
     sets_expiries: bool
     has_ttl: bool
     tells_times: bool
+    codec: RecordCodec = PLAIN
 
     @classmethod
     def of(cls, store: ChatMemoryStore) -> Destination:
@@ -276,6 +279,7 @@ class Destination:
             isinstance(store, SupportsExpiryAt),
             isinstance(store, SupportsTTL) and store.ttl is not None,
             isinstance(store, SupportsMemoryTimes),
+            codec_of_store(store),
         )
 
     def expiry_to_set(self, memory: ExportedMemory) -> tuple[bool, datetime.datetime | None]:
@@ -300,7 +304,9 @@ def settled(
     if isinstance(memory.expires_at, datetime.datetime) and memory.expires_at <= now:
         return None  # write_memory expires the copy an earlier run left
     sets_expiry, expiry = destination.expiry_to_set(memory)
-    judged = judge_stored(memory, stored, sets_expiry, expiry, times_known=destination.tells_times)
+    judged = judge_stored(
+        memory, stored, sets_expiry, expiry, times_known=destination.tells_times, codec=destination.codec
+    )
     return judged if judged is WriteOutcome.UNCHANGED else None
 
 

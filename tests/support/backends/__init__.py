@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from chatmemory import ChatMemoryStore, aio
+from chatmemory import ChatMemoryStore, InMemoryChatMemoryStore, aio
 
 
 class Backend(Protocol):
@@ -64,3 +64,17 @@ class AsyncBackend(Protocol):
     def close(self) -> None:
         """Release session-wide resources."""
         ...
+
+
+WITHOUT_ENCRYPTION = frozenset({"langchain4j_redis"})
+"""Backends whose store has no ``encryption=`` (the LangChain4j layout is read by a JVM peer as it is)."""
+
+
+def same_namespace(store: Any) -> dict[str, Any]:
+    """The constructor option that puts another store on ``store``'s data."""
+    if isinstance(store, (aio.InMemoryChatMemoryStore, InMemoryChatMemoryStore)):
+        return {"shares_with": store}
+    for option in ("key_prefix", "table_prefix"):
+        if hasattr(store, option):
+            return {option: getattr(store, option)}
+    return {"collection": store.collection.name}

@@ -102,6 +102,11 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         """Whether this store keeps the history of its memories (``history=True``)."""
         return self._sync.keeps_history
 
+    @property
+    def encryption(self) -> RecordCodec | None:
+        """The keyring this store seals records with (``None``: records are plain)."""
+        return self._sync._codec if self._sync._codec.sealed else None
+
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:

@@ -134,6 +134,11 @@ class MongoStoreBase(Generic[_Client]):
         """Whether this store was built with history on."""
         return self._history is not None
 
+    @property
+    def encryption(self) -> RecordCodec | None:
+        """The keyring this store seals records with (``None``: records are plain)."""
+        return self._codec if self._codec.sealed else None
+
     def invalidate(self, memory_id: str) -> None:
         """Forget the cached snapshot of ``memory_id`` (after repairing its document by hand)."""
         self._cache.forget(validate_memory_id(memory_id))

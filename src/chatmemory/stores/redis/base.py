@@ -131,6 +131,11 @@ class RedisStoreBase(ClientHolder[_Client]):
         """Whether this store was built with history on."""
         return self._options.history
 
+    @property
+    def encryption(self) -> RecordCodec | None:
+        """The keyring this store seals records with (``None``: records are plain)."""
+        return self._planner.codec if self._planner.codec.sealed else None
+
     def keys_of(self, memory_id: str) -> tuple[bytes, bytes]:
         """The metadata and message-list keys of ``memory_id`` (in one hash slot)."""
         keys = self._key_space.keys_of(memory_id)

@@ -152,6 +152,11 @@ class SQLStoreBase(Generic[_Engine]):
         return self._history
 
     @property
+    def encryption(self) -> RecordCodec | None:
+        """The keyring this store seals records with (``None``: records are plain)."""
+        return self._codec if self._codec.sealed else None
+
+    @property
     def history_ttl(self) -> float | None:
         """Seconds a history lives after the memory's last write (``None``: as long as the window)."""
         return self._history_ttl
