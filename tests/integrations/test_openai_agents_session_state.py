@@ -138,3 +138,21 @@ async def test_a_long_session_read_in_parts_and_whole_agrees(async_store: aio.Ch
             assert await session.get_items(limit) == expected[-limit:]
     fresh = ChatMemorySession("long", store=async_store)
     assert await fresh.get_items() == expected
+
+
+async def test_a_write_after_the_store_was_written_directly_starts_from_what_is_stored(
+    async_store: aio.ChatMemoryStore,
+) -> None:
+    # Other code (another service, a migration) writes the memory behind every session object's back: the
+    # state the session objects share is stale, and their next write must start from what is stored.
+    session = ChatMemorySession("direct", store=async_store)
+    await session.add_items([_user("one")])
+    stored = await async_store.get_messages("direct")
+    await async_store.update_messages("direct", [*stored, UserMessage("two")])
+    await session.add_items([_user("three")])
+    assert await session.get_items() == [_user("one"), _user("two"), _user("three")]
+    await async_store.delete_messages("direct")
+    await async_store.update_messages("direct", [UserMessage("four")])
+    assert await session.pop_item() == _user("four")
+    await session.add_items([_user("five")])
+    assert await ChatMemorySession("direct", store=async_store).get_items() == [_user("five")]
