@@ -94,14 +94,16 @@ def measure(url: str, turns: int, window: int, history: bool) -> dict[str, tuple
         for turn, messages in enumerate(conversation(turns)):
             order = (0, 1) if turn % 2 == 0 else (1, 0)
             for side in order:
-                times["add"][side].append(_timed(lambda side=side: memories[side].add(*messages)))
+                times["add"][side].append(
+                    _timed(lambda side=side, turn_messages=messages: memories[side].add(*turn_messages))
+                )
         for turn, (kept, _, _) in enumerate(sliding_windows(turns, window)):
             order = (0, 1) if turn % 2 == 0 else (1, 0)
             for side in order:
                 store = (plain, sealed)[side]
 
-                def contract(store: Any = store) -> None:
-                    store.update_messages("contract", kept)
+                def contract(store: Any = store, window_now: list[Any] = kept) -> None:
+                    store.update_messages("contract", window_now)
                     store.get_messages("contract")
 
                 times["plain contract"][side].append(_timed(contract))
