@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import enum
 import inspect
 import json
 import sys
@@ -32,6 +33,7 @@ from chatmemory import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from chatmemory.core.decoded_messages import freeze_attributes
 from chatmemory.core.frozen import FrozenDict, FrozenList
 from chatmemory.core.messages import MAX_ATTRIBUTE_DEPTH
 from chatmemory.serialization import (
@@ -42,6 +44,7 @@ from chatmemory.serialization import (
     message_from_dict,
     message_to_dict,
     native,
+    native_schema,
 )
 
 from .golden_messages import PAYLOADS, RECORDS
@@ -86,6 +89,66 @@ def test_decoded_messages_cannot_be_told_from_constructed_ones(message: ChatMess
                 setattr(decoded, field.name, None)
         if not isinstance(decoded, SystemMessage):
             assert _frozen_all_the_way(decoded.attributes)
+
+
+# ------------------------------------------------------------------------------ how messages are built
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Key(str):
+    """A str subclass: a key the constructors store as a plain str."""
+
+
+_ATTRIBUTE_EDGES = st.sampled_from(
+    [
+        *(2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, True, False, None),
+        *(0.5, -0.0, float("nan"), float("inf"), "x", _Level.LOW, [], {}, [[1]], {"a": {"b": 1}}, {1: 2}, object()),
+    ]
+)
+
+
+def _outcome(freeze: Any, attributes: dict[Any, Any]) -> Any:
+    try:
+        frozen = freeze(attributes)
+    except (TypeError, ValueError) as exc:
+        return type(exc), str(exc)
+    return type(frozen), repr(frozen), [(key, type(key), type(value)) for key, value in frozen.items()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(texts | st.builds(_Key, texts), json_values | _ATTRIBUTE_EDGES, max_size=4))
+def test_flat_attributes_are_frozen_as_the_constructors_freeze_them(attributes: dict[Any, Any]) -> None:
+    # The decoder keeps flat scalar values as they are; anything else goes the constructors' way.
+    assert _outcome(native_schema._attributes, attributes) == _outcome(freeze_attributes, attributes)
+
+
+def test_attributes_a_decoder_sees_are_frozen_like_constructed_ones() -> None:
+    attributes = {"n": 2**64 - 1, "b": True, "none": None, "s": "x", "level": _Level.LOW, _Key("k"): 1}
+    record = {"type": "ai", "attributes": attributes}
+    decoded = message_from_dict(record)
+    assert repr(decoded) == repr(AiMessage(attributes=attributes))
+    assert [type(key) for key in decoded.attributes] == [str] * 6  # type: ignore[union-attr]
+    assert type(decoded.attributes["level"]) is int  # type: ignore[union-attr]
+    with pytest.raises(CorruptedMemoryError, match="64-bit"):
+        message_from_dict({"type": "ai", "attributes": {"n": 2**64}})
+
+
+def test_a_message_class_with_its_own_setattr_gets_no_twin() -> None:
+    # ImageContent derives from a frozen dataclass: a twin's attribute stores would be refused.
+    with pytest.raises(TypeError, match="__setattr__"):
+        native_schema._twin(ImageContent)
+
+
+@pytest.mark.parametrize(
+    "cls", [TextContent, SystemMessage, UserMessage, AiMessage, ToolExecutionRequest, ToolExecutionResultMessage]
+)
+def test_a_twin_is_laid_out_as_its_message_class(cls: type) -> None:
+    twin = native_schema._twin(cls)
+    assert twin.__slots__ == cls.__slots__ == tuple(field.name for field in dataclasses.fields(cls))
+    assert twin.__bases__ == cls.__bases__
 
 
 # ------------------------------------------------------------------------------------- what is refused
