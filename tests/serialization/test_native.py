@@ -285,6 +285,40 @@ def test_dumps_message_loads_message_round_trip(message: ChatMessage) -> None:
     assert message_from_dict(message_to_dict(message)) == message
 
 
+@settings(max_examples=200, deadline=None)
+@given(message_lists)
+def test_payloads_and_records_hold_exactly_the_message_objects(items: list[ChatMessage]) -> None:
+    # dumps and dumps_message write the commonest messages inline; this holds them to message_to_dict.
+    plain = [message_to_dict(message) for message in items]
+    assert dumps(items) == orjson.dumps({"version": FORMAT_VERSION, "messages": plain})
+    assert dumps(iter(items)) == dumps(items)
+    for message, data in zip(items, plain, strict=True):
+        assert dumps_message(message) == orjson.dumps({"v": FORMAT_VERSION, **data})
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        UserMessage("hi"),
+        UserMessage("hi", name="n"),
+        UserMessage("hi", attributes={"k": 1}),
+        UserMessage(["a", "b"]),
+        AiMessage(),
+        AiMessage(""),
+        AiMessage("a", thinking="t"),
+        AiMessage("a", attributes={"k": 1}),
+        AiMessage(tool_execution_requests=[ToolExecutionRequest("i", "f", "{}")]),
+    ],
+    ids=repr,
+)
+def test_each_shape_of_the_commonest_messages_is_written_as_message_to_dict_says(message: ChatMessage) -> None:
+    data = message_to_dict(message)
+    assert dumps([message]) == orjson.dumps({"version": FORMAT_VERSION, "messages": [data]})
+    assert dumps_message(message) == orjson.dumps({"v": FORMAT_VERSION, **data})
+    assert loads(dumps([message])) == [message]
+    assert loads_message(dumps_message(message)) == message
+
+
 def test_a_tool_result_without_a_tool_name_round_trips_and_the_field_stays_required() -> None:
     message = ToolExecutionResultMessage(None, None, "sunny")
     encoded = dumps([message])

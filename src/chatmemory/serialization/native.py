@@ -187,14 +187,59 @@ def _encode(value: Any) -> bytes:
 def dumps(messages: Iterable[ChatMessage]) -> bytes:
     """Encode a list of messages as a versioned JSON payload."""
     to_dict = _TO_DICT
-    return _encode(
-        {"version": upgrades.FORMAT_VERSION, "messages": [to_dict[type(message)](message, {}) for message in messages]}
-    )
+    items: list[dict[str, Any]] = []
+    append = items.append
+    message: Any  # a message, told apart by its exact type
+    for message in messages:
+        # The plain user and assistant messages that make up most of a window are written inline (what
+        # _user_to_dict and _ai_to_dict write for them), every other message by its function.
+        cls = type(message)
+        if cls is UserMessage:
+            contents = message.contents
+            if (
+                len(contents) == 1
+                and type(contents[0]) is TextContent
+                and message.name is None
+                and not message.attributes
+            ):
+                append({"type": "user", "contents": [{"type": "text", "text": contents[0].text}]})
+                continue
+        elif (
+            cls is AiMessage
+            and message.thinking is None
+            and not message.tool_execution_requests
+            and not message.attributes
+        ):
+            text = message.text
+            append({"type": "ai"} if text is None else {"type": "ai", "text": text})
+            continue
+        append(to_dict[cls](message, {}))
+    return _encode({"version": upgrades.FORMAT_VERSION, "messages": items})
 
 
 def dumps_message(message: ChatMessage) -> bytes:
     """Encode one message as a versioned JSON payload (``{"v": 1, ...}``)."""
-    return _encode(_TO_DICT[type(message)](message, {"v": upgrades.FORMAT_VERSION}))
+    version = upgrades.FORMAT_VERSION
+    item: Any = message  # told apart by its exact type
+    cls = type(item)
+    # As in dumps: a plain user or assistant message inline, every other message by its function.
+    if (
+        cls is UserMessage
+        and len(item.contents) == 1
+        and type(item.contents[0]) is TextContent
+        and item.name is None
+        and not item.attributes
+    ):
+        data = {"v": version, "type": "user", "contents": [{"type": "text", "text": item.contents[0].text}]}
+    elif cls is AiMessage and item.thinking is None and not item.tool_execution_requests and not item.attributes:
+        text = item.text
+        data = {"v": version, "type": "ai"} if text is None else {"v": version, "type": "ai", "text": text}
+    else:
+        data = _TO_DICT[cls](item, {"v": version})
+    try:
+        return orjson.dumps(data)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        raise SerializationError(f"messages could not be encoded as JSON: {exc}") from exc
 
 
 # ----------------------------------------------------------------------------------------------- decode
