@@ -129,7 +129,8 @@ class SQLOperations(LockedOperations[_Engine]):
             rows = yield Statement(
                 select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id), {}, Result.ROWS
             )
-            changes, current = reseal_plan(codec, memory_id, ((row.seq, bytes(row.payload)) for row in rows))
+            records = ((int(row.seq), bytes(row.payload)) for row in rows)
+            changes, current = reseal_plan(codec, memory_id, records, positioned=True)
             done = 0
             for seq, old, new in changes:
                 same = (messages.c.memory_id == memory_id) & (messages.c.seq == seq) & (messages.c.payload == old)
