@@ -3,50 +3,10 @@
 ``system, messages = to_anthropic(memory.messages())`` gives what ``client.messages.create`` takes;
 ``from_anthropic(system, messages)`` reads it back (a request's, or a response added as
 ``{"role": "assistant", "content": [block.model_dump() for block in response.content]}``).
+Thinking blocks keep their signatures (under the ``"anthropic"`` attribute), so a tool loop with extended
+thinking replays; the API wants a user turn first, so build the memory with ``start_on="user"``.
 
-==============================  =====================================================================
-chatmemory                      Anthropic
-==============================  =====================================================================
-``SystemMessage``               the ``system`` text (several are joined by a blank line; ``None`` if none)
-``UserMessage``                 ``{"role": "user", "content": text}``, or blocks: ``text``; ``image``
-                                (``url`` or ``base64`` source); ``document`` for a PDF (``url`` or
-                                ``base64`` source)
-``AiMessage``                   ``{"role": "assistant", "content": [thinking..., text, tool_use...]}``:
-                                ``thinking`` blocks with their ``signature``, ``redacted_thinking`` blocks,
-                                a ``text`` block, a ``tool_use`` block (``id``, ``name``, ``input``) per call
-``ToolExecutionResultMessage``  a ``tool_result`` block (``tool_use_id``, ``content`` text, ``is_error``) in
-                                a user message; results in a row share one, and a ``UserMessage`` right after
-                                them joins it (the API wants the results first)
-==============================  =====================================================================
-
-**Thinking is kept for replay.** Reading an assistant message keeps what the thinking text alone cannot
-give back (each thinking block's ``signature``, ``redacted_thinking`` data, the order of the blocks, a text
-block's citations) in the ``AiMessage``'s attributes under ``"anthropic"``; writing it puts the same blocks
-back in the same order, so a tool loop with extended thinking can be replayed. The thinking texts of one
-message are joined by a blank line in ``AiMessage.thinking``; its text blocks are joined as they are.
-
-**Open with a user turn.** The API wants the messages to start with a user message; a window that has
-evicted the user turn before an assistant turn starts with that assistant turn. Build the memory with
-``start_on="user"`` (``MessageWindowChatMemory(..., start_on="user")``, the token and summarizing windows
-alike) and its window always opens with a user message after the system text. Gemini wants the same.
-
-What Anthropic cannot carry, and what happens to it:
-
-* **Dropped:** ``attributes`` (application data, never sent to a model), except the key above; a
-  ``UserMessage``'s ``name``; an image's ``detail_level``, and its ``mime_type`` when given by URL;
-  ``cache_control`` markers on read (a request setting, not conversation); empty text (the API refuses
-  empty text blocks). ``thinking`` with no kept signature is left out (the API refuses a thinking block
-  without one). An ``AiMessage`` or ``UserMessage`` with nothing left to send writes no message.
-* **Tool arguments** are sent as ``input``, the JSON object they hold (``""`` is ``{}``), and read back as
-  compact JSON (``json.dumps(input, ensure_ascii=False, separators=(",", ":"))``): the spacing of the
-  original string is not kept.
-* **Raises** :class:`~chatmemory.SerializationError`, naming the message: a ``CustomMessage`` (unless
-  ``skip_custom=True``); audio and video; an inline image other than JPEG, PNG, GIF or WebP, or without a
-  MIME type; an inline file that is not ``application/pdf``; a media part with both a URL and inline data;
-  tool arguments that are not a JSON object; a tool call or result without an id.
-* **On read:** a tool result's tool name comes from the ``tool_use`` with its id (``None`` if none came
-  before); block types chatmemory cannot hold (server tool results, search results, ...), images inside a
-  tool result and fields other than the above raise.
+What maps to what, what is dropped and what raises: docs/converters.md, *Anthropic Messages*.
 """
 
 from __future__ import annotations

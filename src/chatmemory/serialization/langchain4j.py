@@ -1,50 +1,14 @@
 """LangChain4j's ``ChatMessageSerializer`` JSON, read and written.
 
-The shape is what LangChain4j's Jackson codec (``JacksonChatMessageJsonCodec`` and its mixins) writes: a bare
-JSON array of message objects, each with a ``"type"`` of ``SYSTEM``, ``USER``, ``AI``,
-``TOOL_EXECUTION_RESULT`` or ``CUSTOM``, null fields left out::
+:func:`dumps` writes what LangChain4j's Jackson codec writes (``ChatMessageSerializer.messagesToJson``): a
+bare JSON array of message objects typed ``SYSTEM``, ``USER``, ``AI``, ``TOOL_EXECUTION_RESULT`` or
+``CUSTOM``; :func:`loads` reads it back. Tool-call ``arguments`` pass through byte for byte; image detail
+levels map to LangChain4j's ``DetailLevel`` (none is ``LOW``, ``ORIGINAL`` is ``ULTRA_HIGH``). Reading
+ignores fields it does not know and raises on data it would lose. Errors are
+:class:`~chatmemory.SerializationError`, or :class:`~chatmemory.CorruptedMemoryError` naming the memory
+when ``loads`` is given a ``memory_id``.
 
-    [{"text": "Be brief.", "type": "SYSTEM"},
-     {"name": "Klaus", "contents": [{"text": "hi", "type": "TEXT"}], "type": "USER"},
-     {"text": null, "toolExecutionRequests": [{"id": "c1", "name": "f", "arguments": "{}"}],
-      "attributes": {}, "type": "AI"},
-     {"id": "c1", "toolName": "f", "contents": [{"text": "ok", "type": "TEXT"}], "attributes": {},
-      "type": "TOOL_EXECUTION_RESULT"}]
-
-User contents are ``TEXT`` (``text``), ``IMAGE`` (``image`` + ``detailLevel``), ``AUDIO`` (``audio``),
-``VIDEO`` (``video``) and ``PDF`` (``pdfFile``); the media object holds ``url``, ``base64Data`` and
-``mimeType``. Tool-call ``arguments`` strings pass through byte for byte.
-
-Image detail levels are LangChain4j's ``DetailLevel`` enum, exactly ``LOW``, ``MEDIUM``, ``HIGH``, ``AUTO``
-and ``ULTRA_HIGH``, and every IMAGE part is written with one (LangChain4j refuses an image without it). One
-mapping is used for writing and for reading:
-
-* no detail level -> ``LOW`` (what LangChain4j's ``ImageContent.from(url)`` picks);
-* a name of the enum in any case (``"low"``, ``"High"``) -> that name in upper case;
-* ``ORIGINAL`` in any case (OpenAI's ``"original"``: the image at full resolution) -> ``ULTRA_HIGH``, the most
-  detailed level LangChain4j has;
-* anything else raises :class:`~chatmemory.SerializationError`.
-
-So an ``ImageContent`` without a detail level reads back with ``"LOW"``, and ``"original"`` reads back as
-``"ULTRA_HIGH"`` (which :func:`~chatmemory.serialization.to_openai` sends as ``"original"`` again).
-
-Reading is tolerant of fields this library does not know, and strict about data it would lose:
-
-* **unknown fields are ignored** (not kept): a newer LangChain4j that adds a field must not make every read
-  fail. Fields LangChain4j defines that chatmemory cannot hold still raise
-  :class:`~chatmemory.SerializationError` naming them — an image's ``revisedPrompt``, or a tool result whose
-  ``contents`` is anything but one text part (chatmemory keeps tool results as text);
-* the legacy tool-result form with a top-level ``text`` (instead of ``contents``) is accepted; it is
-  written back in the current ``contents`` form;
-* a tool result without ``id`` or ``toolName`` reads with ``None`` there, and is written without them;
-* a PDF without ``mimeType`` reads as ``application/pdf``, as LangChain4j's ``PdfFile`` fills it in (and a
-  ``PdfFileContent`` without a MIME type is written with it);
-* an audio ``binaryData`` (Jackson writes ``byte[]`` as base64) is read as ``base64Data``;
-* ``isError: false`` and an absent ``isError`` both read as ``is_error=False``; only ``True`` is written;
-* a JSON ``null`` document reads as no messages, as in LangChain4j.
-
-Errors are :class:`~chatmemory.SerializationError`, or :class:`~chatmemory.CorruptedMemoryError` naming
-the memory when ``loads`` is given a ``memory_id`` (for stores that persist this format).
+The shape, the detail-level mapping and the reading rules: docs/converters.md, *LangChain4j JSON*.
 """
 
 from __future__ import annotations

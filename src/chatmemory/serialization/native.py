@@ -1,21 +1,14 @@
 """chatmemory's own JSON format, versioned.
 
-Two payload shapes, both JSON, written by orjson and read by msgspec against a typed schema
-(:mod:`chatmemory.serialization.native_schema`):
+Two payload shapes: a list of messages, ``{"version": 1, "messages": [<message>, ...]}``
+(:func:`dumps` / :func:`loads`), and one message, ``{"v": 1, <message fields>}`` (:func:`dumps_message` /
+:func:`loads_message`, what stores that keep a row or list element per message persist). Readers upgrade
+older format versions (:mod:`chatmemory.serialization.upgrades`); writers write only
+:data:`FORMAT_VERSION`; a newer version raises :class:`~chatmemory.UnsupportedFormatVersionError`. Reading
+is strict (:mod:`chatmemory.serialization.native_schema`): an unknown field, a wrong type, ``NaN``, an
+integer beyond 64 bits or attributes nested too deep raise :class:`~chatmemory.CorruptedMemoryError`.
 
-* a list of messages: ``{"version": 1, "messages": [<message>, ...]}`` — :func:`dumps` / :func:`loads`;
-* one message (what stores that keep a row or list element per message persist):
-  ``{"v": 1, <message fields>}`` — :func:`dumps_message` / :func:`loads_message`.
-
-A ``<message>`` is an object with a ``"type"`` (``system``, ``user``, ``ai``, ``tool_result``, ``custom``)
-and the message's fields; fields at their default value are left out. Every string is kept exactly,
-tool-call ``arguments`` byte for byte. Readers upgrade older format versions (see
-:mod:`chatmemory.serialization.upgrades`); writers write only :data:`FORMAT_VERSION`; a newer version
-raises :class:`~chatmemory.UnsupportedFormatVersionError`.
-
-Reading is strict: a field of the wrong type, an unknown field, ``NaN``/``Infinity``, an integer beyond
-64 bits or an attribute value nested deeper than :data:`~chatmemory.core.messages.MAX_ATTRIBUTE_DEPTH`
-raises :class:`~chatmemory.CorruptedMemoryError` naming the memory and the message's position.
+The message fields and the reading rules: docs/converters.md, *Native JSON*.
 """
 
 from __future__ import annotations

@@ -1,54 +1,14 @@
 """OpenAI Chat Completions message dicts, to and from chat messages.
 
 :func:`to_openai` builds the ``messages`` list of a Chat Completions request; :func:`from_openai` reads one
-back (a request's ``messages``, or response messages as dicts, e.g. ``message.model_dump()``).
+back (a request's ``messages``, or response messages as dicts, e.g. ``message.model_dump()``). Tool-call
+``arguments`` pass through byte for byte; thinking travels only under ``thinking_field``.
 
-=============================  =====================================================================
-chatmemory                     Chat Completions
-=============================  =====================================================================
-``SystemMessage``              ``{"role": "system", "content": text}`` (``"developer"`` is read too)
-``UserMessage``                ``{"role": "user", "content": ..., "name"?}``: a string for a single text
-                               part, else content parts (below)
-``AiMessage``                  ``{"role": "assistant", "content": text or None, "tool_calls"?: [{"id",
-                               "type": "function", "function": {"name", "arguments"}}]}``
-``ToolExecutionResultMessage`` ``{"role": "tool", "tool_call_id": id, "content": text}`` (a ``name`` is
-                               read as the tool name; the API's type has no ``name``, so none is sent)
-=============================  =====================================================================
+Dropped by design, always: ``attributes`` (never sent to a model); a tool result's ``tool_name`` and
+``is_error``; an image's ``mime_type`` when the image is given by URL. What the API cannot carry at all
+(custom messages, video, audio other than WAV or MP3, ...) raises :class:`~chatmemory.SerializationError`.
 
-User content parts: ``TextContent`` -> ``{"type": "text"}``; ``ImageContent`` -> ``{"type": "image_url",
-"image_url": {"url", "detail"?}}`` (inline data as a ``data:<mime>;base64,`` URL); ``AudioContent`` (inline
-data) -> ``{"type": "input_audio", "input_audio": {"data", "format"}}`` (``audio/wav`` <-> ``wav``,
-``audio/mpeg`` <-> ``mp3``, the only two formats the API takes); ``PdfFileContent`` (inline data) ->
-``{"type": "file", "file": {"file_data": "data:application/pdf;base64,...", "filename"}}``. Tool-call
-``arguments`` pass through byte for byte.
-
-Image detail: every value the API takes reads and writes back the same — ``"low"``, ``"high"``, ``"auto"``,
-``"original"`` <-> ``detail_level`` ``LOW``, ``HIGH``, ``AUTO``, ``ORIGINAL`` (any case is written). LangChain4j's
-``ULTRA_HIGH`` (which its codec maps ``ORIGINAL`` to) is written as ``"original"``; ``MEDIUM`` and other names
-have no Chat Completions value and raise.
-
-Chat Completions takes the turns in any order after the system message, so a window may open with an
-assistant turn (``start_on="any"``, the default); the Anthropic and Gemini formats need ``start_on="user"``
-(see :mod:`chatmemory.serialization.anthropic`).
-
-What Chat Completions cannot carry, and what happens to it:
-
-* **Dropped by design, always:** ``attributes`` (application data, never sent to a model — as in
-  LangChain4j); a tool result's ``tool_name`` (read back from the request with the same id) and
-  ``is_error`` (the API has no such flag; the model sees the text); an image's ``mime_type`` when the image
-  is given by URL (only a ``data:`` URL has a place for it).
-* **Thinking:** dropped unless ``thinking_field`` names the key to carry it in (e.g.
-  ``"reasoning_content"`` for providers that accept reasoning back); :func:`from_openai` reads the same key.
-* **Raises** :class:`~chatmemory.SerializationError`: a ``CustomMessage`` (unless ``skip_custom=True``,
-  which leaves it out); a ``VideoContent``; audio or PDF given only by URL; a media part with both a URL
-  and inline data; inline data without a MIME type (images, audio); audio other than WAV or MP3
-  (``audio/ogg``, ``audio/flac``, ...); a detail level with no API value (above); a tool call or tool result
-  whose id is ``None`` (the API requires ids). The error names the position and role of the message.
-* **On read:** a file part's ``filename`` is dropped (``PdfFileContent`` has no name); what the SDK's
-  ``parse`` helpers derive (an assistant's ``parsed``, a tool call's ``function.parsed_arguments``) is
-  dropped, being copies of ``content`` and ``arguments``; fields chatmemory cannot hold (a ``refusal``, an
-  assistant ``name``, a ``file_id``, ...) raise unless empty or null. A tool message's tool name is its
-  ``name`` if it has one, else that of the earlier tool call with its ``tool_call_id``, else ``None``.
+What maps to what, and every rule: docs/converters.md, *OpenAI Chat Completions*.
 """
 
 from __future__ import annotations

@@ -2,58 +2,12 @@
 
 :func:`to_responses` builds the ``input`` list of a ``client.responses.create`` call; :func:`from_responses`
 reads items back: a request's ``input``, or a response's output items as dicts
-(``item.model_dump(exclude_unset=True)``).
+(``item.model_dump(exclude_unset=True)``). Items come back exactly: what an item holds beyond the message
+fields is kept in the message's attributes under ``"openai_responses"``, and an item no message can hold
+is kept whole in a ``CustomMessage`` (unless ``strict=True``), so ``to_responses(from_responses(items)) ==
+items`` (an OpenAI Agents SDK session relies on it).
 
-==============================  =====================================================================
-chatmemory                      Responses items
-==============================  =====================================================================
-``SystemMessage``               ``{"role": system_role, "content": text}`` (``system_role`` is ``"system"``
-                                unless given, e.g. ``"developer"``)
-``UserMessage``                 ``{"role": "user", "content": text}``, or content parts: ``input_text``;
-                                ``input_image`` (``image_url``, inline data as a ``data:`` URL, ``detail``);
-                                ``input_file`` for a PDF (``file_url``, or ``file_data`` as a ``data:`` URL
-                                with a ``filename``)
-``AiMessage``                   its reasoning items (``summary`` text <-> ``thinking``), then
-                                ``{"role": "assistant", "content": text}``, then one ``function_call`` item
-                                (``call_id``, ``name``, ``arguments``) per tool call
-``ToolExecutionResultMessage``  ``{"type": "function_call_output", "call_id": id, "output": text}``
-``CustomMessage``               the item it keeps (below); any other custom message raises unless
-                                ``skip_custom=True``
-==============================  =====================================================================
-
-Reading groups the items a model answers with (``reasoning``, assistant ``message`` and ``function_call``
-items in a row) into one ``AiMessage``: the texts of its ``output_text`` and ``refusal`` parts joined (a
-refusal is what the model said), the texts of its reasoning summaries joined by a blank line as
-``thinking``. A ``function_call_output`` takes its tool name from its own ``name``, else from the
-``function_call`` with the same ``call_id``.
-
-**Items come back exactly.** What an item holds beyond the message fields (item ids, statuses,
-``encrypted_content`` and the raw ``content`` of reasoning, annotations, logprobs, ``phase``, a file's
-``filename``, provider data, the order of the items of one turn, whether content was a string or a list)
-is kept in the message's attributes under ``"openai_responses"``, so ``to_responses(from_responses(items))
-== items`` for every item list, given the same ``system_role`` (an OpenAI Agents SDK session relies on
-it). An item that no message can hold field for field — another item type (``web_search_call``,
-``computer_call``, ...), an image by ``file_id``, audio, a non-PDF file, a system message with more than a
-role and a string content, or one in a role other than ``system_role`` — is kept whole in a
-``CustomMessage`` (attribute ``"openai_responses_item"``) unless ``strict=True``, which raises instead.
-
-The Responses API takes the items in any order, so a window may open with an assistant turn
-(``start_on="any"``, the default); the Anthropic and Gemini formats need ``start_on="user"``.
-
-What Responses items cannot carry, and what happens to it, when writing messages that were not read from
-items:
-
-* **Dropped:** ``attributes`` (application data, never sent to a model), except the two keys above; a
-  ``UserMessage``'s ``name``; a tool result's ``tool_name`` and ``is_error``; ``thinking`` (a reasoning item
-  needs the id the API gave it, so only kept reasoning items are written); an image's ``mime_type`` when the
-  image is given by URL. An ``AiMessage`` with neither text nor tool calls writes no item.
-* **Written as defaults:** an image without a detail level gets ``"auto"`` (the API requires one; it reads
-  back as ``"AUTO"``); detail levels map as in :func:`~chatmemory.serialization.to_openai` (``ULTRA_HIGH`` is
-  ``"original"``); an inline PDF gets ``filename=pdf_filename`` and ``application/pdf`` if it has no type.
-* **Raises** :class:`~chatmemory.SerializationError`, naming the message: audio (no input item in the
-  SDK's ``ResponseInputItemParam`` takes it) and video; a media part with both a URL and inline data, an
-  inline image without a MIME type, a detail level with no API value (``MEDIUM``); a tool call or tool
-  result without an id.
+What maps to what, what is dropped and what raises: docs/converters.md, *OpenAI Responses*.
 """
 
 from __future__ import annotations
