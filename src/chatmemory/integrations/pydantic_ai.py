@@ -6,45 +6,10 @@ a window memory and hand it back as ``message_history``::
     result = agent.run_sync(prompt, message_history=to_pydantic_ai(memory.messages()))
     memory.add(*from_pydantic_ai(result.new_messages()))
 
-=================================================  ===========================================================
-PydanticAI                                         chatmemory
-=================================================  ===========================================================
-``SystemPromptPart`` (consecutive ones)            one ``SystemMessage``, their texts joined by a blank line
-``UserPromptPart``                                 ``UserMessage``: text, ``ImageUrl`` / ``AudioUrl`` /
-                                                   ``VideoUrl`` / PDF ``DocumentUrl`` and ``BinaryContent`` of
-                                                   those kinds as content parts (base64)
-``ToolReturnPart`` (any ``tool-return`` part)      ``ToolExecutionResultMessage(tool_call_id, tool_name,
-                                                   text)``, ``is_error`` unless the outcome is ``success``; a
-                                                   non-string return is its JSON text
-``RetryPromptPart`` answering a tool call          ``ToolExecutionResultMessage(..., is_error=True)``, its text
-                                                   what the model is told
-``RetryPromptPart`` answering none,                ``UserMessage`` of what the model is told
-``RetryFeedbackPart``
-any other request part (instructions, deltas, ...)  a ``CustomMessage`` keeping it
-``ModelResponse``                                  one ``AiMessage``: its ``TextPart`` texts joined as
-                                                   ``text``, its ``ThinkingPart`` texts joined by a blank line
-                                                   as ``thinking``, its ``tool-call`` parts as tool calls
-                                                   (``arguments`` the args string, or the compact JSON of a
-                                                   dict)
-=================================================  ===========================================================
-
-**Round trips are exact**: ``to_pydantic_ai(from_pydantic_ai(messages))`` dumps (``ModelMessagesTypeAdapter``)
-the same as ``messages`` as PydanticAI itself loads them (it loads the deprecated ``RetryPromptPart`` as
-the part it stands for). What the message fields do not hold — timestamps, tool-call ids and kinds, thinking
-ids and signatures, provider names and details, usage, model names, run ids, metadata, every part of a
-response in its order (native tool calls and returns, files, compaction parts, ...) — is kept in attributes
-under ``"pydantic_ai"`` (:data:`RECORD_ATTRIBUTE`): each part on its message, a request's own fields and
-its system prompts' on its first other message (a ``CustomMessage`` when it has none). A kept part is
-written back only while it still agrees with its message's fields; messages of other origin are written
-from their fields (a tool call's ``arguments`` string as the args string, byte for byte).
-
-Writing groups messages back: an ``AiMessage`` is a ``ModelResponse``; the messages between two of them one
-``ModelRequest`` (a kept request boundary starts a new one). A window never sends a tool return whose call
-it evicted: the window memories drop a tool result together with its call.
-
-**Raises** :class:`~chatmemory.SerializationError`, naming the message: a ``CustomMessage`` that keeps no
-PydanticAI part (unless ``skip_custom=True``); a tool result without an id or a tool name; attributes
-holding ``"pydantic_ai"`` that is no record of this module; an entry that is not a ``ModelMessage``.
+A ``ModelResponse`` is one ``AiMessage``; a request's parts are system, user and tool-result messages. What
+the messages do not hold (timestamps, ids, signatures, usage, every part in its order) is kept in attributes
+under ``"pydantic_ai"`` (:data:`RECORD_ATTRIBUTE`). The mapping and what raises:
+docs/integration-pydantic-ai.md, *How messages map*.
 """
 
 from __future__ import annotations

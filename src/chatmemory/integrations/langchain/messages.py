@@ -2,53 +2,13 @@
 
 Needs the ``langchain`` extra: ``pip install 'llm-window-memory[langchain]'``.
 
-==============================  =====================================================================
-chatmemory                      langchain-core
-==============================  =====================================================================
-``SystemMessage``               ``SystemMessage(content=text)``
-``UserMessage``                 ``HumanMessage(content, name=name)``: a string for a single text part, else
-                                standard content blocks (below)
-``AiMessage``                   ``AIMessage(content, tool_calls=[{"id", "name", "args"}])``; with thinking,
-                                content is ``[{"type": "reasoning", "reasoning": thinking}, {"type": "text",
-                                "text": text}]``
-``ToolExecutionResultMessage``  ``ToolMessage(content=text, tool_call_id=id, name=tool_name,
-                                status="error" if is_error else "success")``
-==============================  =====================================================================
+:func:`to_langchain` writes ``SystemMessage``, ``HumanMessage``, ``AIMessage`` and ``ToolMessage``;
+:func:`from_langchain` reads them back. ``attributes`` travel as ``response_metadata``. What a LangChain
+message holds beyond chatmemory's fields (ids, ``additional_kwargs``, usage, content blocks, tool calls as
+given) is kept in attributes under ``"langchain"`` (:data:`RECORD_ATTRIBUTE`) and written back while it
+still agrees with the message; tool-call ``arguments`` strings come back byte for byte.
 
-``attributes`` travel as ``response_metadata`` (never sent to a model by LangChain), both ways.
-
-**Round trips are exact.** ``to_langchain(from_langchain(messages)) == messages``: what a LangChain message
-holds beyond the fields above (its ``id``, ``additional_kwargs``, ``usage_metadata``, an ``AIMessage``'s
-``name``, a ``ToolMessage``'s JSON ``artifact``, content given as blocks with their
-ids and extras such as reasoning signatures, tool calls as given) is kept in the message's attributes
-under ``"langchain"`` (:data:`RECORD_ATTRIBUTE`), field by field, only where it differs from what the
-message's own fields write. A kept field is written back only while it still agrees with the message: a
-message rebuilt with another text or other tool calls is written from its fields. Chunks
-(``AIMessageChunk``) come back as the message class they stand for.
-
-The other way, ``from_langchain(to_langchain(messages)) == messages``: a tool call's ``arguments`` string
-becomes ``args``, the JSON object it holds (``""`` is ``{}``); when the string is not the compact JSON of
-``args`` (``'{"a": 1}'``), the ``AIMessage`` also carries it as LangChain's provider format,
-``additional_kwargs["tool_calls"]`` (``{"id", "type": "function", "function": {"name", "arguments"}}``), and
-reading takes it from there, so arguments come back byte for byte. Reading a message from a provider
-package that keeps the model's raw arguments there (langchain-openai does) keeps them too. Arguments that
-are not a JSON object go in ``invalid_tool_calls`` with the string as is.
-
-Content parts are LangChain's standard blocks: ``{"type": "text", "text"}``; ``{"type": "image" | "audio" |
-"video" | "file", "url"}`` or ``{..., "base64", "mime_type"}`` (``PdfFileContent`` is a ``file`` block,
-``application/pdf`` when it has no type); an image's ``detail_level`` is ``extras["detail"]`` in lower case
-(read back in upper case), as LangChain's own converters put OpenAI's ``detail``. Reading goes through
-``message.content_blocks``, so LangChain's older and provider formats (``image_url`` parts, ``source_type``
-blocks, ...) are read too. ``additional_kwargs["reasoning_content"]`` reads as thinking when there are no
-reasoning blocks; empty text reads as ``None``.
-
-**Raises** :class:`~chatmemory.SerializationError`, naming the message: a ``CustomMessage`` (unless
-``skip_custom=True``); a tool result without an id (``ToolMessage`` needs one); attributes holding
-``"langchain"`` that is no record of this module; on read, a message type other than the four above, a
-content block chatmemory cannot hold (``file_id`` references, server tool calls, ...), a tool call without
-a name, a field or metadata that is not JSON-native (an ``artifact`` object: drop it first), a
-``response_metadata`` key ``"langchain"``, a ``SystemMessage`` with more than a string content (chatmemory's
-``SystemMessage`` is its text alone: no id, name, metadata or content blocks).
+The mapping, the content blocks and what raises: docs/integration-langchain.md, *How messages map*.
 """
 
 from __future__ import annotations

@@ -2,47 +2,13 @@
 
 Needs the ``llama-index`` extra: ``pip install 'llm-window-memory[llama-index]'``.
 
-==================================  ==================================================================
-LlamaIndex ``ChatMessage``          chatmemory
-==================================  ==================================================================
-``system``, one text block          ``SystemMessage(text)``
-``user``                            ``UserMessage``: text, image, audio, video and PDF document blocks as
-                                    content parts (inline data as base64); ``additional_kwargs["name"]``
-                                    as ``name``
-``assistant`` (``model``,           ``AiMessage``: its text blocks joined by a newline as ``text`` (as
-``chatbot``)                        ``ChatMessage.content`` joins them), its thinking blocks joined by a
-                                    blank line as ``thinking``, its ``ToolCallBlock`` s as tool calls
-                                    (else ``additional_kwargs["tool_calls"]``, OpenAI's
-                                    ``{"id", "function": {"name", "arguments"}}`` or a ``ToolSelection``);
-                                    ``arguments`` is the kwargs string, or the compact JSON of a dict
-``tool`` (``function``)             ``ToolExecutionResultMessage(additional_kwargs["tool_call_id"],
-                                    additional_kwargs["name"], content)``
-anything else (a ``developer``      a ``CustomMessage`` keeping the whole message
-message, a system message with
-more than one text block, a user
-message with no content part)
-==================================  ==================================================================
+:func:`from_llama_index` reads ``system``, ``user``, ``assistant`` and ``tool`` messages as chatmemory's
+message types (any other as a ``CustomMessage`` keeping it whole); :func:`to_llama_index` writes them back.
+What a ``ChatMessage`` holds beyond those fields (thinking signatures, other block kinds,
+``additional_kwargs``, its role) is kept in attributes under ``"llama_index"`` (:data:`RECORD_ATTRIBUTE`)
+and written back while the message's fields still agree with it.
 
-**Round trips are exact**: ``to_llama_index(from_llama_index(messages))`` dumps (``model_dump(mode="json")``)
-the same as ``messages``: what the fields above do not hold — thinking signatures, block kinds chatmemory has
-no part for (citations, cache points, files by path), ``additional_kwargs`` beyond the name and the tool ids,
-a role other than the one the class writes, text split over several blocks — is kept in the message's
-attributes under ``"llama_index"`` (:data:`RECORD_ATTRIBUTE`), as the JSON of those ``ChatMessage`` fields
-(``role``, ``additional_kwargs``, ``blocks``) that differ from what the message's own fields write. They are
-JSON: an object in ``additional_kwargs`` (an OpenAI tool call, a ``ToolSelection``) comes back as its dump,
-as from LlamaIndex's own persisted stores. A kept field is written back only while the message's fields
-still agree with it: a message rebuilt with another text is written from its fields.
-
-The other way, messages of other origin are written from their fields: tool calls as ``ToolCallBlock`` s
-(``tool_kwargs`` the dict an ``arguments`` string holds when it is that dict's compact JSON, else the
-string as it is), an image's ``detail_level`` in lower case as ``detail`` (read back in upper case). LlamaIndex
-has no place for the rest that no provider sends to a model: a tool result's ``is_error``, and attributes
-other than the record, are not carried.
-
-**Raises** :class:`~chatmemory.SerializationError`, naming the message: a ``CustomMessage`` that keeps no
-LlamaIndex message; attributes holding ``"llama_index"`` that is no record of this module (or whose message
-no longer loads); on read, an entry that is not a ``ChatMessage``, ``additional_kwargs`` that JSON cannot
-hold.
+The mapping, the round-trip rules and what raises: docs/integration-llama-index.md, *How messages map*.
 """
 
 from __future__ import annotations
