@@ -1,18 +1,14 @@
 """Many memories read, or created, at once: what operators' tools do when they walk a whole store.
 
-``chatmemory ls`` and ``stats`` read every memory, and a re-run ``import`` or ``copy`` compares every memory
-it would write with the one stored. One read per memory is one round trip per memory (3,000 memories on a
-distant server: minutes); a store that conforms to :class:`SupportsBatchReads` answers a batch of ids
-in one round trip or a few (a Redis pipeline, one ``find`` with ``$in``, one ``SELECT ... IN``), the
-way a raw-driver loop would. A store that does not is read one memory at a time, as before.
+A store that conforms to :class:`SupportsBatchReads` answers a batch of ids in one round trip or a few,
+where one read per memory would be one round trip per memory (``chatmemory ls``, ``stats``, a re-run
+``import`` or ``copy``); a store that does not is read one memory at a time. The records come back
+undecoded (as :class:`~chatmemory.core.store.SupportsRawRecords` has them), so a memory that does not
+decode is still shown, never skipped; the caller decodes them. A store that conforms to
+:class:`SupportsBatchCreates` creates a batch of absent memories (and sets their expiries) in a round trip
+or two, each create still conditional on the memory being absent, as ``save(id, messages, 0)`` is.
 
-The records come back undecoded (each is what :func:`chatmemory.serialization.native.dumps_message`
-made of one message, as :class:`~chatmemory.core.store.SupportsRawRecords` has them), so a memory that
-does not decode is still shown, record by record, never skipped; the caller decodes them.
-
-``import`` and ``copy`` mostly create memories that are not there yet: a store that conforms to
-:class:`SupportsBatchCreates` creates a batch of them (and sets their expiries) in a round trip or two,
-each create still conditional on the memory being absent, as ``save(id, messages, 0)`` is.
+How the commands use them: docs/cli.md#how-import-and-copy-write-a-memory.
 """
 
 from __future__ import annotations

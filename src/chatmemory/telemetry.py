@@ -1,45 +1,14 @@
 """Telemetry: a log line, an OpenTelemetry span and metrics per store operation, from one small API.
 
-Logging convention: every module logs to ``logging.getLogger(__name__)`` (``chatmemory.stores.redis``,
-``chatmemory.cli.transfer_commands``, ...), so an application tunes one store's verbosity by its module
-name. The library adds no handlers. DEBUG: one line per operation (memory id, version, bytes, attempts,
-duration). WARNING: retries exhausted, a message evicted for being larger than the whole window.
+Every module logs to ``logging.getLogger(__name__)``; the library adds no handlers. OpenTelemetry goes
+through ``opentelemetry-api`` only (the ``otel`` extra): without it, or without an SDK configured by the
+application, spans and metrics are no-ops. Memory ids go on spans only when the application opts in
+(:func:`configure` or ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS=1``), never on metrics.
 
-OpenTelemetry goes through ``opentelemetry-api`` only (the ``otel`` extra): without it, or without an SDK
-configured by the application, spans and metrics are no-ops. Memory ids can be personal data, so they go
-on spans only when the application opts in (:func:`configure` or ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS=1``);
-they never go on metrics.
-
-How a store uses it::
-
-    from chatmemory import telemetry
-
-    _log = logging.getLogger(__name__)
-
-    def save(self, memory_id, messages, expected_version):
-        with telemetry.operation(backend="redis", name="save", memory_id=memory_id, logger=_log) as op:
-            ...
-            op.conflict()                      # a version check failed (then retried or raised)
-            op.retry()                         # another attempt follows
-            op.record(attempts=2, appended=3, evicted=1, bytes=812, version=new_version)
-            return new_version
-
-Every store reports its public calls this way through the decorators of
-:mod:`chatmemory.stores.base.telemetry`; shared code reports into the store operation running in its
-thread or task with :func:`note`, :func:`note_write`, :func:`retried`, :func:`conflicted` and
-:func:`retries_exhausted` (no-ops outside one).
-
-An exception leaving the block marks the span as failed; a :class:`~chatmemory.ConcurrentUpdateError`
-carrying ``attempts`` also logs a WARNING (retries exhausted). Instruments:
-
-* span ``chatmemory <name>`` (kind CLIENT) with ``chatmemory.backend``, ``chatmemory.operation``,
-  ``chatmemory.attempts``, ``chatmemory.messages.appended``, ``chatmemory.messages.evicted``,
-  ``chatmemory.bytes``, ``chatmemory.version``, ``chatmemory.items``, ``chatmemory.failed``, and
-  ``chatmemory.memory_id`` on opt-in (without it, the id is also blanked out of a failed operation's
-  exception event and status);
-* histogram ``chatmemory.operation.duration`` (seconds) by backend, operation and outcome
-  (``ok``/``conflict``/``error``);
-* counters ``chatmemory.conflicts``, ``chatmemory.retries`` and ``chatmemory.evictions.oversized``.
+Stores report each public call with :func:`operation` (through the decorators of
+:mod:`chatmemory.stores.base.telemetry`); shared code reports into the running one with :func:`note`,
+:func:`note_write`, :func:`retried`, :func:`conflicted` and :func:`retries_exhausted`. The spans, metrics
+and an example: docs/telemetry.md.
 """
 
 from __future__ import annotations

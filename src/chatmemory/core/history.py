@@ -1,31 +1,13 @@
 """History: every message ever added to a memory, beside the bounded window.
 
 A store built with ``history=True`` keeps, per memory id, an append-only log of the messages its writes
-added, evicted ones included. The window (what ``get_messages`` returns and prompts are made of) behaves
-exactly as without history. The rules every store holds (the contract suite's history cases check them):
+added, evicted ones included; the window behaves exactly as without history. Each write records the
+messages it appends after the kept ones (the sequence diff of :mod:`chatmemory.core.sequence_diff`), with
+strictly increasing sequence numbers and one ``written_at`` on the store's clock; nothing in the history is
+ever changed. This module holds its types and protocols: :class:`SupportsHistory` (reading, paged by
+sequence; trimming) and :class:`SupportsHistoryRestore` (putting entries back as they were).
 
-* **What is recorded.** Each write compares the new window with the stored one (the sequence diff of
-  :mod:`chatmemory.core.sequence_diff`): the messages it *appends* after the kept ones become new history
-  entries, in window order, with consecutive sequence numbers. Evicting a message records nothing (its
-  entry stays); a write that changes nothing records nothing. A write that *rewrites* the window
-  (``update_messages``/``set`` with a list that is not "some old messages kept, new ones appended") is
-  recorded as what it is: every message of the new window after the longest kept run is appended again,
-  so the history shows the window as it was rewritten. Nothing in the history is ever changed.
-  Messages an ``add`` evicts before they reach the window (more than the window holds, or larger than
-  the whole token budget) are recorded with its write, before what it appends
-  (:mod:`chatmemory.core.recorded_writes`): the history is every message ever added.
-* **Sequence numbers** are integers that strictly increase in the order messages were written, within one
-  history; gaps are allowed. Concurrent writers never produce a duplicate or a lost entry: a write that
-  loses a version conflict records nothing, and its retry records its messages once.
-* **``written_at``** is the time of the write, on the store's clock (the server's for database stores),
-  as an aware UTC datetime; entries of one write share it.
-* **Lifetime.** ``delete_messages`` removes the window and the history together. Without ``history_ttl``
-  the history expires with the window (``ttl``); with it, the history lives ``history_ttl`` seconds after
-  the memory's last write (at least ``ttl``). After a history is deleted or expires, a new one may start
-  its numbering anywhere. ``trim_history`` removes old entries on demand; it never touches the window.
-* **Reading** is paged by sequence: see :meth:`SupportsHistory.history`.
-* **Restoring** (``chatmemory import`` of an export made with ``--history``) puts entries back as they
-  were, sequence numbers and ``written_at`` included: see :class:`SupportsHistoryRestore`.
+The rules every store holds (the contract suite's history cases check them): docs/history.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """The window algorithm: a pure function from (stored messages, added messages) to the new window.
 
-No I/O happens here. Window memories, stores and tests all use the same functions.
+No I/O happens here. Window memories, stores and tests all use the same functions. In short: at most one
+system message, never evicted; the oldest other message leaves first while the window weighs more than the
+limit; an AI message's tool results leave with it; the window holds no tool result whose request is not in
+it; with ``start_on="user"`` it never opens with an assistant turn.
 
-Rules (*Window rules* in docs/semantics.md):
-
-* At most one system message is held. Adding one equal to the held one changes nothing; a different one
-  replaces it, appended at the end or put first when ``always_keep_system_message_first``.
-* While the window weighs more than the limit, the oldest message that is not the system message is
-  evicted. The system message is never evicted, wherever it sits.
-* Evicting an AI message with tool calls evicts the results of those calls too: by request id where ids
-  are present, else the results directly after it.
-* The window holds no tool result whose request is not in it: a result that arrives after its call was
-  evicted, or that no earlier message asked for, is dropped, and the window never starts (after the
-  system message) with a tool result. So the window is always a valid prompt.
-* With ``start_on="user"``, eviction goes on until the first message after the system message is a user
-  message (or none is left): the window never opens with an assistant turn, as Anthropic's and Gemini's
-  APIs want. An assistant turn that opened the conversation is evicted too. ``"any"`` (the default)
-  evicts only for the limit and for orphaned results.
+The rules in full: *Window rules* in docs/semantics.md.
 """
 
 from __future__ import annotations

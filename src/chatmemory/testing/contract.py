@@ -1,35 +1,14 @@
 """The store contract suite: one set of cases every store must pass, sync or asyncio.
 
 Subclass :class:`ChatMemoryStoreContract` (a sync store) or :class:`AsyncChatMemoryStoreContract` (an
-asyncio store) in a test module and override the ``store`` fixture (and, optionally, ``write_raw`` and
-``make_ttl_store``) to check a store against a real database::
-
-    from chatmemory.testing import ChatMemoryStoreContract
-
-    class TestMyStore(ChatMemoryStoreContract):
-        @pytest.fixture
-        def store(self):
-            store = MyStore(os.environ["MY_DB_URL"])
-            yield store
-            store.close()
-
-The async suite runs on pytest-asyncio (``pip install pytest-asyncio``): its cases carry the ``asyncio``
-mark, so they run in its default strict mode too; there an async ``store`` fixture is declared with
-``@pytest_asyncio.fixture`` (in ``asyncio_mode = "auto"``, plain ``@pytest.fixture`` will do)::
-
-    from chatmemory.testing import AsyncChatMemoryStoreContract
-
-    class TestMyAsyncStore(AsyncChatMemoryStoreContract):
-        @pytest_asyncio.fixture
-        async def store(self):
-            async with MyAsyncStore(os.environ["MY_DB_URL"]) as store:
-                yield store
-
+asyncio store, run by pytest-asyncio) in a test module and override the ``store`` fixture (and, optionally,
+``write_raw``, ``make_ttl_store`` and ``make_history_store``) to check a store against a real database.
 Both suites run the same cases, written once as coroutines against a
-:class:`~chatmemory.testing.driver.ContractDriver`: the sync suite drives them without an event loop
-(threads for the concurrent parts), the async one awaits them (tasks). Cases for optional capabilities
-(versioning, TTL, listing) run only when the store has them; the corruption cases only with ``write_raw``,
-the history cases only with ``make_history_store``.
+:class:`~chatmemory.testing.driver.ContractDriver`. Cases for optional capabilities (versioning, TTL,
+listing) run only when the store has them; the corruption cases only with ``write_raw``, the history cases
+only with ``make_history_store``.
+
+Both suites' fixtures, with examples: docs/testing-your-store.md.
 """
 
 from __future__ import annotations

@@ -4,14 +4,9 @@ A line is a JSON object::
 
     {"id": "user-42", "expires_at": "2026-11-30T10:00:00.000000+00:00", "memory": {"version": 1, "messages": [...]}}
 
-* ``memory`` is exactly what :func:`chatmemory.serialization.native.dumps` writes, so a reader upgrades
-  older format versions and refuses newer ones like every other reader of that format;
-* ``expires_at`` is an ISO 8601 time, ``null`` for a memory that never expires, and absent when the store
-  it came from could not tell (see :mod:`chatmemory.memory_times`);
-* ``history`` (only in exports made with ``--history``) is the memory's history, oldest first:
-  ``[{"sequence": 1, "written_at": "2026-11-30T09:00:00.000000+00:00", "message": {"v": 1, ...}}, ...]``,
-  each ``message`` exactly what :func:`chatmemory.serialization.native.dumps_message` writes (so a record of a
-  newer format version is refused, naming the line). A line without it reads as before.
+``memory`` is exactly what :func:`chatmemory.serialization.native.dumps` writes; ``expires_at`` is ISO 8601,
+``null`` for a memory that never expires, absent when its store could not tell; ``history`` (only in exports
+made with ``--history``) is the memory's history, oldest first. The fields: docs/cli.md#chatmemory-export.
 
 Pure functions over bytes: the command reads and writes the file, this module only turns lines into
 :class:`ExportedMemory` values and back.

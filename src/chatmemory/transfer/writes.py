@@ -1,33 +1,15 @@
 """Writing one memory into a store the way ``import`` and ``copy`` do: atomically, never overwriting by accident.
 
-* A memory that is not in the destination is created; on a versioned store with ``save(…, expected_version=0)``,
-  so a memory that appears meanwhile (a live service writing it) is not overwritten.
-* One that is there with the same messages is left alone, which makes ``import`` and ``copy`` re-runnable.
-* One that is there with other messages is replaced only when asked (``replace=True``), again under the
-  version that was read, so a concurrent writer's turn is never lost silently.
-* An export whose expiry has passed is not written: the memory had expired at its source (a copy of it
-  left in the destination by an earlier run, same messages, is expired there too).
-* The expiry travels with the memory where the destination can set it
-  (:class:`~chatmemory.memory_times.SupportsExpiryAt`); elsewhere the destination's own ``ttl`` applies,
-  from the time of the write.
-* A memory is ``unchanged`` only when its messages **and** its expiry are the export's. Writing the messages
-  and setting the expiry are two steps: a run stopped between them (Ctrl-C, a failing store) left the
-  messages without their expiry, and the next run sets it (``expiry set``), so re-running an interrupted
-  import or copy ends with every memory as exported. Expiries within :data:`EXPIRY_TOLERANCE` are equal
-  (stores keep milliseconds, and a source's remaining time is read a moment after its clock).
-* A caller that read the destination's memories in a batch (:class:`~chatmemory.stored_memories.SupportsBatchReads`,
-  one round trip for many) hands each one in as ``stored``: a memory found there with the export's messages
-  and expiry is then ``unchanged`` without another read, one with only its expiry off takes one write, and
-  every other case goes the way above (the batch read only spares reads; every write stays conditional).
-  Memories it found absent may be created together (:class:`~chatmemory.stored_memories.SupportsBatchCreates`,
-  :func:`new_memory`): each create is still conditional on the memory being absent, and one found there
-  meanwhile goes the way above.
-* A memory that carries its history (an export made with ``--history``) goes through
-  :func:`write_memory_with_history`: on a destination where it is absent, its window and history are put
-  back together in one atomic step (:class:`~chatmemory.core.history.SupportsHistoryRestore`: the window's
-  write records nothing more, so the history is the exported one, sequence numbers and times included);
-  where it exists, the window goes the way above and the history entries it lacks are then added. A re-run
-  adds only what is missing (``history restored``), never an entry twice.
+An absent memory is created conditionally (``save(…, expected_version=0)`` on a versioned store); one with
+the export's messages and expiry is left alone (``unchanged``), so runs repeat safely and an interrupted
+one is finished by the next (``expiry set``); one with other messages is replaced only with
+``replace=True``, under the version read. An export whose expiry has passed is not written. The expiry
+travels where the destination can set it (:class:`~chatmemory.memory_times.SupportsExpiryAt`), else the
+destination's ``ttl`` applies; expiries within :data:`EXPIRY_TOLERANCE` are equal. A batch read
+(``stored``) spares reads and never makes a write unconditional; :func:`write_memory_with_history` also
+restores the history, adding only the entries it lacks.
+
+Every rule: docs/cli.md#how-import-and-copy-write-a-memory.
 """
 
 from __future__ import annotations

@@ -1,31 +1,13 @@
 """How a chat message is counted around its texts: the OpenAI Chat Completions framing rule.
 
-Every estimator shares this rule and differs only in how it counts a piece of text. The rule follows
-OpenAI's published recipe for chat models (the "How to count tokens with tiktoken" cookbook) and, where
-the recipe is silent, the form in which the API renders a message to the model:
+Every estimator shares this rule (:class:`FramedEstimator`) and differs only in how it counts a piece of
+text. The rule follows OpenAI's published recipe for chat models (the "How to count tokens with tiktoken"
+cookbook) and, where the recipe is silent, the form in which the API renders a message to the model: each
+message costs ``per_message`` plus its texts, a name ``per_name`` plus its tokens, a media part
+``per_media``, a tool call ``per_tool_call`` plus its header and arguments, and the request
+``reply_priming`` once. A token window keeps ``estimate_messages(window) <= max_tokens``.
 
-* **Every message** costs ``per_message`` tokens: three for the markers around it (``<|im_start|>``,
-  the separator, ``<|im_end|>``) and one for its role (``system``, ``user``, ``assistant`` and ``tool`` are
-  one token each in ``o200k_base`` and ``cl100k_base``) — 4 by default, exact for text messages.
-* **A user name** costs ``per_name`` (1) plus the tokens of the name, as in the cookbook.
-* **Text** costs its tokens; a user message's text parts are counted one by one.
-* **A media part** (image, audio, video, PDF) costs ``per_media`` tokens — 85 is a low-detail image;
-  high-detail images, audio and files cost more, so this is an approximation.
-* **A tool call** costs ``per_tool_call`` (3, the markers of the call) plus the tokens of its header
-  ``" to=functions.NAME"`` plus the tokens of its arguments, which is how the API addresses a call to a
-  function. An approximation: the API's own rendering is not published, and several calls in one
-  message are wrapped by the API in a parallel-call envelope of a few more tokens each.
-* **A tool result** is a ``tool`` message: ``per_message`` plus its text. Its call id is not shown to
-  the model and is not counted; its tool name is not sent (:func:`~chatmemory.serialization.to_openai`).
-* **Thinking** is not sent back by :func:`~chatmemory.serialization.to_openai` unless asked for, so it
-  costs nothing unless ``count_thinking`` is set.
-* **A custom message** costs ``per_message`` plus ``"key value"`` for each attribute (Chat Completions
-  cannot carry one; this keeps it from being free).
-* **The request** costs ``reply_priming`` (3) once, for ``<|im_start|>assistant<|im_sep|>``, which primes
-  the reply: :meth:`FramedEstimator.estimate_messages` adds it to the sum of the messages.
-
-A token window keeps ``estimate_messages(window) <= max_tokens``, so the budget covers the prompt as the
-API counts it (tool definitions, which are not messages, are not included).
+Each rule and its figures: docs/window-memories.md#how-a-message-is-counted.
 """
 
 from __future__ import annotations
