@@ -1,19 +1,11 @@
 """Admission: an asyncio store's operations take its connections in the order they asked for them.
 
-A pool of connections is not a queue. When a task returns a connection to SQLAlchemy's
-``AsyncAdaptedQueuePool`` or to redis-py's ``BlockingConnectionPool``, the task the pool wakes runs only
-later; the returning task runs on, asks again at once, and gets that very connection back, while the woken
-one finds the pool empty and waits again (at the back of the line, in SQLAlchemy's queue). With more tasks
-than connections, the tasks that got a connection first keep it turn after turn and the others wait until
-they are done: measured with 200 tasks on one loop and a 15-connection pool, most turns took 21 ms and a
-task's first turn up to 6 s.
-
-An :class:`Admission` lets at most ``limit`` operations through at once, as many as the pool has
-connections, and hands a finished operation's place to the task that has waited longest: a task that
-asks again queues behind those already waiting. Every admitted operation then finds a connection free
-(unless other code shares the pool), so tasks waiting for the store wait here, in order, and a waiter
-gives up after the pool's own ``timeout``, with a :class:`~chatmemory.core.errors.StoreError` naming
-the limit.
+A connection pool is not a queue: a task that returns a connection can take it back at once, ahead of
+the task the pool woke, so with more tasks than connections a few keep them turn after turn. An
+:class:`Admission` lets at most ``limit`` operations through at once (as many as the pool has
+connections) and hands a finished operation's place to the task that has waited longest; a waiter gives
+up after the pool's own ``timeout``, with a :class:`~chatmemory.core.errors.StoreError` naming the limit.
+Why, and what it changed: *How admission works* in ``docs/asyncio.md``.
 
 Pure asyncio, no I/O: asyncio's own ``Semaphore`` does not promise an order on every supported Python.
 """

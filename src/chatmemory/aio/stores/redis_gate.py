@@ -1,19 +1,12 @@
 """The asyncio Redis stores' way to their client: commands admitted in order, a cluster client initialized once.
 
-``redis.asyncio.cluster.RedisCluster`` discovers the cluster on its first command. When several first
-commands are in flight at once (a service that starts under load, or tasks sharing a new store), they race
-in that discovery, and redis-py 8 hands some of them a connection whose stream is ``None``
-(``AttributeError: 'NoneType' object has no attribute 'writelines'``). The asyncio Redis stores therefore
-let one task initialize the client while the others wait, and only then send commands.
-
-Nor does that client have a blocking pool: a command that finds all ``max_connections`` of its node busy
-fails with ``MaxConnectionsError`` ("Too many connections"), so hundreds of tasks on one store would fail
-where a standalone store's blocking pool makes them wait. And a blocking pool does make them wait, but
-not in turn: the task that returns a connection takes it again at once, ahead of those it woke
-(:mod:`chatmemory.aio.stores.admission`). The gate therefore admits the store's commands in the order
-they were sent, no more at once than the client has connections: ``max_connections`` of a standalone
-client's pool (within its ``timeout``, for a blocking pool), or of each node of a cluster client (so
-under it on every node). Commands other code sends on a client it shares with the store are not counted.
+A :class:`RedisGate` lets one task initialize a ``RedisCluster`` client while the others wait (concurrent
+first commands race in the cluster's discovery), then admits the store's commands in the order they were
+sent, no more at once than the client has connections: ``max_connections`` of a standalone client's pool
+(within its ``timeout``, for a blocking pool), or of each node of a cluster client, whose pool does not
+wait (:mod:`chatmemory.aio.stores.admission`). Commands other code sends on a client it shares with the
+store are not counted. :class:`GatedClient` keeps a client and its gate per event loop. Why:
+*The Redis gate* in ``docs/asyncio.md``.
 """
 
 from __future__ import annotations
