@@ -1,30 +1,13 @@
 """The SQL store on asyncio (SQLAlchemy's asyncio engine): the same tables, statements and operations.
 
-Drivers, each behind the same extra as the sync store's:
-
-* PostgreSQL: psycopg 3 in its async mode, with the same ``postgresql+psycopg://`` URL (``chatmemory[postgres]``);
-* SQLite: from a URL, every operation runs the sync store's ``sqlite3`` engine on a worker thread of the
-  store, one trip per operation (:mod:`chatmemory.aio.stores.sql_threads`); ``engine`` and the schema
-  commands use aiosqlite (``sqlite:///file.db`` is mapped to ``sqlite+aiosqlite:///file.db``;
-  ``chatmemory[sql]``). An aiosqlite ``AsyncEngine`` passed in is used as it is, as the others are;
-* MySQL/MariaDB: asyncmy (``mysql://`` and ``mysql+pymysql://`` are mapped to ``mysql+asyncmy://``;
-  ``chatmemory[mysql]``). asyncmy is maintained, compiled (its protocol code is Cython), and works with
-  the PyMySQL release the sync store uses. aiomysql, the other choice, runs PyMySQL's own protocol code,
-  and that coupling breaks: aiomysql 0.3.2 fails to send any ``bytes`` parameter with PyMySQL 1.2 (which
-  changed an escaping helper aiomysql imports), and every memory id here is bytes.
-
-Every operation (what to read, what to write, when to retry) is the sync store's: written once in
-:mod:`chatmemory.stores.sql.operations` as generators of commands, sent by the sync executor run in a
-greenlet on the ``AsyncEngine`` (:mod:`chatmemory.aio.stores.sql_driver`), or on a worker thread for
-SQLite; a memory written by one store is read and extended by the other.
-
-Cancellation: a task cancelled inside a call (or timed out by ``asyncio.timeout``) leaves the memory at
-its old or its new list: an open transaction is never committed, and the connection it held is
-invalidated (the server rolls back when it closes) and its pool slot released, since a driver
-interrupted mid-protocol cannot be trusted with the next call. A ``COMMIT`` the server has received is
-its to finish: cancelled while that reply was on the way, a write may land a moment after the
-cancellation returns (whole, like any other). On SQLite from a URL the call returns
-once its worker thread has stopped (:mod:`chatmemory.aio.stores.sql_threads` says when that is).
+Drivers, each behind the same extra as the sync store's: psycopg 3 in its async mode for PostgreSQL (the
+same ``postgresql+psycopg://`` URL); asyncmy for MySQL/MariaDB (``mysql://`` and ``mysql+pymysql://`` are
+mapped to ``mysql+asyncmy://``); for SQLite from a URL, the sync store's ``sqlite3`` engine on a worker
+thread of the store (:mod:`chatmemory.aio.stores.sql_threads`), with aiosqlite for ``engine`` and the
+schema commands. Every operation is the sync store's (:mod:`chatmemory.stores.sql.operations`), sent by
+:mod:`chatmemory.aio.stores.sql_driver`, so a memory written by one store is read and extended by the
+other. A cancelled call leaves the memory at its old or its new list. Why these drivers, and what a
+cancellation leaves: *The asyncio store* in ``docs/store-sql.md``.
 """
 
 from __future__ import annotations

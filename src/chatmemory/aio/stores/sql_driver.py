@@ -1,21 +1,12 @@
 """How the asyncio SQL store sends commands: the sync executor, run in a greenlet on SQLAlchemy's ``AsyncEngine``.
 
-SQLAlchemy runs its asyncio drivers (psycopg, aiosqlite, asyncmy) behind the blocking DBAPI interface:
-code called through ``greenlet_spawn`` blocks on an ``await`` of the event loop wherever the driver does
-I/O. That is how ``AsyncConnection.run_sync`` works; :class:`AsyncDriver` does the same for a whole
-operation. It drives an operation of :mod:`chatmemory.stores.sql.operations` with the sync executor's
-:class:`~chatmemory.stores.sql.driver.Session` on the ``AsyncEngine``'s ``sync_engine``, in one greenlet:
-the same commands sent the same way (pooled connection, one cursor per batch, joined MySQL/MariaDB
-turns), with one switch into the greenlet per operation instead of one per statement, checkout and
-return. A retry's backoff awaits ``asyncio.sleep`` and the schema check awaits the store's own.
-
-On a queue pool of bounded size, operations are admitted in the order they began, no more at once than
-the pool has connections (:mod:`chatmemory.aio.stores.admission`): the pool alone hands a returned
-connection to whoever asks next, so a few busy tasks would keep the connections and the rest would starve.
-
-A task cancelled meanwhile (the ``CancelledError`` comes out of the ``await`` the driver was blocked on)
-leaves its connection invalidated (the server rolls back what it had begun) and back in the pool before
-the cancellation goes on, even if it is cancelled again meanwhile.
+:class:`AsyncDriver` drives an operation of :mod:`chatmemory.stores.sql.operations` with the sync
+executor's :class:`~chatmemory.stores.sql.driver.Session` on the ``AsyncEngine``'s ``sync_engine``, in one
+greenlet (as ``AsyncConnection.run_sync`` does): the same commands sent the same way, with one switch into
+the greenlet per operation. A retry's backoff awaits ``asyncio.sleep``. On a bounded queue pool,
+operations are admitted in the order they began, no more at once than the pool has connections
+(:mod:`chatmemory.aio.stores.admission`). A task cancelled meanwhile leaves its connection invalidated and
+back in the pool before the cancellation goes on (*The asyncio store* in ``docs/store-sql.md``).
 """
 
 from __future__ import annotations

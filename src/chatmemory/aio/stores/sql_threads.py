@@ -1,27 +1,12 @@
 """How the asyncio SQL store sends commands on SQLite: the sync executor, one worker thread per operation.
 
-SQLite is a library in the process: a statement blocks on the file, not on a socket, so an asyncio
-driver can only run it on another thread. aiosqlite does so per call: through SQLAlchemy's adapter a
-turn is seven trips to its thread and back (open a cursor, ``BEGIN IMMEDIATE``, three statements,
-``COMMIT``, close the cursor), each one a wake-up of that thread and of the event loop. Here a whole
-operation is one trip: it is driven by the sync executor's
-:class:`~chatmemory.stores.sql.driver.Session` on a worker thread, with the sync ``sqlite3`` engine of
-the same file, and the event loop awaits its outcome. The operations, the statements and the connection
-hooks are the sync store's; the event loop's thread runs none of them.
-
-The threads are the store's own (made as concurrent operations need them, up to :data:`WORKERS`), so a
-slow SQLite call never takes a thread of the loop's default executor. An operation that needs more
-connections than the engine's pool holds waits for one on its thread, as the sync store's callers do.
-A retry's backoff sleeps on the worker thread; the schema check runs there too, once per store.
-
-Cancellation (a cancelled task, an ``asyncio.timeout``): an operation not begun yet never runs. One
-under way stops before its next command; a command already sent (a batch of statements is one command)
-runs to its end, so the memory is left at its old or its new list. The call returns, with the
-cancellation, only once its thread is done and its connection back in the pool (invalidated, if the
-operation stopped between commands, which ends any transaction it had begun), so that nothing of it
-runs after the call. A command waiting for SQLite's write lock keeps waiting, up to the busy timeout:
-``sqlite3`` cannot interrupt that wait. A write waiting for the file's writer turn
-(:mod:`~chatmemory.stores.sql.sqlite_writers`) has begun nothing: it stops waiting, and never runs.
+An operation is driven by the sync executor's :class:`~chatmemory.stores.sql.driver.Session` on a worker
+thread of the store (up to :data:`WORKERS`, never the loop's default executor), with the sync ``sqlite3``
+engine of the same file, and the event loop awaits its outcome: one trip per operation, where aiosqlite
+makes every cursor, statement and commit a trip. A retry's backoff and the schema check run on the worker
+thread. A cancelled operation stops before its next command (a command already sent runs to its end), and
+the call returns only once its thread is done and its connection back in the pool. Why, and what a
+cancellation leaves: *The asyncio store* in ``docs/store-sql.md``.
 """
 
 from __future__ import annotations

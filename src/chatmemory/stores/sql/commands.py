@@ -3,11 +3,8 @@
 The store's operations (:mod:`~chatmemory.stores.sql.operations` and the modules it builds on) are
 written once, as generators that yield these commands and receive their results: the sync executor
 (:mod:`chatmemory.stores.sql.store`) sends each one with a SQLAlchemy ``Engine``, the asyncio one
-(:mod:`chatmemory.aio.stores.sql`) with an ``AsyncEngine``. A driver exception is thrown back into the
-generator where the command was yielded, so the operations' ``try`` blocks read as they would around a
-direct call.
-
-The connection: the first statement of an operation checks one out of the pool, and it is held until
+(:mod:`chatmemory.aio.stores.sql`) with an ``AsyncEngine``; a driver exception is thrown back in where the
+command was yielded. The first statement of an operation checks a connection out of the pool, held until
 the operation yields :data:`RELEASE` (the next statement then checks out another) or ends. Transactions
 are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the operation, or by a
 :class:`Batch` that is a transaction of its own.

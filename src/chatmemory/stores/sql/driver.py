@@ -2,27 +2,13 @@
 
 :class:`SyncDriver` runs an operation of :mod:`~chatmemory.stores.sql.operations` to its end: it sends
 each command the operation yields on the connection the operation holds (checked out by its first
-statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), and hands
-back the result, or throws the driver's exception back in. Driver SQL (the rendered statements of a
-turn and a read, ``BEGIN`` and ``COMMIT``) goes straight to the cursor of the checked-out DBAPI
-connection, its errors handled as SQLAlchemy does (wrapped, a lost connection invalidated); through
-``exec_driver_sql`` when cursor events are listened to, so that they see every statement. A batch with
-a joined form (a MySQL turn) goes as one multi-statement string when the connection allows it and
-nothing listens to cursor events (a MariaDB turn is one compound statement, a plain statement here).
-The asyncio executor (:mod:`chatmemory.aio.stores.sql_driver`) runs this module's :class:`Session` in a
-greenlet: both stores send every command the same way.
-
-On an engine whose connections come out of the pool in autocommit (``create_engine(...,
-isolation_level="AUTOCOMMIT")``, as store-made engines are) and that has no execution options, an
-operation that sends only driver SQL holds the pooled connection itself: a SQLAlchemy ``Connection`` is
-put around it only to run a SQLAlchemy statement or to handle a driver error, which is all it would add.
-
-A store that made its engine keeps the connection an operation ended with for the next one (see
-:meth:`SyncDriver.keep`), so that a call does not pay for the pool's checkout and return: about 10 µs
-back to back, 35-75 µs in a live turn (``benchmarks/sql_turn_parts.py``). Only a connection that is
-sound, outside a transaction, and on a plain queue pool that nothing listens to is kept; one at a time;
-the child of a fork never uses the one its parent kept; :meth:`SyncDriver.hand_back` returns it before
-the store disposes of its engine.
+statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), and hands back
+the result, or throws the driver's exception back in. Driver SQL goes straight to the DBAPI cursor
+(through ``exec_driver_sql`` when cursor events are listened to), and a SQLAlchemy ``Connection`` is put
+around the pooled connection only where one is needed. A store that made its engine keeps the connection
+an operation ended with for the next one (:meth:`SyncDriver.keep`, :meth:`SyncDriver.hand_back`). The
+asyncio executor (:mod:`chatmemory.aio.stores.sql_driver`) runs this module's :class:`Session` in a
+greenlet. When each path is taken, and which connections are kept: *SQL* in ``docs/stores.md``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Engines for the SQL store: URL checks and normalisation, driver defaults, transactions, error kinds.
 
-Shared by the sync store and the asyncio store; the two differ only in the driver a URL maps to:
-
-=================  ===========================  ==============================
-URL scheme         sync store                   asyncio store
-=================  ===========================  ==============================
-``postgresql://``  psycopg 3                    psycopg 3 (its async mode)
-``mysql://``       PyMySQL                      asyncmy
-``mariadb://``     PyMySQL                      asyncmy
-``sqlite://``      the standard ``sqlite3``     aiosqlite
-=================  ===========================  ==============================
+Shared by the sync store and the asyncio store, which differ only in the driver a URL maps to
+(``postgresql://``: psycopg 3, in its async mode on asyncio; ``mysql://`` and ``mariadb://``: PyMySQL,
+asyncmy on asyncio; ``sqlite://``: the standard ``sqlite3``, aiosqlite on asyncio).
 
 Every engine a store uses runs its connections in autocommit: the store's transactions issue ``BEGIN``
 themselves (``BEGIN IMMEDIATE`` on SQLite), so they are real transactions whatever engine a caller

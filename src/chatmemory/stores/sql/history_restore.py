@@ -1,19 +1,13 @@
 """Putting history entries back into a SQL store with history (``restore_history``): statements and plans (pure).
 
-A history entry is a message row with a write time (its sequence is the row's ``seq`` + 1). A restore,
-in one transaction under the head row's lock:
-
-* for a memory without a live window, given one whose messages are restored entries (in order, as a
-  store with history always has them): the head is written with a cover of those entries' rows
-  (:func:`window_seqs`), so the window's rows are history rows, as a write leaves them; the restored rows
-  the cover encloses but the window leaves out are marked ``evicted``;
-* given a window that is not among the entries: it is written as a raw write writes records (rows
-  without a write time: not history entries), its rows and head moved past the restored entries' rows
-  (:func:`shifted`), so the restored rows keep their sequence numbers;
-* into an existing memory, the rows of the entries missing are inserted with their own write time,
-  marked ``evicted`` (never in its window, whatever ranges its cover has);
-* an existing head takes a new version and a ``next_seq`` past them, so a store that cached the memory
-  (and would number its next rows from the ``next_seq`` it knows) reads it again first.
+A history entry is a message row with a write time (its sequence is the row's ``seq`` + 1). A restore runs
+in one transaction under the head row's lock. A memory without a live window, given one whose messages
+are restored entries, gets a head whose cover of those entries' rows (:func:`window_seqs`) makes the
+window's rows history rows, as a write leaves them; the restored rows the cover encloses but the window
+leaves out are marked ``evicted``. A window that is not among the entries is written as a raw write writes
+records, its rows and head moved past the restored rows (:func:`shifted`). Into an existing memory the
+missing entries' rows are inserted with their own write time, marked ``evicted``; an existing head takes
+a new version and a ``next_seq`` past them, so a store that cached the memory reads it again first.
 """
 
 from __future__ import annotations

@@ -8,10 +8,8 @@ would around a direct call. What each read and write sends is decided in
 :mod:`~chatmemory.stores.sql.plan`, when to try again in :mod:`~chatmemory.stores.sql.writes`; this
 module adds the order of the statements and the cache. Writes under the head row's lock are in
 :mod:`~chatmemory.stores.sql.locked_operations`, histories in :mod:`~chatmemory.stores.sql.history_operations`.
-
 The hot path takes one round each: a read is one statement; a diffed turn is one statement on PostgreSQL
-and elsewhere one :class:`~chatmemory.stores.sql.commands.Batch` that is a transaction of its own
-(``BEGIN``, head update, delete or mark, insert, ``COMMIT``).
+and elsewhere one :class:`~chatmemory.stores.sql.commands.Batch` that is a transaction of its own.
 """
 
 from __future__ import annotations

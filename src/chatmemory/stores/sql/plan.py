@@ -1,37 +1,15 @@
 """What the SQL store decides, without a database: reads, diffed writes and locked writes as typed plans.
 
-No I/O and no driver here. An executor (the sync store, or the asyncio one) asks this module for a plan,
-runs its statements with its own driver, hands the typed reply back and acts on the outcome (the outcomes
-live in :mod:`~chatmemory.stores.sql.outcomes`, the read plan in :mod:`~chatmemory.stores.sql.reads`; this
-module re-exports both):
+An executor asks for a plan, runs its statements with its own driver, hands the typed reply back and acts
+on the outcome. Every write carries a write id, and the head row keeps the last :data:`RECENT_WRITES`.
+This module gathers the names of the modules that decide (:mod:`~chatmemory.stores.sql.write_requests`,
+:mod:`~chatmemory.stores.sql.diffed_writes`, :mod:`~chatmemory.stores.sql.locked_writes`,
+:mod:`~chatmemory.stores.sql.reads`, :mod:`~chatmemory.stores.sql.outcomes`) under one (*SQL* in ``docs/stores.md``):
 
-* a read: :func:`read_parameters` → the read statement's rows → :func:`decode_read` →
-  :class:`ReadResult` / :class:`StaleCache` (read again without the cache) / :class:`Corrupted` /
-  :class:`Headless` (no head row: the stray read's rows → :func:`absent_read`);
-* a write whose list differs from the cached snapshot by a diff: :func:`plan_diff` → :class:`DiffWrite`
-  (one conditional statement on PostgreSQL, one compound statement on MariaDB, a short transaction
-  elsewhere) → matched or not (MariaDB's block signals a miss) → :func:`diff_outcome` →
-  :class:`Written` / :class:`Conflict`;
-* any other write: lock the head row → :func:`locked_head` → :func:`plan_locked` → :class:`LockedWrite`
-  (its statements) / :class:`Written` (this write had landed already) / :class:`Conflict` /
-  :class:`Corrupted`.
-
-With history (:class:`WriteRequest` ``history=True``) nothing a write evicts is deleted: the head row's
-window ranges move past it, or it is marked evicted (see :mod:`~chatmemory.stores.sql.window`), and the
-rows the write adds carry their write time. A locked write diffs against the window it reads under the
-lock, so a write whose cached snapshot was stale records only what it adds.
-
-Every write carries a write id (:class:`WriteRequest`); the head row keeps the ids of the last
-:data:`RECENT_WRITES` writes with the version each made. A write resent after its reply was lost (the
-connection died under COMMIT) finds its id and reports the version it made instead of applying the turn
-again.
-
-The decisions live in modules named for them; this module gathers them under one name:
-
-* :mod:`~chatmemory.stores.sql.write_requests` — a write, its write id and its rows;
-* :mod:`~chatmemory.stores.sql.diffed_writes` — a turn against the cached snapshot;
-* :mod:`~chatmemory.stores.sql.locked_writes` — a write under the head row's lock;
-* :mod:`~chatmemory.stores.sql.reads`, :mod:`~chatmemory.stores.sql.outcomes` — reads and outcomes.
+* a read: :func:`read_parameters` → rows → :func:`decode_read` → :class:`ReadResult` / :class:`StaleCache`
+  / :class:`Corrupted` / :class:`Headless` (no head row: the stray read's rows → :func:`absent_read`);
+* a write against the cached snapshot: :func:`plan_diff` → :class:`DiffWrite` → :func:`diff_outcome`;
+* any other write: lock the head row → :func:`locked_head` → :func:`plan_locked` → :class:`LockedWrite`.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 r"""The tables of the SQL store, per table prefix, with column types chosen per dialect.
 
-Two tables per prefix:
-
-* ``<prefix>memories`` — the head row of a memory: its version, an incarnation token (new each time the
-  memory is created), the next message sequence number, created/updated/expiry times (all from the
-  database's clock), and the ids of its last few writes (``recent_writes``: a write whose reply was lost
-  finds its own id there when it is sent again, instead of applying its turn twice). It also says which
-  message rows form the window: every row from ``window_start`` on, plus the rows from ``pin_start`` to
-  ``pin_end`` (a run kept before the others, such as a system message), except rows marked ``evicted``;
-  and, for a store with ``history_ttl``, until when the history outlives the window
-  (``history_expires_at``).
-* ``<prefix>messages`` — one row per message, keyed by ``(memory_id, seq)``, holding the versioned
-  ``dumps_message`` payload as bytes (PostgreSQL rejects ``\x00`` in ``text`` and ``jsonb``; bytes keep
-  every message exact). A store with history keeps the rows its window evicts (they are the history):
-  ``written_at`` is the time of the write that added the row (``NULL``: written without history, or
-  trimmed from the history while still in the window: not a history entry), and ``evicted`` marks a row
-  that left the window although it lies in the window's ranges (an eviction from the middle of the
-  window; ``NULL`` otherwise).
-
-On PostgreSQL the message table can be created ``PARTITION BY HASH (memory_id)`` in ``partitions`` tables
-``<prefix>messages_p0`` … (see :func:`validate_partitions`): every statement on one memory names its id,
-so each touches one partition. Only fresh tables are created so; existing ones are not converted.
-
-Memory ids are stored as their UTF-8 bytes (``BYTEA`` / ``VARBINARY(1020)`` / ``BLOB``): equality is byte
-equality on every dialect, so ids differing only in case or in trailing spaces are distinct (MySQL and
-MariaDB ``PAD SPACE`` collations would merge ``'a'`` and ``'a '``), every code point including ``\x00``
-is allowed, and ordering by id is code point order everywhere.
+``<prefix>memories`` holds a memory's head row: its version, incarnation, next sequence number, times
+(from the database's clock), the ids of its last few writes, and the ranges of message rows that form its
+window (:mod:`chatmemory.stores.sql.window`). ``<prefix>messages`` holds a row per message, keyed by
+``(memory_id, seq)``, with its ``dumps_message`` payload as bytes; with history, the rows a window evicted
+stay as the history. On PostgreSQL the message table can be created hash-partitioned by ``memory_id``
+(:func:`validate_partitions`). Memory ids are stored as their UTF-8 bytes, so equality is byte equality on
+every dialect. Column by column: *Schema and migrations* in ``docs/store-sql.md``.
 """
 
 from __future__ import annotations

@@ -1,43 +1,14 @@
 """SQLite writers of one database file in one process, queued on a lock instead of polling for SQLite's.
 
-SQLite lets one connection write at a time. A ``BEGIN IMMEDIATE`` that finds the write lock taken is
-answered ``SQLITE_BUSY``, and ``sqlite3``'s busy handler sleeps and asks again until the busy timeout:
-after 1, 2, 5, 10, 15, 20, 25 ms, then 25, 50 and 100 ms at a time. Between its sleeps any other writer
-may take the lock, so among many writers one can lose again and again while the others go on: with 200
-asyncio memories on one file (``benchmarks/memories.py``; 16 worker threads, 15 connections), single
-turns took 1.3-1.9 s against a median of 0.18 s; the same with a sync store on 16 threads.
-
-So the store's writers on one file in one process take the file's turn (a :class:`FileTurn` per
-resolved path, shared by every store on it; each store waits in it through a :class:`WriterQueue`)
-before they begin, and hand it on once their transaction ends: a writer then asks SQLite for its lock
-when no other writer of the process holds it, and its ``BEGIN IMMEDIATE`` waits in the busy handler
-only for another process. Only transactions queue: reads (autocommit statements, and a listing's read
-snapshot, which ``BEGIN`` defers) never wait for the writer in WAL mode, and they do not wait here
-either. A writer takes its connection before its turn: holding the turn while it waited for the pool, it
-would wait for the writers queued behind it, which hold the pool's connections.
-
-A session takes the turn before it sends ``BEGIN IMMEDIATE`` and gives it back once its ``COMMIT`` or
-``ROLLBACK`` has run (whether it failed or not), when the ``BEGIN`` fails, or when the operation ends
-without either (its connection goes back to the pool, which rolls the transaction back). Waiting for the
-turn is bounded by the store's busy timeout, and a wait that runs out fails as SQLite's own would, with
-``database is locked``: a writer that waits for itself (a ``modify`` whose change writes to the same
-file through another store) fails after the timeout instead of hanging. A write of the asyncio store
-whose task is cancelled while it waits for its turn has begun nothing: it stops waiting
-(:class:`TurnAbandoned`), and never runs.
-
-The turns go, in practice, in the order they were asked for (a lock promises no order). A writer that
-waited its turn may still find SQLite's lock held by another process, and wait up to the busy timeout
-once more in the busy handler. ``expire_at`` (one statement, outside a transaction) does not queue.
-
-Taking turns in order has a price when threads write without pause: the turn passes to a thread that
-must wake up first, where SQLite's lock went to whichever writer ran. On 4 or 16 threads that never
-pause (2 cores), 17-25% fewer turns a second, their median turn the length of the queue (2-10 ms)
-instead of under 1 ms for most and up to a second for a few. The asyncio store's turns per second
-are unchanged.
-
-Applies to stores that make their engine from a file URL (they know its busy timeout); an engine a
-caller hands in, and ``:memory:`` databases, are left as they are. The child of a fork gets new locks:
-one held by another thread of its parent would never be released in it.
+SQLite lets one connection write at a time, and ``sqlite3``'s busy handler polls for the lock, so among
+many writers one can lose again and again. The store's writers on one file in one process therefore take
+the file's turn (a :class:`FileTurn` per resolved path, shared by every store on it; each store waits in
+it through a :class:`WriterQueue`) before ``BEGIN IMMEDIATE``, and hand it on once their ``COMMIT`` or
+``ROLLBACK`` has run, when the ``BEGIN`` fails, or when the operation ends without either. Only
+transactions queue, and only in stores that make their engine from a file URL. A writer takes its
+connection before its turn; its wait for the turn is bounded by the store's busy timeout and fails as
+SQLite's own would (``database is locked``); an asyncio write cancelled while it waits has begun nothing
+(:class:`TurnAbandoned`). Why, what is left to SQLite, and what it costs: *SQL* in ``docs/stores.md``.
 """
 
 from __future__ import annotations

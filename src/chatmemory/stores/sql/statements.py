@@ -2,15 +2,13 @@
 
 Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses). Times
 come from the server's clock (:mod:`chatmemory.stores.sql.clock`); a store with a ``ttl`` passes it as
-``p_ttl`` (and one with a ``history_ttl`` that as ``p_history_ttl``).
-
-The window is the rows its head row's ranges enclose and that are not marked evicted (see
-:mod:`chatmemory.stores.sql.window`); every write sets the ranges. A store with history marks rows
-instead of deleting them, and stamps the rows it adds with the head row's write time.
-
-Statements whose shape depends on their arguments are built in :mod:`~chatmemory.stores.sql.page_statements`
-(listing, purging, history pages, trims) and :mod:`~chatmemory.stores.sql.turn_statement` (the PostgreSQL
-turn); the hot ones are rendered once (:mod:`~chatmemory.stores.sql.rendered`).
+``p_ttl`` (and one with a ``history_ttl`` that as ``p_history_ttl``). The window is the rows its head
+row's ranges enclose and that are not marked evicted (see :mod:`chatmemory.stores.sql.window`); every
+write sets the ranges. A store with history marks rows instead of deleting them, and stamps the rows it
+adds with the head row's write time. Statements whose shape depends on their arguments are built in
+:mod:`~chatmemory.stores.sql.page_statements` (listing, purging, history pages, trims) and
+:mod:`~chatmemory.stores.sql.turn_statement` (the PostgreSQL turn); the hot ones are rendered once
+(:mod:`~chatmemory.stores.sql.rendered`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,10 @@
 
 One row per message keyed by ``(memory_id, seq)`` and a head row per memory (see
 :mod:`chatmemory.stores.sql.schema`). A write diffs by sequence: it deletes the evicted rows and inserts
-only the new tail, so a steady-state turn costs the same whatever the window size. On PostgreSQL that
-turn is one statement (data-modifying CTEs); elsewhere one short transaction.
-
-With ``history=True`` a write deletes nothing: the head row's window ranges move past the rows it
-evicts (see :mod:`chatmemory.stores.sql.window`), which stay as the memory's history, and the rows it
-adds carry the write's time. A steady-state turn is then one head update and one insert.
+only the new tail, so a steady-state turn costs the same whatever the window size (on PostgreSQL one
+statement of data-modifying CTEs; elsewhere one short transaction). With ``history=True`` it deletes
+nothing: the head row's window ranges move past the rows it evicts (:mod:`chatmemory.stores.sql.window`),
+which stay as the history, and the rows it adds carry the write's time.
 
 The operations are written once for this store and the asyncio one
 (:mod:`~chatmemory.stores.sql.operations`); :mod:`~chatmemory.stores.sql.driver` sends their commands.

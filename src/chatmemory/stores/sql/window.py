@@ -2,18 +2,13 @@
 
 The window is read with one range query, so the head row describes it as ranges of sequence numbers
 (a :class:`WindowCover`): every row from ``window_start`` on, plus the rows from ``pin_start`` to
-``pin_end`` (a run kept before the rest: a system message, or a summary, kept first while the messages
-after it are evicted), except rows marked ``evicted``. A store without history deletes the rows a write
-evicts; a store with history keeps them (they are the history) and the cover leaves them out:
-
-* evicting from the head of the window moves ``window_start`` (nothing is deleted or marked);
-* evicting right after a kept first run pins that run and moves ``window_start`` past the evicted rows;
-* any other eviction (from the middle of the window) marks the evicted rows that lie in the new ranges.
-
-A row that left the window never comes back (writes keep old rows or append new ones), so a mark is
-permanent, and the rule that keeps the cover exact is: **the new ranges lie inside the old ones** (rows
-outside the old ranges may be unmarked history rows). Within that rule :func:`cover_window` picks the
-ranges that enclose the fewest rows outside the window, so a read scans little besides the window.
+``pin_end`` (a run kept before the rest, such as a system message or a summary), except rows marked
+``evicted``. A store with history keeps the rows a write evicts: evicting from the head moves
+``window_start``, evicting right after a kept first run pins that run, and any other eviction marks the
+evicted rows inside the new ranges. The rule that keeps the cover exact is: **the new ranges lie inside
+the old ones** (rows outside them may be unmarked history rows); within it :func:`cover_window` picks the
+ranges that enclose the fewest rows outside the window. Step by step: *The window's rows* in
+``docs/store-sql.md``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """When the SQL store tries again: the retry decisions the sync and asyncio executors share.
 
-No I/O here either: the operations run an attempt inside :meth:`WriteLoop.errors` (which classifies the
-driver's exception), hand its outcome to :meth:`WriteLoop.settle`, and sleep :meth:`WriteLoop.delay`
-(their executor sleeps with ``time.sleep`` or ``asyncio.sleep``); a read asks :meth:`ReadAttempts.lost`.
+No I/O: the operations run an attempt inside :meth:`WriteLoop.errors` (which classifies the driver's
+exception), hand its outcome to :meth:`WriteLoop.settle`, and sleep :meth:`WriteLoop.delay`; a read asks
+:meth:`ReadAttempts.lost`.
 
-* A connection that died under a call (the server restarted, a pooled connection was cut): the outcome is
-  unknown; the call is sent once more on a new connection. A write goes through the locked path then,
-  which finds the write's id among the memory's recent writes if the first send landed.
+* A connection that died under a call: the outcome is unknown; the call is sent once more on a new
+  connection, a write through the locked path, which finds its write id if the first send landed.
 * A database-level conflict (two writers creating one memory, a deadlock): tried again, with jittered
   backoff, within the retry policy's time budget.
 * A diffed write whose snapshot went stale: a conditional write reports the conflict; an unconditional
