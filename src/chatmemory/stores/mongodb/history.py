@@ -1,55 +1,14 @@
 r"""History on the MongoDB store: how it is laid out and what its reads, writes and trims send (pure).
 
-A store built with ``history=True`` keeps, beside the memories collection, a second collection
-(``<collection>_history``) with **one document per history entry**::
-
-    {"m": <memory id>, "h": <history id>, "s": <sequence>, "r": <record>, "t": <written_at>}
-
-One document per message (rather than per bucket of messages) because a page is then one indexed range
-read (``find`` on ``(m, h, s)``, sorted either way, ``limit + 1``), a trim is one ``delete_many`` whose
-count is the number of entries removed, and no conversation, however long, comes near the 16 MiB
-document limit (an entry is one message, which the window document already holds). A unique index on
-``(m, h, s)`` serves paging in both directions and makes every copy idempotent.
-
-**The window document is the history's head.** A write of a history store also sets, in the same
-single-document update that changes the window (so a write that loses its version conflict changes
-nothing, history included):
-
-* ``hid`` — the history id, random, new whenever a history starts (the memory is new, or its history
-  expired); entries of an older history of the same memory id are never read (their ``h`` differs);
-* ``hseq`` — the last sequence number committed: the write reserves ``hseq + 1 .. hseq + n`` for the
-  ``n`` messages it appends (``history_appends`` of the stored window and the new one);
-* ``hlast`` — ``{s, r, t}``: the entries of this write (first sequence, records, server time ``$$NOW``),
-  kept in the document until they are known to be in the history collection;
-* ``hpend`` — earlier such groups nobody has confirmed copying yet (normally absent).
-
-Groups are copied into the history collection in batches: once a write's reply shows
-:data:`COPY_AT_GROUPS` groups (or :data:`COPY_AT_BYTES` of records) staged, the writer copies them all
-(one unordered ``insert``; the unique key ``(m, h, s)`` makes a second copy a no-op); until then each write keeps the
-staged groups (``hpend`` gains the previous ``hlast``). So a turn costs one command, and one more every
-few turns. The next write by a store that knows the copy succeeded drops the groups; a store that does
-not know (another process wrote last) keeps them and copies them again when it copies. A reader reads
-the head (``hid``, ``hpend``, ``hlast``), then the entries, and merges: a crash between the window update
-and the copy loses nothing, and an entry is visible as soon as its window write is. Only committed
-sequences are ever copied (a loser never copies), so the history holds no entry of a write that did not
-happen. ``trim_history`` copies the staged groups first, so that its count is exact.
-
-**Expiry.** Without ``history_ttl`` the history lives and expires with the window (``expires_at``; the
-head is the window document). With ``history_ttl`` the window's expiry moves to ``window_expires_at``,
-the history's is ``hexp``, and the document (the TTL index is on ``expires_at``) lives as long as the
-longer of the two. A history that expired is never read (the head decides, by the server's clock).
-
-Entries are removed from storage by a TTL index on their ``x``. A sliding expiry would rewrite every
-entry on every turn, so it slides in steps instead: with a lifetime ``L`` (``history_ttl``, else
-``ttl``), an entry is written with ``x = t + 2L``, and the head remembers ``hrefresh`` (``R``), the last
-time every entry's ``x`` was set to ``R + 2L``. A write more than ``L`` after ``R`` first sets every
-entry's ``x`` to ``now + 2L`` (one ``update_many``, once per ``L`` of activity), then records ``R = now``
-with the window. Since writes of a live history come less than ``L`` apart, no entry of a live history
-ever reaches its ``x``; the entries of an expired one are removed within about ``3L`` (plus the TTL
-monitor's minute). ``delete_messages``, ``trim_history`` and the start of a new history for the same id
-remove entries at once.
-
-No I/O here, and no driver import.
+A store built with ``history=True`` keeps a second collection, ``<collection>_history``, of one document
+per entry (``m`` memory id, ``h`` history id, ``s`` sequence, ``r`` record, ``t`` time), unique on
+``(m, h, s)``. The window document is the history's head: the update that writes the window also sets the
+history id (``hid``) and the last sequence committed (``hseq``) and stages the write's entries (``hlast``;
+earlier ones not yet confirmed copied in ``hpend``). A writer copies the staged groups into the history
+collection once :data:`COPY_AT_GROUPS` groups or :data:`COPY_AT_BYTES` of records are staged (one
+unordered insert, idempotent by the unique key); readers merge what is staged. Entries expire by a TTL
+index on ``x``, set again in steps (``hrefresh``) rather than on every turn. The layout, the copies and
+the expiry step by step: *History* in ``docs/store-mongodb.md``. No I/O here, and no driver import.
 """
 
 from __future__ import annotations

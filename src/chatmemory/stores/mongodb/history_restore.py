@@ -4,13 +4,10 @@ The layout is :mod:`~chatmemory.stores.mongodb.history`'s. A restore reads the w
 (``version``, ``hid``, ``hseq``, the staged groups) and which of the entries' sequences the history
 collection holds; the missing ones are inserted as entry documents of the head's history, after a
 conditional update of the head that moves ``hseq`` past them and takes a new version (so a store that
-cached the head, and would number its next entries from the ``hseq`` it knows, re-reads it instead of
-giving a restored sequence again). A memory without a document is created with its window and a new
-history whose ``hseq`` is the last restored sequence.
-
-MongoDB gives no atomic step over the two collections (no transaction): an insert cut short leaves some
-entries missing, and the next restore adds them (entries are keyed by history and sequence, so none is
-ever doubled or changed).
+cached the head re-reads it instead of giving a restored sequence again). A memory without a document is
+created with its window and a new history whose ``hseq`` is the last restored sequence. There is no
+atomic step over the two collections: an insert cut short leaves entries missing, and the next restore
+adds them (entries are keyed by history and sequence, so none is ever doubled or changed).
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 r"""How a memory is laid out in its MongoDB document, and how a stored document is read back.
 
-Document layout (field order is never relied on)::
-
-    {
-        "_id": <memory id>,              # the id as a plain string value, never an operator
-        "version": <int64>,              # optimistic concurrency; set from the server's clock
-        "incarnation": <int64>,          # new on every whole write; guards cached snapshots
-        "messages": [<record>, ...],     # dumps_message JSON text, oldest first, held message left out
-        "system": <record>,              # the held system message, if any ...
-        "system_at": <int>,              # ... and its position in the memory
-        "expires_at": <date>,            # with a ttl: a TTL index (expireAfterSeconds=0) removes the document
-        "writes": [{"w": <int64>, "v": <int64>}, ...],   # the last few write ids and the versions they made
-        "written_at": <date>,            # the last write, by the server's clock
-        # a store with history also keeps the history head here: hid, hseq, hlast, hpend, hrefresh
-        # (and window_expires_at / hexp with a history_ttl): see chatmemory.stores.mongodb.history
-    }
-
-Each message is kept as its native record (JSON text), not as a BSON sub-document: message attributes
-may have keys such as ``"$where"``, ``"a.b"`` or ``"\\x00"`` that BSON field names cannot hold safely.
-
-The first system message is held outside the array because a window memory that keeps it first evicts
-from position 1, not from the head; with it aside, every steady-state turn (evict the oldest, append the
-newest) is a head trim of the array plus an append, which one small update does.
+One document per memory: ``_id`` (the memory id), ``version``, ``incarnation``, ``messages`` (native
+records as JSON text, oldest first), the held first system message (``system``, ``system_at``),
+``expires_at``, the last few write ids with their versions (``writes``) and ``written_at``; a history
+store's head fields are :mod:`chatmemory.stores.mongodb.history`'s. Messages are JSON text, not BSON
+sub-documents, since attribute keys such as ``"$where"`` or ``"a.b"`` are no safe BSON field names; the
+first system message is held aside so that a steady-state turn is a head trim plus an append. Field by
+field: *Layout* in ``docs/store-mongodb.md``.
 
 No I/O here, and no driver import.
 """

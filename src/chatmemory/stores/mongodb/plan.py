@@ -1,27 +1,13 @@
 """The MongoDB store's decisions, without I/O: what each read and write sends, and what a reply means.
 
-A write is one ``findAndModify`` (``find_one_and_update``) whose update is an aggregation pipeline, so that
-the server computes the version and the expiry from its own clock (``$$NOW``): a client whose clock is wrong
-can neither see a live memory as expired nor lower a version (``version = max(previous + 1, now in µs)``,
-``expires_at = now + ttl``). The reply is the document after the update, projected to a few small fields.
-Every write carries a write id, and the document remembers the last :data:`WRITES_KEPT` of them with the
-versions they made, so that a write resent after a lost reply is applied at most once and reported as
-written. Two kinds of write:
-
-* **guarded by the filter** — a ``save`` of a memory that exists: the filter names the version (and, for a
-  diff, the incarnation) the plan was made against, and the memory must be live. A turn is then one small
-  stage. No document back means another writer got there first (:class:`Conflict`), unless an earlier send
-  of the same plan lost its reply: then the store reads the write ids (:class:`Verify`).
-* **guarded in the pipeline** — creating a memory, and the unconditional writes (``update_messages``,
-  ``write_raw``): the filter is the ``_id`` alone (an upsert), and the pipeline's first stage evaluates the
-  condition (absent or expired; this write id not applied yet) into a temporary field that every later
-  stage obeys. The reply's write ids say whether it was applied.
-
-A duplicate-key error (two upserts creating one document at once) or a lost reply means :class:`Resend`:
-send the same plan again, which its write id makes safe.
-
-Dates are compared as milliseconds (``$toLong``): SecantusDB, the CI server, compares a stored date with
-``$$NOW`` wrongly, and the conversion means the same on MongoDB 7.
+A write is one ``findAndModify`` (``find_one_and_update``) whose update is an aggregation pipeline, so the
+server computes the version and the expiry from its own clock (``$$NOW``). It is guarded by its filter (a
+``save`` of a live memory at the version, and incarnation, it was planned against: no document back is a
+:class:`Conflict`, or a :class:`Verify` if an earlier send may have lost its reply) or in the pipeline
+(creating a memory, and the unconditional writes: an upsert whose first stage evaluates the condition).
+Every write carries a write id and the document keeps the last :data:`WRITES_KEPT`, so a write sent again
+(:class:`Resend`, after a lost reply or a duplicate key) is applied at most once. Dates are compared as
+milliseconds (``$toLong``). Step by step: *How a write is guarded* in ``docs/store-mongodb.md``.
 """
 
 from __future__ import annotations
