@@ -1,24 +1,15 @@
 """One span, latency sample and DEBUG line per public store call, as decorators every executor shares.
 
-An executor names its backend and logger once and decorates each public method with one line::
-
-    _traced = StoreTelemetry("redis", __name__)
-
-    class RedisChatMemoryStore:
-        @_traced("load")
-        def load(self, memory_id): ...
-
-        @_traced.iterator("list")
-        def memory_ids(self): ...
-
-and the asyncio twin uses :meth:`StoreTelemetry.coroutine` and :meth:`StoreTelemetry.async_iterator`.
-The decorator opens :func:`chatmemory.telemetry.operation` around the call (the memory id is its first
-argument), records ``attempts=1``, the result's version (``load``, ``save``, ``modify``) or count
-(``purge_expired``), and counts a :class:`~chatmemory.ConcurrentUpdateError` leaving the call as a
-conflict. The rest is reported from shared, sans-IO code while the operation is current: the retry
-policy counts retries and attempts (:mod:`~chatmemory.stores.base.retry`), plans note what a write sends
-(:func:`chatmemory.telemetry.note_write`) and what a read received. A store method calling another
-public method of the same store (``get_messages`` calling ``load``) stays one operation.
+An executor names its backend and logger once (``_traced = StoreTelemetry("redis", __name__)``) and
+decorates each public method with one line: ``@_traced("load")``, ``@_traced.iterator("list")``, and on
+asyncio :meth:`StoreTelemetry.coroutine` and :meth:`StoreTelemetry.async_iterator`. The decorator opens
+:func:`chatmemory.telemetry.operation` around the call (the memory id is its first argument), records
+``attempts=1``, the result's version (``load``, ``save``, ``modify``) or count (``purge_expired``), and
+counts a :class:`~chatmemory.ConcurrentUpdateError` leaving the call as a conflict. The rest is reported
+from shared, sans-IO code while the operation is current: the retry policy counts retries and attempts
+(:mod:`~chatmemory.stores.base.retry`), plans note what a write sends (:func:`chatmemory.telemetry.note_write`)
+and what a read received. A store method calling another public method of the same store
+(``get_messages`` calling ``load``) stays one operation.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """History for the LangChain4j Redis layout, without a driver and without I/O.
 
-LangChain4j reads one string per memory and nothing else, so the history lives in a second key that Java
-never reads: a list (the same entries, read and trimmed by the same scripts as the native Redis store's,
+LangChain4j reads one string per memory and nothing else, so the history lives in a second key Java never
+reads: a list (the same entries, read and trimmed by the same scripts as the native Redis store's,
 :mod:`chatmemory.stores.redis.history`) at :func:`~chatmemory.stores.langchain4j_redis.keys.history_key`,
 in the memory key's hash slot so that one script can change both on Redis Cluster, and never the key of
 any memory. A history an earlier store kept at the memory key followed by ``:chatmemory-history`` is
 adopted on the memory's next write, history read or trim (:mod:`.keys`).
 
 Every write of a store with history is a compare-and-set on the value it diffed against, so the history
-records exactly what the sequence diff appends to the value it replaces, and a write that loses records
-nothing. The operations are generators of :mod:`.commands` (see :class:`HistorySteps`); the sync and
-asyncio stores only send the commands and hand the replies back.
+records exactly what the write appends to the value it replaces, and a write that loses records nothing.
+The operations are generators of :mod:`.commands` (:class:`HistorySteps`); the executors only send them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Where a LangChain4j-layout memory lives: the key Java reads, and chatmemory's own keys beside it.
 
-The memory key is ``key_prefix + memory id``, LangChain4j's own. chatmemory keeps more keys per memory
-that Java never reads: the history (:func:`history_key`), the ids of its latest writes
-(:func:`write_ids_key`, how a write sent again after a lost reply knows it landed) and, while a writer
-holds it, the lease lock of ``modify`` (:func:`lock_key`). Each is the memory key, a ``0xFF`` byte, a
-name, and, on a key without a hash tag, two bytes that bring it back to the memory key's Redis Cluster
-slot (so one script changes them all). ``0xFF`` never occurs in UTF-8, so no memory id's key is one of
-these, and the first ``0xFF`` ends the memory key, so the keys of two memories never coincide. The
-history and the write ids are lists, so listing (string keys only) never sees them; the lock is a string,
-and listing skips it because the rest of its key after the prefix is no UTF-8 text, hence no memory id.
-Pure: no driver, no I/O.
-
-Stores before this layout kept the history at the memory key followed by ``:chatmemory-history``
-(:func:`legacy_history_key`), which is also the key of the memory id ending so; a list there can only be
-such a history (a memory is a string), and a store adopts it (renames it to :func:`history_key`) when it
-next writes, reads or trims that history, and deletes it with the memory.
+The memory key is ``key_prefix + memory id``, LangChain4j's own. Beside it, in its Redis Cluster slot,
+chatmemory keeps keys Java never reads: the history (:func:`history_key`), the ids of the latest writes
+(:func:`write_ids_key`) and, while a writer holds it, the lease lock of ``modify`` (:func:`lock_key`).
+Each is the memory key, a ``0xFF`` byte and a name, plus, on a key without a hash tag, two bytes that
+bring it back to the memory key's slot. No UTF-8 memory id holds ``0xFF``, so none of these keys is a
+memory's. :func:`legacy_history_key` is where earlier stores kept the history; a store adopts it when it
+next writes, reads or trims that history. Why each key cannot collide, and how listing skips them:
+*Layout* in ``docs/store-langchain4j.md``. Pure: no driver, no I/O.
 """
 
 from __future__ import annotations

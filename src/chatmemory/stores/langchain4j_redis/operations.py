@@ -4,14 +4,11 @@ Each operation (``_load``, ``_save``, ``_update`` ...) yields :mod:`~chatmemory.
 and receives the replies; the sync executor (:mod:`chatmemory.stores.langchain4j_redis.store`) and the
 asyncio one (:mod:`chatmemory.aio.stores.langchain4j_redis`) only send them. A driver exception is thrown
 back in where the command was yielded, so the ``try`` blocks below read as they would around a direct
-call and turn it into the store's error. What a write sends is decided in :mod:`.plan` and
-:mod:`.history`; this module adds the order of the commands and the errors.
-
-``modify`` (writers taking turns, as the native Redis store's) is three operations the executor runs in
-order: :meth:`~LangChain4jOperations._lock` (``SET NX PX`` of the memory's lock key, :func:`.keys.lock_key`,
-with the holder's token, polled with :class:`~chatmemory.core.memory_steps.Sleep` while busy),
-:meth:`~LangChain4jOperations._locked_change` (read, change, compare-and-set) and
-:meth:`~LangChain4jOperations._unlock` (the native store's ``unlock.lua``: deleted only by its token).
+call. What a write sends is decided in :mod:`.plan` and :mod:`.history`; this module adds the order of the
+commands and the errors. ``modify`` is three operations run in order: :meth:`~LangChain4jOperations._lock`
+(``SET NX PX`` of :func:`.keys.lock_key` with the holder's token, polled with
+:class:`~chatmemory.core.memory_steps.Sleep` while busy), :meth:`~LangChain4jOperations._locked_change`
+(read, change, compare-and-set) and :meth:`~LangChain4jOperations._unlock` (deleted only by its token).
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """What the LangChain4j Redis stores decide, without a driver and without I/O.
 
-**Versions.** LangChain4j keeps nothing but the JSON under the key, and the key must stay exactly what a
-Java ``ChatMemoryStore`` writes, so there is no room for a version number. What a writer can check is the
-value itself: every write from chatmemory is a compare-and-set of the whole value, on its SHA-1 (a Lua
-script, :data:`WRITE_SCRIPT`), so a Python writer never overwrites a value it has not read.
-
-A content hash is no version number: it does not grow, and a memory that goes back to an earlier value has
-an earlier hash again. So the versions a store hands out are its own: a :class:`VersionBook` gives each
-value a store object reads or writes a version on the usual clock rule (above the previous one, never
-below the clock) and remembers which hash it stands for. ``save(expected_version)`` looks that hash up and
-sends it with the write. Hence:
-
-* within one store object, versions behave as the contract says: a save returns a version greater than
-  any the memory had there, and a save based on a read from before another write, an update or a delete
-  fails;
-* a version is only meaningful to the store object that issued it (another process, or another store
-  object, knows nothing of it and a save with it is a conflict, as after a restart: reload and go on);
-* a value that changed and changed back between a read and a write (A → B → A) is not a conflict: the
-  value the writer read is the value it replaces, so nothing it did not see is lost.
-
-**Write ids.** The driver sends a script again when its reply was lost, and the value alone cannot tell
-that resend from another writer that read the same value and wrote the same result (two equal adds, two
-pops of one message). So every write carries an id of its own (:class:`WriteIds`); the script keeps the
-latest ones in a list beside the value (:func:`~chatmemory.stores.langchain4j_redis.keys.write_ids_key`),
-and only a write that finds its own id there is told it landed already. The value stays exactly
-LangChain4j's JSON, and a Java ``SET`` changes its hash, so a stale save still conflicts.
+Every write is a compare-and-set of the whole value, on its SHA-1 (a Lua script, :data:`WRITE_SCRIPT`):
+the key holds exactly what a Java ``ChatMemoryStore`` writes, so there is no room for a version number,
+and a Python writer never overwrites a value it has not read. The versions a store hands out are its own:
+a :class:`VersionBook` gives each value a store object reads or writes a version on the usual clock rule
+and remembers which hash it stands for, and ``save(expected_version)`` sends that hash. Every write also
+carries an id of its own (:class:`WriteIds`), which the script keeps in a list beside the value, so a
+resend after a lost reply is told apart from another writer's equal write. What this means for callers:
+*Versions and write ids* in ``docs/store-langchain4j.md``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The stored value: LangChain4j's ``messagesToJson`` JSON, and what a store needs to give messages back exactly.
 
-LangChain4j's format holds every chatmemory message but two content details, which its Java types fill in:
-an image always has a detail level (LangChain4j refuses one without), named in upper case, and a PDF
-always has a MIME type. A store must give back exactly what it was given, so when a user message has an
-image without a detail level (or with one in another spelling) or a PDF without a MIME type, the values
-it really had are kept in one attribute of that message, :data:`EXACT_CONTENT_ATTRIBUTE`::
-
-    {"contents": [..., {"image": {...}, "detailLevel": "LOW", "type": "IMAGE"}],
-     "attributes": {"chatmemory.contentAsGiven": {"1": {"detail_level": null}}}, "type": "USER"}
-
-LangChain4j keeps a user message's attributes as they are, so the JSON stays LangChain4j's own and a
-Java service reads and writes it; chatmemory reads the attribute back into the parts and drops it. A part
-that no longer has the value the attribute was written for (a Java service replaced the message) is read
-as it is.
+LangChain4j's format holds every chatmemory message but two content details, which its Java types fill
+in: an image always has a detail level, named in upper case, and a PDF always has a MIME type. When a user
+message has an image without a detail level (or with one in another spelling) or a PDF without a MIME
+type, the values it really had are kept in one attribute of that message,
+:data:`EXACT_CONTENT_ATTRIBUTE`, which LangChain4j keeps as it is; chatmemory reads it back into the parts
+and drops it. A part that no longer has the value the attribute was written for (a Java service replaced
+the message) is read as it is. An example value: *Exact messages* in ``docs/store-langchain4j.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """What the Redis store decides, without I/O: script calls from state, outcomes from script replies.
 
 Given what a store remembers of a memory (a :class:`CachedMemory`, or nothing), the new list and the
-expected version, :class:`Planner` returns a typed plan: which script to run, on which keys, with which
-arguments. Given the script's reply (as the driver returns it), it returns a typed outcome. The sync store
-and the asyncio store send the same plans and act on the same outcomes; the sequence of plans an
-operation needs (diff, then a full write if the diff was refused) is in :mod:`.steps`.
-
-Plans are named tuples (immutable and typed like frozen dataclasses, and built several times faster: a
-turn makes one or two). What the planner starts from is in :mod:`.cached`, what it sends in
-:mod:`.commands`, what a reply means in :mod:`.outcomes` and the history's page and trim arguments in
-:mod:`.history`; their names are importable from here too. Which messages a turn keeps, drops and
-appends is :mod:`chatmemory.core.sequence_diff`'s (its :func:`~chatmemory.core.sequence_diff.window_shift`
-spots the common turn without a walk over both lists).
-
-A write is a *diff* when it starts from the cached list: only the new messages go over the wire, with how
-many leading elements to drop (and which of them stay, for a system message kept first). The script
-applies it only if the memory is still at the cached version *and* incarnation, so a cached list can
-never be patched into a list it did not come from. Every other write sends the whole list.
-
-A planner built with history sends the history key as a third key and, with every write, how many of the
-records sent the history gets (the messages :func:`~chatmemory.core.history.history_appends` finds the
-write appends to the window it starts from); the script appends them in the same atomic run. Such a
-write is always conditional on the window it was diffed against (:meth:`Planner.recorded`), so a write
-that loses a conflict records nothing. A planner without history sends exactly what it sent before
-history existed.
+expected version, :class:`Planner` returns a typed plan (which script to run, on which keys, with which
+arguments); given the script's reply, a typed outcome. Both executors send the same plans and act on the
+same outcomes; the sequence of plans an operation needs is in :mod:`.steps`. A write is a *diff* when it
+starts from the cached list (only the new messages go over the wire), applied only if the memory is still
+at the cached version and incarnation; every other write sends the whole list. With history, every write
+is conditional on the window it was diffed against (:meth:`Planner.recorded`). The names of :mod:`.cached`,
+:mod:`.commands`, :mod:`.outcomes` and :mod:`.history` are importable from here too; what a plan carries:
+*Redis* in ``docs/stores.md``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Writes acknowledged by replicas (``replicas_to_ack``): what is sent, what the replies mean (pure: no I/O).
 
-Redis replicates asynchronously: a write its master acknowledged and then lost in a crash, before any
-replica had it, is gone once a replica takes over. ``WAIT numreplicas timeout`` blocks until that many
-replicas hold every write *its own connection* sent, so a store asked for ``replicas_to_ack`` sends each
-write of a memory with a ``WAIT`` right behind it on the same connection (an :class:`Acknowledged`
-command: one pipeline on the node that owns the memory's slot, see :mod:`.acknowledged_sending`).
-
-:func:`acknowledged` wraps an operation of :mod:`.steps`: its writes go out as :class:`Acknowledged`,
-and once the operation is done, a write that fewer replicas acknowledged in time raises
-:class:`ReplicationError` — after the write, which stays (Redis has no way to take it back). The
-lease lock of ``modify`` is not waited for: losing it in a failover costs a writer its turn, never a write.
-Another key layout's operations (the LangChain4j store's) are wrapped the same way, given which of
-their commands to wait for, as :class:`PinnedWrite` (``pin``), and how their scripts reply to a resend.
-
+``WAIT`` counts the replicas that hold the writes of its own connection, so a store asked for
+``replicas_to_ack`` sends each write of a memory with a ``WAIT`` right behind it on the same connection
+(an :class:`Acknowledged` command: one pipeline on the node that owns the memory's slot, see
+:mod:`.acknowledged_sending`). :func:`acknowledged` wraps an operation of :mod:`.steps` (or, given ``pin``,
+another key layout's, as :class:`PinnedWrite`) and raises :class:`ReplicationError` after a write that
+fewer replicas acknowledged in time: the write stays. The lease lock of ``modify`` is not waited for.
 :class:`Redirects` decides what a write pinned to one node does after each refusal of the cluster
-(``MOVED``, ``ASK``, ``TRYAGAIN``, a lost node), as redis-py's cluster client does for other commands.
+(``MOVED``, ``ASK``, ``TRYAGAIN``, a lost node). The guide: *Durability you can choose* in ``docs/scaling.md``.
 """
 
 from __future__ import annotations

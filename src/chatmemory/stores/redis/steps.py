@@ -1,18 +1,14 @@
 """The operations of the Redis store, written once for both executors: generators that yield commands.
 
-Each operation (load, save, update, raw write, delete, history ...) is a generator: it yields a
-:mod:`~.commands` command (most often a :class:`~.commands.ScriptCall`), receives the driver's reply
-through ``send`` and finally returns its result or raises the store's error; a driver failure comes back
-in at the ``yield`` as the store's error. It keeps the snapshot cache up to date on the way. The blocking
-store (:mod:`.store`) and the asyncio one (:mod:`chatmemory.aio.stores.redis`) only send the commands
-(:mod:`chatmemory.stores.base.driving`); neither decides anything. No driver and no I/O here.
-
-``modify`` (writers taking turns) is three operations the executor runs in order: :meth:`Steps.lock`
-(``SET NX PX`` with the holder's token, polled with :class:`~chatmemory.core.memory_steps.Sleep` while
-busy), :meth:`Steps.locked_change` (read, change, conditional write) and :meth:`Steps.unlock`.
-
-A store with history writes only over a window it knows (cached, or read first): the history appends
-are found from it, and the write is conditional on it, so a write that loses a conflict records nothing.
+Each operation (load, save, update, raw write, delete, history ...) yields a :mod:`~.commands` command
+(most often a :class:`~.commands.ScriptCall`), receives the driver's reply through ``send`` and returns
+its result or raises the store's error; a driver failure comes back in at the ``yield`` as the store's
+error. It keeps the snapshot cache up to date on the way. The blocking store (:mod:`.store`) and the
+asyncio one (:mod:`chatmemory.aio.stores.redis`) only send the commands. ``modify`` is three operations
+run in order: :meth:`Steps.lock` (``SET NX PX`` with the holder's token, polled with
+:class:`~chatmemory.core.memory_steps.Sleep` while busy), :meth:`Steps.locked_change` (read, change,
+conditional write) and :meth:`Steps.unlock`. A store with history writes only over a window it knows
+(cached, or read first), so a write that loses a conflict records nothing. No driver and no I/O here.
 """
 
 from __future__ import annotations
