@@ -2,7 +2,8 @@
 
 Pass ``encryption=Keyring(...)`` to a store (or to :func:`chatmemory.open_store`). Each record is sealed
 alone, under a fresh 96-bit nonce, with associated data binding it to its memory id and naming its key,
-so a record copied into another memory, or given another key id, fails to open. The sealed record is
+so a record copied into another memory, or given another key id, fails to open; a layout with stable
+positions (SQL rows) binds the row's sequence too. The sealed record is
 ``MAGIC | key id length | key id | nonce | ciphertext and tag``: only key ids are stored, never keys.
 What stays in clear (ids, versions, times, sizes, counts) and how to rotate keys: ``docs/encryption.md``.
 """
@@ -147,8 +148,8 @@ class Keyring(RecordCodec):
         """The id of the key new records of ``memory_id`` are sealed under."""
         return self._primary(memory_id)
 
-    def dumps(self, message: ChatMessage, memory_id: str) -> bytes:
-        """The sealed record of ``message`` in ``memory_id``, under the primary key."""
+    def dumps(self, message: ChatMessage, memory_id: str, position: int | None = None) -> bytes:
+        """The sealed record of ``message`` in ``memory_id``, under the primary key (bound to ``position``)."""
         key_id = self._primary(memory_id)
         header = self._headers.get(key_id)
         if header is None:
@@ -156,10 +157,14 @@ class Keyring(RecordCodec):
         cipher = self._cipher(key_id, memory_id)
         nonce = os.urandom(_NONCE)
         aad = _AD_LABEL + header + memory_id.encode("utf-8", "surrogatepass")
+        if position is not None:
+            aad += b"\x00%d" % position
         return header + nonce + cipher.encrypt(nonce, dumps_message(message), aad)
 
-    def loads(self, record: bytes | bytearray | memoryview | str, memory_id: str) -> ChatMessage:
-        """Open and decode ``record`` of ``memory_id``.
+    def loads(
+        self, record: bytes | bytearray | memoryview | str, memory_id: str, position: int | None = None
+    ) -> ChatMessage:
+        """Open and decode ``record`` of ``memory_id`` (sealed at ``position``, where the layout has one).
 
         Raises:
             EncryptionKeyError: the record is sealed under a key this keyring lacks.
@@ -180,13 +185,16 @@ class Keyring(RecordCodec):
             raise CorruptedMemoryError(memory_id, "a sealed record's key id is not UTF-8") from None
         cipher = self._cipher(key_id, memory_id)
         aad = _AD_LABEL + data[:end] + memory_id.encode("utf-8", "surrogatepass")
+        if position is not None:
+            aad += b"\x00%d" % position
         try:
             plain = cipher.decrypt(data[end : end + _NONCE], data[end + _NONCE :], aad)
         except Exception as exc:  # cryptography's InvalidTag: altered, or sealed for another memory
             if type(exc).__name__ != "InvalidTag":
                 raise
             raise CorruptedMemoryError(
-                memory_id, f"a record sealed under key {key_id!r} does not open: altered, or copied from another memory"
+                memory_id,
+                f"a record sealed under key {key_id!r} does not open: altered, or copied from another memory or place",
             ) from None
         return loads_message(plain, memory_id=memory_id)
 

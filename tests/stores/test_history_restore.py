@@ -239,3 +239,26 @@ def test_a_window_with_gaps_among_its_entries_is_restored_as_it_was(restoring) -
     store.update_messages("m", [*window, UserMessage("m6")])
     assert store.get_messages("m") == [*window, UserMessage("m6")]
     assert [entry.message for entry in store.history("m").entries][-1] == UserMessage("m6")
+
+
+@pytest.mark.parametrize("window", [["m4"], ["elsewhere"]], ids=["tail-of-history", "not-in-history"])
+def test_restore_into_an_encrypted_store_seals_and_reads_back(backend, window: list[str]) -> None:
+    from chatmemory.encryption import Keyring
+    from support.backends import WITHOUT_ENCRYPTION
+
+    if backend.name in WITHOUT_ENCRYPTION:
+        pytest.skip(f"{backend.name} has no encryption=")
+    import os
+
+    store = backend.make_store(history=True, encryption=Keyring({"k": os.urandom(32)}, "k"))
+    try:
+        if not isinstance(store, SupportsHistoryRestore):
+            pytest.skip(f"{type(store).__name__} cannot restore history yet")
+        messages = [UserMessage(text) for text in window]
+        assert store.restore_history("m", entries(1, 2, 3, 4), window=messages) == 4
+        assert store.get_messages("m") == messages
+        assert [entry.message for entry in store.history("m").entries] == [
+            entry.message for entry in entries(1, 2, 3, 4)
+        ]
+    finally:
+        backend.close_store(store)

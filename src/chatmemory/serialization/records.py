@@ -35,12 +35,14 @@ class RecordCodec:
 
     sealed = False
 
-    def dumps(self, message: ChatMessage, memory_id: str) -> bytes:
-        """The stored record of ``message`` in ``memory_id``."""
+    def dumps(self, message: ChatMessage, memory_id: str, position: int | None = None) -> bytes:
+        """The stored record of ``message`` in ``memory_id`` (at ``position``, where the layout has one)."""
         return dumps_message(message)
 
-    def loads(self, record: bytes | bytearray | memoryview | str, memory_id: str) -> ChatMessage:
-        """The message of ``record``, read from ``memory_id``.
+    def loads(
+        self, record: bytes | bytearray | memoryview | str, memory_id: str, position: int | None = None
+    ) -> ChatMessage:
+        """The message of ``record``, read from ``memory_id`` (at ``position``, as it was written).
 
         Raises:
             CorruptedMemoryError: the record is not a valid payload.
@@ -99,9 +101,11 @@ class Resealed(NamedTuple):
 
 
 def reseal_plan(
-    codec: RecordCodec, memory_id: str, records: Iterable[tuple[_K, bytes | str]]
+    codec: RecordCodec, memory_id: str, records: Iterable[tuple[_K, bytes | str]], *, positioned: bool = False
 ) -> tuple[list[tuple[_K, bytes | str, bytes]], int]:
     """The ``(key, old, new)`` of each of ``records`` to re-seal, and how many are current already.
+
+    ``positioned``: each key is the position the record is bound to (a SQL row's sequence number).
 
     Every record not under the primary key is opened first, so nothing is written for a memory with a
     record no key of the ring opens.
@@ -117,7 +121,9 @@ def reseal_plan(
         if codec.is_current(record, memory_id):
             current += 1
         else:
-            changes.append((key, record, codec.dumps(codec.loads(record, memory_id), memory_id)))
+            position = key if positioned and isinstance(key, int) else None
+            message = codec.loads(record, memory_id, position)
+            changes.append((key, record, codec.dumps(message, memory_id, position)))
     return changes, current
 
 

@@ -164,7 +164,7 @@ def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite
         )
     next_seq = cached.next_seq + len(appended)
     new_seqs = tuple(range(cached.next_seq, next_seq))
-    payloads = tuple(map(request.encode, appended))
+    payloads = tuple(map(request.encode, appended, new_seqs))
     telemetry.note_write(appended=len(payloads), evicted=len(evicted), bytes=sum(map(len, payloads)))
     window = stays + new_seqs
     cover = cover_window(window, cached.window_start, next_seq)

@@ -11,6 +11,7 @@ conflicting. :meth:`LockedOperations._restore_history` puts history entries back
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -200,14 +201,15 @@ class LockedOperations(HistoryOperations[_Engine]):
         messages = None if window is None else checked_messages(window)
         self._require_history()
         encode = self._codec.dumps
-        payloads = {entry.sequence: encode(entry.message, memory_id) for entry in restored}  # encoded before sending
+        # Encoded before sending: an entry's row is sequence - 1; the window's rows are placed under the lock.
+        payloads = {entry.sequence: encode(entry.message, memory_id, entry.sequence - 1) for entry in restored}
         records = None if messages is None else [encode(message, memory_id) for message in messages]
         self._schema.check_payloads(memory_id, [*payloads.values(), *(records or ())])
         yield from self._ready(Operation.WRITE, memory_id)
         statements = RestoreStatements.of(self._tables)
 
         def attempt() -> Steps[int]:
-            body = self._restore_locked(memory_id, restored, payloads, records, statements)
+            body = self._restore_locked(memory_id, restored, payloads, records, messages, statements)
             return (yield from self._in_transaction(body))
 
         added = yield from self._retried(Operation.WRITE, memory_id, attempt)
@@ -220,13 +222,15 @@ class LockedOperations(HistoryOperations[_Engine]):
         entries: tuple[HistoryEntry, ...],
         payloads: dict[int, bytes],
         records: list[bytes] | None,
+        messages: tuple[ChatMessage, ...] | None,
         statements: RestoreStatements,
     ) -> Steps[int]:
         head = yield from self._lock_head(memory_id)
         first_free = entries[-1].sequence if entries else 0  # rows are sequence - 1: those from here are free
         cover = None
         if records is not None and not (head.present and head.live):
-            window = window_seqs([self._codec.loads(record, memory_id) for record in records], entries)
+            assert messages is not None
+            window = window_seqs(list(messages), entries)
             if window is not None:  # the window's rows are restored entries' rows, as a write leaves them
                 empty = plan.plan_locked(self._records_request(memory_id, []), None, head)
                 assert isinstance(empty, plan.LockedWrite)  # an unconditional write
@@ -237,7 +241,14 @@ class LockedOperations(HistoryOperations[_Engine]):
             else:
                 written = plan.plan_locked(self._records_request(memory_id, records), None, head)
                 assert isinstance(written, plan.LockedWrite)
-                yield from self._apply(memory_id, shifted(written, first_free))
+                assert messages is not None
+                moved = shifted(written, first_free)
+                # Each row sealed where it lands (a keyring binds a record to its row's sequence).
+                rows = [
+                    {**row, "payload": self._codec.dumps(message, memory_id, int(row["seq"]))}
+                    for row, message in zip(moved.rows, messages, strict=True)
+                ]
+                yield from self._apply(memory_id, dataclasses.replace(moved, rows=rows))
         elif not head.present:
             raise UnrestorableHistoryError(
                 memory_id, "a SQL history lives beside its memory's head row: restore it with its window"

@@ -202,7 +202,8 @@ def plan_locked(
         # Encoded under the lock, only what is new; an unencodable message rolls the transaction back.
         # History-only rows come first, outside the window (marked evicted where its ranges enclose them).
         extra = len(request.also_recorded)
-        payloads = tuple(request.encode(message) for message in (*request.also_recorded, *appended))
+        said = (*request.also_recorded, *appended)
+        payloads = tuple(request.encode(message, first_seq + index) for index, message in enumerate(said))
     else:
         extra = 0
         payloads = request.records or ()

@@ -142,7 +142,7 @@ def decode_read(
     telemetry.note(bytes=sum(len(payload) for payload in payloads if payload is not None))
     lookup = known.get
     messages: list[ChatMessage | object] = [
-        lookup(seq, _MISSING) if payload is None else codec.loads(payload, memory_id)
+        lookup(seq, _MISSING) if payload is None else codec.loads(payload, memory_id, seq)
         for seq, payload in zip(seqs, payloads, strict=True)
     ]
     if any(message is _MISSING for message in messages):
@@ -212,7 +212,7 @@ def decode_history(
         written_at = aware(row.written_at)
         if written_at is None:  # pragma: no cover - the statement reads rows with a write time only
             raise AssertionError("a history row without its write time")
-        message = codec.loads(bytes(row.payload), memory_id)
+        message = codec.loads(bytes(row.payload), memory_id, int(row.seq))
         entries.append(HistoryEntry(int(row.seq) + HISTORY_OFFSET, message, written_at))
     return query.page(entries)
 

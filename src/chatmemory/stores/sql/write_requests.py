@@ -88,9 +88,9 @@ class WriteRequest:
     codec: RecordCodec = PLAIN
     """How the messages become stored records (plain, or sealed by a ``Keyring``)."""
 
-    def encode(self, message: ChatMessage) -> bytes:
-        """The stored record of ``message`` in this write's memory."""
-        return self.codec.dumps(message, self.memory_id)
+    def encode(self, message: ChatMessage, seq: int) -> bytes:
+        """The stored record of ``message`` in this write's memory, in the row of sequence ``seq``."""
+        return self.codec.dumps(message, self.memory_id, seq)
 
     @classmethod
     def of_messages(
