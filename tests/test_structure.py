@@ -49,6 +49,17 @@ def test_no_import_circle_through_top_level_imports(structure: ModuleType, modul
     assert structure.circles(modules, ["top"]) == []
 
 
+def test_core_imports_nothing_above_it(structure: ModuleType, modules: dict[str, Any]) -> None:
+    # Retry, the optional-dependency helper and the default store's hook live in core; telemetry observes
+    # retries by registering with core.retry, and the in-memory store registers itself as the default.
+    assert [(edge.source, edge.target, edge.kind) for edge in structure.core_upward_imports(modules)] == []
+
+
+def test_no_module_docstring_is_over_12_lines(structure: ModuleType, modules: dict[str, Any]) -> None:
+    # A module docstring says what the module is for; design stories live in docs/.
+    assert [(m.name, m.docstring_lines) for m in structure.long_docstrings(modules)] == []
+
+
 def _package(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / "src" / "chatmemory" / name
@@ -67,6 +78,8 @@ def test_the_rules_fail_on_a_package_that_breaks_them(structure: ModuleType, tmp
             "c.py": "import chatmemory.a\n\nname = 1\n" + "x = 1\n" * 600,
             "d.py": "def f():\n    from chatmemory import a\n",
             "e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chatmemory import d\n",
+            "core/__init__.py": '"""The core."""\n',
+            "core/f.py": '"""A docstring\n' + "of many lines\n" * 12 + '"""\n\nfrom chatmemory import a\n',
         },
     )
     found = structure.load_modules(package)
@@ -80,3 +93,7 @@ def test_the_rules_fail_on_a_package_that_breaks_them(structure: ModuleType, tmp
     kinds = {(edge.source, edge.target): edge.kind for m in found.values() for edge in m.imports}
     assert kinds[("chatmemory.d", "chatmemory.a")] == "function"
     assert kinds[("chatmemory.e", "chatmemory.d")] == "type"
+    assert [(edge.source, edge.target) for edge in structure.core_upward_imports(found)] == [
+        ("chatmemory.core.f", "chatmemory.a")
+    ]
+    assert [m.name for m in structure.long_docstrings(found)] == ["chatmemory.core.f"]

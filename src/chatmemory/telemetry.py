@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.retry import observe_retries
 
 __all__ = [
     "Operation",
@@ -511,3 +512,16 @@ def oversized_message_evicted(
     instruments = _instruments()
     if instruments is not None:
         instruments.oversized.add(1, {"chatmemory.unit": unit})
+
+
+class _RetryCounter:
+    """Counts the retries :mod:`chatmemory.core.retry` reports (see :func:`retried`)."""
+
+    def retried(self, operation: str | None = None) -> None:
+        retried(operation)
+
+    def retries_exhausted(self) -> None:
+        retries_exhausted()
+
+
+observe_retries(_RetryCounter())

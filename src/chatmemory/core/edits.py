@@ -22,8 +22,8 @@ from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.memory_steps import Load, Modify, Save, Sleep, Steps, run_steps
 from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import Snapshot
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
     "Edit",

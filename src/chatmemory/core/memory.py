@@ -13,7 +13,7 @@ docs/semantics.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from chatmemory.core.errors import HistoryNotEnabledError
@@ -55,6 +55,18 @@ class ChatMemory(Protocol):
         ...
 
 
+_default_store_factory: Callable[[], ChatMemoryStore] | None = None
+
+
+def use_default_store(factory: Callable[[], ChatMemoryStore]) -> None:
+    """Make ``factory`` build the store of a window memory created without ``store=`` (the in-memory store).
+
+    :mod:`chatmemory.stores.memory` registers itself when imported, so core needs no import of a store.
+    """
+    global _default_store_factory
+    _default_store_factory = factory
+
+
 class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
     """The sync I/O of a window memory: each operation's steps run against a sync store.
 
@@ -68,9 +80,9 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         self._add_lock = threading.Lock()
 
     def _default_store(self) -> ChatMemoryStore:
-        from chatmemory.stores.memory import InMemoryChatMemoryStore
-
-        return InMemoryChatMemoryStore()
+        if _default_store_factory is None:  # pragma: no cover - importing chatmemory registers one
+            raise RuntimeError("no default store: pass store=, or import chatmemory (its in-memory store)")
+        return _default_store_factory()
 
     def add(self, *messages: ChatMessage) -> None:
         """Append ``messages`` (in order), then evict down to the limit: one read, at most one write.

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar, cast
 from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
 from chatmemory.core.recorded_writes import RecordedWindow, SupportsRecordedWrites, evicted_within
+from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import Change, ChatMemoryStore, Snapshot, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.window import (
     MessageWeight,
@@ -33,7 +34,6 @@ from chatmemory.core.window import (
     evict,
     fit_window,
 )
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
     "OVERSIZED_POLICIES",

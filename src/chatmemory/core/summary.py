@@ -1,40 +1,11 @@
 """The summarizing memory's decisions, written once as steps for the sync and the async memory.
 
-A summarizing memory is a window memory that does not lose what it evicts: messages leaving the window
-are handed to the application's ``summarizer(previous_summary, evicted_messages) -> str``, and the text
-it returns is kept in the window as one marked message, right after the system message.
-
-**The summary message** is a :class:`~chatmemory.UserMessage` of two text parts — a fixed framing line
-(``summary_prefix``) and the summary itself — with the attribute ``{"chatmemory_summary": 1}``; its
-``.text`` reads both, joined by a newline. Why a user
-message: a window holds at most one system message (a second one would replace the application's), a
-``SystemMessage`` has no attributes to carry a marker, and an assistant message would put words in the
-model's mouth (and open the conversation with an assistant turn). A user message is valid in every
-converter of :mod:`chatmemory.serialization` (OpenAI Chat Completions and Responses send it as a user turn
-with two text parts; Anthropic as a user turn, which its API joins with a following user turn); the
-attribute is application data, which every store keeps and no converter sends. The memory recognizes
-the message on reload by that attribute alone, so the framing line can change between versions.
-
-**The budget.** The summary counts toward the limit like any message: the conversation after it is
-evicted down to ``limit - weight(summary)`` (room for an empty summary is made when the first one is
-about to appear, so a message window summarizes once per write). When the new summary weighs more than
-the old one, the window is evicted again to make room, and what leaves is summarized too (each round
-evicts at least one message, so this ends). A summary that alone outweighs the whole limit is kept, with
-a warning, like an oversized system message. With ``headroom=n``, messages that must leave free ``n``
-more of the limit at once: the summarizer then runs about once per ``n`` messages' worth of writes
-instead of on every write, and the writes in between are plain appends. The window rules
-(:mod:`chatmemory.core.window`) apply to the conversation after the summary: a tool call leaves with its
-results, both into the summary, and the window never starts with a tool result, so no tool pair is ever
-split across the summary boundary.
-
-**Concurrent writers.** An ``add`` runs the summarizer between its read and its conditional write. A
-conflicting write is retried from a fresh read (with the memory's retry policy; the store's locked update
-is not used, since a slow summarizer must not run under a database lock). Summaries already made are
-remembered by ``(previous summary, evicted messages)`` for the whole ``add``: on a retry, only messages not
-yet summarized are handed to the summarizer, starting from the summary made for those that were. If the
-other writer evicted and summarized the same messages first, its summary is in the store and this add's
-call was wasted (one summarizer call per lost race, never a message summarized twice into the stored
-summary).
+Messages leaving the window go to the application's ``summarizer(previous_summary, evicted_messages)``;
+the text it returns is kept as one marked user message right after the system message, counted toward
+the limit (``headroom=n`` batches the summarizer calls). The window rules apply after the summary, so a
+tool call is summarized with its results. A conflicting write is retried from a fresh read, never under
+the store's lock (a slow summarizer must not hold one); summaries made are remembered for the whole
+``add``, so a retry summarizes only what is new. The rules: docs/semantics.md, *Summarizing memory*.
 """
 
 from __future__ import annotations
@@ -62,6 +33,7 @@ from chatmemory.core.memory_steps import (
     pop_steps,
 )
 from chatmemory.core.messages import ChatMessage, SystemMessage, TextContent, UserMessage
+from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import Snapshot
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.window import MessageWeight, StartOn, TotalWeight, WindowUpdate, count_one, evict
@@ -73,7 +45,6 @@ from chatmemory.core.window_memory import (
     request_total,
     window_estimator,
 )
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_SUMMARY_PREFIX",

@@ -28,6 +28,7 @@ from chatmemory.core.memory_steps import (
 )
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.recorded_writes import SupportsRecordedWrites
+from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import SupportsContentionHint, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.tokens.framing import FramedEstimator
@@ -40,7 +41,6 @@ from chatmemory.core.window import (
     check_start_on,
     count_one,
 )
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = [
     "Limit",

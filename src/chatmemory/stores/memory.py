@@ -19,6 +19,7 @@ from chatmemory.core.history import (
     history_query,
     trim_cutoff,
 )
+from chatmemory.core.memory import use_default_store
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.sequence_diff import diff_messages
@@ -429,3 +430,6 @@ class InMemoryChatMemoryStore(StoreLifecycle):
 
 def _utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
+
+
+use_default_store(InMemoryChatMemoryStore)

@@ -90,7 +90,7 @@ def _load_bindings(feature: str) -> ModuleType:
                 extension.loader.exec_module(module)
                 sys.modules["bpe_openai._bindings"] = module
                 return module
-    from chatmemory.stores._optional import require
+    from chatmemory.core.optional import require
 
     return require("bpe_openai._bindings", feature=feature, extra="openai-tokens")
 
@@ -251,7 +251,7 @@ class TiktokenTokenCountEstimator(_EncodingEstimator):
         if encoding is None and model is None:
             raise ValueError(f"{type(self).__name__}: pass a model name or an encoding")
         if encoding is None or isinstance(encoding, str):
-            from chatmemory.stores._optional import require
+            from chatmemory.core.optional import require
 
             tiktoken = require("tiktoken", feature=type(self).__name__, extra="tiktoken")
             name = encoding or model
