@@ -48,7 +48,7 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
             ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``; ``replicas_to_ack`` is
             not an int.
         ValueError: a bad ``ttl``, ``key_prefix``, ``lock_lease``, ``lock_wait``, ``replicas_to_ack`` or
-            ``replicas_timeout``, a client with ``decode_responses=True``.
+            ``replicas_timeout``, a client with ``decode_responses=True``, an ``encryption`` (the layout has none).
         StoreError: the URL's server cannot be reached to build a cluster client.
     """
 
@@ -65,7 +65,13 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
         replicas_to_ack: int = 0,
         replicas_timeout: float | datetime.timedelta = DEFAULT_REPLICAS_TIMEOUT,
+        encryption: object = None,
     ) -> None:
+        if encryption is not None:
+            raise ValueError(
+                "the LangChain4j layout has no encryption=: a JVM service reads these keys as they are (encrypt "
+                "at rest with a chatmemory store: redis://, sql, mongodb; see docs/encryption.md)"
+            )
         self._key_prefix = validate_prefix("key_prefix", key_prefix)
         self._lock_options = LockOptions.validate(lock_lease, lock_wait)
         self._replication = Replication.validate(replicas_to_ack, replicas_timeout)
