@@ -139,7 +139,8 @@ class EncryptionKeyError(EncryptionError):
         subject = f"memory {memory_id!r}" if memory_id is not None else "a payload"
         super().__init__(
             f"{subject} holds a record sealed under key {key_id!r}, which the keyring does not have. Nothing "
-            "was changed; add that key to the Keyring to read it (or delete the memory if the key was destroyed)"
+            "was changed; add that key to the Keyring to read it (the chatmemory command: --keyring FILE), or delete "
+            "the memory if the key was destroyed"
         )
 
 
