@@ -1,7 +1,7 @@
 """Many writers of one memory: how fast adds land when they contend, and what one uncontended add costs.
 
     python benchmarks/contention.py URL [URL ...] [--tasks 100] [--adds 20] [--threads 8] [--processes 8]
-                                    [--hogs 2] [--solo 300]
+                                    [--sync-adds 100] [--hogs 2] [--solo 300] [--loads solo,asyncio,threads,sync]
 
 For each store URL (``redis://``, ``redis+cluster://``, ``redis+langchain4j://``, ``postgresql+psycopg://``,
 ``mysql+pymysql://``, ``sqlite:///``, ``mongodb://``), on fresh namespaces:
@@ -10,14 +10,16 @@ For each store URL (``redis://``, ``redis+cluster://``, ``redis+langchain4j://``
   ``chatmemory.aio.MessageWindowChatMemory`` and make ``--adds`` adds each (the memory queues them);
 * **asyncio, independent objects**: the same load, each task with a memory object of its own (they meet only
   in the store, which queues them on its lock after a first conflict);
+* **sync, shared object** and **sync, independent objects**: ``--threads`` threads on one store, sharing one
+  ``MessageWindowChatMemory`` or each with its own, ``--sync-adds`` adds each (the sync twin of the two above);
 * **sync, threads + processes**: ``--threads`` threads and ``--processes`` processes, each with its own store
-  built from the URL and its own memory, ``--adds`` adds each, beside ``--hogs`` processes burning a CPU;
+  built from the URL and its own memory, ``--sync-adds`` adds each, beside ``--hogs`` processes burning a CPU;
 * **solo**: one writer alone, ``--solo`` adds: the uncontended add (median and p99), the figure to compare
   between versions (run this script with ``PYTHONPATH`` set to another checkout's ``src`` for the other).
 
-Each row prints adds kept, doubled and failed, the wall time, adds per second, and the p50 / p99 latency of
-one add. The messages are the realistic workload's user texts (``workload.py``). Figures only, no
-assertions: not run in CI.
+``--loads`` picks the rows (all by default). Each row prints adds kept, doubled and failed, the wall
+time, adds per second, and the p50 / p99 latency of one add. The messages are the realistic workload's
+user texts (``workload.py``). Figures only, no assertions: not run in CI.
 """
 
 from __future__ import annotations
@@ -121,6 +123,40 @@ async def _async_run(url: str, options: dict[str, Any], tasks: int, adds: int, s
     return row
 
 
+def threads_run(url: str, options: dict[str, Any], threads: int, adds: int, shared: bool) -> Row:
+    row = Row(f"sync, {threads} threads x {adds}, {'one shared object' if shared else 'independent objects'}")
+    store = open_store(url, **options)
+    memory_id = f"contended-{uuid.uuid4().hex}"
+    common = MessageWindowChatMemory(memory_id, max_messages=threads * adds + 1, store=store)
+    guard = threading.Lock()
+
+    def writer(n: int) -> None:
+        memory = common if shared else MessageWindowChatMemory(memory_id, max_messages=threads * adds + 1, store=store)
+        latencies, errors = [], 0
+        for said in words(n, adds):
+            started = time.perf_counter()
+            try:
+                memory.add(UserMessage(said))
+            except Exception:
+                errors += 1
+            latencies.append(time.perf_counter() - started)
+        with guard:
+            row.latencies += latencies
+            row.errors += errors
+
+    workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    row.wall = time.perf_counter() - started
+    tally(row, store.get_messages(memory_id), threads * adds)
+    store.delete_messages(memory_id)
+    store.close()
+    return row
+
+
 def _sync_writer(url: str, options: dict[str, Any], memory_id: str, n: int, adds: int, out: Any) -> None:
     store = open_store(url, **options)
     memory = MessageWindowChatMemory(memory_id, max_messages=100_000, store=store)
@@ -215,7 +251,9 @@ def main() -> None:
     parser.add_argument("--sync-adds", type=int, default=100)
     parser.add_argument("--hogs", type=int, default=2)
     parser.add_argument("--solo", type=int, default=300)
+    parser.add_argument("--loads", default="solo,asyncio,threads,sync", help="the rows to run, comma-separated")
     args = parser.parse_args()
+    loads = set(args.loads.split(","))
     for url in args.urls:
         options = namespace(url)
         store = open_sync(url, options)  # the tables, once
@@ -223,11 +261,17 @@ def main() -> None:
         print(f"\n{url}\n")
         print("| load | adds | kept | doubled | errors | wall | adds/s | p50 ms | p99 ms |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        print(solo(url, options, args.solo).show(), flush=True)
-        for shared in (True, False):
-            print(asyncio.run(_async_run(url, options, args.tasks, args.adds, shared)).show(), flush=True)
-        row = sync_run(url, options, args.threads, args.processes, args.sync_adds, args.hogs)
-        print(row.show(), flush=True)
+        if "solo" in loads:
+            print(solo(url, options, args.solo).show(), flush=True)
+        if "asyncio" in loads:
+            for shared in (True, False):
+                print(asyncio.run(_async_run(url, options, args.tasks, args.adds, shared)).show(), flush=True)
+        if "threads" in loads:
+            for shared in (True, False):
+                print(threads_run(url, options, args.threads, args.sync_adds, shared).show(), flush=True)
+        if "sync" in loads:
+            row = sync_run(url, options, args.threads, args.processes, args.sync_adds, args.hogs)
+            print(row.show(), flush=True)
         if hasattr(store, "drop_schema"):
             store = open_store(url, **options)
             store.drop_schema()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -243,6 +244,83 @@ def test_a_diffed_turn_dropping_scattered_messages_deletes_exactly_those_rows(
     assert store.get_messages(memory_id) == messages
     fresh = SQLChatMemoryStore(store.engine, table_prefix=store.table_prefix)
     assert fresh.get_messages(memory_id) == messages
+
+
+def _modify_cost(store: SQLChatMemoryStore, window: int) -> tuple[list[str], int]:
+    """A steady-state locked update (drop the oldest, append one): the statements it sent, the rows that changed."""
+    memory_id = f"locked-{window}"
+    store.update_messages(memory_id, [UserMessage(f"m{i}") for i in range(window)])
+    store.modify(memory_id, lambda messages: [*messages[1:], UserMessage("warm")])
+    recorder = Recorder(store)
+    try:
+        before = _row_versions(store, memory_id)
+        traffic = recorder.record()
+        store.modify(memory_id, lambda messages: [*messages[1:], UserMessage("new")])
+        recorder.current = None
+        after = _row_versions(store, memory_id)
+    finally:
+        recorder.stop()
+    expected = [*(UserMessage(f"m{i}") for i in range(2, window)), UserMessage("warm"), UserMessage("new")]
+    assert store.get_messages(memory_id) == expected
+    return traffic.statements, len(before ^ after)
+
+
+def test_a_locked_update_the_cache_describes_reads_no_window(store: SQLChatMemoryStore) -> None:
+    # Under the head row's lock, a head at the cached version and incarnation is the cached window:
+    # the update sends the lock, the diffed turn's statements and the COMMIT, whatever the window's length.
+    small, small_rows = _modify_cost(store, 20)
+    large, large_rows = _modify_cost(store, 200)
+    assert small == large
+    assert small_rows == large_rows == 2  # the evicted row and the appended one
+    assert not any("UNION ALL" in statement for statement in small), small  # no window read
+    assert any("FOR UPDATE" in statement for statement in small) or store.engine.dialect.name == "sqlite"
+    if store.engine.dialect.name == "postgresql":
+        assert len(small) == 4  # BEGIN, the lock, the one-statement turn, COMMIT
+
+
+def test_a_locked_update_after_another_writer_reads_the_window_under_the_lock(
+    sql_backend: SQLBackend, store: SQLChatMemoryStore
+) -> None:
+    # The cached snapshot is another version than the locked head's: the update reads what is stored.
+    other = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+    recorder = Recorder(store)
+    try:
+        store.update_messages("stale", [UserMessage("a")])
+        store.load("stale")
+        other.modify("stale", lambda messages: [*messages, UserMessage("other")])
+        traffic = recorder.record()
+        seen: list[list[ChatMessage]] = []
+        store.modify("stale", lambda messages: seen.append(list(messages)) or [*messages, UserMessage("mine")])
+        recorder.current = None
+        assert seen == [[UserMessage("a"), UserMessage("other")]]
+        assert any("UNION ALL" in statement for statement in traffic.statements)
+        expected = [UserMessage("a"), UserMessage("other"), UserMessage("mine")]
+        assert store.get_messages("stale") == other.get_messages("stale") == expected
+        # Its cache now holds its own write: the next update reads nothing again.
+        traffic = recorder.record()
+        store.modify("stale", lambda messages: [*messages, UserMessage("again")])
+        assert not any("UNION ALL" in statement for statement in traffic.statements)
+        assert other.get_messages("stale") == [*expected, UserMessage("again")]
+    finally:
+        recorder.stop()
+        other.close()
+
+
+def test_a_locked_update_after_the_memory_expired_starts_from_nothing(
+    sql_backend: SQLBackend, store: SQLChatMemoryStore
+) -> None:
+    # Expired by another store object: this one's cache still holds the window; the locked head says it is gone.
+    other = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+    try:
+        store.update_messages("expired", [UserMessage("old")])
+        store.load("expired")
+        other.expire_at("expired", datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc))
+        seen: list[list[ChatMessage]] = []
+        store.modify("expired", lambda messages: seen.append(list(messages)) or [*messages, UserMessage("new")])
+        assert seen == [[]]
+        assert store.get_messages("expired") == other.get_messages("expired") == [UserMessage("new")]
+    finally:
+        other.close()
 
 
 # ------------------------------------------------------------------------------------------ with history

@@ -24,9 +24,10 @@ from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.commands import Result, Statement, Steps
+from chatmemory.stores.sql.commands import Batch, Result, Statement, Steps
 from chatmemory.stores.sql.history_operations import HistoryOperations
 from chatmemory.stores.sql.history_restore import RestoreStatements, covered_head, entry_rows, shifted, window_seqs
+from chatmemory.stores.sql.locked_writes import cached_window, diffs_under_lock
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
 from chatmemory.stores.sql.writes import WriteLoop
 
@@ -181,14 +182,52 @@ class LockedOperations(HistoryOperations[_Engine]):
         self, memory_id: str, change: Change, cached: CachedSnapshot | None
     ) -> Steps[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
         head = yield from self._lock_head(memory_id)
-        current = yield from self._locked_window(memory_id, head, cached)
+        current: plan.ReadResult | plan.Corrupted | None = cached_window(head, cached)
+        if current is None:  # the cache does not describe the locked head: read the window under the lock
+            current = yield from self._locked_window(memory_id, head, cached)
         if isinstance(current, plan.Corrupted):
             return current
         new, also_recorded = recorded_parts(change(list(current.snapshot.messages)))
         if new is None:
             return plan.Unchanged(current.snapshot.version)
         request = self._request(memory_id, new, current.snapshot.version, also_recorded)
+        diff = plan.plan_diff(request, current.state) if diffs_under_lock(head, current.state) else None
+        if diff is not None:
+            return (yield from self._diff_locked(diff))
         return (yield from self._decide(request, current.state, head))
+
+    def _diff_locked(self, diff: plan.DiffWrite) -> Steps[plan.Written | plan.Conflict]:
+        """A diffed write in the open transaction, under the head row's lock: the hot path's statements.
+
+        On PostgreSQL one statement; elsewhere the head update, the removal and the insert, in order. The
+        head was found at the diff's version under the lock, so its conditional update matches; should it
+        not, nothing was changed and the attempt is a conflict (the cache is forgotten: the next one reads).
+        """
+        memory_id = diff.request.memory_id
+        self._schema.check_payloads(memory_id, diff.payloads)
+        statements = self._statements
+        if statements.has_diff_statement:
+            turn = statements.diff_postgresql(*diff.shape)
+            matched = (yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)) is not None
+        else:
+            counts = yield Batch(tuple(self._diff_statements(diff)))
+            matched = counts[0] == 1
+        if not matched:
+            self._cache.forget(memory_id)
+        return plan.diff_outcome(diff, matched)
+
+    def _diff_statements(self, diff: plan.DiffWrite) -> list[Statement]:
+        """A diffed write as statements: the head update (which must match one row), the removal, the insert."""
+        statements = self._statements
+        bump = statements.fast_bump_head
+        batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
+        if diff.removed_seqs:
+            removal = statements.removal(diff.removal)
+            batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
+        if diff.payloads:
+            insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
+            batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
+        return batch
 
     # ------------------------------------------------------------------------------------------- restore
 

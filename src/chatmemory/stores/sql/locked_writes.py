@@ -47,6 +47,8 @@ __all__ = [
     "HeadRow",
     "LockedHead",
     "LockedWrite",
+    "cached_window",
+    "diffs_under_lock",
     "locked_head",
     "locked_read",
     "plan_locked",
@@ -265,6 +267,34 @@ def locked_read(
     if isinstance(result, Headless):  # pragma: no cover - the head row is locked, and read with the rows
         raise AssertionError("a locked read without its head row")
     return result
+
+
+def cached_window(head: LockedHead, cached: CachedSnapshot | None) -> ReadResult | None:
+    """The window a locked read-modify-write starts from without reading it: the cached one, if it is the head's.
+
+    The head row, locked, is at the cached version and incarnation (and sequence): every write bumps the
+    version, a new incarnation replaces every row, so the rows are those the cache describes, as a diffed
+    turn takes them to be. ``None``: the head is absent, expired or elsewhere; read the window.
+    """
+    if cached is None or not (head.present and head.live):
+        return None
+    if (cached.version, cached.incarnation, cached.next_seq) != (head.version, head.incarnation, head.next_seq):
+        return None
+    return ReadResult(Snapshot(list(cached.messages), cached.version), cached)
+
+
+def diffs_under_lock(head: LockedHead, state: CachedSnapshot | None) -> bool:
+    """Whether a write under the head row's lock may go as a diffed turn against ``state`` (the window it read).
+
+    Only for a live head that ``state`` describes, with no row at or past its next sequence (history
+    entries restored past it): the diffed turn then writes what :func:`plan_locked` would, its head
+    update conditioned on the version the lock holds.
+    """
+    if state is None or not (head.present and head.live):
+        return False
+    if (state.version, state.incarnation, state.next_seq) != (head.version, head.incarnation, head.next_seq):
+        return False
+    return head.max_seq is None or head.max_seq < head.next_seq
 
 
 def stray_rows(plan: LockedWrite, deleted: int) -> Corrupted | None:

@@ -225,19 +225,6 @@ class SQLOperations(LockedOperations[_Engine]):
         counts = yield Batch(tuple(batch), self._begin_statement, joined)
         return plan.diff_outcome(diff, counts[0] == 1)
 
-    def _diff_statements(self, diff: plan.DiffWrite) -> list[Statement]:
-        """A diffed write as statements: the head update (which must match one row), the removal, the insert."""
-        statements = self._statements
-        bump = statements.fast_bump_head
-        batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
-        if diff.removed_seqs:
-            removal = statements.removal(diff.removal)
-            batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
-        if diff.payloads:
-            insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
-            batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
-        return batch
-
     def _delete(self, memory_id: str) -> Steps[None]:
         """Remove ``memory_id`` and its messages in one transaction (tried again on conflicts)."""
         memory_id = validate_memory_id(memory_id)
