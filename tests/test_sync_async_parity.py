@@ -13,6 +13,7 @@ an entry that no longer differs.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import inspect
@@ -24,6 +25,10 @@ from typing import Any
 import chatmemory
 import chatmemory.aio
 import chatmemory.aio.stores
+from chatmemory import memory_times as sync_times
+from chatmemory.aio.store import SupportsExpiryAt, SupportsExpiryPurge, SupportsMemoryTimes
+from chatmemory.aio.stores.memory import InMemoryChatMemoryStore
+from chatmemory.core import store as sync_store
 
 # Where the sync twin of a protocol of chatmemory.aio.store lives.
 SYNC_PROTOCOL_HOMES = [
@@ -40,82 +45,22 @@ MODULE_PAIRS = [
 # The asyncio name of a sync member, where Python's convention renames it (``aclose``, as in contextlib).
 RENAMED = {"close": "aclose"}
 
-# The reasons of the differences found when this test was written (one line each).
+# The reasons of the differences that remain (one line each).
 _POINTS = "the asyncio docstring is shorter and points to its sync twin for the rest"
 _SHORTER = "the asyncio docstring is a shortened form of the sync one, without a pointer to it"
-_NO_RAISES = "the asyncio docstring leaves out the sync one's Raises section"
-_SYNC_TERSE = "the sync protocol's docstring leaves out what the asyncio one states (unknown id, Raises, use)"
-_ASYNC_ONLY = "the asyncio docstring describes asyncio behaviour (coroutines, awaited callbacks, cancellation)"
-_TWIN_ARGS = "the asyncio class names its sync twin and words its Args for asyncio stores and callbacks"
-_PER_LOOP = "the asyncio store keeps a client per event loop, and its docstring says so"
-_TASKS = "the asyncio store's turns are taken by tasks, not threads"
 _ASYNC_ENGINE = "the asyncio SQL store's engine is an AsyncEngine (on SQLite, for the schema commands only)"
 _SQL_CREATE_SCHEMA = "sync says it migrates older tables; both run create_on, which raises SchemaVersionError"
 _BATCHES = "read_batch and create_batch serve the sync transfer commands (chatmemory import/export) only"
-_KEY_PATTERN = "a static helper of the sync Redis store (a key prefix's SCAN pattern); nothing in src calls it"
-_NO_PROTOCOL = "the asyncio stores have these methods, but chatmemory.aio.store declares no protocol for them"
+_RECORDED_TWIN = "the sync docstring (core/recorded_writes.py) still ends 'The asyncio twin is ...', not the pair line"
 
 # Differences known today, each with why. Keys are what ``differences()`` reports. Align a pair and its
 # entry must go (the test fails while it stays); a new difference fails until aligned or listed here.
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "chatmemory.aio.ChatMemory: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.ChatMemoryProvider: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.ChatMemoryStore: docstring": _POINTS,
-    "chatmemory.aio.MessageWindowChatMemory.add: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.MessageWindowChatMemory.history: docstring": _POINTS,
-    "chatmemory.aio.MessageWindowChatMemory.messages: docstring": _SHORTER,
-    "chatmemory.aio.MessageWindowChatMemory.pop: docstring": _POINTS,
-    "chatmemory.aio.MessageWindowChatMemory: docstring": _TWIN_ARGS,
-    "chatmemory.aio.SummarizingChatMemory.add: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.SummarizingChatMemory.history: docstring": _POINTS,
-    "chatmemory.aio.SummarizingChatMemory.messages: docstring": _SHORTER,
-    "chatmemory.aio.SummarizingChatMemory.pop: docstring": _POINTS,
-    "chatmemory.aio.SummarizingChatMemory: docstring": _TWIN_ARGS,
-    "chatmemory.aio.SupportsHistory.history: docstring": _POINTS,
-    "chatmemory.aio.SupportsHistory.trim_history: docstring": _SHORTER,
-    "chatmemory.aio.SupportsHistory: docstring": _POINTS,
-    "chatmemory.aio.SupportsListing: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.SupportsLockedUpdate: docstring": _POINTS,
-    "chatmemory.aio.SupportsRawRecords: docstring": _POINTS,
-    "chatmemory.aio.SupportsSchema.create_schema: docstring": _SYNC_TERSE,
-    "chatmemory.aio.SupportsSchema: docstring": _POINTS,
-    "chatmemory.aio.SupportsVersioning.load: docstring": _SYNC_TERSE,
-    "chatmemory.aio.SupportsVersioning.save: docstring": _SYNC_TERSE,
-    "chatmemory.aio.SupportsVersioning: docstring": _POINTS,
-    "chatmemory.aio.TokenWindowChatMemory.add: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.TokenWindowChatMemory.history: docstring": _POINTS,
-    "chatmemory.aio.TokenWindowChatMemory.messages: docstring": _SHORTER,
-    "chatmemory.aio.TokenWindowChatMemory.pop: docstring": _POINTS,
-    "chatmemory.aio.TokenWindowChatMemory: docstring": _TWIN_ARGS,
-    "chatmemory.aio.edits.apply_edit: docstring": _POINTS,
-    "chatmemory.aio.edits.insert_messages: docstring": _POINTS,
-    "chatmemory.aio.edits.remove_message: docstring": _POINTS,
-    "chatmemory.aio.open_store: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.store.SupportsHistoryRestore.restore_history: docstring": _SHORTER,
-    "chatmemory.aio.store.SupportsHistoryRestore: docstring": _POINTS,
-    "chatmemory.aio.store.SupportsRecordedWrites: docstring": _POINTS,
-    "chatmemory.aio.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore.modify: docstring": _ASYNC_ONLY,
-    "chatmemory.aio.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore: docstring": _POINTS,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore.expire_at: docstring": _NO_RAISES,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore.history: docstring": _NO_RAISES,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore.read_raw: docstring": _SHORTER,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore.restore_history: docstring": _NO_RAISES,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore.trim_history: docstring": _NO_RAISES,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore.write_raw: docstring": _SHORTER,
-    "chatmemory.aio.stores.memory.InMemoryChatMemoryStore: docstring": _SHORTER,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.collection: docstring": _PER_LOOP,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.contended: docstring": _TASKS,
+    "chatmemory.aio.store.SupportsRecordedWrites: docstring": _RECORDED_TWIN,
     "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.create_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.history: docstring": _SHORTER,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.history_collection: docstring": _PER_LOOP,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.modify: docstring": _ASYNC_ONLY,
     "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.read_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore: docstring": _POINTS,
     "chatmemory.aio.stores.redis.RedisChatMemoryStore.create_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.redis.RedisChatMemoryStore.key_pattern: only in sync": _KEY_PATTERN,
     "chatmemory.aio.stores.redis.RedisChatMemoryStore.read_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.redis.RedisChatMemoryStore.restore_history: docstring": _SHORTER,
-    "chatmemory.aio.stores.redis.RedisChatMemoryStore: docstring": _PER_LOOP,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_schema: docstring": _SQL_CREATE_SCHEMA,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.drop_schema: docstring": _SHORTER,
@@ -129,14 +74,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.trim_history: docstring": _POINTS,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.write_raw: docstring": _POINTS,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore: docstring": _POINTS,
-    "chatmemory.aio.url.UrlStore.history: docstring": _POINTS,
-    "chatmemory.aio.url.UrlStore.load: docstring": _SYNC_TERSE,
-    "chatmemory.aio.url.UrlStore.save: docstring": _SYNC_TERSE,
-    "chatmemory.aio.url.UrlStore.trim_history: docstring": _SHORTER,
-    "chatmemory.aio.url.UrlStore: docstring": _ASYNC_ONLY,
-    "chatmemory.core.store.SupportsExpiryPurge: no twin in chatmemory.aio.store": _NO_PROTOCOL,
-    "chatmemory.memory_times.SupportsExpiryAt: no twin in chatmemory.aio.store": _NO_PROTOCOL,
-    "chatmemory.memory_times.SupportsMemoryTimes: no twin in chatmemory.aio.store": _NO_PROTOCOL,
 }
 
 
@@ -351,6 +288,43 @@ def test_sync_and_asyncio_twins_match_but_for_the_known_differences() -> None:
     gone = sorted(key for key in KNOWN_DIFFERENCES if key not in found)
     assert new == {}, "new differences between sync and asyncio twins (align them, or list them with a reason)"
     assert gone == [], "listed in KNOWN_DIFFERENCES but no longer different: remove them"
+
+
+def test_the_asyncio_time_and_purge_protocols_fit_the_asyncio_stores() -> None:
+    # Each asyncio store class that has the methods of SupportsMemoryTimes, SupportsExpiryAt or
+    # SupportsExpiryPurge passes the protocol's isinstance check, with coroutine methods, as its sync twin
+    # passes the sync protocol's; a store without them passes neither.
+    protocols = {
+        SupportsMemoryTimes: (sync_times.SupportsMemoryTimes, "memory_times"),
+        SupportsExpiryAt: (sync_times.SupportsExpiryAt, "expire_at"),
+        SupportsExpiryPurge: (sync_store.SupportsExpiryPurge, "purge_expired"),
+    }
+    found: dict[type, list[str]] = {protocol: [] for protocol in protocols}
+    for label, (sync, asynchronous) in pairs().items():
+        if not label.startswith("chatmemory.aio.stores.") or not inspect.isclass(asynchronous):
+            continue
+        for protocol, (sync_protocol, method) in protocols.items():
+            assert issubclass(asynchronous, protocol) == issubclass(sync, sync_protocol), (label, method)
+            if issubclass(asynchronous, protocol):
+                assert inspect.iscoroutinefunction(getattr(asynchronous, method)), (label, method)
+                found[protocol].append(label.rsplit(".", 2)[1])
+    assert found == {
+        SupportsMemoryTimes: ["memory", "mongodb", "redis", "sql"],
+        SupportsExpiryAt: ["memory", "mongodb", "redis", "sql"],
+        SupportsExpiryPurge: ["sql"],
+    }
+
+    async def check() -> None:
+        store = InMemoryChatMemoryStore()
+        assert isinstance(store, SupportsMemoryTimes) and isinstance(store, SupportsExpiryAt)
+        assert not isinstance(store, SupportsExpiryPurge)
+        await store.update_messages("a", [])
+        times = await store.memory_times("a")
+        assert times is not None and times.expires_at is None
+        assert await store.memory_times("unknown") is None
+        await store.aclose()
+
+    asyncio.run(check())
 
 
 if __name__ == "__main__":

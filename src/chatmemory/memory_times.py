@@ -6,7 +6,8 @@ keeps a memory's expiry, ``import`` and ``copy`` carry it over). They are option
 usual shape: a store that conforms is used, one that does not is shown as "unknown" and the command says
 why. Nothing here guesses a time from a version: versions are only promised to grow.
 
-Stores implement them as plain methods; the admin command checks them with ``isinstance``.
+Sync stores implement them as plain methods, asyncio stores as coroutines (the twins in
+:mod:`chatmemory.aio.store`); the admin command checks them with ``isinstance``.
 """
 
 from __future__ import annotations

@@ -28,10 +28,21 @@ async def apply_edit(
     retry: RetryPolicy | None = None,
     max_attempts: int | None = None,
 ) -> R:
-    """Apply ``edit`` to the messages of ``memory_id`` atomically (see :func:`chatmemory.core.edits.apply_edit`).
+    """Apply ``edit`` to the messages of ``memory_id`` atomically; return the result it decided.
+
+    Args:
+        store: a store with versioning (every built-in one), of the function's kind: sync for
+            :mod:`chatmemory.core.edits`, asyncio for :mod:`chatmemory.aio.edits`.
+        memory_id: the memory.
+        edit: a pure function of the stored messages (see :data:`chatmemory.core.edits.Edit`), called
+            synchronously by both.
+        retry: how long to retry a conflict on a store without a locked update.
+        max_attempts: also give up after this many attempts (``None``: the time budget alone).
 
     Raises:
-        TypeError: a store without versioning, a sync store, an argument of the wrong kind.
+        TypeError: a store without versioning, a store of the other kind (asyncio or sync), an argument of
+            the wrong kind.
+        ValueError: ``max_attempts`` below 1.
         ConcurrentUpdateError: other writers kept changing the memory for the whole budget; nothing written.
     """
     memory_id = validate_memory_id(memory_id)
@@ -49,7 +60,15 @@ async def insert_messages(
     retry: RetryPolicy | None = None,
     max_attempts: int | None = None,
 ) -> None:
-    """Insert ``messages`` before position ``index`` (see :func:`chatmemory.core.edits.insert_messages`)."""
+    """Insert ``messages`` before position ``index`` of the memory (``list.insert`` positions; ``None`` appends).
+
+    Every other writer's messages stay: the insertion is written at the version it was decided on.
+
+    Raises:
+        TypeError: a store without versioning, a store of the other kind (asyncio or sync), an index or
+            message of the wrong kind.
+        ConcurrentUpdateError: other writers kept changing the memory for the whole budget; nothing written.
+    """
     await apply_edit(store, memory_id, insertion(index, messages), retry=retry, max_attempts=max_attempts)
 
 
@@ -61,5 +80,14 @@ async def remove_message(
     retry: RetryPolicy | None = None,
     max_attempts: int | None = None,
 ) -> ChatMessage | None:
-    """Remove the message at ``index`` and return it (see :func:`chatmemory.core.edits.remove_message`)."""
+    """Remove the message at ``index`` (negative counts from the end) and return it; ``None`` if there is none.
+
+    Exactly that one message goes: the removal is written at the version it was decided on. Nothing is
+    written when no message is at ``index`` (an unknown memory stays unknown).
+
+    Raises:
+        TypeError: a store without versioning, a store of the other kind (asyncio or sync), an index of the
+            wrong kind.
+        ConcurrentUpdateError: other writers kept changing the memory for the whole budget; nothing written.
+    """
     return await apply_edit(store, memory_id, removal(index), retry=retry, max_attempts=max_attempts)

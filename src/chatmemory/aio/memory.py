@@ -47,7 +47,7 @@ T = TypeVar("T")
 
 @runtime_checkable
 class ChatMemory(Protocol):
-    """A bounded memory of one conversation, with coroutine methods."""
+    """A bounded memory of one conversation."""
 
     @property
     def id(self) -> str:
@@ -162,8 +162,9 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
     async def add(self, *messages: ChatMessage) -> None:
         """Append ``messages`` (in order), then evict down to the limit: one read, at most one write.
 
-        ``on_evict``, if set, is then called (and awaited, if it returns an awaitable) once with what this
-        add evicted, after the write succeeded and outside this object's turn.
+        ``on_evict``, if set, is then called once with what this add evicted (after the write succeeded,
+        outside the memory object's turn, so it may add to this memory itself); an asyncio memory awaits what
+        it returns when that is awaitable.
 
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
@@ -181,7 +182,11 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         await run_steps_async(rules.notify(update), self._store)
 
     async def messages(self) -> list[ChatMessage]:
-        """The current window, oldest first (one read, no write; a shrunk dynamic limit applies at once)."""
+        """The current window, oldest first (one read, no write).
+
+        The limit is read again, so a dynamic limit that shrank applies at once, like LangChain4j's; the
+        store catches up on the next write.
+        """
         return await run_steps_async(self._messages_steps(self._rules()), self._store)
 
     async def set(self, messages: Iterable[ChatMessage]) -> None:
@@ -201,14 +206,19 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         await run_steps_async(clear_steps(self._id), self._store)
 
     async def pop(self) -> list[ChatMessage]:
-        """Remove and return the newest message, or tool exchange (see :meth:`chatmemory.MessageWindowChatMemory.pop`).
+        """Remove and return the newest message (undo): one read, one versioned write.
+
+        The newest message that is not the system message is removed, wherever the system message sits
+        (it is never popped). If it is a tool result, the whole tool exchange goes with it: the AI message
+        that asked for it and everything after that message, so the window stays a valid prompt.
 
         Returns:
-            The removed messages, oldest first; ``[]`` when only the system message (or nothing) is held.
+            The removed messages, oldest first: one message, or a tool exchange; ``[]`` (and nothing
+            written) when the window holds nothing but the system message.
 
         Raises:
             ConcurrentUpdateError: another writer changed the memory between the read and the write; nothing
-                was removed.
+                was removed (not retried: the newest message might now be theirs).
         """
         async with self._add_lock():
             return await run_steps_async(self._pop_steps(self._rules()), self._store)
@@ -216,7 +226,9 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
     async def history(
         self, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
-        """One page of everything ever added to this memory (the store's ``history``; see the sync twin).
+        """One page of everything ever added to this memory, evicted messages included.
+
+        Delegates to the store's :meth:`~chatmemory.SupportsHistory.history`; see there for the arguments.
 
         Raises:
             HistoryNotEnabledError: the store keeps no history (build it with ``history=True``).
@@ -230,55 +242,80 @@ class _AsyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
 
 
 class MessageWindowChatMemory(_AsyncWindowMemory, MessageWindowBase[ChatMemoryStore]):
-    """Keeps the last ``max_messages`` messages; the asyncio twin of :class:`chatmemory.MessageWindowChatMemory`.
+    """Keeps the last ``max_messages`` messages (the system message counts, and is never evicted).
 
-    Same arguments and behaviour; the methods are coroutines (``await memory.add(...)``).
+    :class:`chatmemory.MessageWindowChatMemory` and its asyncio twin
+    :class:`chatmemory.aio.MessageWindowChatMemory` take the same arguments and behave alike; the asyncio
+    one's methods are coroutines (``await memory.add(...)``).
 
     Args:
         id: the memory id (``str``; an ``int`` or a ``uuid.UUID`` is used as its ``str()``).
         max_messages: the window size, or a callable returning it (read on every operation).
-        store: an asyncio store (``chatmemory.aio.open_store(url)``); a fresh in-memory one by default.
+        store: where the messages live: a store object of the memory's kind, sync or asyncio (the
+            ``open_store(url)`` of :mod:`chatmemory` or of :mod:`chatmemory.aio` opens one from a URL); a
+            fresh in-memory store by default.
         always_keep_system_message_first: put a new system message at index 0 instead of the end.
-        retry: how long to retry an ``add`` that conflicts with other writers (``asyncio.sleep`` between).
+        retry: how long to retry an ``add`` that conflicts with other writers (versioned stores); by
+            default ``RetryPolicy()``: 30 seconds of jittered backoff (``asyncio.sleep`` between the
+            attempts of an asyncio memory).
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
-        on_evict: ``on_evict(memory_id, evicted_messages)``, a coroutine function or a plain one (what it
-            returns is awaited when awaitable); called once per write that evicted something, after it.
-        on_oversized: ``"evict"`` or ``"raise"`` (see the token window; a message window never meets one).
+        on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
+            after that write succeeded (never for an attempt that lost a conflict and was retried). An
+            exception it raises propagates from ``add``, whose write is done. An asyncio memory also takes
+            a coroutine function, and awaits what it returns when that is awaitable.
+        on_oversized: for a token window (a message window never meets one); accepted for symmetry.
         start_on: ``"user"`` evicts on until the first message after the system message is a user
             message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
             result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
-        TypeError: an argument of the wrong kind (a URL or a sync store as ``store``, ...).
+        TypeError: an argument of the wrong kind (a URL as ``store``, a store of the other kind: an asyncio
+            store for a sync memory, a sync store for an asyncio one; a coroutine function as a sync
+            memory's ``on_evict``, ...).
         ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``.
     """
 
 
 class TokenWindowChatMemory(_AsyncWindowMemory, TokenWindowBase[ChatMemoryStore]):
-    """Keeps what fits in ``max_tokens``; the asyncio twin of :class:`chatmemory.TokenWindowChatMemory`.
+    """Keeps the most recent messages that fit in ``max_tokens`` (the system message counts, and stays).
 
-    Same arguments and behaviour; the methods are coroutines. Token counting stays synchronous (it is CPU
-    work): each distinct message is counted once, then read from the cache.
+    :class:`chatmemory.TokenWindowChatMemory` and its asyncio twin
+    :class:`chatmemory.aio.TokenWindowChatMemory` take the same arguments and behave alike; the asyncio
+    one's methods are coroutines (``await memory.add(...)``).
 
     Args:
-        id: the memory id.
+        id: the memory id (``str``; an ``int`` or a ``uuid.UUID`` is used as its ``str()``).
         max_tokens: the token budget, or a callable returning it (read on every operation).
-        token_count_estimator: counts a message's tokens; :class:`~chatmemory.SimpleTokenCountEstimator`
-            by default.
-        store: an asyncio store; a fresh in-memory one by default.
+        token_count_estimator: counts a message's tokens; :class:`~chatmemory.SimpleTokenCountEstimator` by
+            default. It is called once per distinct message (counts are cached by message value), and
+            synchronously in an asyncio memory too: counting is CPU work. An estimator that also has
+            ``estimate_messages`` (:class:`~chatmemory.core.window_memory.SupportsEstimateMessages`) counts
+            whole windows.
+        store: where the messages live: a store object of the memory's kind, sync or asyncio (the
+            ``open_store(url)`` of :mod:`chatmemory` or of :mod:`chatmemory.aio` opens one from a URL); a
+            fresh in-memory store by default.
         always_keep_system_message_first: put a new system message at index 0 instead of the end.
-        retry: how long to retry an ``add`` that conflicts with other writers.
+        retry: how long to retry an ``add`` that conflicts with other writers (versioned stores); by
+            default ``RetryPolicy()``: 30 seconds of jittered backoff (``asyncio.sleep`` between the
+            attempts of an asyncio memory).
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
         cache_size: how many distinct messages' counts to keep.
-        on_evict: ``on_evict(memory_id, evicted_messages)``, a coroutine function or a plain one; called
-            once per write that evicted something, after it (oversized messages included).
-        on_oversized: ``"evict"`` (the default) or ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`).
+        on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
+            after that write succeeded (never for an attempt that lost a conflict). A message that alone
+            outweighs ``max_tokens`` reaches it too. An exception it raises propagates from ``add``, whose
+            write is done. An asyncio memory also takes a coroutine function, and awaits what it returns
+            when that is awaitable.
+        on_oversized: what ``add`` does with a message that alone outweighs ``max_tokens``: ``"evict"``
+            (the default: a WARNING, the message is evicted at once and handed to ``on_evict``) or
+            ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`, nothing written).
         start_on: ``"user"`` evicts on until the first message after the system message is a user
             message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
             result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
-        TypeError: an argument of the wrong kind (a model name as ``token_count_estimator``, ...).
+        TypeError: an argument of the wrong kind (a URL as ``store``, a store of the other kind: an asyncio
+            store for a sync memory, a sync store for an asyncio one; a coroutine function as a sync
+            memory's ``on_evict``, a model name as ``token_count_estimator``, ...).
         ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``, an unknown
             ``on_oversized`` or ``start_on``.
     """

@@ -20,14 +20,25 @@ _Store = TypeVar("_Store", bound="UrlStore")
 
 @runtime_checkable
 class UrlStore(ChatMemoryStore, SupportsVersioning, SupportsListing, SupportsTTL, SupportsHistory, Protocol):
-    """What every asyncio store :func:`open_store` builds can do, whatever the URL.
+    """What every store :func:`open_store` builds can do, whatever the URL.
 
-    The contract (:class:`chatmemory.aio.ChatMemoryStore`), versioning, listing, ``ttl``, history (which
-    raises :class:`~chatmemory.HistoryNotEnabledError` on a store built without ``history=True``) and the
-    lifecycle: ``await store.aclose()`` or ``async with store``. Capabilities only some stores have are
-    checked with ``isinstance`` (which narrows the type for mypy too), as for the sync
-    :class:`chatmemory.stores.url.UrlStore`: ``SupportsSchema`` (SQL), ``SupportsLockedUpdate`` (every store
-    but ``memory://``), ``SupportsRawRecords`` (every store but ``redis+langchain4j://``).
+    The contract (:class:`chatmemory.aio.ChatMemoryStore`), versioning, listing, ``ttl``, history (which raises
+    :class:`~chatmemory.HistoryNotEnabledError` on a store built without ``history=True``) and the
+    lifecycle: ``aclose()`` or ``async with``, after which every call raises :class:`~chatmemory.StoreError`.
+    :class:`chatmemory.stores.url.UrlStore` is the type of what :func:`chatmemory.open_store` returns, and
+    its asyncio twin :class:`chatmemory.aio.url.UrlStore` that of what :func:`chatmemory.aio.open_store`
+    returns.
+
+    Capabilities only some stores have stay out of this type; check for them with ``isinstance``, which
+    narrows the type for mypy too::
+
+        store = open_store(url)
+        if isinstance(store, SupportsSchema):  # sqlite://, postgresql://, mysql://, mariadb://
+            await store.create_schema()
+
+    :class:`chatmemory.aio.SupportsSchema` and :class:`chatmemory.aio.SupportsExpiryPurge`: the SQL store.
+    :class:`chatmemory.aio.SupportsLockedUpdate`: every store but ``memory://``.
+    :class:`chatmemory.aio.SupportsRawRecords`: every store but ``redis+langchain4j://``.
     """
 
     @property
@@ -55,11 +66,15 @@ name in :mod:`chatmemory.aio.stores` (``redis`` → ``chatmemory.aio.stores.redi
 
 
 def open_store(url: str, **options: Any) -> UrlStore:
-    """Open the asyncio store a URL names, passing ``options`` to its constructor.
+    """Open the store a URL names, passing ``options`` to its constructor.
 
-    The same URLs as :func:`chatmemory.open_store` (``postgresql+psycopg://`` runs psycopg in its async
-    mode). Building the store does no I/O, so this is a plain function: call it at startup, and close the
-    store with ``await store.aclose()`` (or ``async with``); it owns the client or engine it builds.
+    ``memory://``, ``redis://host/0``, ``unix:///run/redis.sock``, ``redis+cluster://host:7000``,
+    ``sqlite:///file.db``, ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``: the same URLs
+    for :func:`chatmemory.open_store` and for its asyncio twin :func:`chatmemory.aio.open_store`, which opens
+    the asyncio store (``postgresql+psycopg://`` runs psycopg in its async mode). An asyncio store does no I/O
+    when built, so the asyncio twin is a plain function too: call it at startup. The store owns (and closes)
+    the client or engine it builds from the URL. The store is typed :class:`UrlStore`, what every one of them
+    can do; ``isinstance`` checks give the rest (``SupportsSchema``, ``SupportsLockedUpdate``, …).
 
     Raises:
         ValueError: the URL has no scheme, or no store serves it.

@@ -226,14 +226,18 @@ def apply_edit(
     """Apply ``edit`` to the messages of ``memory_id`` atomically; return the result it decided.
 
     Args:
-        store: a sync store with versioning (every built-in one).
+        store: a store with versioning (every built-in one), of the function's kind: sync for
+            :mod:`chatmemory.core.edits`, asyncio for :mod:`chatmemory.aio.edits`.
         memory_id: the memory.
-        edit: a pure function of the stored messages (see :data:`Edit`).
+        edit: a pure function of the stored messages (see :data:`chatmemory.core.edits.Edit`), called
+            synchronously by both.
         retry: how long to retry a conflict on a store without a locked update.
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
 
     Raises:
-        TypeError: a store without versioning, an asyncio store, an argument of the wrong kind.
+        TypeError: a store without versioning, a store of the other kind (asyncio or sync), an argument of
+            the wrong kind.
+        ValueError: ``max_attempts`` below 1.
         ConcurrentUpdateError: other writers kept changing the memory for the whole budget; nothing written.
     """
     memory_id = validate_memory_id(memory_id)
@@ -255,7 +259,8 @@ def insert_messages(
     Every other writer's messages stay: the insertion is written at the version it was decided on.
 
     Raises:
-        TypeError: a store without versioning, an asyncio store, an index or message of the wrong kind.
+        TypeError: a store without versioning, a store of the other kind (asyncio or sync), an index or
+            message of the wrong kind.
         ConcurrentUpdateError: other writers kept changing the memory for the whole budget; nothing written.
     """
     apply_edit(store, memory_id, insertion(index, messages), retry=retry, max_attempts=max_attempts)
@@ -275,7 +280,8 @@ def remove_message(
     written when no message is at ``index`` (an unknown memory stays unknown).
 
     Raises:
-        TypeError: a store without versioning, an asyncio store, an index of the wrong kind.
+        TypeError: a store without versioning, a store of the other kind (asyncio or sync), an index of the
+            wrong kind.
         ConcurrentUpdateError: other writers kept changing the memory for the whole budget; nothing written.
     """
     return apply_edit(store, memory_id, removal(index), retry=retry, max_attempts=max_attempts)

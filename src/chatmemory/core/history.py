@@ -185,8 +185,9 @@ class SupportsHistory(Protocol):
     """A store that keeps every message ever added to a memory (built with ``history=True``).
 
     See :mod:`chatmemory.core.history` for what is recorded. A store built without history raises
-    :class:`~chatmemory.HistoryNotEnabledError` from these methods. The asyncio twin is
-    :class:`chatmemory.aio.SupportsHistory`.
+    :class:`~chatmemory.HistoryNotEnabledError` from these methods. :class:`chatmemory.SupportsHistory` and
+    its asyncio twin :class:`chatmemory.aio.SupportsHistory` hold the same rules; the asyncio one's calls are
+    awaited.
     """
 
     @property
@@ -225,7 +226,9 @@ class SupportsHistory(Protocol):
 class SupportsHistoryRestore(Protocol):
     """A store with history that can put history entries back as they were (what ``chatmemory import`` uses).
 
-    The asyncio twin is :class:`chatmemory.aio.store.SupportsHistoryRestore`.
+    :class:`chatmemory.core.history.SupportsHistoryRestore` and its asyncio twin
+    :class:`chatmemory.aio.store.SupportsHistoryRestore` hold the same rules; the asyncio one's calls are
+    awaited.
     """
 
     def restore_history(

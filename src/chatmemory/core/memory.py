@@ -88,7 +88,8 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
         """Append ``messages`` (in order), then evict down to the limit: one read, at most one write.
 
         ``on_evict``, if set, is then called once with what this add evicted (after the write succeeded,
-        outside the memory object's turn, so it may add to this memory itself).
+        outside the memory object's turn, so it may add to this memory itself); an asyncio memory awaits what
+        it returns when that is awaitable.
 
         Raises:
             ConcurrentUpdateError: the memory kept changing under concurrent writers for the whole retry
@@ -168,26 +169,34 @@ class _SyncWindowMemory(WindowMemoryBase[ChatMemoryStore]):
 class MessageWindowChatMemory(_SyncWindowMemory, MessageWindowBase[ChatMemoryStore]):
     """Keeps the last ``max_messages`` messages (the system message counts, and is never evicted).
 
+    :class:`chatmemory.MessageWindowChatMemory` and its asyncio twin
+    :class:`chatmemory.aio.MessageWindowChatMemory` take the same arguments and behave alike; the asyncio
+    one's methods are coroutines (``await memory.add(...)``).
+
     Args:
         id: the memory id (``str``; an ``int`` or a ``uuid.UUID`` is used as its ``str()``).
         max_messages: the window size, or a callable returning it (read on every operation).
-        store: where the messages live (a store object: ``open_store(url)`` opens one from a URL); a fresh
-            in-memory store by default.
+        store: where the messages live: a store object of the memory's kind, sync or asyncio (the
+            ``open_store(url)`` of :mod:`chatmemory` or of :mod:`chatmemory.aio` opens one from a URL); a
+            fresh in-memory store by default.
         always_keep_system_message_first: put a new system message at index 0 instead of the end.
         retry: how long to retry an ``add`` that conflicts with other writers (versioned stores); by
-            default ``RetryPolicy()``: 30 seconds of jittered backoff.
+            default ``RetryPolicy()``: 30 seconds of jittered backoff (``asyncio.sleep`` between the
+            attempts of an asyncio memory).
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
         on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
             after that write succeeded (never for an attempt that lost a conflict and was retried). An
-            exception it raises propagates from ``add``, whose write is done.
+            exception it raises propagates from ``add``, whose write is done. An asyncio memory also takes
+            a coroutine function, and awaits what it returns when that is awaitable.
         on_oversized: for a token window (a message window never meets one); accepted for symmetry.
         start_on: ``"user"`` evicts on until the first message after the system message is a user
             message (Anthropic and Gemini want a conversation to open with one; an assistant turn or a tool
             result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
-        TypeError: an argument of the wrong kind (a URL as ``store``, an asyncio store, a coroutine
-            function as ``on_evict``, ...).
+        TypeError: an argument of the wrong kind (a URL as ``store``, a store of the other kind: an asyncio
+            store for a sync memory, a sync store for an asyncio one; a coroutine function as a sync
+            memory's ``on_evict``, ...).
         ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``.
     """
 
@@ -195,22 +204,32 @@ class MessageWindowChatMemory(_SyncWindowMemory, MessageWindowBase[ChatMemorySto
 class TokenWindowChatMemory(_SyncWindowMemory, TokenWindowBase[ChatMemoryStore]):
     """Keeps the most recent messages that fit in ``max_tokens`` (the system message counts, and stays).
 
+    :class:`chatmemory.TokenWindowChatMemory` and its asyncio twin
+    :class:`chatmemory.aio.TokenWindowChatMemory` take the same arguments and behave alike; the asyncio
+    one's methods are coroutines (``await memory.add(...)``).
+
     Args:
         id: the memory id (``str``; an ``int`` or a ``uuid.UUID`` is used as its ``str()``).
         max_tokens: the token budget, or a callable returning it (read on every operation).
-        token_count_estimator: counts a message's tokens; :class:`SimpleTokenCountEstimator` by default.
-            It is called once per distinct message: counts are cached by message value. An estimator that
-            also has ``estimate_messages`` (:class:`~chatmemory.core.window_memory.SupportsEstimateMessages`)
-            counts whole windows.
-        store: where the messages live (a store object); a fresh in-memory store by default.
+        token_count_estimator: counts a message's tokens; :class:`~chatmemory.SimpleTokenCountEstimator` by
+            default. It is called once per distinct message (counts are cached by message value), and
+            synchronously in an asyncio memory too: counting is CPU work. An estimator that also has
+            ``estimate_messages`` (:class:`~chatmemory.core.window_memory.SupportsEstimateMessages`) counts
+            whole windows.
+        store: where the messages live: a store object of the memory's kind, sync or asyncio (the
+            ``open_store(url)`` of :mod:`chatmemory` or of :mod:`chatmemory.aio` opens one from a URL); a
+            fresh in-memory store by default.
         always_keep_system_message_first: put a new system message at index 0 instead of the end.
-        retry: how long to retry an ``add`` that conflicts with other writers (versioned stores).
+        retry: how long to retry an ``add`` that conflicts with other writers (versioned stores); by
+            default ``RetryPolicy()``: 30 seconds of jittered backoff (``asyncio.sleep`` between the
+            attempts of an asyncio memory).
         max_attempts: also give up after this many attempts (``None``: the time budget alone).
         cache_size: how many distinct messages' counts to keep.
         on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
             after that write succeeded (never for an attempt that lost a conflict). A message that alone
             outweighs ``max_tokens`` reaches it too. An exception it raises propagates from ``add``, whose
-            write is done.
+            write is done. An asyncio memory also takes a coroutine function, and awaits what it returns
+            when that is awaitable.
         on_oversized: what ``add`` does with a message that alone outweighs ``max_tokens``: ``"evict"``
             (the default: a WARNING, the message is evicted at once and handed to ``on_evict``) or
             ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`, nothing written).
@@ -219,7 +238,9 @@ class TokenWindowChatMemory(_SyncWindowMemory, TokenWindowBase[ChatMemoryStore])
             result never opens the window); ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
-        TypeError: an argument of the wrong kind (a model name as ``token_count_estimator``, ...).
+        TypeError: an argument of the wrong kind (a URL as ``store``, a store of the other kind: an asyncio
+            store for a sync memory, a sync store for an asyncio one; a coroutine function as a sync
+            memory's ``on_evict``, a model name as ``token_count_estimator``, ...).
         ValueError: a limit or ``max_attempts`` below 1, a negative ``cache_size``, an unknown
             ``on_oversized`` or ``start_on``.
     """

@@ -91,9 +91,16 @@ class ChatMemoryProvider(MemoryProvider[Memory]):
         )
         provider("user-42").add(UserMessage("hi"))
 
+    :class:`chatmemory.ChatMemoryProvider` and its asyncio twin :class:`chatmemory.aio.ChatMemoryProvider`
+    (which hands out asyncio memories, whose methods are awaited) behave alike. Getting a memory is a plain
+    call in both: building one does no I/O, so the factory must return the memory itself (an ``async def``
+    factory is refused at construction), and the lock is never held across an ``await``: no task waits on
+    another.
+
     Memory objects are light (all state is in the store); ``forget`` drops one from the cache without
     touching the store. The provider is typed by what the factory returns: above,
-    ``ChatMemoryProvider[MessageWindowChatMemory]``, so ``provider(id).history()`` type-checks.
+    ``ChatMemoryProvider[MessageWindowChatMemory]``, so ``provider(id).history()`` type-checks (a bare
+    ``ChatMemoryProvider`` is ``ChatMemoryProvider[ChatMemory]``).
 
     Args:
         factory: builds the memory of an id.

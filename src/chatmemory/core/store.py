@@ -37,7 +37,8 @@ class ChatMemoryStore(Protocol):
     * ``get_messages`` returns exactly what the last ``update_messages`` wrote for that id: same order,
       equal messages, tool-call argument strings byte for byte. An unknown id reads as ``[]``.
     * ``update_messages`` replaces the whole list atomically: a reader sees the old list or the new one,
-      never a mix; a failure half-way leaves the old list. ``[]`` is a valid list.
+      never a mix; a failure half-way leaves the old list, and an asyncio task cancelled during a write
+      leaves the old list or the new one. ``[]`` is a valid list.
     * ``delete_messages`` removes the memory; deleting an unknown id is not an error.
     * Ids are opaque literals (no glob, separator, SQL or operator meaning) and fully isolated.
     * Stored data that does not decode raises :class:`~chatmemory.CorruptedMemoryError` naming the id,
@@ -45,7 +46,9 @@ class ChatMemoryStore(Protocol):
       ever read as ``[]``. ``delete_messages`` and ``update_messages`` still work on such a memory.
     * Driver failures raise :class:`~chatmemory.StoreError` with the driver's exception as ``__cause__``.
 
-    Memory ids arrive validated (see :func:`chatmemory.validate_memory_id`).
+    Memory ids arrive validated (see :func:`chatmemory.validate_memory_id`). :class:`chatmemory.ChatMemoryStore`
+    and its asyncio twin :class:`chatmemory.aio.ChatMemoryStore` hold the same semantics; the asyncio one's
+    methods are coroutines.
     """
 
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -82,11 +85,15 @@ class SupportsVersioning(Protocol):
     """
 
     def load(self, memory_id: str) -> Snapshot:
-        """The messages of ``memory_id`` and their version."""
+        """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for an unknown id)."""
         ...
 
     def save(self, memory_id: str, messages: Sequence[ChatMessage], expected_version: int) -> int:
-        """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version.
+
+        Raises:
+            ConcurrentUpdateError: the memory is at another version; nothing was written.
+        """
         ...
 
 
@@ -150,7 +157,10 @@ class SupportsTTL(Protocol):
 
 @runtime_checkable
 class SupportsListing(Protocol):
-    """Enumerate the ids of stored memories (in no particular order unless the store says so)."""
+    """Enumerate the ids of stored memories (in no particular order unless the store says so).
+
+    An asyncio store's ``memory_ids()`` is an async iterator: ``async for memory_id in store.memory_ids()``.
+    """
 
     def memory_ids(self) -> Iterator[str]:
         """Every memory id that currently holds a memory."""
@@ -161,15 +171,21 @@ class SupportsListing(Protocol):
 class SupportsSchema(Protocol):
     """A store whose tables or collections are created and upgraded by explicit commands.
 
-    * ``create_schema`` brings the schema to the revision this version of the library needs (idempotent);
-      it is for development databases and tests: production deploys run ``chatmemory migrate URL``.
+    * ``create_schema`` creates the schema at the revision this version of the library needs where there
+      is none (idempotent); it is for development databases and tests. It upgrades nothing: on a schema
+      at another revision it raises :class:`~chatmemory.SchemaVersionError`; ``chatmemory migrate URL``
+      (what production deploys run) upgrades one that is behind.
     * ``schema_revision`` is the revision the database is at, ``None`` before any schema exists.
     * ``required_schema_revision`` is the revision this store needs; a store whose database is behind raises
       :class:`~chatmemory.SchemaVersionError` on its first read or write, naming the command to run.
     """
 
     def create_schema(self) -> None:
-        """Create or upgrade the schema to :attr:`required_schema_revision`."""
+        """Create the schema at :attr:`required_schema_revision` where there is none (development and tests).
+
+        Raises:
+            SchemaVersionError: the schema is at another revision (``chatmemory migrate URL`` upgrades one behind).
+        """
         ...
 
     def schema_revision(self) -> str | None:

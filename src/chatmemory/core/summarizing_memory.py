@@ -29,16 +29,21 @@ class SummarizingChatMemory(_SyncWindowMemory, SummarizingBase[ChatMemoryStore])
 
         memory = SummarizingChatMemory("user-42", max_tokens=2000, summarizer=summarize, store=store)
 
+    :class:`chatmemory.SummarizingChatMemory` and its asyncio twin :class:`chatmemory.aio.SummarizingChatMemory`
+    take the same arguments and behave alike; the asyncio one's methods are coroutines.
+
     Args:
         id: the memory id.
         summarizer: ``summarizer(previous_summary: str | None, evicted_messages: list[ChatMessage]) -> str``,
-            a plain function (the asyncio memory also takes a coroutine function). It may be called more
-            than once in one ``add`` (when a grown summary makes more messages leave, or on a retry after a
-            conflict, with only the messages not yet summarized). An exception it raises propagates from
-            ``add`` and nothing is written.
+            a plain function (the asyncio memory also takes a coroutine function, and awaits it). It may be
+            called more than once in one ``add`` (when a grown summary makes more messages leave, or on a
+            retry after a conflict, with only the messages not yet summarized). An exception it raises
+            propagates from ``add`` and nothing is written. A slow one holds the memory object's turn for
+            ``add``: the other threads (or tasks) adding to the same object wait; an event loop never does.
         max_tokens: the token budget (or a callable returning it); give this or ``max_messages``.
         max_messages: the window size in messages (the summary counts as one).
-        store: where the messages live (a store object); a fresh in-memory store by default.
+        store: where the messages live: a store object of the memory's kind, sync or asyncio; a fresh
+            in-memory store by default.
         token_count_estimator: counts a message's tokens (``max_tokens`` only); ``SimpleTokenCountEstimator``
             by default.
         always_keep_system_message_first: put a new system message at index 0 instead of the end.
@@ -46,7 +51,8 @@ class SummarizingChatMemory(_SyncWindowMemory, SummarizingBase[ChatMemoryStore])
         max_attempts: also give up after this many attempts.
         cache_size: how many distinct messages' token counts to keep.
         on_evict: ``on_evict(memory_id, evicted_messages)``, called once per write that evicted something,
-            after the write (the messages are then in the summary).
+            after the write (the messages are then in the summary). An asyncio memory also takes a
+            coroutine function, and awaits what it returns when that is awaitable.
         on_oversized: ``"evict"`` (a message alone larger than the limit is summarized at once) or
             ``"raise"`` (:class:`~chatmemory.MessageTooLargeError`, nothing written).
         summary_prefix: the framing line sent before the summary text (``""``: none).
@@ -57,8 +63,8 @@ class SummarizingChatMemory(_SyncWindowMemory, SummarizingBase[ChatMemoryStore])
             user message, as Anthropic and Gemini want; ``"any"`` (the default) evicts only to fit the limit.
 
     Raises:
-        TypeError: not exactly one of ``max_tokens``/``max_messages``, a summarizer that is not callable (or
-            a coroutine function), or any argument a window memory refuses.
+        TypeError: not exactly one of ``max_tokens``/``max_messages``, a summarizer that is not callable (or,
+            for the sync memory, a coroutine function), or any argument a window memory refuses.
         ValueError: a limit or ``max_attempts`` below 1, an unknown ``on_oversized`` or ``start_on``, a
             ``headroom`` below 0 or not below the limit.
     """

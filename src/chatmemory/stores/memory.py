@@ -65,7 +65,10 @@ class InMemoryChatMemoryStore(StoreLifecycle):
     ``expire_at`` translate them to and from UTC datetimes at the moment of the call.
     With ``history=True`` it keeps every message written beside the window (see
     :mod:`chatmemory.core.history`); sequence numbers come from one counter per store.
-    :class:`chatmemory.aio.InMemoryChatMemoryStore` is its asyncio twin.
+    :class:`chatmemory.stores.memory.InMemoryChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.InMemoryChatMemoryStore` share that code: the asyncio store's coroutines call a sync
+    store directly (each call is a few dictionary steps under a lock held for microseconds, so nothing blocks
+    the event loop).
 
     Args:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).

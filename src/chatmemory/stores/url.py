@@ -27,6 +27,9 @@ class UrlStore(ChatMemoryStore, SupportsVersioning, SupportsListing, SupportsTTL
     The contract (:class:`~chatmemory.ChatMemoryStore`), versioning, listing, ``ttl``, history (which raises
     :class:`~chatmemory.HistoryNotEnabledError` on a store built without ``history=True``) and the
     lifecycle: ``close()`` or ``with``, after which every call raises :class:`~chatmemory.StoreError`.
+    :class:`chatmemory.stores.url.UrlStore` is the type of what :func:`chatmemory.open_store` returns, and
+    its asyncio twin :class:`chatmemory.aio.url.UrlStore` that of what :func:`chatmemory.aio.open_store`
+    returns.
 
     Capabilities only some stores have stay out of this type; check for them with ``isinstance``, which
     narrows the type for mypy too::
@@ -107,9 +110,11 @@ def open_store(url: str, **options: Any) -> UrlStore:
     """Open the store a URL names, passing ``options`` to its constructor.
 
     ``memory://``, ``redis://host/0``, ``unix:///run/redis.sock``, ``redis+cluster://host:7000``,
-    ``sqlite:///file.db``,
-    ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``. The store owns (and closes) the
-    client or engine it builds from the URL. The store is typed :class:`UrlStore`, what every one of them
+    ``sqlite:///file.db``, ``postgresql+psycopg://…``, ``mysql+pymysql://…``, ``mongodb://…``: the same URLs
+    for :func:`chatmemory.open_store` and for its asyncio twin :func:`chatmemory.aio.open_store`, which opens
+    the asyncio store (``postgresql+psycopg://`` runs psycopg in its async mode). An asyncio store does no I/O
+    when built, so the asyncio twin is a plain function too: call it at startup. The store owns (and closes)
+    the client or engine it builds from the URL. The store is typed :class:`UrlStore`, what every one of them
     can do; ``isinstance`` checks give the rest (``SupportsSchema``, ``SupportsLockedUpdate``, …).
 
     Raises:

@@ -48,25 +48,93 @@ _traced = StoreTelemetry("langchain4j-redis", __name__)
 
 
 class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
-    """A memory per Redis string holding LangChain4j's JSON, with coroutine methods (see the sync store).
+    """A memory per Redis string at ``key_prefix + memory_id``, holding LangChain4j's JSON, shared with Java.
 
-    Every ``save`` is a compare-and-set of the whole value, so a Python writer never overwrites a Java
-    write it has not seen; a Java writer (a plain ``SET``) can overwrite a Python write it has not seen.
-    Versions are this store object's own. Supports versioning, locked updates, TTL, listing and history.
+    The value is exactly what LangChain4j's ``ChatMessageSerializer.messagesToJson(messages)`` writes, under
+    the key a LangChain4j ``RedisChatMemoryStore`` uses (``SET key json [EX ttl]``, ``GET``, ``DEL``), so a
+    Java service with a ``MessageWindowChatMemory`` and a Python service with chatmemory read and extend one
+    live memory. Point ``key_prefix`` at the prefix the Java store uses (``""`` if it uses none).
 
-    Writers that conflict take turns in :meth:`modify`: tasks of one event loop sharing the store queue in
-    the process, writers elsewhere on the lease lock beside the value (see the sync store).
+    **Concurrent writers.** Every write from chatmemory (``save``, hence every window memory's ``add``) is a
+    compare-and-set of the whole value: a Lua script writes only if the key still holds the value the
+    writer read (compared by SHA-1), so a Python writer never overwrites a Java write it has not seen; it
+    gets :class:`~chatmemory.ConcurrentUpdateError` and the memory retries from a fresh read. Two writers
+    that read one value and write one result do not both succeed: a write sent again after a lost reply is
+    known by its own write id, which the script keeps (the latest 16, for an hour) in a list beside the
+    value, in its hash slot, never read by Java and never listed
+    (:mod:`~chatmemory.stores.langchain4j_redis.keys`). The other way round cannot be helped: LangChain4j
+    writes with a plain ``SET`` and no versioning, so **a Java writer can overwrite a Python write it has
+    not seen**. Let one side write a given memory at a time if that matters. ``update_messages`` and
+    ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j (with ``history=True``,
+    ``update_messages`` is a compare-and-set too, retried until it lands).
 
-    Takes the arguments of :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore`, with a
-    ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client (``decode_responses=False``; you
-    close it) in place of a blocking one; a store built from a URL owns its client and closes it in
-    :meth:`aclose`.
+    **Writers taking turns.** chatmemory writers of one memory that conflict take turns in :meth:`modify`
+    (window memories take it after a first conflict): threads (or, for the asyncio store, tasks)
+    sharing the store queue in the process, writers elsewhere on a lease lock beside the value, in its hash
+    slot (:func:`~chatmemory.stores.langchain4j_redis.keys.lock_key`), never listed. The write is still a
+    compare-and-set, so a holder whose lease ran out never overwrites the next holder's write. Java
+    writers do not queue there.
+
+    **Versions** are this store object's own (see :mod:`chatmemory.stores.langchain4j_redis.plan`): the
+    value holds none, so a version names a value this object read or wrote. Within one store object they
+    grow as the contract says; a version from another process or store object is a conflict.
+
+    **Exactness.** Every message reads back equal to what was written. LangChain4j's types fill in an
+    image's detail level and a PDF's MIME type; where a message had none (or a detail level spelled
+    otherwise), the values it had are kept in the user message's ``chatmemory.contentAsGiven`` attribute,
+    which LangChain4j carries along (:mod:`chatmemory.stores.langchain4j_redis.value`).
+
+    Supports versioning, TTL (every chatmemory write sets the expiry, as LangChain4j's ``ttl`` does) and
+    listing (the string keys under ``key_prefix``: with an empty prefix, every string key of the database
+    is taken for a memory, so give the memories a prefix of their own), and history (``history=True``).
+
+    :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` take the same arguments
+    and read and write the same values, locks and histories. The asyncio store works from any event loop:
+    built from a URL, it keeps a client per loop (see :class:`~chatmemory.aio.stores.redis_gate.GatedClient`);
+    a client passed in serves its first loop only.
+
+    Args:
+        url_or_client: a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL (the store
+            owns the client and closes it in :meth:`aclose`), or a client made with ``decode_responses=False``
+            (you close it): a ``redis.Redis`` / ``redis.cluster.RedisCluster`` for the sync store, a
+            ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` for the asyncio one.
+        key_prefix: what the LangChain4j service puts before memory ids (``""``: nothing).
+        ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
+        version_book_size: how many memories' versions to remember (at least 1).
+        history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
+            beside its key, in the same hash slot, that LangChain4j never reads and that is no memory id's
+            key (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
+            (``update_messages`` too), appending to the history in the same script run; a memory written
+            by Java meanwhile records what the next chatmemory write appends to Java's value.
+        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
+            at least ``ttl``; ``None``: as the value.
+        lock_lease: seconds (or a ``timedelta``) after which the lock of :meth:`modify` is free again when
+            its holder died or hung (default 5): the longest a dead writer keeps the others waiting.
+        lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
+            :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        replicas_to_ack: how many replicas must hold each write that changes a memory (a compare-and-set,
+            ``update_messages``, a delete, a history trim) before it returns: the write is sent with
+            ``WAIT replicas_to_ack replicas_timeout`` behind it on its own connection, on a cluster to the
+            master owning the memory's slot (``0``, the default: no waiting). Fewer acknowledgements raise
+            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+            LangChain4j's own writes do not wait.
+        replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default 1).
+        encryption: refused: the layout has none, since a JVM service reads these keys as they are (encrypt
+            at rest with a chatmemory store: ``redis://``, SQL, MongoDB; see ``docs/encryption.md``).
+
+    On a Redis Cluster a command refused while its slot migrates (``TRYAGAIN`` past redis-py's own
+    retries) is sent again for a few seconds (:mod:`chatmemory.stores.redis.resending`); a write is
+    recognised by its write id if it had landed.
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor an asyncio redis-py client; ``replicas_to_ack`` is
-            not an int.
-        ValueError: a bad ``ttl``, ``key_prefix``, ``replicas_to_ack`` or ``replicas_timeout``, a client with
-            ``decode_responses=True``.
+        TypeError: ``url_or_client`` is neither a URL nor a redis-py client of the store's kind (blocking or
+            asyncio); ``key_prefix`` is not a str; ``lock_lease`` or ``lock_wait`` is neither a number nor
+            a ``timedelta``; ``replicas_to_ack`` is not an int.
+        ValueError: a bad ``ttl``, ``key_prefix``, ``lock_lease``, ``lock_wait``, ``replicas_to_ack`` or
+            ``replicas_timeout``, a client with ``decode_responses=True``, an ``encryption``.
+        StoreError: the sync store built from a cluster URL whose server cannot be reached (an asyncio
+            cluster client built from a URL finds the cluster on its first command).
     """
 
     _repr_name = "chatmemory.aio.LangChain4jRedisChatMemoryStore"
@@ -149,7 +217,10 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
 
-        See :class:`chatmemory.aio.SupportsLockedUpdate` and the sync store's :meth:`modify`. A task
+        See :class:`chatmemory.aio.SupportsLockedUpdate`. Uncontended, it costs four round trips (take the
+        lock, read, compare-and-set, give the lock back); window memories take it after a conflict, or at
+        once for a memory this process's writers queued for lately. A writer that finishes while others of
+        this process wait hands them the lock as it is (within half its lease). In the asyncio store, a task
         cancelled in its turn gives the lock back all the same (the unlock runs on, shielded).
 
         Raises:

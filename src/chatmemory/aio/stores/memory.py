@@ -25,14 +25,27 @@ __all__ = ["InMemoryChatMemoryStore"]
 
 
 class InMemoryChatMemoryStore(AsyncStoreLifecycle):
-    """An in-process store with coroutine methods; supports versioning, listing, TTL, raw records and times.
+    """A thread-safe store in a dict; supports versioning, listing, TTL, raw records and per-memory times.
+
+    It keeps its own tuple of the (immutable) messages, never the caller's list. Versions come from one
+    counter per store, so a memory deleted and written again never repeats a version. ``aclose()`` forgets
+    every memory; a closed store raises :class:`~chatmemory.StoreError`, like the others. Expiries are kept
+    on the monotonic ``clock`` (a wall clock stepping does not expire memories); ``memory_times`` and
+    ``expire_at`` translate them to and from UTC datetimes at the moment of the call.
+    With ``history=True`` it keeps every message written beside the window (see
+    :mod:`chatmemory.core.history`); sequence numbers come from one counter per store.
+    :class:`chatmemory.stores.memory.InMemoryChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.InMemoryChatMemoryStore` share that code: the asyncio store's coroutines call a sync
+    store directly (each call is a few dictionary steps under a lock held for microseconds, so nothing blocks
+    the event loop).
 
     Args:
         ttl: seconds (or a ``timedelta``) a memory lives after its last write (``None``: forever).
         clock: the time source for ``ttl`` (monotonic seconds).
-        history: keep the history of every memory (see :mod:`chatmemory.core.history`).
+        history: keep the history of every memory.
         history_ttl: how long a history lives after the memory's last write (``None``: as the window).
-        encryption: a :class:`chatmemory.encryption.Keyring` (see the sync store).
+        encryption: a :class:`chatmemory.encryption.Keyring`: the window is then kept as sealed records,
+            opened on every read, as a persistent store keeps it (the history stays as message objects).
     """
 
     def __init__(
@@ -110,21 +123,33 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
-        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`)."""
+        """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
         self._check_open(Operation.READ, memory_id)
         return self._sync.history(memory_id, after=after, limit=limit, reverse=reverse)
 
     async def restore_history(
         self, memory_id: str, entries: Sequence[HistoryEntry], *, window: Sequence[ChatMessage] | None = None
     ) -> int:
-        """Add the entries the history lacks, as they are (see :class:`chatmemory.aio.store.SupportsHistoryRestore`)."""
+        """Add the entries the history lacks, as they are (see :class:`chatmemory.aio.store.SupportsHistoryRestore`).
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
         self._check_open(Operation.WRITE, memory_id)
         return self._sync.restore_history(memory_id, entries, window=window)
 
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
-        """Remove history entries written before ``older_than``; the windows stay as they are."""
+        """Remove history entries written before ``older_than``; the windows stay as they are.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
         self._check_open(Operation.WRITE, memory_id)
         return self._sync.trim_history(older_than=older_than, memory_id=memory_id)
 
@@ -135,7 +160,7 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
             yield memory_id
 
     async def read_raw(self, memory_id: str) -> list[bytes]:
-        """The stored records of ``memory_id``, undecoded."""
+        """The stored records of ``memory_id`` (``dumps_message`` payloads), undecoded; ``[]`` if unknown."""
         self._check_open(Operation.READ, memory_id)
         return self._sync.read_raw(memory_id)
 
@@ -154,7 +179,11 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         return self._sync.reseal(memory_id)
 
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
-        """Store message records as they are, decoded only when read."""
+        """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
+
+        This imports data from another store without decoding it twice, and is how the contract suite
+        plants corrupted data.
+        """
         self._check_open(Operation.WRITE, memory_id)
         self._sync.write_raw(memory_id, records)
 
@@ -164,7 +193,14 @@ class InMemoryChatMemoryStore(AsyncStoreLifecycle):
         return self._sync.memory_times(memory_id)
 
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
-        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
+        """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent.
+
+        A time in the past expires the memory at once, as its ``ttl`` running out would; the next write
+        slides the expiry by the ``ttl`` again.
+
+        Raises:
+            ValueError: ``when`` is not an aware datetime.
+        """
         self._check_open(Operation.WRITE, memory_id)
         self._sync.expire_at(memory_id, when)
 

@@ -98,25 +98,65 @@ def other_loop_advice(store: str) -> str:
 
 
 class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClient[Any]]):
-    """An asyncio store in a MongoDB collection; supports versioning, locked updates, listing, TTL, raw records.
+    """A store in a MongoDB collection; supports versioning, locked updates, listing, TTL and raw records.
 
-    Takes the arguments of :class:`chatmemory.stores.mongodb.MongoChatMemoryStore` (``lock_lease`` and
-    ``lock_wait`` included), with an :class:`pymongo.AsyncMongoClient` in place of a ``MongoClient``.
+    Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
+    tasks on one event loop) sharing the store queue in the process, writers elsewhere on a lease lock, a
+    document in ``<collection>_locks`` (see :mod:`~chatmemory.stores.mongodb.lease`) that listing and
+    ``memory_ids`` never see. A memory queued for lately is :meth:`contended`: window memories then queue
+    for it at once.
 
-    Any event loop may use the store: ``asyncio.run`` twice, or several threads each running a loop. An
-    ``AsyncMongoClient`` belongs to the loop it first ran on, so a store built from a URL makes a client
-    per event loop when that loop first uses it, and closes it when the loop shuts down (``asyncio.run``
-    does) or in :meth:`aclose` (all of them). A client passed in serves the loop it first ran on only: on
-    another loop the store raises :class:`~chatmemory.StoreError` at once; build the store from a URL, or
-    one store per loop. Writers of one memory that conflict take turns in :meth:`modify`: tasks on one loop
-    queue in the process, other writers on the lease lock of the sync store; a memory queued for lately is
-    :meth:`contended`, and window memories then queue for it at once.
+    :class:`chatmemory.stores.mongodb.MongoChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.mongodb.MongoChatMemoryStore` take the same arguments and share the
+    memories, histories and locks. Any event loop may use the asyncio store: ``asyncio.run`` twice, or
+    several threads each running a loop. An ``AsyncMongoClient`` belongs to the loop it first ran on, so an
+    asyncio store built from a URL makes a client per event loop when that loop first uses it, and closes
+    it when the loop shuts down (``asyncio.run`` does) or in :meth:`aclose` (all of them). A client passed in
+    serves the loop it first ran on only: on another loop the store raises :class:`~chatmemory.StoreError`
+    at once; build the store from a URL, or one store per loop.
+
+    Args:
+        url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
+            in :meth:`aclose`), or a client the caller owns and closes: a :class:`pymongo.MongoClient` for
+            the sync store, a :class:`pymongo.AsyncMongoClient` for the asyncio one.
+        database: the database name; ``None``: the one the URL names (``mongodb://host/NAME``, for a client
+            passed in the URL it was built with), else ``"chatmemory"``.
+        collection: the collection name; it holds nothing but memories.
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the server's clock;
+            ``None``: forever. With a ttl the store creates a TTL index on ``expires_at`` (once,
+            idempotently) so the server removes expired documents; until it does (its TTL monitor runs
+            about once a minute) they read as empty.
+        snapshot_cache_size: how many memories' last snapshots to keep, so that a turn writes a diff and a
+            read decodes only new records (0: none).
+        retry: how long a write whose reply was lost (or that raced another writer creating the memory)
+            is resent; its write id makes a resend apply at most once.
+        client_options: keyword arguments for the client the store builds from a URL. Unless these or the
+            URL set them, the store uses ``serverSelectionTimeoutMS=5000``, ``connectTimeoutMS=5000`` and
+            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.driver.DEFAULT_TIMEOUTS_MS`).
+        history: keep every message ever added to a memory in ``<collection>_history`` (see
+            :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
+        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
+            ``ttl``); ``None``: as long as the window. Needs ``history=True``.
+        lock_lease: seconds (or a ``timedelta``) after which the lock of :meth:`modify` is free again when
+            its holder died or hung (default 5, by the server's clock): the longest a dead writer keeps the
+            others waiting.
+        lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
+            :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        write_concern: ``"majority"``, a number of members, or a pymongo ``WriteConcern``, carried by every
+            write to the memories, history and lock collections; ``None`` keeps the client's (its URL's
+            ``w=``). With ``"majority"`` an acknowledged write survives the failover of its primary (see
+            ``docs/scaling.md``).
+        encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
+            sealed with AES-256-GCM, bound to its memory id, and kept as BSON binary (see
+            ``docs/encryption.md``).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor an ``AsyncMongoClient``; ``history`` is not a bool;
-            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        TypeError: ``url_or_client`` is neither a URL nor a client of the store's kind (``MongoClient`` or
+            ``AsyncMongoClient``); ``history`` is not a bool; ``lock_lease`` or ``lock_wait`` is neither a
+            number nor a ``timedelta``; ``write_concern`` is neither a tag, a number of members nor a
+            ``WriteConcern``.
         ValueError: an invalid ttl, history_ttl, cache size, lock_lease, lock_wait, database or collection
-            name.
+            name; an unacknowledged ``write_concern``.
         StoreError: the URL cannot be parsed.
     """
 
@@ -126,12 +166,18 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
 
     @property
     def collection(self) -> AsyncCollection[Document]:
-        """The collection holding the memories, on the running loop's client (for inspection)."""
+        """The collection holding the memories (for inspection and administration).
+
+        An asyncio store's is the one on the running event loop's client.
+        """
         return self._here().window  # type: ignore[no-any-return]
 
     @property
     def history_collection(self) -> AsyncCollection[Document] | None:
-        """The collection holding the histories, on the running loop's client (``None``: none kept)."""
+        """The collection holding the histories (``None``: the store keeps none).
+
+        An asyncio store's is the one on the running event loop's client.
+        """
         return self._here().history  # type: ignore[no-any-return]
 
     async def _release(self) -> None:
@@ -259,17 +305,24 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         return await self._run(self._save(memory_id, messages, expected_version, also_recorded))
 
     def contended(self, memory_id: str) -> bool:
-        """Whether tasks of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``).
+
+        The writers are threads sharing a sync store, or tasks sharing an asyncio one.
+        """
         return self._turns.contended(memory_id)  # type: ignore[no-any-return]
 
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
         """Apply ``change`` to ``memory_id`` in its writers' turn; return the version it is at afterwards.
 
-        See :meth:`chatmemory.stores.mongodb.MongoChatMemoryStore.modify`. A task cancelled at any ``await``
-        gives the lock back all the same: an upsert taking it runs to its end, shielded from the
-        cancellation, and the delete giving it back follows it (sent at once, it could reach the server
-        before the upsert and leave the lock taken for its whole lease).
+        See :class:`chatmemory.aio.SupportsLockedUpdate`. Alone, it costs four commands (take the lock, read,
+        write, give the lock back); a writer that finishes while others of this process wait hands them
+        the lock, which then costs them none (see :mod:`chatmemory.stores.base.turns`).
+
+        In the asyncio store, a task cancelled at any ``await`` gives the lock back all the same: an upsert
+        taking it runs to its end, shielded from the cancellation, and the delete giving it back follows it
+        (sent at once, it could reach the server before the upsert and leave the lock taken for its whole
+        lease).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
@@ -337,6 +390,8 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
         """One page of the history of ``memory_id`` (see :meth:`chatmemory.SupportsHistory.history`).
+
+        Two reads: the history head in the window document, then the entries (an indexed range).
 
         Raises:
             HistoryNotEnabledError: the store was built without history.

@@ -55,17 +55,19 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     gets :class:`~chatmemory.ConcurrentUpdateError` and the memory retries from a fresh read. Two writers
     that read one value and write one result do not both succeed: a write sent again after a lost reply is
     known by its own write id, which the script keeps (the latest 16, for an hour) in a list beside the
-    value, in its hash slot, never read by Java and never listed (:mod:`.keys`). The other way
-    round cannot be helped: LangChain4j writes with a plain ``SET`` and no versioning, so **a Java writer
-    can overwrite a Python write it has not seen**. Let one side write a given memory at a time if that
-    matters. ``update_messages`` and ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j
-    (with ``history=True``, ``update_messages`` is a compare-and-set too, retried until it lands).
+    value, in its hash slot, never read by Java and never listed
+    (:mod:`~chatmemory.stores.langchain4j_redis.keys`). The other way round cannot be helped: LangChain4j
+    writes with a plain ``SET`` and no versioning, so **a Java writer can overwrite a Python write it has
+    not seen**. Let one side write a given memory at a time if that matters. ``update_messages`` and
+    ``delete_messages`` are plain ``SET`` and ``DEL``, as in LangChain4j (with ``history=True``,
+    ``update_messages`` is a compare-and-set too, retried until it lands).
 
     **Writers taking turns.** chatmemory writers of one memory that conflict take turns in :meth:`modify`
-    (window memories take it after a first conflict): threads sharing the store queue in the process,
-    writers elsewhere on a lease lock beside the value, in its hash slot (:func:`.keys.lock_key`), never
-    listed. The write is still a compare-and-set, so a holder whose lease ran out never overwrites the
-    next holder's write. Java writers do not queue there.
+    (window memories take it after a first conflict): threads (or, for the asyncio store, tasks)
+    sharing the store queue in the process, writers elsewhere on a lease lock beside the value, in its hash
+    slot (:func:`~chatmemory.stores.langchain4j_redis.keys.lock_key`), never listed. The write is still a
+    compare-and-set, so a holder whose lease ran out never overwrites the next holder's write. Java
+    writers do not queue there.
 
     **Versions** are this store object's own (see :mod:`chatmemory.stores.langchain4j_redis.plan`): the
     value holds none, so a version names a value this object read or wrote. Within one store object they
@@ -80,10 +82,17 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     listing (the string keys under ``key_prefix``: with an empty prefix, every string key of the database
     is taken for a memory, so give the memories a prefix of their own), and history (``history=True``).
 
+    :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` take the same arguments
+    and read and write the same values, locks and histories. The asyncio store works from any event loop:
+    built from a URL, it keeps a client per loop (see :class:`~chatmemory.aio.stores.redis_gate.GatedClient`);
+    a client passed in serves its first loop only.
+
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://`` or ``redis[s]+cluster://`` URL (the store
-            owns and closes the client), or a ``redis.Redis`` / ``redis.cluster.RedisCluster`` client made
-            with ``decode_responses=False`` (you close it).
+            owns the client and closes it in :meth:`close`), or a client made with ``decode_responses=False``
+            (you close it): a ``redis.Redis`` / ``redis.cluster.RedisCluster`` for the sync store, a
+            ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` for the asyncio one.
         key_prefix: what the LangChain4j service puts before memory ids (``""``: nothing).
         ttl: seconds (or a ``timedelta``) a memory lives after each chatmemory write; ``None``: no expiry.
         version_book_size: how many memories' versions to remember (at least 1).
@@ -105,18 +114,21 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
             :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
             LangChain4j's own writes do not wait.
         replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default 1).
+        encryption: refused: the layout has none, since a JVM service reads these keys as they are (encrypt
+            at rest with a chatmemory store: ``redis://``, SQL, MongoDB; see ``docs/encryption.md``).
 
     On a Redis Cluster a command refused while its slot migrates (``TRYAGAIN`` past redis-py's own
     retries) is sent again for a few seconds (:mod:`chatmemory.stores.redis.resending`); a write is
     recognised by its write id if it had landed.
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a redis-py client; ``key_prefix`` is not a str;
-            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``; ``replicas_to_ack`` is
-            not an int.
-        ValueError: a bad ``ttl``, ``lock_lease``, ``lock_wait``, ``replicas_to_ack`` or ``replicas_timeout``,
-            a client with ``decode_responses=True``.
-        StoreError: the URL's server cannot be reached to build a cluster client.
+        TypeError: ``url_or_client`` is neither a URL nor a redis-py client of the store's kind (blocking or
+            asyncio); ``key_prefix`` is not a str; ``lock_lease`` or ``lock_wait`` is neither a number nor
+            a ``timedelta``; ``replicas_to_ack`` is not an int.
+        ValueError: a bad ``ttl``, ``key_prefix``, ``lock_lease``, ``lock_wait``, ``replicas_to_ack`` or
+            ``replicas_timeout``, a client with ``decode_responses=True``, an ``encryption``.
+        StoreError: the sync store built from a cluster URL whose server cannot be reached (an asyncio
+            cluster client built from a URL finds the cluster on its first command).
     """
 
     _repr_name = "LangChain4jRedisChatMemoryStore"
@@ -202,7 +214,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         See :class:`chatmemory.SupportsLockedUpdate`. Uncontended, it costs four round trips (take the
         lock, read, compare-and-set, give the lock back); window memories take it after a conflict, or at
         once for a memory this process's writers queued for lately. A writer that finishes while others of
-        this process wait hands them the lock as it is (within half its lease).
+        this process wait hands them the lock as it is (within half its lease). In the asyncio store, a task
+        cancelled in its turn gives the lock back all the same (the unlock runs on, shielded).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.

@@ -59,14 +59,25 @@ _T = TypeVar("_T")
 class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
     """A store in a MongoDB collection; supports versioning, locked updates, listing, TTL and raw records.
 
-    Writers of one memory that conflict take turns in :meth:`modify`: threads sharing the store queue in
-    the process, writers elsewhere on a lease lock, a document in ``<collection>_locks`` (see
-    :mod:`~chatmemory.stores.mongodb.lease`) that listing and ``memory_ids`` never see. A memory queued
-    for lately is :meth:`contended`: window memories then queue for it at once.
+    Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
+    tasks on one event loop) sharing the store queue in the process, writers elsewhere on a lease lock, a
+    document in ``<collection>_locks`` (see :mod:`~chatmemory.stores.mongodb.lease`) that listing and
+    ``memory_ids`` never see. A memory queued for lately is :meth:`contended`: window memories then queue
+    for it at once.
+
+    :class:`chatmemory.stores.mongodb.MongoChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.mongodb.MongoChatMemoryStore` take the same arguments and share the
+    memories, histories and locks. Any event loop may use the asyncio store: ``asyncio.run`` twice, or
+    several threads each running a loop. An ``AsyncMongoClient`` belongs to the loop it first ran on, so an
+    asyncio store built from a URL makes a client per event loop when that loop first uses it, and closes
+    it when the loop shuts down (``asyncio.run`` does) or in :meth:`aclose` (all of them). A client passed in
+    serves the loop it first ran on only: on another loop the store raises :class:`~chatmemory.StoreError`
+    at once; build the store from a URL, or one store per loop.
 
     Args:
         url_or_client: a ``mongodb://`` / ``mongodb+srv://`` URL (the store builds the client and closes it
-            in :meth:`close`), or a :class:`pymongo.MongoClient` (the caller owns and closes it).
+            in :meth:`close`), or a client the caller owns and closes: a :class:`pymongo.MongoClient` for
+            the sync store, a :class:`pymongo.AsyncMongoClient` for the asyncio one.
         database: the database name; ``None``: the one the URL names (``mongodb://host/NAME``, for a client
             passed in the URL it was built with), else ``"chatmemory"``.
         collection: the collection name; it holds nothing but memories.
@@ -90,15 +101,21 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             others waiting.
         lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
             :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        write_concern: ``"majority"``, a number of members, or a pymongo ``WriteConcern``, carried by every
+            write to the memories, history and lock collections; ``None`` keeps the client's (its URL's
+            ``w=``). With ``"majority"`` an acknowledged write survives the failover of its primary (see
+            ``docs/scaling.md``).
         encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
             sealed with AES-256-GCM, bound to its memory id, and kept as BSON binary (see
             ``docs/encryption.md``).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a ``MongoClient``; ``history`` is not a bool;
-            ``lock_lease`` or ``lock_wait`` is neither a number nor a ``timedelta``.
+        TypeError: ``url_or_client`` is neither a URL nor a client of the store's kind (``MongoClient`` or
+            ``AsyncMongoClient``); ``history`` is not a bool; ``lock_lease`` or ``lock_wait`` is neither a
+            number nor a ``timedelta``; ``write_concern`` is neither a tag, a number of members nor a
+            ``WriteConcern``.
         ValueError: an invalid ttl, history_ttl, cache size, lock_lease, lock_wait, database or collection
-            name.
+            name; an unacknowledged ``write_concern``.
         StoreError: the URL cannot be parsed.
     """
 
@@ -107,12 +124,18 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
 
     @property
     def collection(self) -> Collection[Document]:
-        """The collection holding the memories (for inspection and administration)."""
+        """The collection holding the memories (for inspection and administration).
+
+        An asyncio store's is the one on the running event loop's client.
+        """
         return self._collection  # type: ignore[no-any-return]
 
     @property
     def history_collection(self) -> Collection[Document] | None:
-        """The collection holding the histories (``None``: the store keeps none)."""
+        """The collection holding the histories (``None``: the store keeps none).
+
+        An asyncio store's is the one on the running event loop's client.
+        """
         return self._history_collection  # type: ignore[no-any-return]
 
     def _release(self) -> None:
@@ -257,7 +280,10 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         return self._run(self._save(memory_id, messages, expected_version, also_recorded))
 
     def contended(self, memory_id: str) -> bool:
-        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
+        """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``).
+
+        The writers are threads sharing a sync store, or tasks sharing an asyncio one.
+        """
         return self._turns.contended(memory_id)  # type: ignore[no-any-return]
 
     @_traced("modify")
@@ -267,6 +293,11 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         See :class:`chatmemory.SupportsLockedUpdate`. Alone, it costs four commands (take the lock, read,
         write, give the lock back); a writer that finishes while others of this process wait hands them
         the lock, which then costs them none (see :mod:`chatmemory.stores.base.turns`).
+
+        In the asyncio store, a task cancelled at any ``await`` gives the lock back all the same: an upsert
+        taking it runs to its end, shielded from the cancellation, and the delete giving it back follows it
+        (sent at once, it could reach the server before the upsert and leave the lock taken for its whole
+        lease).
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.

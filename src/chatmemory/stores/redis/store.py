@@ -53,14 +53,22 @@ T = TypeVar("T")
 class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
     """A store on Redis or Redis Cluster; supports versioning, locked updates, listing, TTL, raw records, history.
 
-    Writers of one memory that conflict take turns in :meth:`modify`: threads sharing the store queue in
-    the process, writers elsewhere on a lease lock in the memory's hash slot (``{id}:lock``), never listed.
+    Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
+    tasks) sharing the store queue in the process, writers elsewhere on a lease lock in the memory's hash
+    slot (``{id}:lock``), never listed.
+
+    :class:`chatmemory.stores.redis.RedisChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.redis.RedisChatMemoryStore` take the same arguments and read and write the
+    same memories: both can share a server, a key prefix and each memory. The asyncio store works from any
+    event loop: built from a URL, it keeps a client per loop (see
+    :class:`~chatmemory.aio.stores.redis_gate.GatedClient`); a client passed in serves its first loop only.
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
             ``rediss+cluster://`` URL (the store builds the client, owns it and closes it in
-            :meth:`close`), or a ``redis.Redis`` / ``redis.cluster.RedisCluster`` client created with
-            ``decode_responses=False`` (the caller owns and closes it).
+            :meth:`close`), or a client created with ``decode_responses=False`` (the caller owns and
+            closes it): a ``redis.Redis`` / ``redis.cluster.RedisCluster`` for the sync store, a
+            ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` for the asyncio one.
         key_prefix: put before every key; stores with different prefixes share nothing (``""``: none).
         ttl: seconds (or a ``timedelta``) a memory lives after its last write; ``None``: forever.
         refresh_ttl_on_read: reads slide the expiry too.
@@ -69,23 +77,31 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         socket_timeout: seconds to wait for a reply, for a client built from a URL (default
             :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_TIMEOUT`); a ``socket_timeout`` in the
             URL's query wins.
+        socket_connect_timeout: seconds to wait for a connection, likewise (default
+            :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
         history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`), in a
             third key of the memory's hash slot, appended by the same script run as the window.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
             ``ttl``; ``None``: it expires with the window.
-        socket_connect_timeout: seconds to wait for a connection, likewise (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
         lock_lease: seconds (or a ``timedelta``) after which the lock of :meth:`modify` is free again when
             its holder died or hung (default 5): the longest a dead writer keeps the others waiting.
         lock_wait: seconds (or a ``timedelta``) :meth:`modify` waits for that lock before it raises
             :class:`~chatmemory.ConcurrentUpdateError` (default 30).
+        replicas_to_ack: how many replicas must hold each write that changes a memory before it returns:
+            the write is sent with ``WAIT replicas_to_ack replicas_timeout`` behind it (``0``, the default:
+            no waiting). Fewer acknowledgements raise
+            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+        replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default
+            :data:`~chatmemory.stores.redis.config.DEFAULT_REPLICAS_TIMEOUT`).
         encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
             sealed with AES-256-GCM, bound to its memory id (see ``docs/encryption.md``).
 
     Raises:
-        TypeError: ``url_or_client`` is neither a URL nor a client, or an option has the wrong type.
+        TypeError: ``url_or_client`` is neither a URL nor a client of the store's kind (blocking or
+            asyncio), or an option has the wrong type.
         ValueError: a bad URL, a client that decodes responses, or an option out of range.
-        StoreError: a cluster URL whose nodes cannot be reached or are not in cluster mode.
+        StoreError: the sync store built from a cluster URL whose nodes cannot be reached or are not in
+            cluster mode (an asyncio cluster client built from a URL finds the cluster on its first command).
     """
 
     _repr_name = "RedisChatMemoryStore"
