@@ -51,12 +51,10 @@ _SHORTER = "the asyncio docstring is a shortened form of the sync one, without a
 _ASYNC_ENGINE = "the asyncio SQL store's engine is an AsyncEngine (on SQLite, for the schema commands only)"
 _SQL_CREATE_SCHEMA = "sync says it migrates older tables; both run create_on, which raises SchemaVersionError"
 _BATCHES = "read_batch and create_batch serve the sync transfer commands (chatmemory import/export) only"
-_RECORDED_TWIN = "the sync docstring (core/recorded_writes.py) still ends 'The asyncio twin is ...', not the pair line"
 
 # Differences known today, each with why. Keys are what ``differences()`` reports. Align a pair and its
 # entry must go (the test fails while it stays); a new difference fails until aligned or listed here.
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "chatmemory.aio.store.SupportsRecordedWrites: docstring": _RECORDED_TWIN,
     "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.create_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.read_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.redis.RedisChatMemoryStore.create_batch: only in sync": _BATCHES,

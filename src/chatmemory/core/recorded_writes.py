@@ -64,7 +64,9 @@ class SupportsRecordedWrites(Protocol):
       store built without history writes the window only.
     * ``modify`` (where the store has it) honours a change that returns a :class:`RecordedWindow` the same way.
 
-    The asyncio twin is :class:`chatmemory.aio.store.SupportsRecordedWrites`.
+    :class:`chatmemory.core.recorded_writes.SupportsRecordedWrites` and its asyncio twin
+    :class:`chatmemory.aio.store.SupportsRecordedWrites` hold the same rules; the asyncio one's calls are
+    awaited.
     """
 
     @property
