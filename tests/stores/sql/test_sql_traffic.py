@@ -278,6 +278,45 @@ def test_a_locked_update_the_cache_describes_reads_no_window(store: SQLChatMemor
         assert len(small) == 4  # BEGIN, the lock, the one-statement turn, COMMIT
 
 
+def test_a_locked_update_on_mysql_writes_its_turn_as_one_string(sql_backend: SQLBackend) -> None:
+    # No cursor events (they would send it statement by statement): the driver's own query calls are watched.
+    if sql_backend.name != "mysql":
+        pytest.skip("only MySQL/MariaDB turns go as one string")
+    store = sql_backend.make_store()
+    sent: list[str] = []
+
+    def watch(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if getattr(dbapi_connection, "_watched", False):
+            return
+        dbapi_connection._watched = True
+        query = dbapi_connection.query
+
+        def recorded(sql: Any, unbuffered: bool = False) -> Any:
+            sent.append(str(sql))
+            return query(sql, unbuffered)
+
+        dbapi_connection.query = recorded
+
+    event.listen(store.engine, "checkout", watch)
+    try:
+        store.update_messages("joined-lock", [UserMessage(f"m{i}") for i in range(5)])
+        store.modify("joined-lock", lambda messages: [*messages[1:], UserMessage("warm")])
+        sent.clear()
+        store.modify("joined-lock", lambda messages: [*messages[1:], UserMessage("new")])
+        verbs = [sql.lstrip().split(None, 1)[0].upper() for sql in sent]
+        assert verbs == ["BEGIN", "SELECT", "UPDATE", "COMMIT"], sent
+        assert "FOR UPDATE" in sent[1] and "INSERT INTO" in sent[2] and "DELETE" in sent[2]
+        expected = [UserMessage(f"m{i}") for i in range(2, 5)] + [UserMessage("warm"), UserMessage("new")]
+        fresh = SQLChatMemoryStore(sql_backend.url, table_prefix=store.table_prefix)
+        try:
+            assert fresh.get_messages("joined-lock") == expected
+        finally:
+            fresh.close()
+    finally:
+        event.remove(store.engine, "checkout", watch)
+        sql_backend.close_store(store)
+
+
 def test_a_locked_update_after_another_writer_reads_the_window_under_the_lock(
     sql_backend: SQLBackend, store: SQLChatMemoryStore
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -24,11 +24,12 @@ from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.commands import Batch, Result, Statement, Steps
+from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Result, Statement, Steps
 from chatmemory.stores.sql.history_operations import HistoryOperations
 from chatmemory.stores.sql.history_restore import RestoreStatements, covered_head, entry_rows, shifted, window_seqs
 from chatmemory.stores.sql.locked_writes import cached_window, diffs_under_lock
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
+from chatmemory.stores.sql.rendered import Joined, Rendered, render
 from chatmemory.stores.sql.writes import WriteLoop
 
 __all__ = ["Change", "LockedOperations"]
@@ -47,8 +48,32 @@ class _Abort(Exception):
         self.outcome = outcome
 
 
+class _HeadRow(NamedTuple):
+    """A row of the lock statement, as the driver hands it back (its columns in the statement's order)."""
+
+    version: int
+    incarnation: int
+    next_seq: int
+    live: int
+    recent_writes: str | None
+    max_seq: int | None
+    clock: int
+    history_live: int | None
+
+
+def _rendered_lock(lock: Any, engine: Any) -> Rendered:
+    """The lock statement rendered once in the driver's SQL (the locked path's first statement, on every turn)."""
+    names = tuple(column.name for column in lock.selected_columns)
+    if names != _HeadRow._fields:  # pragma: no cover - the statement and this row change together
+        raise AssertionError(f"the lock statement's columns {names} are not {_HeadRow._fields}")
+    return render(lock, engine.dialect)
+
+
 class LockedOperations(HistoryOperations[_Engine]):
     """Writes under the head row's lock as command generators (the executors run them)."""
+
+    _rendered_lock_head: Rendered | None = None
+    """The lock statement in the driver's SQL, rendered at the store's first locked write."""
 
     def _write_locked(
         self, request: WriteRequest, cached: CachedSnapshot | None
@@ -90,7 +115,11 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _lock_head(self, memory_id: str) -> Steps[plan.LockedHead]:
         statements = self._statements
-        row = yield Statement(statements.lock_head, {"p_id": memory_id}, Result.FIRST)
+        lock = self._rendered_lock_head
+        if lock is None:
+            lock = self._rendered_lock_head = _rendered_lock(statements.lock_head, self._engine)
+        found = yield Statement(lock.sql, lock.bind({"p_id": memory_id}), Result.FIRST)
+        row: Any = None if found is None else _HeadRow._make(found)
         # No head row: only the server's clock is needed, read touching no table (a statement naming another
         # memory's rows would leave the memory's shard on a database distributed by memory_id).
         clock = None if row is not None else (yield Statement(statements.server_clock, None, Result.SCALAR))
@@ -172,49 +201,70 @@ class LockedOperations(HistoryOperations[_Engine]):
     def _modify_once(
         self, memory_id: str, change: Change
     ) -> Steps[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
+        """One attempt of ``modify``, in a transaction of its own (which its last statement may end itself)."""
         cached = self._cache.get(memory_id)
+        yield self._begin_statement
         try:
-            return (yield from self._in_transaction(self._modify_locked(memory_id, change, cached)))
+            outcome, ended = yield from self._modify_locked(memory_id, change, cached)
         except _Abort as aborted:
+            yield ROLLBACK
             return aborted.outcome
+        except Exception:
+            yield ROLLBACK
+            raise
+        if not ended:
+            yield COMMIT
+        return outcome
 
     def _modify_locked(
         self, memory_id: str, change: Change, cached: CachedSnapshot | None
-    ) -> Steps[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
+    ) -> Steps[tuple[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted, bool]]:
+        """Lock, read (unless the cache is the locked head's window), change and write; and whether it committed."""
         head = yield from self._lock_head(memory_id)
         current: plan.ReadResult | plan.Corrupted | None = cached_window(head, cached)
         if current is None:  # the cache does not describe the locked head: read the window under the lock
             current = yield from self._locked_window(memory_id, head, cached)
         if isinstance(current, plan.Corrupted):
-            return current
+            return current, False
         new, also_recorded = recorded_parts(change(list(current.snapshot.messages)))
         if new is None:
-            return plan.Unchanged(current.snapshot.version)
+            return plan.Unchanged(current.snapshot.version), False
         request = self._request(memory_id, new, current.snapshot.version, also_recorded)
         diff = plan.plan_diff(request, current.state) if diffs_under_lock(head, current.state) else None
         if diff is not None:
             return (yield from self._diff_locked(diff))
-        return (yield from self._decide(request, current.state, head))
+        return (yield from self._decide(request, current.state, head)), False
 
-    def _diff_locked(self, diff: plan.DiffWrite) -> Steps[plan.Written | plan.Conflict]:
-        """A diffed write in the open transaction, under the head row's lock: the hot path's statements.
+    def _diff_locked(self, diff: plan.DiffWrite) -> Steps[tuple[plan.Written | plan.Conflict, bool]]:
+        """A diffed write in the open transaction, under the head row's lock; and whether it ended the transaction.
 
-        On PostgreSQL one statement; elsewhere the head update, the removal and the insert, in order. The
-        head was found at the diff's version under the lock, so its conditional update matches; should it
-        not, nothing was changed and the attempt is a conflict (the cache is forgotten: the next one reads).
+        The hot path's statements: on PostgreSQL one statement; on MySQL/MariaDB the head update, the
+        removal and the insert as one string where the connection runs one, followed by the ``COMMIT``
+        (``ROLLBACK`` after a miss); elsewhere those statements in order. The head was found at the diff's
+        version under the lock, so its conditional update matches unless the memory expired meanwhile:
+        then nothing was changed and the attempt is a conflict (the cache is forgotten: the next one reads).
         """
         memory_id = diff.request.memory_id
         self._schema.check_payloads(memory_id, diff.payloads)
         statements = self._statements
+        ended = False
         if statements.has_diff_statement:
             turn = statements.diff_postgresql(*diff.shape)
             matched = (yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)) is not None
         else:
-            counts = yield Batch(tuple(self._diff_statements(diff)))
-            matched = counts[0] == 1
+            batch = self._diff_statements(diff)
+            joined = None
+            if statements.joins_turns and diff.joinable(self._schema.max_allowed_packet):
+                rendered = statements.joined_turn(diff.removal, len(diff.payloads), diff.request.recorded)
+                if rendered is not None:  # its parts without the BEGIN: the transaction is open
+                    whole, _ = rendered.bind(diff.joined_parameters())
+                    joined = Statement(Joined.of(rendered.parts).sql, whole)
+            counts = yield Batch(tuple(batch), None, joined)
+            matched = bool(counts) and counts[0] == 1
+            ended = joined is not None  # a joined batch ends with COMMIT, or ROLLBACK after a miss
         if not matched:
             self._cache.forget(memory_id)
-        return plan.diff_outcome(diff, matched)
+        return plan.diff_outcome(diff, matched), ended
 
     def _diff_statements(self, diff: plan.DiffWrite) -> list[Statement]:
         """A diffed write as statements: the head update (which must match one row), the removal, the insert."""
