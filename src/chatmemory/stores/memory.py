@@ -22,7 +22,7 @@ from chatmemory.core.history import (
 from chatmemory.core.memory import use_default_store
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
-from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.sequence_diff import SequenceDiff, diff_messages
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import dumps_message
@@ -89,6 +89,8 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         encryption: RecordCodec | None = None,
     ) -> None:
         self._codec = codec_of(encryption)
+        self._opened: dict[str, tuple[tuple[bytes, ...], tuple[ChatMessage, ...]]] = {}
+        """Sealed windows this store opened, by memory: the records as stored, and their messages."""
         self._ttl = ttl_seconds(ttl)
         self._history_ttl = history_ttl_seconds(history, history_ttl, self._ttl)
         self._keeps_history = history
@@ -112,10 +114,21 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         """Seconds a memory lives after its last write, or ``None``."""
         return self._ttl
 
+    def _sealed(
+        self, memory_id: str, entry: _Entry | None, change: SequenceDiff, messages: tuple[ChatMessage, ...]
+    ) -> tuple[bytes, ...]:
+        """The sealed records of ``messages``: the kept ones as stored, only the appended ones sealed now."""
+        if entry is None or entry.raw is None or entry.messages is None or len(entry.raw) != len(entry.messages):
+            return tuple(self._codec.dumps(message, memory_id) for message in messages)
+        raw = entry.raw
+        appended = (self._codec.dumps(message, memory_id) for message in change.appended)
+        return (*(raw[index] for index in change.kept), *appended)
+
     def _live(self, memory_id: str) -> _Entry | None:
         entry = self._entries.get(memory_id)
         if entry is not None and entry.expires_at is not None and entry.expires_at <= self._clock():
             del self._entries[memory_id]
+            self._opened.pop(memory_id, None)
             return None
         return entry
 
@@ -129,7 +142,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         change = diff_messages(old, messages)
         appended = change.appended
         encoded = sum(len(dumps_message(message)) for message in also_recorded + appended)
-        sealed = tuple(self._codec.dumps(message, memory_id) for message in messages) if self._codec.sealed else None
+        sealed = self._sealed(memory_id, entry, change, messages) if self._codec.sealed else None
         telemetry.note_write(appended=len(appended), evicted=len(change.deleted), bytes=encoded)
         version = next(self._versions)
         telemetry.note(version=version)
@@ -137,6 +150,8 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         written_at = _utc_now()
         expires_at = None if self._ttl is None else now + self._ttl
         self._entries[memory_id] = _Entry(version, messages, sealed, expires_at, written_at)
+        if sealed is not None:  # what this store sealed, it knows: its next read opens nothing
+            self._opened[memory_id] = (sealed, messages)
         if self._keeps_history:
             self._record(memory_id, also_recorded + appended, now, written_at)
         return version
@@ -167,8 +182,13 @@ class InMemoryChatMemoryStore(StoreLifecycle):
             entry = self._live(memory_id)
             if entry is None:
                 return Snapshot([], 0)
-            if entry.raw is not None:  # records: sealed ones are opened on every read, as at rest
+            if entry.raw is not None:  # records: sealed ones are opened once per stored version by this store
+                opened = self._opened.get(memory_id)
+                if self._codec.sealed and opened is not None and opened[0] is entry.raw:
+                    return Snapshot(list(opened[1]), entry.version)
                 messages = tuple(self._codec.loads(record, memory_id) for record in entry.raw)
+                if self._codec.sealed:
+                    self._opened[memory_id] = (entry.raw, messages)
                 if not self._codec.sealed and entry.messages is None:
                     entry.messages, entry.raw = messages, None
                 return Snapshot(list(messages), entry.version)
@@ -222,6 +242,7 @@ class InMemoryChatMemoryStore(StoreLifecycle):
         self._check_open(Operation.DELETE, memory_id)
         with self._lock:
             self._entries.pop(memory_id, None)
+            self._opened.pop(memory_id, None)
             self._histories.pop(memory_id, None)
 
     @property
