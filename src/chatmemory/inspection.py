@@ -43,6 +43,15 @@ SUMMARY_BATCH = 200
 """Memories :func:`summarize_many` reads per batch from a store with batch reads."""
 
 
+_ROLE_OF_TYPE: dict[type, str] = {
+    SystemMessage: "system",
+    UserMessage: "user",
+    AiMessage: "ai",
+    ToolExecutionResultMessage: "tool_result",
+}
+"""The role of each message type :func:`role_of` names, looked up by exact type."""
+
+
 def role_of(message: ChatMessage) -> str:
     """``system``, ``user``, ``ai``, ``tool_result`` or ``custom``: the native format's name for the message type."""
     if isinstance(message, SystemMessage):
@@ -54,6 +63,18 @@ def role_of(message: ChatMessage) -> str:
     if isinstance(message, ToolExecutionResultMessage):
         return "tool_result"
     return "custom"
+
+
+def _roles(messages: Sequence[ChatMessage]) -> Counter[str]:
+    """Message count per role: counted by type (one lookup per type, not per message), as :func:`role_of` names them."""
+    roles: Counter[str] = Counter()
+    for kind, count in Counter(map(type, messages)).items():
+        role = _ROLE_OF_TYPE.get(kind)
+        if role is None:  # a subclass, or a custom message
+            roles.update(role_of(message) for message in messages if type(message) is kind)
+        else:
+            roles[role] += count
+    return roles
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +131,7 @@ def summarize(store: ChatMemoryStore, memory_id: str) -> MemorySummary | None:
     if not exists:
         return None
     size = sum(map(len, raw)) if raw is not None else sum(len(dumps_message(m)) for m in messages)
-    roles = Counter(role_of(message) for message in messages)
+    roles = _roles(messages)
     return MemorySummary(memory_id, len(messages), size, last_write, expires_at, known, roles=roles)
 
 
@@ -132,7 +153,7 @@ def summarize_stored(stored: StoredMemory, *, times_known: bool = True, codec: R
     except SerializationError as exc:
         count = len(stored.records)
         return MemorySummary(stored.memory_id, count, size, last_write, expires_at, times_known, error=str(exc))
-    roles = Counter(role_of(message) for message in messages)
+    roles = _roles(messages)
     return MemorySummary(stored.memory_id, len(messages), size, last_write, expires_at, times_known, roles=roles)
 
 

@@ -111,3 +111,24 @@ def test_summaries_from_batches_are_the_one_memory_summaries(batch_store: Any) -
     store.expire_at(ids[2], datetime.datetime.now(UTC) + HOUR)
     batched = list(summarize_many(store, [*ids, "absent"], batch=3))
     assert batched == [(memory_id, summarize(store, memory_id)) for memory_id in [*ids, "absent"]]
+
+
+def test_a_window_with_a_pinned_run_is_read_whole(backend: Backend) -> None:
+    """A store with history keeps evicted rows; a first run kept before them (pinned) is read with the rest."""
+    try:
+        store: Any = backend.make_store(history=True)
+    except TypeError:
+        pytest.skip(f"{backend} keeps no history")
+    try:
+        if not isinstance(store, SupportsBatchReads):
+            pytest.skip(f"{type(store).__name__} has no batch reads")
+        system, *turns = window(6)
+        store.update_messages("pinned", [system, *turns[:3]])
+        store.update_messages("pinned", [system, *turns[2:]])  # evicts right after the kept system message
+        store.update_messages("plain", window(2))
+        pinned, plain = store.read_batch(["pinned", "plain"])
+        assert pinned is not None and pinned.records == store.read_raw("pinned")
+        assert store.load("pinned").messages == [system, *turns[2:]]
+        assert plain is not None and plain.records == store.read_raw("plain")
+    finally:
+        backend.close_store(store)

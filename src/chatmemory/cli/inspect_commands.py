@@ -27,7 +27,7 @@ from chatmemory.core.store import (
     SupportsTTL,
     SupportsVersioning,
 )
-from chatmemory.inspection import MemorySummary, read_raw_records, summarize_many
+from chatmemory.inspection import SUMMARY_BATCH, MemorySummary, read_raw_records, summarize_many
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
 from chatmemory.transfer import StoreSource
 
@@ -62,10 +62,15 @@ def _memory_id(value: str) -> str:
 def _summaries(store: ChatMemoryStore, ids: list[str], reporter: Reporter) -> list[MemorySummary]:
     found: list[MemorySummary] = []
     with reporter.progress("reading", len(ids)) as bar:
+        done = 0
         for _, summary in summarize_many(store, ids):  # a batch per round trip where the store reads batches
-            bar.advance()
+            done += 1
+            if done == SUMMARY_BATCH:  # the bar moves a batch at a time, as the reads come
+                bar.advance(done)
+                done = 0
             if summary is not None:  # gone since it was listed
                 found.append(summary)
+        bar.advance(done)
     return found
 
 

@@ -2,9 +2,9 @@
 
 :func:`read_batch` is an operation like those of :mod:`.steps`: it yields a :class:`Pipelined` batch of
 commands, which an executor sends in one pipeline (``send_pipelined`` in :mod:`.sending`), and receives
-their replies in order: per memory the read script (without sliding the expiry) and the times script.
-A memory whose head is damaged is read again as ``read_raw`` reads it (``LRANGE``), in a second pipeline
-of only those, so its records are shown, never skipped.
+their replies in order: one run of ``stored.lua`` per memory, which reads what the read script (without
+sliding the expiry) and the times script would, in one run. A memory whose head is damaged comes back
+with its records as ``read_raw`` reads them (``LRANGE``), so it is shown, never skipped.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from chatmemory.stored_memories import StoredMemory
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.commands import Call, ScriptCall
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.outcomes import Absent, Corrupted, Loaded, read_outcome
-from chatmemory.stores.redis.scripts import READ
-from chatmemory.stores.redis.times import times_call, times_of
+from chatmemory.stores.redis.outcomes import unexpected
+from chatmemory.stores.redis.scripts import STORED
+from chatmemory.stores.redis.times import memory_times_of
 
-__all__ = ["Pipelined", "read_batch"]
+__all__ = ["Pipelined", "read_batch", "stored_call", "stored_of"]
 
 
 class Pipelined(NamedTuple):
@@ -40,10 +40,39 @@ class Pipelined(NamedTuple):
     memory_id: None = None
 
 
-def _read_call(key_space: KeySpace, memory_id: str) -> ScriptCall:
+def stored_call(key_space: KeySpace, memory_id: str) -> ScriptCall:
+    """The run of ``stored.lua`` that reads ``memory_id`` for a batch (``memory_id`` validated here)."""
     keys = key_space.keys_of(memory_id)
-    # "0": the read does not slide the expiry, whatever the store's refresh_ttl_on_read.
-    return ScriptCall(READ, keys, (b"0", b"", b""), Operation.READ, memory_id, keys.window)
+    return ScriptCall(STORED, keys, (), Operation.READ, memory_id, keys.window)
+
+
+def _records(call: ScriptCall, raw: object) -> list[bytes]:
+    if not isinstance(raw, list):
+        raise unexpected(call, raw)
+    return raw
+
+
+def stored_of(call: ScriptCall, reply: object) -> StoredMemory | None:
+    """The memory ``stored.lua``'s ``reply`` to ``call`` tells; ``None`` when it does not exist.
+
+    Raises:
+        StoreError: a reply the script never gives.
+    """
+    if reply == 0:
+        return None
+    if isinstance(reply, list):
+        status = reply[0] if reply else None
+        if status == b"m" and len(reply) == 6:
+            version = reply[1]
+            if not isinstance(version, bytes) or not version.isdigit() or not isinstance(reply[2], bytes):
+                raise unexpected(call, reply)
+            times = memory_times_of(call, reply[3], reply[4])
+            return StoredMemory(call.memory_id, _records(call, reply[5]), int(version), times)
+        if status == b"c" and len(reply) == 5 and isinstance(reply[1], bytes):
+            times = memory_times_of(call, reply[2], reply[3])
+            reason = reply[1].decode("utf-8", "replace")
+            return StoredMemory(call.memory_id, _records(call, reply[4]), 0, times, damage=reason)
+    raise unexpected(call, reply)
 
 
 def read_batch(
@@ -54,35 +83,6 @@ def read_batch(
     Raises:
         StoreError: a reply no script of this store gives.
     """
-    reads = [_read_call(key_space, memory_id) for memory_id in memory_ids]
-    times = [times_call(key_space, memory_id) for memory_id in memory_ids]
-    commands = tuple(command for pair in zip(reads, times, strict=True) for command in pair)
-    replies: list[object] = yield Pipelined(commands, Operation.READ)
-    found: list[StoredMemory | None] = []
-    damaged: dict[int, str] = {}
-    for index, (read, time_call) in enumerate(zip(reads, times, strict=True)):
-        outcome = read_outcome(read, None, replies[2 * index])
-        memory_times = times_of(time_call, replies[2 * index + 1])
-        if isinstance(outcome, Loaded):
-            found.append(StoredMemory(read.memory_id, list(outcome.records), outcome.version, memory_times))
-        elif isinstance(outcome, Absent):
-            found.append(None)
-        else:
-            assert isinstance(outcome, Corrupted)
-            damaged[index] = outcome.reason
-            found.append(None)
-    if damaged:
-        lranges = tuple(
-            Call("lrange", (reads[index].keys.messages, 0, -1), Operation.READ, reads[index].memory_id)
-            for index in damaged
-        )
-        raw: list[object] = yield Pipelined(lranges, Operation.READ)
-        for (index, reason), records in zip(damaged.items(), raw, strict=True):
-            found[index] = StoredMemory(
-                reads[index].memory_id,
-                [bytes(record) for record in records] if isinstance(records, list) else [],
-                0,
-                times_of(times[index], replies[2 * index + 1]),
-                damage=reason,
-            )
-    return found
+    calls = tuple(stored_call(key_space, memory_id) for memory_id in memory_ids)
+    replies: list[object] = yield Pipelined(calls, Operation.READ)
+    return [stored_of(call, reply) for call, reply in zip(calls, replies, strict=True)]

@@ -16,7 +16,7 @@ from chatmemory.stores.redis.commands import ScriptCall
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.scripts import EXPIRE, TIMES
 
-__all__ = ["expire_at_call", "expire_at_done", "times_call", "times_of"]
+__all__ = ["expire_at_call", "expire_at_done", "memory_times_of", "times_call", "times_of"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MILLISECOND = datetime.timedelta(milliseconds=1)
@@ -26,7 +26,7 @@ def _time_of(call: ScriptCall, raw: object) -> datetime.datetime | None:
     if raw == b"":
         return None
     if not isinstance(raw, bytes) or not raw.isdigit():
-        raise StoreError(call.operation, call.memory_id, f"the times script replied a time of {raw!r}")
+        raise StoreError(call.operation, call.memory_id, f"the {call.script.name} script replied a time of {raw!r}")
     return _EPOCH + int(raw) * _MILLISECOND
 
 
@@ -47,6 +47,15 @@ def times_of(call: ScriptCall, reply: object) -> MemoryTimes | None:
     if isinstance(reply, list) and len(reply) == 2:
         return MemoryTimes(_time_of(call, reply[0]), _time_of(call, reply[1]))
     raise StoreError(call.operation, call.memory_id, f"the times script replied {reply!r}")
+
+
+def memory_times_of(call: ScriptCall, written: object, expires: object) -> MemoryTimes:
+    """The times of a reply's ``written`` and ``expires`` fields, as the times script gives them (``stored.lua``).
+
+    Raises:
+        StoreError: a field is neither ``''`` nor a count of milliseconds.
+    """
+    return MemoryTimes(_time_of(call, written), _time_of(call, expires))
 
 
 def expire_at_call(

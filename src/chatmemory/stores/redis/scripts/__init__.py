@@ -1,9 +1,10 @@
 """The Lua scripts of the Redis store, read from the ``.lua`` files beside this module.
 
 ``head.lua`` (the layout, the server clock, the ttl check and the judgement of a memory's head) is put
-before each of ``read.lua``, ``write.lua``, ``times.lua``, ``expire.lua``, ``history.lua``, ``trim.lua``
-and ``restore.lua``; each result is one script, run as one atomic round trip. ``unlock.lua`` (giving back a
-memory's lease lock) and ``reseal.lua`` (re-sealing list elements in place) stand alone.
+before each of ``read.lua``, ``write.lua``, ``times.lua``, ``stored.lua`` (one memory of a batch read: the
+read and the times in one run), ``expire.lua``, ``history.lua``, ``trim.lua`` and ``restore.lua``; each
+result is one script, run as one atomic round trip. ``unlock.lua`` (giving back a memory's lease lock) and
+``reseal.lua`` (re-sealing list elements in place) stand alone.
 """
 
 from __future__ import annotations
@@ -12,7 +13,19 @@ import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 
-__all__ = ["EXPIRE", "HISTORY", "READ", "RESEAL", "RESTORE", "TIMES", "TRIM", "UNLOCK", "WRITE", "LuaScript"]
+__all__ = [
+    "EXPIRE",
+    "HISTORY",
+    "READ",
+    "RESEAL",
+    "RESTORE",
+    "STORED",
+    "TIMES",
+    "TRIM",
+    "UNLOCK",
+    "WRITE",
+    "LuaScript",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,7 @@ def _load(name: str) -> LuaScript:
 READ = _load("read")
 WRITE = _load("write")
 TIMES = _load("times")
+STORED = _load("stored")
 EXPIRE = _load("expire")
 HISTORY = _load("history")
 TRIM = _load("trim")
