@@ -3,10 +3,10 @@
 Each method is a generator of :mod:`~chatmemory.stores.sql.commands` (see
 :mod:`~chatmemory.stores.sql.operations`). A locked write locks the memory's head row (or, when there is
 none, reads the server's clock), asks :func:`~chatmemory.stores.sql.plan.plan_locked` what to do and
-runs its statements in the same transaction. :meth:`LockedOperations._modify` reads the window under
-the same lock and calls the caller's change on it, so that writers of one memory queue instead of
-conflicting. :meth:`LockedOperations._restore_history` puts history entries back under the same lock
-(see :mod:`~chatmemory.stores.sql.history_restore`).
+runs its statements in the same transaction. :meth:`LockedOperations._modify` calls the caller's change
+under the same lock (on the cached window when the locked head is at its version, else on the window
+read there) and writes it as a diffed turn where it can, so that writers of one memory queue instead
+of conflicting. :meth:`LockedOperations._restore_history` puts history entries back under the lock.
 """
 
 from __future__ import annotations

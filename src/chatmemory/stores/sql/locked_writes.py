@@ -4,9 +4,10 @@ The executor locks the head row (or, when there is none, reads the server's cloc
 to :func:`locked_head`; :func:`plan_locked` then says whether the write landed already (its write id is
 among the recent writes), conflicts, or which statements to run (:class:`LockedWrite`). A write of
 messages to a live memory its cached snapshot does not describe first reads the window under the lock
-(:func:`window_needed`, :func:`locked_read`), so that it writes only the rows that differ. A write
-creating a memory that finds message rows without a head row asks :func:`stray_rows` whether they stop
-it. No driver, no I/O.
+(:func:`window_needed`, :func:`locked_read`), so that it writes only the rows that differ; a locked
+update starts from the cached window when the head is at its version (:func:`cached_window`,
+:func:`diffs_under_lock`). A write creating a memory that finds message rows without a head row asks
+:func:`stray_rows` whether they stop it. No driver, no I/O.
 """
 
 from __future__ import annotations
