@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Change, Snapshot, SupportsContentionHint, SupportsTTL
+from chatmemory.core.store import Change, Resealed, Snapshot, SupportsContentionHint, SupportsTTL
 from chatmemory.memory_times import MemoryTimes
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "SupportsLockedUpdate",
     "SupportsMemoryTimes",
     "SupportsRawRecords",
+    "SupportsReseal",
     "SupportsRecordedWrites",
     "SupportsSchema",
     "SupportsTTL",
@@ -167,6 +168,29 @@ class SupportsSchema(Protocol):
     @property
     def required_schema_revision(self) -> str:
         """The schema revision this store reads and writes."""
+        ...
+
+
+@runtime_checkable
+class SupportsReseal(Protocol):
+    """A store built with ``encryption=`` that re-seals what it holds under its keyring's primary key.
+
+    ``chatmemory rekey`` calls it for every memory after a key rotation (or to seal a plain store being
+    migrated). Records are replaced in place, each only where it still holds what was read, so it is
+    safe beside live writers, idempotent and resumable; see docs/encryption.md.
+    """
+
+    async def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        A record is replaced only where it still holds what was read; one a writer moved meanwhile is
+        counted in ``moved`` and left for a re-run.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
         ...
 
 

@@ -13,7 +13,7 @@ from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Reporter
 from chatmemory.cli.stores import namespace_options, store_kind, url_for_display
 from chatmemory.core.errors import ChatMemoryError, SerializationError, install_hint
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.store import SupportsExpiryPurge, SupportsListing, SupportsVersioning
+from chatmemory.core.store import SupportsExpiryPurge, SupportsListing, SupportsReseal, SupportsVersioning
 
 __all__ = ["delete", "demo", "migrate", "purge_expired", "rekey"]
 
@@ -103,14 +103,14 @@ def rekey(url: str, quiet: bool, **namespace: str | None) -> int:
     resealed = current = moved = memories = 0
     failed: list[str] = []
     with opened_store(url, options) as store:
-        if not isinstance(store, SupportsListing):
-            reporter.error(f"{type(store).__name__} does not list its memories; nothing was re-sealed")
+        if not isinstance(store, SupportsListing) or not isinstance(store, SupportsReseal):
+            reporter.error(f"{type(store).__name__} cannot list and re-seal its memories; nothing was re-sealed")
             return EXIT_USAGE
         memory_ids = list(store.memory_ids())
         with telemetry.operation(backend=store_kind(url), name="cli.rekey") as op:
             for memory_id in reporter.track(memory_ids, "re-sealing", len(memory_ids)):
                 try:
-                    done = store.reseal(memory_id)  # type: ignore[attr-defined]
+                    done = store.reseal(memory_id)
                 except SerializationError as exc:  # a key the ring lacks, a record that does not open
                     failed.append(memory_id)
                     reporter.error(str(exc))

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from chatmemory.core.messages import ChatMessage
 
 __all__ = [
     "Change",
     "ChatMemoryStore",
+    "Resealed",
     "Snapshot",
     "SupportsContentionHint",
     "SupportsExpiryPurge",
     "SupportsListing",
     "SupportsLockedUpdate",
     "SupportsRawRecords",
+    "SupportsReseal",
     "SupportsSchema",
     "SupportsTTL",
     "SupportsVersioning",
@@ -195,6 +197,43 @@ class SupportsSchema(Protocol):
     @property
     def required_schema_revision(self) -> str:
         """The schema revision this store reads and writes."""
+        ...
+
+
+class Resealed(NamedTuple):
+    """What re-sealing one memory did (``reseal`` of a store built with a keyring).
+
+    Attributes:
+        resealed: records now sealed under the primary key.
+        current: records that already were.
+        moved: records a concurrent writer changed or removed first (a re-run finds what is left).
+    """
+
+    resealed: int
+    current: int
+    moved: int = 0
+
+
+@runtime_checkable
+class SupportsReseal(Protocol):
+    """A store built with ``encryption=`` that re-seals what it holds under its keyring's primary key.
+
+    ``chatmemory rekey`` calls it for every memory after a key rotation (or to seal a plain store being
+    migrated). Records are replaced in place, each only where it still holds what was read, so it is
+    safe beside live writers, idempotent and resumable; see docs/encryption.md.
+    """
+
+    def reseal(self, memory_id: str) -> Resealed:
+        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
+
+        A record is replaced only where it still holds what was read; one a writer moved meanwhile is
+        counted in ``moved`` and left for a re-run.
+
+        Raises:
+            ValueError: the store was built without ``encryption=``.
+            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
+            CorruptedMemoryError: a record does not open (nothing is changed).
+        """
         ...
 
 

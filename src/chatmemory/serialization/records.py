@@ -9,10 +9,11 @@ a record to the memory it belongs to.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 from chatmemory.core.errors import CorruptedMemoryError, EncryptionKeyError
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import Resealed
 from chatmemory.serialization.native import dumps_message, loads_message
 
 __all__ = [
@@ -84,20 +85,6 @@ def codec_of(encryption: RecordCodec | None) -> RecordCodec:
 
 
 _K = TypeVar("_K")
-
-
-class Resealed(NamedTuple):
-    """What re-sealing one memory did (``reseal`` of a store built with a keyring).
-
-    Attributes:
-        resealed: records now sealed under the primary key.
-        current: records that already were.
-        moved: records a concurrent writer changed or removed first (a re-run finds what is left).
-    """
-
-    resealed: int
-    current: int
-    moved: int = 0
 
 
 def reseal_plan(

@@ -94,7 +94,8 @@ class _SyncStoreView:
         self.wrapped.write_raw(memory_id, records)
 
     async def reseal(self, memory_id: str) -> Any:
-        return self.wrapped.reseal(memory_id)  # type: ignore[attr-defined]
+        assert isinstance(self.wrapped, sync_store_protocols.SupportsReseal)
+        return self.wrapped.reseal(memory_id)
 
     @property
     def keeps_history(self) -> bool:

@@ -176,16 +176,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
 
     @_traced("reseal")
     def reseal(self, memory_id: str) -> Resealed:
-        """Re-seal every record of ``memory_id`` (window and history) under the keyring's primary key.
-
-        Safe beside live writers: a record is replaced only where it still holds what was read; a re-run
-        finds what a writer moved meanwhile (``moved``). Idempotent.
-
-        Raises:
-            ValueError: the store was built without ``encryption=``.
-            EncryptionKeyError: a record is sealed under a key the ring lacks (nothing is changed).
-            CorruptedMemoryError: a record does not open (nothing is changed).
-        """
+        """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
         return self._run(self._reseal(memory_id))
 
     @_traced.iterator("list")
