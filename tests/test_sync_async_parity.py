@@ -46,10 +46,6 @@ MODULE_PAIRS = [
 RENAMED = {"close": "aclose"}
 
 # The reasons of the differences that remain (one line each).
-_POINTS = "the asyncio docstring is shorter and points to its sync twin for the rest"
-_SHORTER = "the asyncio docstring is a shortened form of the sync one, without a pointer to it"
-_ASYNC_ENGINE = "the asyncio SQL store's engine is an AsyncEngine (on SQLite, for the schema commands only)"
-_SQL_CREATE_SCHEMA = "sync says it migrates older tables; both run create_on, which raises SchemaVersionError"
 _BATCHES = "read_batch and create_batch serve the sync transfer commands (chatmemory import/export) only"
 
 # Differences known today, each with why. Keys are what ``differences()`` reports. Align a pair and its
@@ -60,18 +56,7 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "chatmemory.aio.stores.redis.RedisChatMemoryStore.create_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.redis.RedisChatMemoryStore.read_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_schema: docstring": _SQL_CREATE_SCHEMA,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.drop_schema: docstring": _SHORTER,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.engine: docstring": _ASYNC_ENGINE,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.history: docstring": _POINTS,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.memory_ids: docstring": _POINTS,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.modify: docstring": _POINTS,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.purge_expired: docstring": _SHORTER,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.read_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.read_raw: docstring": _SHORTER,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.trim_history: docstring": _POINTS,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.write_raw: docstring": _POINTS,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore: docstring": _POINTS,
 }
 
 

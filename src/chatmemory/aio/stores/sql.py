@@ -89,25 +89,64 @@ class _OnLoop:
 
 
 class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
-    """The asyncio twin of :class:`chatmemory.stores.sql.SQLChatMemoryStore`: same arguments, coroutines.
+    """A store in SQL tables; supports versioning, listing, TTL, schema commands and raw records.
+
+    Create the tables with ``chatmemory migrate URL`` (or :func:`chatmemory.migrations.upgrade`), or with
+    :meth:`create_schema` during development. A store on a schema that is behind raises
+    :class:`~chatmemory.SchemaVersionError` naming the command to run.
+
+    :class:`chatmemory.stores.sql.SQLChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.sql.SQLChatMemoryStore` take the same arguments and send the same
+    operations on the same tables: a memory written by one is read and extended by the other. The asyncio
+    store works from any event loop: built from a URL, it makes an engine per loop when that loop first
+    uses it (on SQLite its operations run the ``sqlite3`` engine on worker threads of the store instead);
+    an ``AsyncEngine`` passed in serves the loop it first ran on only (on another the store raises
+    :class:`~chatmemory.StoreError`). A cancelled asyncio call leaves the memory at its old or its new list.
 
     Args:
-        url_or_engine: a URL (the store makes an :class:`~sqlalchemy.ext.asyncio.AsyncEngine` and disposes
-            of it in :meth:`aclose`; sync driver names are mapped to their async twins) or an ``AsyncEngine``
-            the caller owns and disposes of.
-        table_prefix: prefix of the store's tables.
-        ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the database's clock.
-        snapshot_cache_size: how many memories' last state to keep for diffing writes without a read.
-        engine_options: passed to :func:`~sqlalchemy.ext.asyncio.create_async_engine` when a URL is given
-            (on SQLite, to :func:`~sqlalchemy.create_engine` too, for the engine of the worker threads).
+        url_or_engine: a SQLAlchemy URL, or an engine the caller owns and closes (every connection goes
+            back to its pool): an :class:`~sqlalchemy.Engine` for the sync store, an
+            :class:`~sqlalchemy.ext.asyncio.AsyncEngine` for the asyncio one. From a URL the store makes
+            the engine and disposes of it in :meth:`aclose`; ``postgresql://`` means psycopg 3 (in its
+            async mode on asyncio), ``mysql://`` PyMySQL (asyncmy on asyncio: sync driver names are
+            mapped to their async twins), ``sqlite://`` ``sqlite3`` (aiosqlite for the asyncio store's
+            :attr:`engine`); between calls the store keeps the connection the last one ended with, sparing
+            the next the pool's checkout and return. Any engine works, one in autocommit included: the
+            store opens its transactions itself. An engine that is not in autocommit has its connections
+            switched to it at each checkout (a round trip on some drivers); build yours with
+            ``isolation_level="AUTOCOMMIT"`` to spare that.
+        table_prefix: prefix of the store's tables (``<prefix>memories``, ``<prefix>messages``).
+        ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the database's clock;
+            ``None``: forever.
+        snapshot_cache_size: how many memories' last state to keep for diffing writes without a read
+            (``0``: always rewrite whole windows).
+        engine_options: keyword arguments for the engine the store makes from a URL: passed to
+            :func:`sqlalchemy.create_engine` by the sync store, to
+            :func:`~sqlalchemy.ext.asyncio.create_async_engine` by the asyncio one (on SQLite to
+            ``create_engine`` too, for the engine of its worker threads). Defaults: autocommit
+            connections, a connect timeout of 10 s, a SQLite busy timeout of 30 s. With ``pool_pre_ping``
+            or ``pool_recycle`` every call checks its connection out of the pool.
         retry: how long writers creating or replacing one memory at once retry their collisions.
-        history: keep every message ever added to a memory (see the sync store).
-        history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
-            ``ttl`` (``None``: it expires with the window).
+        history: keep every message ever added to a memory (see :meth:`history`): evicted rows stay in
+            the message table, outside the window's ranges, instead of being deleted.
+        history_ttl: seconds (or a ``timedelta``) a memory's history lives after its last write, at least
+            ``ttl`` (``None``: it expires with the window). The head row then keeps the history's expiry
+            and outlives the window until it passes: :meth:`purge_expired` leaves it until then, and a
+            write after the window expired starts a new window but continues the history.
+        partitions: PostgreSQL only, an int from 1 to 1024: :meth:`create_schema` creates the message
+            table ``PARTITION BY HASH (memory_id)`` in that many partitions, and existing tables must be
+            partitioned so (they are never converted). Reads and writes are the same either way (see
+            ``docs/scaling.md``). ``None``: not partitioned.
+        encryption: a :class:`chatmemory.encryption.Keyring`: every message row's payload (window and
+            history) is sealed with AES-256-GCM, bound to its memory id and to the row's sequence number,
+            so a payload moved to another row does not open (see ``docs/encryption.md``).
 
     Raises:
-        ValueError: a URL that is not a SQL database URL, or a driver the store does not use;
-            ``history_ttl`` without ``history``, or shorter than ``ttl``.
+        TypeError: ``url_or_engine`` is neither a URL nor an engine of the store's kind (sync or asyncio).
+        ValueError: a URL that is not a SQL database URL, or a driver or database the store does not use
+            (the message says what to use); ``engine_options`` with an engine; ``history_ttl`` without
+            ``history``, or shorter than ``ttl``; ``partitions`` that is not an int from 1 to 1024, or on
+            a database other than PostgreSQL.
     """
 
     _repr_name = "aio.SQLChatMemoryStore"
@@ -136,7 +175,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @property
     def engine(self) -> AsyncEngine:
-        """The asyncio engine the store uses (on SQLite from a URL, for the schema commands only)."""
+        """The engine the store uses: a SQLAlchemy ``Engine`` (sync store) or ``AsyncEngine`` (asyncio store).
+
+        Made from a URL, its connections are in autocommit (unless ``engine_options`` set an
+        ``isolation_level``), and the asyncio store's serves the first event loop the store runs on
+        (another loop gets an engine of its own); on SQLite, for the schema commands only.
+        """
         return self._engine
 
     async def _release(self) -> None:
@@ -181,13 +225,19 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             return await connection.run_sync(lambda sync: revision_on(sync, prefix))
 
     async def create_schema(self) -> None:
-        """Create the tables at the required revision (development); tables behind raise SchemaVersionError."""
+        """Create the tables at the required revision where there are none (development and tests).
+
+        Raises:
+            SchemaVersionError: the tables are at another revision (``chatmemory migrate URL`` upgrades
+                ones behind; ones ahead need a newer chatmemory).
+            StoreError: with ``partitions``, the existing message table is not partitioned so.
+        """
         self._check_open(Operation.SCHEMA)
         async with self._connect(Operation.SCHEMA) as connection:
             await connection.run_sync(self._schema.create_on)
 
     async def drop_schema(self) -> None:
-        """Drop the store's tables and its version table (the data is gone)."""
+        """Drop the store's tables and its version table (for tests and teardown: the data is gone)."""
         self._check_open(Operation.SCHEMA)
         async with self._connect(Operation.SCHEMA) as connection:
             await connection.run_sync(self._schema.drop_on)
@@ -296,7 +346,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
-        """The stored records of ``memory_id``, undecoded."""
+        """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
         return await self._run(self._read_raw(memory_id))
 
     @_traced.coroutine("reseal")
@@ -336,13 +386,31 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read.
 
-        With history it records nothing and keeps the history the memory had (see the sync store).
+        This imports data from another store without decoding it twice, and is how the contract suite
+        plants corrupted data. With history it records nothing (the records are not history entries) and
+        keeps the history the memory had.
         """
         await self._run(self._write_raw(memory_id, records))
 
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
-        """Read, change and write ``memory_id`` under its head row's lock (see the sync store's ``modify``)."""
+        """Read, change and write ``memory_id`` under its head row's lock; return the version it is at.
+
+        Writers of one memory that call this queue on the database's row lock instead of conflicting and
+        retrying: under heavy contention on one memory (many writers adding turns at once) each change
+        costs one transaction, and none gives up. ``change`` gets the stored messages and returns the new
+        list, or ``None`` to leave the memory as it is; it runs while the lock is held, so keep it short.
+        A memory that does not exist yet is created under the same rule as :meth:`save` at version 0.
+
+        Raises:
+            CorruptedMemoryError: the stored memory does not decode (``change`` is not called).
+            StoreError: the database failed, or writers creating the memory collided for the whole retry
+                budget.
+
+        Writers of this process sharing the store (threads, or tasks of an asyncio store) queue in the
+        process first (one at a time asks the database for the row lock), and a memory queued for lately
+        is :meth:`contended`.
+        """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         async with self._turns.hold(memory_id, _no_server_lock):
             return await self._run(self._modify(memory_id, change))
@@ -374,7 +442,9 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     async def history(
         self, memory_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE, reverse: bool = False
     ) -> HistoryPage:
-        """One page of the history of ``memory_id`` (see the sync store); one query.
+        """One page of the history of ``memory_id`` (see :class:`chatmemory.aio.SupportsHistory`); one query.
+
+        The entries are the message rows written with history, evicted or not, by sequence number.
 
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
@@ -402,7 +472,11 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     async def trim_history(
         self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None
     ) -> int:
-        """Remove history entries written before ``older_than``; never the window (see the sync store).
+        """Remove history entries written before ``older_than`` (of ``memory_id``, or of every memory).
+
+        Rows outside the window are deleted; rows still in the window stay (the window never changes) but
+        are no longer history entries. A ``timedelta`` is counted back from the database's clock. One
+        transaction of two statements; returns how many entries went.
 
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
@@ -413,7 +487,15 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @_traced.async_iterator("list")
     async def memory_ids(self, *, order: Literal["id", "newest"] = "id", page_size: int = 500) -> AsyncIterator[str]:
-        """The ids of live memories, by id or most recently written first (see the sync store)."""
+        """The ids of live memories, by id (code point order) or most recently written first.
+
+        Pages of ``page_size`` ids are read lazily (keyset pagination), so listing a large store streams.
+        By id, each page reads its ids from the primary key. Newest first, the pages are read in one
+        snapshot (a read transaction held until the listing ends, so a memory written meanwhile is
+        neither missed nor listed twice) and each scans and sorts the head table (one short row per
+        memory): the write time is deliberately not indexed, since every write changes it and the index
+        would tax every turn; list by id to walk a very large store.
+        """
         check_listing(order, page_size)
         await self._run(self._ready(Operation.LIST))
         pages = (await self._ready_driver()).iterate(self._pages(order, page_size))
@@ -425,5 +507,9 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
 
     @_traced.coroutine("purge_expired")
     async def purge_expired(self, *, batch_size: int = 1000) -> int:
-        """Delete expired memories in transactions of ``batch_size`` memories; return how many went."""
+        """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
+
+        Each batch scans the head table for expired rows (expiry times are not indexed, for the same
+        reason as write times: see :meth:`memory_ids`); run it now and then, not per request.
+        """
         return await self._run(self._purge(batch_size))

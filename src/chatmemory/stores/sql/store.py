@@ -62,36 +62,58 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     :meth:`create_schema` during development. A store on a schema that is behind raises
     :class:`~chatmemory.SchemaVersionError` naming the command to run.
 
+    :class:`chatmemory.stores.sql.SQLChatMemoryStore` and its asyncio twin
+    :class:`chatmemory.aio.stores.sql.SQLChatMemoryStore` take the same arguments and send the same
+    operations on the same tables: a memory written by one is read and extended by the other. The asyncio
+    store works from any event loop: built from a URL, it makes an engine per loop when that loop first
+    uses it (on SQLite its operations run the ``sqlite3`` engine on worker threads of the store instead);
+    an ``AsyncEngine`` passed in serves the loop it first ran on only (on another the store raises
+    :class:`~chatmemory.StoreError`). A cancelled asyncio call leaves the memory at its old or its new list.
+
     Args:
-        url_or_engine: a SQLAlchemy URL (the store makes the engine and disposes of it in :meth:`close`;
-            ``postgresql://`` means psycopg 3, ``mysql://`` PyMySQL; between calls the store keeps the
-            connection the last one ended with, sparing the next the pool's checkout and return) or an
-            :class:`~sqlalchemy.Engine` the caller owns and closes (every connection goes back to its
-            pool). Any engine works, one in autocommit included: the store opens its
-            transactions itself. An engine that is not in autocommit has its connections switched to it
-            at each checkout (a round trip on some drivers); build yours with
+        url_or_engine: a SQLAlchemy URL, or an engine the caller owns and closes (every connection goes
+            back to its pool): an :class:`~sqlalchemy.Engine` for the sync store, an
+            :class:`~sqlalchemy.ext.asyncio.AsyncEngine` for the asyncio one. From a URL the store makes
+            the engine and disposes of it in :meth:`close`; ``postgresql://`` means psycopg 3 (in its
+            async mode on asyncio), ``mysql://`` PyMySQL (asyncmy on asyncio: sync driver names are
+            mapped to their async twins), ``sqlite://`` ``sqlite3`` (aiosqlite for the asyncio store's
+            :attr:`engine`); between calls the store keeps the connection the last one ended with, sparing
+            the next the pool's checkout and return. Any engine works, one in autocommit included: the
+            store opens its transactions itself. An engine that is not in autocommit has its connections
+            switched to it at each checkout (a round trip on some drivers); build yours with
             ``isolation_level="AUTOCOMMIT"`` to spare that.
         table_prefix: prefix of the store's tables (``<prefix>memories``, ``<prefix>messages``).
         ttl: seconds (or a ``timedelta``) a memory lives after its last write, by the database's clock;
             ``None``: forever.
         snapshot_cache_size: how many memories' last state to keep for diffing writes without a read
             (``0``: always rewrite whole windows).
-        engine_options: passed to :func:`sqlalchemy.create_engine` when a URL is given (defaults:
-            autocommit connections, a connect timeout of 10 s, a SQLite busy timeout of 30 s). With
-            ``pool_pre_ping`` or ``pool_recycle`` every call checks its connection out of the pool.
+        engine_options: keyword arguments for the engine the store makes from a URL: passed to
+            :func:`sqlalchemy.create_engine` by the sync store, to
+            :func:`~sqlalchemy.ext.asyncio.create_async_engine` by the asyncio one (on SQLite to
+            ``create_engine`` too, for the engine of its worker threads). Defaults: autocommit
+            connections, a connect timeout of 10 s, a SQLite busy timeout of 30 s. With ``pool_pre_ping``
+            or ``pool_recycle`` every call checks its connection out of the pool.
         retry: how long writers creating or replacing one memory at once retry their collisions.
-        history: keep every message ever added to a memory, evicted ones included (see :meth:`history`):
-            evicted rows stay in the message table, outside the window's ranges, instead of being deleted.
+        history: keep every message ever added to a memory (see :meth:`history`): evicted rows stay in
+            the message table, outside the window's ranges, instead of being deleted.
         history_ttl: seconds (or a ``timedelta``) a memory's history lives after its last write, at least
             ``ttl`` (``None``: it expires with the window). The head row then keeps the history's expiry
             and outlives the window until it passes: :meth:`purge_expired` leaves it until then, and a
             write after the window expired starts a new window but continues the history.
+        partitions: PostgreSQL only, an int from 1 to 1024: :meth:`create_schema` creates the message
+            table ``PARTITION BY HASH (memory_id)`` in that many partitions, and existing tables must be
+            partitioned so (they are never converted). Reads and writes are the same either way (see
+            ``docs/scaling.md``). ``None``: not partitioned.
         encryption: a :class:`chatmemory.encryption.Keyring`: every message row's payload (window and
-            history) is sealed with AES-256-GCM, bound to its memory id (see ``docs/encryption.md``).
+            history) is sealed with AES-256-GCM, bound to its memory id and to the row's sequence number,
+            so a payload moved to another row does not open (see ``docs/encryption.md``).
 
     Raises:
-        ValueError: a URL that is not a SQL database URL, or a driver the store does not use; the message
-            says what to use; ``history_ttl`` without ``history``, or shorter than ``ttl``.
+        TypeError: ``url_or_engine`` is neither a URL nor an engine of the store's kind (sync or asyncio).
+        ValueError: a URL that is not a SQL database URL, or a driver or database the store does not use
+            (the message says what to use); ``engine_options`` with an engine; ``history_ttl`` without
+            ``history``, or shorter than ``ttl``; ``partitions`` that is not an int from 1 to 1024, or on
+            a database other than PostgreSQL.
     """
 
     _repr_name = "SQLChatMemoryStore"
@@ -111,7 +133,12 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
 
     @property
     def engine(self) -> Engine:
-        """The SQLAlchemy engine the store uses (made from the URL: its connections are in autocommit)."""
+        """The engine the store uses: a SQLAlchemy ``Engine`` (sync store) or ``AsyncEngine`` (asyncio store).
+
+        Made from a URL, its connections are in autocommit (unless ``engine_options`` set an
+        ``isolation_level``), and the asyncio store's serves the first event loop the store runs on
+        (another loop gets an engine of its own); on SQLite, for the schema commands only.
+        """
         return self._engine
 
     def _release(self) -> None:
@@ -127,7 +154,13 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         return self._schema.revision()
 
     def create_schema(self) -> None:
-        """Create the tables (the development quick path), or migrate existing ones to the newest revision."""
+        """Create the tables at the required revision where there are none (development and tests).
+
+        Raises:
+            SchemaVersionError: the tables are at another revision (``chatmemory migrate URL`` upgrades
+                ones behind; ones ahead need a newer chatmemory).
+            StoreError: with ``partitions``, the existing message table is not partitioned so.
+        """
         self._check_open(Operation.SCHEMA)
         self._schema.create()
 
@@ -307,8 +340,9 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             StoreError: the database failed, or writers creating the memory collided for the whole retry
                 budget.
 
-        Writers of this process sharing the store queue in the process first (one at a time asks the
-        database for the row lock), and a memory queued for lately is :meth:`contended`.
+        Writers of this process sharing the store (threads, or tasks of an asyncio store) queue in the
+        process first (one at a time asks the database for the row lock), and a memory queued for lately
+        is :meth:`contended`.
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         with self._turns.hold(memory_id, _no_server_lock):
