@@ -286,7 +286,7 @@ class SchemaAdmin:
     def version_error(self, found: str | None) -> SchemaVersionError:
         """The error for tables at ``found``: the command to run."""
         if found is not None and found > REQUIRED_SCHEMA_REVISION:
-            command = "pip install -U chatmemory (the schema is newer than this chatmemory)"
+            command = "upgrade llm-window-memory, which chatmemory is installed from (the schema is newer than it)"
         else:
             command = migrate_command(self._url, self._prefix)
         return SchemaVersionError(found, REQUIRED_SCHEMA_REVISION, command)
