@@ -52,6 +52,10 @@ pytestmark = pytest.mark.redis
 WRITERS, ADDS_EACH, PER_MASTER = 4, 40, 4
 WINDOW = 8
 DEADLINE = 60.0
+PACE = 0.015
+"""Seconds a writer waits after each add while the fault runs, so that its adds span the fault: unpaced,
+asyncio writers finished the rest of their adds in tens of milliseconds, before a reshard's first slot
+moved, and met no ``ASK``."""
 """Seconds the writers of one test have (a hang is a failure)."""
 
 
@@ -136,16 +140,23 @@ def _run_threads(
                     ledger.record(memory_id, tag, started, None)
                 with lock:
                     done[0] += 1
+                if faulting.is_set():
+                    time.sleep(PACE)
         finally:
             store.close()
 
+    faulting = threading.Event()
     threads = [threading.Thread(target=write, args=(writer,)) for writer in range(WRITERS)]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + DEADLINE
     while done[0] < WRITERS * ADDS_EACH // 3 and time.monotonic() < deadline:
         time.sleep(0.005)
-    fault()
+    faulting.set()
+    try:
+        fault()
+    finally:
+        faulting.clear()
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     assert not any(thread.is_alive() for thread in threads), f"writers still running after {DEADLINE:.0f} s"
@@ -159,6 +170,7 @@ def _run_tasks(
     async def main() -> None:
         store = AsyncRedisChatMemoryStore(url, **options)
         done = [0]
+        faulting = [False]
 
         async def write(writer: int) -> None:
             windows = {
@@ -174,11 +186,17 @@ def _run_tasks(
                 else:
                     ledger.record(memory_id, tag, started, None)
                 done[0] += 1
+                if faulting[0]:
+                    await asyncio.sleep(PACE)
 
         async def bring_fault() -> None:
             while done[0] < WRITERS * ADDS_EACH // 3:
                 await asyncio.sleep(0.005)
-            await asyncio.to_thread(fault)
+            faulting[0] = True
+            try:
+                await asyncio.to_thread(fault)
+            finally:
+                faulting[0] = False
 
         try:
             await asyncio.wait_for(
