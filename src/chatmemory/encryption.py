@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chatmemory.core.errors import CorruptedMemoryError, EncryptionKeyError, PlaintextRecordError
 from chatmemory.core.messages import ChatMessage
@@ -201,8 +201,3 @@ class Keyring(RecordCodec):
     def is_current(self, record: bytes | bytearray | memoryview | str, memory_id: str) -> bool:
         """Whether ``record`` is sealed under ``memory_id``'s primary key (what ``rekey`` leaves alone)."""
         return record_key_id(record) == self._primary(memory_id)
-
-
-def describe(codec: Any) -> str:
-    """How ``codec`` seals records, for operators' output (never any key material)."""
-    return repr(codec) if isinstance(codec, Keyring) else "plain (not encrypted)"
