@@ -18,7 +18,7 @@ def u(text: str) -> UserMessage:
     return UserMessage(text)
 
 
-def conflicted(*, locked: bool, max_attempts: int | None = None) -> tuple[Steps[WindowUpdate], Step]:
+def conflicted(*, locked: bool, max_attempts: int | None = None) -> tuple[Steps[Step, WindowUpdate], Step]:
     """Steps of ``add(c)`` whose first save has just conflicted; returns them and what they yielded next."""
     steps = add_steps(rules(), [u("c")], versioned=True, retry=RetryPolicy(), max_attempts=max_attempts, locked=locked)
     assert next(steps) == Load("m")

@@ -108,7 +108,7 @@ async def _execute(store: ChatMemoryStore, step: Step) -> Any:
     return None
 
 
-async def run_steps_async(steps: Steps[T], store: ChatMemoryStore) -> T:
+async def run_steps_async(steps: Steps[Step, T], store: ChatMemoryStore) -> T:
     """Run a memory operation against an asyncio store; return its result.
 
     The async twin of :func:`chatmemory.core.memory_steps.run_steps`: a conflict goes back into the steps,

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.memory_id import MemoryId, validate_memory_id
-from chatmemory.core.memory_steps import Load, Modify, Save, Sleep, Steps, run_steps
+from chatmemory.core.memory_steps import Load, Modify, Save, Sleep, Step, Steps, run_steps
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import Snapshot
@@ -97,7 +97,7 @@ def edit_steps(
     locked: bool,
     retry: RetryPolicy,
     max_attempts: int | None = None,
-) -> Steps[R]:
+) -> Steps[Step, R]:
     """Apply ``edit`` to the stored messages: one read and at most one write, conditional on the version read.
 
     A conflicting write is decided again: with ``locked`` (the store supports
@@ -129,7 +129,7 @@ def edit_steps(
         return edited.result
 
 
-def _edit_locked(memory_id: str, edit: Edit[R]) -> Steps[R]:
+def _edit_locked(memory_id: str, edit: Edit[R]) -> Steps[Step, R]:
     """The locked attempt: the same edit, decided on what the store read under its lock."""
     decided: list[Edited[R]] = []
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
+from chatmemory.core.driving import Sleep, Steps
 from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
 from chatmemory.core.recorded_writes import RecordedWindow, SupportsRecordedWrites, evicted_within
@@ -124,13 +125,6 @@ class Modify:
     change: Change
 
 
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    """Wait ``seconds`` before the next step (``time.sleep`` or ``asyncio.sleep``; reply: ``None``)."""
-
-    seconds: float
-
-
 EvictHook = Callable[[str, list[ChatMessage]], Any]
 """``on_evict(memory_id, evicted_messages)``: a plain function, or (asyncio memories) a coroutine function."""
 Summarizer = Callable[[str | None, list[ChatMessage]], Any]
@@ -163,8 +157,6 @@ class Summarize:
 
 
 Step = GetMessages | UpdateMessages | DeleteMessages | Load | Save | Modify | Sleep | Notify | Summarize
-Steps = Generator[Step, Any, T]
-"""A memory operation: yields steps, receives their replies, returns its result."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +193,7 @@ class WindowRules:
             if size > self.limit:
                 raise MessageTooLargeError(self.memory_id, size, self.limit, self.unit)
 
-    def notify(self, update: WindowUpdate) -> Steps[None]:
+    def notify(self, update: WindowUpdate) -> Steps[Step, None]:
         """Hand what ``update`` evicted to ``on_evict``, once, if anything was evicted and a hook is set.
 
         Run after the operation whose result ``update`` is: after its write succeeded, or when nothing
@@ -262,7 +254,7 @@ def add_steps(
     locked: bool = False,
     contended: bool = False,
     recorded: bool = False,
-) -> Steps[WindowUpdate]:
+) -> Steps[Step, WindowUpdate]:
     """Append ``added``: one read and at most one write, retried on a conflict.
 
     With ``recorded`` (the store keeps a history and records writes' extra messages, see
@@ -335,7 +327,7 @@ def add_steps(
     return update
 
 
-def _add_locked(rules: WindowRules, added: Sequence[ChatMessage], recorded: bool = False) -> Steps[WindowUpdate]:
+def _add_locked(rules: WindowRules, added: Sequence[ChatMessage], recorded: bool = False) -> Steps[Step, WindowUpdate]:
     """The locked attempt of ``add``: the same window decision, made on what the store read under its lock."""
     decided: list[WindowUpdate] = []
 
@@ -354,13 +346,13 @@ def _add_locked(rules: WindowRules, added: Sequence[ChatMessage], recorded: bool
     return decided[-1]
 
 
-def messages_steps(rules: WindowRules) -> Steps[list[ChatMessage]]:
+def messages_steps(rules: WindowRules) -> Steps[Step, list[ChatMessage]]:
     """The current window, oldest first: one read, no write."""
     stored: list[ChatMessage] = yield GetMessages(rules.memory_id)
     return rules.view(stored)
 
 
-def set_steps(rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[WindowUpdate]:
+def set_steps(rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[Step, WindowUpdate]:
     """Replace the window with ``messages`` evicted to the limit: one write, no read.
 
     ``on_evict`` receives the messages of ``messages`` that did not fit, after the write.
@@ -415,7 +407,7 @@ def pop_steps(
     *,
     versioned: bool,
     keep: Callable[[ChatMessage], bool] | None = None,
-) -> Steps[list[ChatMessage]]:
+) -> Steps[Step, list[ChatMessage]]:
     """Remove and return the newest message (or tool exchange, see :func:`pop_range`): one read, one write.
 
     With a versioned store the write is conditional on the version read, and a conflict is *not* retried:
@@ -449,7 +441,7 @@ def pop_steps(
     return popped
 
 
-def clear_steps(memory_id: str) -> Steps[None]:
+def clear_steps(memory_id: str) -> Steps[Step, None]:
     """Delete the memory."""
     yield DeleteMessages(memory_id)
 
@@ -523,7 +515,7 @@ def _execute(store: ChatMemoryStore, step: Step) -> Any:
     return None
 
 
-def run_steps(steps: Steps[T], store: ChatMemoryStore) -> T:
+def run_steps(steps: Steps[Step, T], store: ChatMemoryStore) -> T:
     """Run a memory operation against a sync store; return its result.
 
     A :class:`~chatmemory.ConcurrentUpdateError` from a step goes back into the steps (they decide whether

@@ -25,6 +25,7 @@ from chatmemory.core.memory_steps import (
     OversizedPolicy,
     Save,
     Sleep,
+    Step,
     Steps,
     Summarize,
     Summarizer,
@@ -157,7 +158,7 @@ class SummaryRules:
         summary: UserMessage | None,
         evicted: list[ChatMessage],
         cache: _Cache,
-    ) -> Steps[tuple[list[ChatMessage], UserMessage | None, list[ChatMessage]]]:
+    ) -> Steps[Step, tuple[list[ChatMessage], UserMessage | None, list[ChatMessage]]]:
         """Summarize ``evicted`` into ``summary``, evicting more while the new summary does not fit.
 
         Returns the conversation left, the summary and everything evicted. ``cache`` remembers the
@@ -202,7 +203,9 @@ class SummaryRules:
                 )
         return conversation, summary, everything
 
-    def add(self, stored: Sequence[ChatMessage], added: Sequence[ChatMessage], cache: _Cache) -> Steps[WindowUpdate]:
+    def add(
+        self, stored: Sequence[ChatMessage], added: Sequence[ChatMessage], cache: _Cache
+    ) -> Steps[Step, WindowUpdate]:
         """The window after appending ``added`` to ``stored``, with what left it summarized."""
         conversation, summary = split_summary(stored)
         update = self.room(summary).add(conversation, added)
@@ -227,7 +230,7 @@ def summarizing_add_steps(
     versioned: bool,
     retry: RetryPolicy,
     max_attempts: int | None = None,
-) -> Steps[WindowUpdate]:
+) -> Steps[Step, WindowUpdate]:
     """Append ``added``; summarize what leaves the window: one read and at most one write per attempt.
 
     A conflicting write is retried from a fresh read under ``retry`` (and ``max_attempts``), reusing the
@@ -267,7 +270,7 @@ def summarizing_add_steps(
     return update
 
 
-def summarizing_messages_steps(rules: SummaryRules) -> Steps[list[ChatMessage]]:
+def summarizing_messages_steps(rules: SummaryRules) -> Steps[Step, list[ChatMessage]]:
     """The current window: one read, no write, no summarizer call.
 
     If the limit shrank since the last write, the oldest messages after the summary are left out of what
@@ -278,7 +281,7 @@ def summarizing_messages_steps(rules: SummaryRules) -> Steps[list[ChatMessage]]:
     return _place(rules.room(summary).view(conversation), summary)
 
 
-def summarizing_set_steps(rules: SummaryRules, messages: Iterable[ChatMessage]) -> Steps[WindowUpdate]:
+def summarizing_set_steps(rules: SummaryRules, messages: Iterable[ChatMessage]) -> Steps[Step, WindowUpdate]:
     """Replace the window with ``messages``: what does not fit is summarized; one write, no read.
 
     A summary message among ``messages`` (see :func:`is_summary`) is taken as the previous summary.
@@ -305,7 +308,7 @@ def summarizing_set_steps(rules: SummaryRules, messages: Iterable[ChatMessage]) 
     return update
 
 
-def summary_steps(memory_id: str) -> Steps[str | None]:
+def summary_steps(memory_id: str) -> Steps[Step, str | None]:
     """The current summary text (``None`` before anything was summarized): one read."""
     stored: list[ChatMessage] = yield GetMessages(memory_id)
     _, summary = split_summary(stored)
@@ -388,7 +391,7 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
     def _summary_rules(self, rules: WindowRules) -> SummaryRules:
         return SummaryRules(rules, self.summarizer, self.summary_prefix, self.headroom)
 
-    def _add_steps(self, rules: WindowRules, messages: Sequence[ChatMessage]) -> Steps[WindowUpdate]:
+    def _add_steps(self, rules: WindowRules, messages: Sequence[ChatMessage]) -> Steps[Step, WindowUpdate]:
         return summarizing_add_steps(
             self._summary_rules(rules),
             messages,
@@ -397,11 +400,11 @@ class SummarizingBase(WindowMemoryBase[StoreT]):
             max_attempts=self.max_attempts,
         )
 
-    def _messages_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:
+    def _messages_steps(self, rules: WindowRules) -> Steps[Step, list[ChatMessage]]:
         return summarizing_messages_steps(self._summary_rules(rules))
 
-    def _set_steps(self, rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[WindowUpdate]:
+    def _set_steps(self, rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[Step, WindowUpdate]:
         return summarizing_set_steps(self._summary_rules(rules), messages)
 
-    def _pop_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:
+    def _pop_steps(self, rules: WindowRules) -> Steps[Step, list[ChatMessage]]:
         return pop_steps(rules, versioned=self._versioned, keep=is_summary)

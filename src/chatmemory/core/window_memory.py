@@ -19,6 +19,7 @@ from chatmemory.core.memory_steps import (
     OVERSIZED_POLICIES,
     EvictHook,
     OversizedPolicy,
+    Step,
     Steps,
     WindowRules,
     add_steps,
@@ -313,7 +314,7 @@ class WindowMemoryBase(Generic[StoreT]):
 
     # The steps of each operation; the sync and async I/O classes run them, a memory kind may replace them.
 
-    def _add_steps(self, rules: WindowRules, messages: Sequence[ChatMessage]) -> Steps[WindowUpdate]:
+    def _add_steps(self, rules: WindowRules, messages: Sequence[ChatMessage]) -> Steps[Step, WindowUpdate]:
         return add_steps(
             rules,
             messages,
@@ -325,13 +326,13 @@ class WindowMemoryBase(Generic[StoreT]):
             recorded=self._recorded,
         )
 
-    def _messages_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:
+    def _messages_steps(self, rules: WindowRules) -> Steps[Step, list[ChatMessage]]:
         return messages_steps(rules)
 
-    def _set_steps(self, rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[WindowUpdate]:
+    def _set_steps(self, rules: WindowRules, messages: Iterable[ChatMessage]) -> Steps[Step, WindowUpdate]:
         return set_steps(rules, messages)
 
-    def _pop_steps(self, rules: WindowRules) -> Steps[list[ChatMessage]]:
+    def _pop_steps(self, rules: WindowRules) -> Steps[Step, list[ChatMessage]]:
         return pop_steps(rules, versioned=self._versioned)
 
     def __repr__(self) -> str:

@@ -31,7 +31,7 @@ import pytest
 
 from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore as AsyncStore
-from chatmemory.stores.base.driving import drive
+from chatmemory.core.driving import drive
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.commands import Script

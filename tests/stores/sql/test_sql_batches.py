@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatmemory.stores.base.driving import drive
+from chatmemory.core.driving import drive
 from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
 

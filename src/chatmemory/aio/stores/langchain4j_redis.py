@@ -31,7 +31,7 @@ from redis.asyncio.cluster import RedisCluster  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
 from chatmemory.aio.stores.redis_gate import GatedClient  # noqa: E402 - imports redis
-from chatmemory.stores.base.driving import drive_async  # noqa: E402
+from chatmemory.core.driving import drive_async  # noqa: E402
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep  # noqa: E402
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402

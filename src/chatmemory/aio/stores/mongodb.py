@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.aio.stores.admission import Admission
 from chatmemory.aio.stores.loops import PerLoop
+from chatmemory.core.driving import drive_async
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
@@ -28,7 +29,6 @@ from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
-from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
 

@@ -13,13 +13,13 @@ import datetime
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TypeVar
 
+from chatmemory.core.driving import drive_async
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
-from chatmemory.stores.base.driving import drive_async
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry

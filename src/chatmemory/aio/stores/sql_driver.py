@@ -20,7 +20,7 @@ from sqlalchemy.pool import Pool, QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from chatmemory.aio.stores.admission import Admission
-from chatmemory.stores.base.driving import drive
+from chatmemory.core.driving import drive
 from chatmemory.stores.sql.commands import Emit, ListingClosed, Steps
 from chatmemory.stores.sql.driver import Session, SyncDriver, max_overflow
 

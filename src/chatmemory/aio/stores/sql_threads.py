@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from chatmemory.aio.stores.sql_driver import emitted_ids
-from chatmemory.stores.base.driving import drive
+from chatmemory.core.driving import drive
 from chatmemory.stores.sql.commands import Steps
 from chatmemory.stores.sql.driver import QueuedSession, Session, SyncDriver
 from chatmemory.stores.sql.sqlite_writers import WriterQueue

@@ -25,6 +25,7 @@ from chatmemory.core.memory_steps import (
     Modify,
     Save,
     Sleep,
+    Step,
     Steps,
     UpdateMessages,
     run_steps,
@@ -49,7 +50,7 @@ def _append_steps(
     locked: bool,
     retry: RetryPolicy,
     max_attempts: int | None,
-) -> Steps[None]:
+) -> Steps[Step, None]:
     """Append ``added`` to the whole stored list: one read and one write, conditional on a versioned store.
 
     A conflicting write is retried from a fresh read under ``retry``, or, on a store with a locked update,
@@ -319,7 +320,7 @@ class ChatMemoryHistory(BaseChatMessageHistory):
 
     # ------------------------------------------------------------------------------------------ steps
 
-    def _append(self, added: list[ChatMessage]) -> Steps[None]:
+    def _append(self, added: list[ChatMessage]) -> Steps[Step, None]:
         return _append_steps(
             self._memory_id,
             added,
@@ -329,7 +330,7 @@ class ChatMemoryHistory(BaseChatMessageHistory):
             max_attempts=self._max_attempts,
         )
 
-    def _delete(self) -> Steps[None]:
+    def _delete(self) -> Steps[Step, None]:
         yield DeleteMessages(self._memory_id)
 
     def __repr__(self) -> str:

@@ -23,6 +23,7 @@ from chatmemory.core.memory_steps import (
     Modify,
     Save,
     Sleep,
+    Step,
     Steps,
     UpdateMessages,
     WindowRules,
@@ -74,7 +75,7 @@ def _read_modify_write(
     retry: RetryPolicy,
     max_attempts: int | None,
     known: Known | None = None,
-) -> Steps[T]:
+) -> Steps[Step, T]:
     if not versioned:
         stored: list[ChatMessage] = yield GetMessages(memory_id)
         new, result = change(stored)
@@ -115,7 +116,7 @@ def _read_modify_write(
         return result
 
 
-def _change_locked(memory_id: str, change: Change[T]) -> Steps[T]:
+def _change_locked(memory_id: str, change: Change[T]) -> Steps[Step, T]:
     """``change`` applied under the store's lock: the result of the call whose list the store kept."""
     results: list[T] = []
 
@@ -142,7 +143,7 @@ def add_items_steps(
     retry: RetryPolicy,
     max_attempts: int | None,
     known: Known | None = None,
-) -> Steps[None]:
+) -> Steps[Step, None]:
     """Append ``items``; with ``rules``, evict down to the window (calls leave with their outputs).
 
     ``locked``: the store has a locked update of this I/O style, taken after a conflicting write.
@@ -173,7 +174,7 @@ def pop_item_steps(
     retry: RetryPolicy,
     max_attempts: int | None,
     known: Known | None = None,
-) -> Steps[dict[str, Any] | None]:
+) -> Steps[Step, dict[str, Any] | None]:
     """Remove and return the most recent item (``None`` for an empty session)."""
 
     def change(stored: list[ChatMessage]) -> tuple[list[ChatMessage] | None, dict[str, Any] | None]:
@@ -196,7 +197,7 @@ def get_items_steps(
     rules: WindowRules | None,
     items: ItemCache,
     known: Known | None = None,
-) -> Steps[list[dict[str, Any]]]:
+) -> Steps[Step, list[dict[str, Any]]]:
     """The latest ``limit`` items of the window, oldest first: one read.
 
     ``known`` (a versioned store): the session's state, updated with what the read found.
@@ -211,6 +212,6 @@ def get_items_steps(
     return items.last_items(window, limit)
 
 
-def clear_steps(memory_id: str) -> Steps[None]:
+def clear_steps(memory_id: str) -> Steps[Step, None]:
     """Delete the memory."""
     yield DeleteMessages(memory_id)

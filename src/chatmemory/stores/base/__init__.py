@@ -6,7 +6,6 @@
 * :mod:`~chatmemory.stores.base.options` — constructor options validated with one wording;
 * :mod:`~chatmemory.stores.base.operations` — the operation names driver errors are reported under;
 * :mod:`~chatmemory.stores.base.lifecycle` — closing, ``with`` / ``async with``, use after close;
-* :mod:`~chatmemory.stores.base.driving` — running an operation written as a generator of commands;
 * :mod:`~chatmemory.stores.base.telemetry` — one span and metric sample per public store call.
 
 None of it does I/O: sync and async stores use the same pieces.

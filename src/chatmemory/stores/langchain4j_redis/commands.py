@@ -3,7 +3,7 @@
 The operations (:mod:`.operations`, :class:`.history.HistorySteps`) are generators that yield these
 commands and receive the driver's replies; the sync executor sends them with redis-py's blocking client,
 the asyncio one with ``redis.asyncio``, and both throw a driver exception back in at the ``yield`` where
-the command was made (:func:`chatmemory.stores.base.driving.drive`). A writer waiting for a memory's lease
+the command was made (:func:`chatmemory.core.driving.drive`). A writer waiting for a memory's lease
 lock yields :class:`~chatmemory.core.memory_steps.Sleep` between tries. Named tuples: one or two are
 built on every turn, several times faster than frozen dataclasses.
 """

@@ -11,12 +11,12 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
+from chatmemory.core.driving import drive
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
-from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from chatmemory.core.driving import drive
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
@@ -24,7 +25,6 @@ from chatmemory.serialization.records import Resealed
 from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, StoreLifecycle
-from chatmemory.stores.base.driving import drive
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 

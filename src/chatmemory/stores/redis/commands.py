@@ -2,7 +2,7 @@
 
 The operations (:mod:`.steps`) are generators: each yields a command below, receives the driver's reply
 through ``send`` and, when the driver fails, gets the store's error for that failure thrown back in at
-the same ``yield`` (see :func:`chatmemory.stores.base.driving.drive`). The blocking executor sends a
+the same ``yield`` (see :func:`chatmemory.core.driving.drive`). The blocking executor sends a
 command with redis-py's ``Redis`` / ``RedisCluster``, the asyncio one with ``redis.asyncio``; both run a
 :class:`ScriptCall` as ``EVALSHA``, falling back to ``EVAL`` when the server does not know the script.
 """

@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
-from chatmemory.stores.base.driving import drive
+from chatmemory.core.driving import drive
 from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
