@@ -43,7 +43,7 @@ sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir
 
 import redis  # noqa: E402
 
-import chatmemory.stores.redis.store as redis_store  # noqa: E402
+import chatmemory.stores.redis.executor as redis_store  # noqa: E402
 from chatmemory.serialization.native import dumps_message  # noqa: E402
 
 sys.path.append(_HERE)

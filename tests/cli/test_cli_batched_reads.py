@@ -167,7 +167,7 @@ def test_an_import_stopped_between_the_pipelines_of_a_batch_and_run_again_ends_a
         pytest.skip("the pipelines of a batch are the Redis store's")
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    import chatmemory.stores.redis.store as redis_store
+    import chatmemory.stores.redis.executor as redis_store
 
     exported = memories()[:9]
     path = tmp_path / "in.jsonl"

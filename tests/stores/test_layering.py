@@ -38,17 +38,13 @@ DRIVER_MODULES = {
     "chatmemory.aio.stores.langchain4j_redis",
     "chatmemory.aio.stores.mongodb",
     "chatmemory.aio.stores.redis",
-    "chatmemory.aio.stores.redis_gate",
     "chatmemory.aio.stores.sql",
     "chatmemory.aio.stores.sql_driver",
     "chatmemory.aio.stores.sql_threads",
-    # Redis: the blocking executor, the base that builds clients, the driver's errors and the sender.
+    # Redis: the blocking and the asyncio executor, and the blocking facade.
+    "chatmemory.stores.redis.executor",
+    "chatmemory.stores.redis.aio",
     "chatmemory.stores.redis.store",
-    "chatmemory.stores.redis.base",
-    "chatmemory.stores.redis.driver",
-    "chatmemory.stores.redis.sending",
-    "chatmemory.stores.redis.acknowledged_sending",
-    "chatmemory.stores.redis.resending",
     # The LangChain4j layout: its executor and base, and operations that read redis-py's reply errors.
     "chatmemory.stores.langchain4j_redis.store",
     "chatmemory.stores.langchain4j_redis.base",

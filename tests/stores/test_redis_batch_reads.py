@@ -13,8 +13,9 @@ import pytest
 
 from chatmemory import StoreError, UserMessage
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
-from chatmemory.stores.redis.batch_reads import stored_call, stored_of
 from chatmemory.stores.redis.keys import KeySpace
+from chatmemory.stores.redis.outcomes import stored_of
+from chatmemory.stores.redis.plan import stored_call
 from chatmemory.stores.redis.scripts import STORED
 from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, redis_url
 

@@ -16,10 +16,12 @@ from chatmemory.core.history import HistoryPage, history_appends, history_query
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base import SnapshotCache
+from chatmemory.stores.redis.commands import ScriptCall
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.plan import CachedMemory, HistoryRecord, Planner, ScriptCall, WriteKind
+from chatmemory.stores.redis.operations import Operations
+from chatmemory.stores.redis.outcomes import CachedMemory, HistoryRecord
+from chatmemory.stores.redis.plan import Planner, WriteKind
 from chatmemory.stores.redis.scripts import HISTORY, READ, TRIM, WRITE
-from chatmemory.stores.redis.steps import Steps
 
 ALPHABET = [UserMessage(f"m{index}") for index in range(6)]
 windows = st.lists(st.sampled_from(ALPHABET), max_size=12)
@@ -155,8 +157,8 @@ def test_bad_trim_cutoffs_are_refused_before_anything_is_sent(older_than: object
 # ------------------------------------------------------------------------------------ steps
 
 
-def _steps(size: int = 8) -> Steps:
-    return Steps(_planner(), SnapshotCache(size))
+def _steps(size: int = 8) -> Operations:
+    return Operations(_planner(), SnapshotCache(size))
 
 
 def _loaded(version: int, messages: list[ChatMessage]) -> list[object]:

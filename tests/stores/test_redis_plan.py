@@ -17,21 +17,20 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base import SnapshotCache
+from chatmemory.stores.redis.commands import ScriptCall
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.plan import (
+from chatmemory.stores.redis.operations import Operations
+from chatmemory.stores.redis.outcomes import (
     Absent,
     CachedMemory,
     Conflict,
     Corrupted,
     Loaded,
-    Planner,
-    ScriptCall,
     StaleIncarnation,
-    WriteKind,
     Written,
 )
+from chatmemory.stores.redis.plan import Planner, WriteKind
 from chatmemory.stores.redis.scripts import READ, WRITE
-from chatmemory.stores.redis.steps import Steps
 
 ALPHABET = [UserMessage(f"m{index}") for index in range(6)]
 
@@ -147,9 +146,9 @@ def _drive(step: Generator[ScriptCall, object, object], *replies: object) -> tup
     raise AssertionError(f"the step wants more replies after {calls}")
 
 
-def _steps() -> tuple[Steps, SnapshotCache[CachedMemory]]:
+def _steps() -> tuple[Operations, SnapshotCache[CachedMemory]]:
     cache: SnapshotCache[CachedMemory] = SnapshotCache(8)
-    return Steps(_planner(), cache), cache
+    return Operations(_planner(), cache), cache
 
 
 def test_a_load_caches_what_it_read_and_an_unchanged_read_returns_it() -> None:
@@ -214,7 +213,7 @@ def test_the_plans_import_without_any_driver() -> None:
     code = (
         "import sys\n"
         "for name in ('redis', 'pymongo', 'sqlalchemy', 'psycopg', 'pymysql'):\n    sys.modules[name] = None\n"
-        "import chatmemory.stores.redis.plan, chatmemory.stores.redis.steps, chatmemory.stores.redis.keys\n"
+        "import chatmemory.stores.redis.plan, chatmemory.stores.redis.operations, chatmemory.stores.redis.keys\n"
         "print('ok')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

@@ -117,7 +117,7 @@ def test_a_resent_save_reports_the_version_it_wrote_so_the_next_save_conflicts(
 ) -> None:
     store = RedisChatMemoryStore(redis_direct, key_prefix=prefix)
     first = store.save("m", [UserMessage("a")], 0)
-    plan = store._steps.planner.full("m", (UserMessage("a"), UserMessage("b")), first)
+    plan = store._operations.planner.full("m", (UserMessage("a"), UserMessage("b")), first)
     keys = plan.call.keys
     reply = redis_direct.evalsha(WRITE.sha, 2, keys.meta, keys.messages, *plan.call.args)
     written = int(reply[1])
@@ -156,7 +156,7 @@ def test_a_write_id_in_the_history_of_a_memory_written_before_the_ring_is_still_
     # The metadata as the store wrote it before the ring: the history in one field, no seq, no slots.
     redis_direct.hdel(meta, "seq", *[f"w{slot}" for slot in range(16)])
     redis_direct.hset(meta, "writes", b"abc0=%d;abc1=5" % version)
-    plan = store._steps.planner.full("m", (UserMessage("a"), UserMessage("b")), 1)
+    plan = store._operations.planner.full("m", (UserMessage("a"), UserMessage("b")), 1)
     args = (plan.call.args[0], b"abc0", *plan.call.args[2:])
     assert redis_direct.evalsha(WRITE.sha, 2, meta, messages, *args) == [b"r", b"%d" % version]
     args = (plan.call.args[0], b"abc1", *plan.call.args[2:])
@@ -282,7 +282,7 @@ def test_the_write_script_refuses_a_bad_ttl_before_writing_anything(
 ) -> None:
     store = RedisChatMemoryStore(redis_direct, key_prefix=prefix)
     store.update_messages("m", [UserMessage("old")])
-    plan = store._steps.planner.full("m", (UserMessage("new"),), None)
+    plan = store._operations.planner.full("m", (UserMessage("new"),), None)
     args = list(plan.call.args)
     args[2] = ttl_ms
     with pytest.raises(Exception, match="ttl"):

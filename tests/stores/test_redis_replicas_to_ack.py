@@ -28,8 +28,7 @@ import pytest
 from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisChatMemoryStore
 from chatmemory.core.history import HistoryEntry
-from chatmemory.stores.redis import Redis, RedisChatMemoryStore
-from chatmemory.stores.redis.replication import ReplicationError
+from chatmemory.stores.redis import Redis, RedisChatMemoryStore, ReplicationError
 from support.servers import unavailable
 
 pytestmark = pytest.mark.redis

@@ -321,7 +321,7 @@ def test_a_missing_extra_names_the_class_and_the_pip_command() -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"
         "import chatmemory\n"
-        "import chatmemory.stores.redis.plan, chatmemory.stores.redis.steps  # no driver needed\n"
+        "import chatmemory.stores.redis.plan, chatmemory.stores.redis.operations  # no driver needed\n"
         "try:\n    from chatmemory.stores.redis import RedisChatMemoryStore\n"
         "except ImportError as exc:\n    print(type(exc).__name__, exc)\n"
     )

@@ -12,8 +12,9 @@ from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncStore
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
+from chatmemory.stores.redis.outcomes import times_of
+from chatmemory.stores.redis.plan import times_call
 from chatmemory.stores.redis.scripts import TIMES
-from chatmemory.stores.redis.times import times_call, times_of
 from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, redis_url
 
 WINDOW = [UserMessage("a"), UserMessage("b")]

@@ -35,9 +35,8 @@ from chatmemory.core.driving import drive
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.commands import Script
-from chatmemory.stores.redis import Redis
-from chatmemory.stores.redis.replication import ReplicationError
-from chatmemory.stores.redis.sending import send
+from chatmemory.stores.redis import Redis, ReplicationError
+from chatmemory.stores.redis.executor import send
 from support.servers import unavailable
 
 pytestmark = pytest.mark.redis

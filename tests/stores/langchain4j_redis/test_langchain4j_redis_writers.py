@@ -29,7 +29,8 @@ from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.commands import Script
 from chatmemory.stores.langchain4j_redis.keys import write_ids_key
 from chatmemory.stores.redis import Redis, RedisCluster
-from chatmemory.stores.redis.sending import send, send_async
+from chatmemory.stores.redis.aio import send_async
+from chatmemory.stores.redis.executor import send
 from support.backends.langchain4j_redis import drop_prefix
 from support.backends.redis import cluster_url, redis_url
 

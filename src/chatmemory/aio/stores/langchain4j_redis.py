@@ -30,15 +30,17 @@ from redis.asyncio import BlockingConnectionPool, Redis  # noqa: E402 - only onc
 from redis.asyncio.cluster import RedisCluster  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
-from chatmemory.aio.stores.redis_gate import GatedClient  # noqa: E402 - imports redis
 from chatmemory.core.driving import drive_async  # noqa: E402
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep  # noqa: E402
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402
-from chatmemory.stores.redis.acknowledged_sending import send_acknowledged_async  # noqa: E402
-from chatmemory.stores.redis.replication import Acknowledged  # noqa: E402
-from chatmemory.stores.redis.resending import send_resending_async  # noqa: E402
-from chatmemory.stores.redis.sending import send_async  # noqa: E402
+from chatmemory.stores.redis.aio import (  # noqa: E402
+    GatedClient,
+    send_acknowledged_async,
+    send_async,
+    send_resending_async,
+)
+from chatmemory.stores.redis.commands import Acknowledged  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 

@@ -1,19 +1,17 @@
 """The Redis store on asyncio: sends the same operations as :mod:`chatmemory.stores.redis` with ``redis.asyncio``.
 
 Every operation is the same sequence of commands as in the blocking store (see
-:mod:`chatmemory.stores.redis.steps`), each awaited. One script run is atomic on the server, so a task
-cancelled at any ``await`` leaves the memory at its old list or its new one; redis-py drops a connection
-whose reply was abandoned and puts it back in the pool, so no connection is lost or reused mid-reply.
+:mod:`chatmemory.stores.redis.operations`), each awaited by the asyncio executor
+(:mod:`chatmemory.stores.redis.aio`). One script run is atomic on the server, so a task cancelled at any
+``await`` leaves the memory at its old list or its new one; redis-py drops a connection whose reply was
+abandoned and puts it back in the pool, so no connection is lost or reused mid-reply.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import TypeVar
 
-from chatmemory.core.driving import drive_async
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
@@ -25,31 +23,22 @@ from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
 from chatmemory.stores.redis.base import RedisStoreBase
-from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
-from chatmemory.stores.redis.config import ClientTarget, StoreOptions
-from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
+from chatmemory.stores.redis.executor import DRIVER_ERRORS, store_error
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.replication import Acknowledged, acknowledged
-from chatmemory.stores.redis.resending import send_resending_async
-from chatmemory.stores.redis.sending import send_async
-from chatmemory.stores.redis.steps import Steps
-from chatmemory.stores.redis.times import expire_at_call, times_call
+from chatmemory.stores.redis.operations import Operations
+from chatmemory.stores.redis.plan import expire_at_call, times_call
 
-from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip - after driver.py checked that the extra is installed
+from chatmemory.stores.redis.aio import AsyncRedisExecutor  # isort: skip - imports redis
+
+from redis.asyncio import Redis  # isort: skip - after executor.py checked that the extra is installed
 from redis.asyncio.cluster import RedisCluster  # isort: skip
-
-from chatmemory.stores.redis.acknowledged_sending import send_acknowledged_async  # isort: skip - imports redis
-
-from chatmemory.aio.stores.redis_gate import GatedClient  # isort: skip - imports redis
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
 
 _traced = StoreTelemetry("redis", __name__)
 
-T = TypeVar("T")
 
-
-class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
+class RedisChatMemoryStore(AsyncRedisExecutor, AsyncStoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
     """A store on Redis or Redis Cluster; supports versioning, locked updates, listing, TTL, raw records, history.
 
     Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
@@ -60,7 +49,7 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
     :class:`chatmemory.aio.stores.redis.RedisChatMemoryStore` take the same arguments and read and write the
     same memories: both can share a server, a key prefix and each memory. The asyncio store works from any
     event loop: built from a URL, it keeps a client per loop (see
-    :class:`~chatmemory.aio.stores.redis_gate.GatedClient`); a client passed in serves its first loop only.
+    :class:`~chatmemory.stores.redis.aio.GatedClient`); a client passed in serves its first loop only.
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
@@ -74,10 +63,10 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         snapshot_cache_size: how many memories' last snapshots to keep for diffing writes and skipping
             unchanged reads (``0``: none; every write then sends the whole list).
         socket_timeout: seconds to wait for a reply, for a client built from a URL (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_TIMEOUT`); a ``socket_timeout`` in the
+            :data:`~chatmemory.stores.redis.base.DEFAULT_SOCKET_TIMEOUT`); a ``socket_timeout`` in the
             URL's query wins.
         socket_connect_timeout: seconds to wait for a connection, likewise (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
+            :data:`~chatmemory.stores.redis.base.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
         history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`), in a
             third key of the memory's hash slot, appended by the same script run as the window.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
@@ -89,9 +78,9 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         replicas_to_ack: how many replicas must hold each write that changes a memory before it returns:
             the write is sent with ``WAIT replicas_to_ack replicas_timeout`` behind it (``0``, the default:
             no waiting). Fewer acknowledgements raise
-            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+            :class:`~chatmemory.stores.redis.ReplicationError` once the write is done; it stays.
         replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_REPLICAS_TIMEOUT`).
+            :data:`~chatmemory.stores.redis.base.DEFAULT_REPLICAS_TIMEOUT`).
         encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
             sealed with AES-256-GCM, bound to its memory id (see ``docs/encryption.md``).
 
@@ -111,17 +100,6 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         "(a blocking redis.Redis client goes to chatmemory.stores.redis.RedisChatMemoryStore)"
     )
 
-    @classmethod
-    def _connect(cls, target: ClientTarget, options: StoreOptions) -> Redis | RedisCluster:
-        # Neither connects here: a standalone client on its first command, a cluster client when it first
-        # initializes (also on its first command). A client that decodes responses is just dropped then.
-        if target.cluster:
-            return RedisCluster.from_url(target.url, **options.client_options())
-        # A blocking pool: when every connection is busy (hundreds of tasks on one store), a command waits
-        # for a free one instead of failing with "Too many connections". ``max_connections`` and
-        # ``timeout`` in the URL's query override the pool's defaults.
-        return Redis.from_pool(BlockingConnectionPool.from_url(target.url, **options.client_options()))
-
     @staticmethod
     def key_pattern(key_prefix: str) -> bytes:
         """A SCAN MATCH pattern for every key a store with ``key_prefix`` writes (the prefix taken literally)."""
@@ -133,41 +111,12 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         super()._started()
         self._turns = AsyncLocalTurns()
 
-    async def _send(self, client: Redis | RedisCluster, command: Command | Acknowledged) -> object:
-        if isinstance(command, Sleep):
-            await asyncio.sleep(command.seconds)
-            return None
-        try:
-            if isinstance(command, Acknowledged):
-                return await send_acknowledged_async(client, command)
-            if isinstance(command, Scan):
-                return {key async for key in self._scan(client, command.pattern)}
-            if self._cluster:
-                return await send_resending_async(client, command)
-            return await send_async(client, command)
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, command.operation, command.memory_id) from exc
-
-    async def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
-        self._check_open(operation, memory_id)
-        replication = self._options.replication
-        if replication is None:
-            return await drive_async(step, self._perform)
-        return await drive_async(acknowledged(step, replication), self._perform)
-
-    @staticmethod
-    def _scan(client: Redis | RedisCluster, pattern: bytes) -> AsyncIterator[bytes]:
-        """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
-        if isinstance(client, RedisCluster):
-            return client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
-        return client.scan_iter(match=pattern, count=1000)
-
     # ---------------------------------------------------------------------------------- operations
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
-        return await self._drive(Operation.READ, memory_id, self._steps.load(memory_id))
+        return await self._drive(Operation.READ, memory_id, self._operations.load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -177,7 +126,8 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
-        return await self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
+        step = self._operations.save(memory_id, messages, expected_version)
+        return await self._drive(Operation.WRITE, memory_id, step)
 
     @_traced.coroutine("save")
     async def save_recorded(
@@ -188,8 +138,8 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         also_recorded: Sequence[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        steps = self._steps.save(memory_id, messages, expected_version, also_recorded)
-        return await self._drive(Operation.WRITE, memory_id, steps)
+        step = self._operations.save(memory_id, messages, expected_version, also_recorded)
+        return await self._drive(Operation.WRITE, memory_id, step)
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
@@ -203,40 +153,40 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
-        steps, lock = self._steps, self._options.lock
+        operations, lock = self._operations, self._options.lock
         return await modify_in_turn_async(
             self._turns,
             memory_id,
             lock.lease,
-            lock=lambda token: self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock)),
-            unlock=lambda token: self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token)),
-            change=lambda: self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change)),
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, operations.lock(memory_id, token, lock)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, operations.unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, operations.locked_change(memory_id, change)),
         )
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        await self._drive(Operation.WRITE, memory_id, self._steps.update(memory_id, messages))
+        await self._drive(Operation.WRITE, memory_id, self._operations.update(memory_id, messages))
 
     @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
-        await self._drive(Operation.WRITE, memory_id, self._steps.write_raw(memory_id, records))
+        await self._drive(Operation.WRITE, memory_id, self._operations.write_raw(memory_id, records))
 
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
-        return await self._drive(Operation.READ, memory_id, self._steps.read_raw(memory_id))
+        return await self._drive(Operation.READ, memory_id, self._operations.read_raw(memory_id))
 
     @_traced.coroutine("reseal")
     async def reseal(self, memory_id: str) -> Resealed:
         """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
-        return await self._drive(Operation.WRITE, memory_id, self._steps.reseal(memory_id))
+        return await self._drive(Operation.WRITE, memory_id, self._operations.reseal(memory_id))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its window and its history); idempotent."""
-        await self._drive(Operation.DELETE, memory_id, self._steps.delete(memory_id))
+        await self._drive(Operation.DELETE, memory_id, self._operations.delete(memory_id))
 
     @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
@@ -258,7 +208,7 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
         version of this store has no known write time (``last_write`` is ``None``).
         """
         call = times_call(self._key_space, memory_id)
-        return await self._drive(Operation.READ, call.memory_id, Steps.times(call))
+        return await self._drive(Operation.READ, call.memory_id, Operations.times(call))
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -273,7 +223,7 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
             ValueError: ``when`` is a naive datetime.
         """
         call = expire_at_call(self._key_space, memory_id, when, self._planner.history_follows_window)
-        await self._drive(Operation.WRITE, call.memory_id, Steps.expire(call))
+        await self._drive(Operation.WRITE, call.memory_id, Operations.expire(call))
 
     @_traced.coroutine("history")
     async def history(
@@ -286,7 +236,7 @@ class RedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, RedisStoreBase[Redi
             CorruptedMemoryError: an entry's message does not decode.
         """
         query = self._history_query(after, limit, reverse)
-        return await self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
+        return await self._drive(Operation.READ, memory_id, self._operations.history(memory_id, query))
 
     @_traced.coroutine("restore_history")
     async def restore_history(

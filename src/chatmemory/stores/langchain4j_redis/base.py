@@ -23,9 +23,9 @@ from chatmemory.stores.langchain4j_redis.history import HistorySteps
 from chatmemory.stores.langchain4j_redis.known_values import KnownValues
 from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, check_client, client_url, key
 from chatmemory.stores.langchain4j_redis.replication import pinning, replayed
-from chatmemory.stores.redis.client import ClientHolder
-from chatmemory.stores.redis.config import DEFAULT_REPLICAS_TIMEOUT, Replication
-from chatmemory.stores.redis.replication import Acknowledged, acknowledged
+from chatmemory.stores.redis.base import DEFAULT_REPLICAS_TIMEOUT, ClientHolder
+from chatmemory.stores.redis.commands import Acknowledged, Replication
+from chatmemory.stores.redis.operations import acknowledged
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 

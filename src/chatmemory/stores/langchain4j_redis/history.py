@@ -43,7 +43,8 @@ from chatmemory.stores.langchain4j_redis.plan import (
 )
 from chatmemory.stores.langchain4j_redis.plan import WritePlan as ValueWrite
 from chatmemory.stores.langchain4j_redis.value import decode, encode
-from chatmemory.stores.redis.history import history_page, history_read_args, history_records
+from chatmemory.stores.redis.outcomes import history_page, history_records
+from chatmemory.stores.redis.plan import history_read_args
 from chatmemory.stores.redis.scripts import HISTORY, TRIM
 
 __all__ = [

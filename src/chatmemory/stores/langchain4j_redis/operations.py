@@ -48,7 +48,7 @@ from chatmemory.stores.langchain4j_redis.plan import (
     written_version,
 )
 from chatmemory.stores.langchain4j_redis.value import decode, encode
-from chatmemory.stores.redis.history import trim_args
+from chatmemory.stores.redis.plan import trim_args
 from chatmemory.stores.redis.scripts import UNLOCK
 
 from redis.exceptions import RedisError, ResponseError  # isort: skip - base.py checked that the extra is installed

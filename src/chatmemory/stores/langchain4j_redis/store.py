@@ -24,15 +24,14 @@ from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep
 from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
 from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
-from chatmemory.stores.redis.replication import Acknowledged
-from chatmemory.stores.redis.resending import send_resending
-from chatmemory.stores.redis.sending import send
+from chatmemory.stores.redis.commands import Acknowledged
+from chatmemory.stores.redis.executor import send, send_resending
 
 from redis import Redis  # isort: skip - after base.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
 from redis.exceptions import RedisError  # isort: skip
 
-from chatmemory.stores.redis.acknowledged_sending import send_acknowledged  # isort: skip - imports redis
+from chatmemory.stores.redis.executor import send_acknowledged  # isort: skip - imports redis
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
 

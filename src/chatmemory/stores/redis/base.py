@@ -1,46 +1,214 @@
 """What the blocking and the asyncio Redis stores share before any I/O: options, client, keys, cache, repr.
 
-:class:`RedisStoreBase` checks the constructor's options, builds or adopts the client, and holds the key
-space, the snapshot cache, the planner and the operations (:class:`~chatmemory.stores.redis.steps.Steps`);
-it also checks the arguments of the history methods. The executors add only how a command is sent.
-This module imports redis-py (through :mod:`~chatmemory.stores.redis.driver`), never sends anything.
+:class:`RedisStoreBase` checks the constructor's options (:class:`StoreOptions`), takes the client
+(:class:`ClientHolder`: built from a URL by the executor, or adopted), and holds the key space, the
+snapshot cache, the planner and the operations (:class:`~.operations.Operations`); it also checks the
+arguments of the history methods. The executors (:mod:`.executor`, :mod:`.aio`) add how a client is
+built and how a command is sent. No driver import and no I/O here.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
+from chatmemory.core.driving import Steps
 from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.history import HistoryEntry, HistoryQuery, checked_restore, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.serialization.records import RecordCodec, codec_of
-from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.options import TTL
-from chatmemory.stores.base.snapshot_cache import SnapshotCache
-from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT
-from chatmemory.stores.redis.cached import CachedMemory
-from chatmemory.stores.redis.client import ClientHolder
-from chatmemory.stores.redis.commands import Sends
-from chatmemory.stores.redis.config import (
-    DEFAULT_REPLICAS_TIMEOUT,
-    DEFAULT_SOCKET_CONNECT_TIMEOUT,
-    DEFAULT_SOCKET_TIMEOUT,
-    ClientTarget,
-    StoreOptions,
+from chatmemory.stores.base.options import (
+    TTL,
+    history_ttl_seconds,
+    ttl_seconds,
+    validate_prefix,
+    validate_snapshot_cache_size,
 )
-from chatmemory.stores.redis.driver import DECODING_CLIENT, DRIVER_ERRORS, store_error
-from chatmemory.stores.redis.history import trim_args
+from chatmemory.stores.base.snapshot_cache import SnapshotCache
+from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
+from chatmemory.stores.redis.commands import Command, Replication, positive_seconds
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.plan import Planner
-from chatmemory.stores.redis.steps import Steps
+from chatmemory.stores.redis.operations import Operations
+from chatmemory.stores.redis.outcomes import CachedMemory
+from chatmemory.stores.redis.plan import Planner, trim_args
 
-__all__ = ["RedisStoreBase"]
+__all__ = [
+    "DECODING_CLIENT",
+    "DEFAULT_REPLICAS_TIMEOUT",
+    "DEFAULT_SOCKET_CONNECT_TIMEOUT",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "ClientHolder",
+    "ClientTarget",
+    "RedisStoreBase",
+    "StoreOptions",
+]
 
 _Client = TypeVar("_Client")
 _Store = TypeVar("_Store", bound="RedisStoreBase[Any]")
+
+DECODING_CLIENT = (
+    "RedisChatMemoryStore needs a client with decode_responses=False: message records are bytes. "
+    "Create a separate client for the store, without decode_responses=True"
+)
+
+DEFAULT_SOCKET_CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for a connection to a server, for clients a store builds from a URL."""
+DEFAULT_SOCKET_TIMEOUT = 10.0
+"""Seconds to wait for a reply (a script run of a memory is far shorter), for clients built from a URL."""
+
+DEFAULT_REPLICAS_TIMEOUT = 1.0
+"""Seconds a write waits for ``replicas_to_ack`` replicas before it raises ``ReplicationError``."""
+
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_SCHEMES = ("redis", "rediss", "unix", *_CLUSTER_SCHEMES)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTarget:
+    """The client a URL asks for.
+
+    Attributes:
+        url: the URL as the driver takes it (``redis[s]+cluster`` becomes ``redis[s]``).
+        cluster: build a cluster client.
+    """
+
+    url: str
+    cluster: bool
+
+    @classmethod
+    def parse(cls, url: str) -> ClientTarget:
+        """The target of ``url``.
+
+        Raises:
+            ValueError: ``url`` is not a Redis URL; the message shows one.
+        """
+        scheme, separator, rest = url.partition("://")
+        if not separator or scheme.lower() not in _SCHEMES:
+            raise ValueError(
+                f"{url!r} is not a Redis URL: use redis://host:6379/0, rediss:// (TLS), unix:///path/redis.sock "
+                "or redis+cluster://host:7000 (Redis Cluster)"
+            )
+        base = _CLUSTER_SCHEMES.get(scheme.lower())
+        if base is not None:
+            return cls(f"{base}://{rest}", cluster=True)
+        return cls(url, cluster=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOptions:
+    """The options of a Redis store, validated (see ``RedisChatMemoryStore`` for their meaning)."""
+
+    key_prefix: str
+    ttl: float | None
+    refresh_ttl_on_read: bool
+    snapshot_cache_size: int
+    socket_timeout: float
+    socket_connect_timeout: float
+    history: bool = False
+    history_ttl: float | None = None
+    lock: LockOptions = LockOptions()  # noqa: RUF009 - frozen, so one shared default is safe
+    replication: Replication | None = None
+
+    @classmethod
+    def validate(
+        cls,
+        *,
+        key_prefix: str,
+        ttl: TTL,
+        refresh_ttl_on_read: bool,
+        snapshot_cache_size: int,
+        socket_timeout: float,
+        socket_connect_timeout: float,
+        history: bool = False,
+        history_ttl: TTL = None,
+        lock_lease: float | datetime.timedelta = DEFAULT_LOCK_LEASE,
+        lock_wait: float | datetime.timedelta = DEFAULT_LOCK_WAIT,
+        replicas_to_ack: int = 0,
+        replicas_timeout: float | datetime.timedelta = DEFAULT_REPLICAS_TIMEOUT,
+    ) -> StoreOptions:
+        """The options, or the error that says which one is wrong and what to pass.
+
+        Raises:
+            TypeError: an option has the wrong type (e.g. ``key_prefix=None``).
+            ValueError: an option is out of range.
+        """
+        seconds = ttl_seconds(ttl)
+        return cls(
+            validate_prefix("key_prefix", key_prefix),
+            seconds,
+            bool(refresh_ttl_on_read),
+            validate_snapshot_cache_size(snapshot_cache_size),
+            positive_seconds("socket_timeout", socket_timeout),
+            positive_seconds("socket_connect_timeout", socket_connect_timeout),
+            history,
+            history_ttl_seconds(history, history_ttl, seconds),
+            LockOptions.validate(lock_lease, lock_wait),
+            Replication.validate(replicas_to_ack, replicas_timeout),
+        )
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for a client built from a URL; the URL's own query options take precedence."""
+        return {"socket_timeout": self.socket_timeout, "socket_connect_timeout": self.socket_connect_timeout}
+
+
+class ClientHolder(Generic[_Client]):
+    """Holds the store's client and whether the store owns it; the executor names its client classes.
+
+    Also the base of the LangChain4j-layout stores (:mod:`chatmemory.stores.langchain4j_redis.base`).
+    """
+
+    _repr_name: ClassVar[str]
+    """The store's name in its ``repr``."""
+    _client_types: ClassVar[tuple[type[Any], type[Any]]]
+    """The standalone and the cluster client class the executor sends with."""
+    _wrong_client: ClassVar[str]
+    """The ``TypeError`` message for a ``url_or_client`` of another type (``{name}``: its type's name)."""
+
+    def _hold(self, url_or_client: str | _Client, build: Callable[[str], Any], check: Callable[[Any], None]) -> None:
+        """Keep the client ``build`` makes from a URL, or the one given, once ``check`` accepts it.
+
+        Raises:
+            TypeError: ``url_or_client`` is neither a URL nor one of the executor's clients.
+            ValueError: ``check`` refused the client (an owned one is let go first).
+        """
+        client: Any
+        self._build = build
+        if isinstance(url_or_client, str):
+            client = build(url_or_client)
+            self._url: str | None = url_or_client
+            self._owns_client = True
+        elif isinstance(url_or_client, self._client_types):
+            client = url_or_client
+            self._url = None
+            self._owns_client = False
+        else:
+            raise TypeError(self._wrong_client.format(name=type(url_or_client).__name__))
+        try:
+            check(client)
+        except ValueError:
+            self._discard(client)
+            raise
+        self._client: _Client = client
+        self._cluster = isinstance(client, self._client_types[1])
+        self._started()
+
+    def _another_client(self) -> Any:
+        """One more client like the first, from the URL the store was built from (``None``: given a client)."""
+        return None if self._url is None else self._build(self._url)
+
+    def _discard(self, client: Any) -> None:
+        """Let go of a client the store will not use (the executor closes an owned one if it can)."""
+
+    def _started(self) -> None:
+        """Set up what the executor needs once the client is known."""
+
+    @property
+    def client(self) -> _Client:
+        """The redis-py client the store uses."""
+        return self._client
 
 
 class RedisStoreBase(ClientHolder[_Client]):
@@ -96,7 +264,7 @@ class RedisStoreBase(ClientHolder[_Client]):
             options.history_ttl,
             codec_of(encryption),
         )
-        self._steps = Steps(self._planner, self._cache)
+        self._operations = Operations(self._planner, self._cache)
         self._hold(url_or_client, self._from_url, _check_client)
 
     @property
@@ -105,15 +273,12 @@ class RedisStoreBase(ClientHolder[_Client]):
         return self._options.key_prefix
 
     def _from_url(self, url: str) -> Any:
-        target = ClientTarget.parse(url)
-        try:
-            return self._connect(target, self._options)
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, Operation.CONNECT) from exc
+        """A client for ``url``, built without connecting (the executor's client classes).
 
-    @classmethod
-    def _connect(cls, target: ClientTarget, options: StoreOptions) -> Any:
-        """A client for ``target``, built without connecting (the executor's client classes)."""
+        Raises:
+            ValueError: ``url`` is not a Redis URL.
+            StoreError: a cluster whose nodes cannot be reached or are not in cluster mode.
+        """
         raise NotImplementedError
 
     @classmethod
@@ -167,7 +332,7 @@ class RedisStoreBase(ClientHolder[_Client]):
 
     def _restore(
         self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
-    ) -> Sends[int]:
+    ) -> Steps[Command, int]:
         """The restore of ``entries`` (and ``window``) into the history of ``memory_id``, its arguments checked now.
 
         Raises:
@@ -178,9 +343,9 @@ class RedisStoreBase(ClientHolder[_Client]):
         restored = checked_restore(memory_id, entries)
         messages = None if window is None else checked_messages(window)
         self._require_history()
-        return self._steps.restore(memory_id, restored, messages)
+        return self._operations.restore(memory_id, restored, messages)
 
-    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Sends[int]:
+    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
         """The trim of one memory's history, or of every memory's, its arguments checked now.
 
         Raises:
@@ -189,8 +354,8 @@ class RedisStoreBase(ClientHolder[_Client]):
         args = trim_args(older_than)
         self._require_history()
         if memory_id is not None:
-            return self._steps.trim(memory_id, args)
-        return self._steps.trim_all(args)
+            return self._operations.trim(memory_id, args)
+        return self._operations.trim_all(args)
 
     def __repr__(self) -> str:
         options = self._options

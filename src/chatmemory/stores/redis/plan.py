@@ -1,13 +1,13 @@
 """What the Redis store decides, without I/O: script calls from state, outcomes from script replies.
 
-Given what a store remembers of a memory (a :class:`CachedMemory`, or nothing), the new list and the
-expected version, :class:`Planner` returns a typed plan (which script to run, on which keys, with which
-arguments); given the script's reply, a typed outcome. Both executors send the same plans and act on the
-same outcomes; the sequence of plans an operation needs is in :mod:`.steps`. A write is a *diff* when it
-starts from the cached list (only the new messages go over the wire), applied only if the memory is still
-at the cached version and incarnation; every other write sends the whole list. With history, every write
-is conditional on the window it was diffed against (:meth:`Planner.recorded`). The names of :mod:`.cached`,
-:mod:`.commands`, :mod:`.outcomes` and :mod:`.history` are importable from here too; what a plan carries:
+Given what a store remembers of a memory (a :class:`~.outcomes.CachedMemory`, or nothing), the new list
+and the expected version, :class:`Planner` returns a typed plan (which script to run, on which keys, with
+which arguments); given the script's reply, a typed outcome (:mod:`.outcomes`). Both executors send the
+same plans; the sequence of plans an operation needs is in :mod:`.operations`. A write is a *diff* when
+it starts from the cached list (only the new messages go over the wire), applied only if the memory is
+still at the cached version and incarnation; every other write sends the whole list. With history, every
+write is conditional on the window it was diffed against (:meth:`Planner.recorded`). Also here: the
+arguments of the history, restore, trim, times, expire and batch-read scripts. What a plan carries:
 *Redis* in ``docs/stores.md``.
 """
 
@@ -22,60 +22,46 @@ from enum import Enum
 from typing import NamedTuple
 
 from chatmemory import telemetry
-from chatmemory.core.history import HistoryEntry, HistoryQuery
+from chatmemory.core.history import HistoryEntry, HistoryQuery, UnrestorableHistoryError, trim_cutoff
 from chatmemory.core.messages import ChatMessage, require_message
 from chatmemory.core.sequence_diff import diff_messages, window_shift
 from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.redis.cached import CachedMemory
 from chatmemory.stores.redis.commands import ScriptCall
-from chatmemory.stores.redis.history import (
-    HistoryRecord,
-    history_page,
-    history_read_args,
-    history_records,
-    restore_args,
-    restored_count,
-    trim_args,
-)
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.outcomes import (
-    Absent,
-    Conflict,
-    Corrupted,
-    Loaded,
+    CachedMemory,
+    HistoryRecord,
     ReadOutcome,
-    StaleIncarnation,
     WriteOutcome,
     Written,
+    history_records,
     read_outcome,
+    restored_count,
     unexpected,
     write_outcome,
 )
-from chatmemory.stores.redis.scripts import HISTORY, READ, RESTORE, TRIM, WRITE
+from chatmemory.stores.redis.scripts import EXPIRE, HISTORY, READ, RESTORE, STORED, TIMES, TRIM, WRITE
 
 __all__ = [
-    "Absent",
-    "CachedMemory",
-    "Conflict",
-    "Corrupted",
-    "HistoryRecord",
-    "Loaded",
     "Planner",
-    "ReadOutcome",
     "ReadPlan",
-    "ScriptCall",
-    "StaleIncarnation",
     "WriteKind",
-    "WriteOutcome",
     "WritePlan",
-    "Written",
     "encode",
-    "history_page",
+    "expire_at_call",
     "history_read_args",
-    "history_records",
+    "restore_args",
+    "stored_call",
+    "times_call",
     "trim_args",
 ]
+
+_MICROSECOND = datetime.timedelta(microseconds=1)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MAX_SEQUENCE = 2**53
+"""History sequences stay below this (exact in the scripts' doubles); a larger ``after`` reads as this."""
 
 
 def encode(message: ChatMessage, memory_id: str = "", codec: RecordCodec = PLAIN) -> bytes:
@@ -183,7 +169,7 @@ class Planner:
 
     @staticmethod
     def read_outcome(plan: ReadPlan, reply: object) -> ReadOutcome:
-        """What the read script's ``reply`` means (see :func:`.outcomes.read_outcome`).
+        """What the read script's ``reply`` means (see :func:`~.outcomes.read_outcome`).
 
         Raises:
             StoreError: the reply is not one the read script gives.
@@ -437,3 +423,101 @@ class Planner:
 def _recorded_arg(recorded: int, also_recorded: Sequence[ChatMessage]) -> bytes:
     """The write script's count of recorded records: ``n``, or ``n:e`` with ``e`` history-only ones after them."""
     return b"%d:%d" % (recorded, len(also_recorded)) if also_recorded else b"%d" % recorded
+
+
+# ------------------------------------------------------------------------ the other scripts' arguments
+
+
+def history_read_args(query: HistoryQuery) -> tuple[bytes, ...]:
+    """The history script's arguments for ``query``: ``limit + 1`` entries, in the query's order."""
+    after = b"" if query.after is None else b"%d" % min(query.after, _MAX_SEQUENCE)
+    return (after, b"%d" % (query.limit + 1), b"1" if query.reverse else b"0")
+
+
+def restore_args(
+    memory_id: str,
+    entries: Sequence[HistoryEntry],
+    window: Sequence[bytes] | None,
+    head: tuple[bytes, bytes, bytes],
+    codec: RecordCodec = PLAIN,
+) -> tuple[bytes, ...]:
+    """The restore script's arguments (``head``: ttl, history ttl and write id; ``window``: its records).
+
+    ``entries`` are checked already (:func:`chatmemory.core.history.checked_restore`).
+
+    Raises:
+        UnrestorableHistoryError: the sequences are not consecutive, or reach 2**53 (a Redis history numbers
+            its entries one after another: a page is read by position).
+        SerializationError: a message does not encode.
+    """
+    for before, entry in itertools.pairwise(entries):
+        if entry.sequence != before.sequence + 1:
+            raise UnrestorableHistoryError(
+                memory_id,
+                f"Redis keeps consecutive sequence numbers, and entry {entry.sequence} follows {before.sequence} "
+                "(a history from a store that numbers with gaps can be restored into one that allows them, "
+                "e.g. the in-memory store)",
+            )
+    if entries and entries[-1].sequence >= _MAX_SEQUENCE:
+        raise UnrestorableHistoryError(memory_id, f"sequence {entries[-1].sequence} is beyond 2**53")
+    args = [*head, b"%d" % len(entries), b"" if window is None else b"%d" % len(window)]
+    for entry in entries:
+        args += [
+            b"%d" % entry.sequence,
+            b"%d" % ((entry.written_at - _EPOCH) // _MILLISECOND),
+            codec.dumps(entry.message, memory_id),
+        ]
+    return (*args, *(window or ()))
+
+
+def trim_args(older_than: datetime.datetime | datetime.timedelta) -> tuple[bytes, ...]:
+    """The trim script's arguments for ``older_than`` (a ``timedelta`` is counted on the server's clock).
+
+    Raises:
+        TypeError: ``older_than`` is neither an aware datetime nor a timedelta.
+        ValueError: a naive datetime or a negative timedelta.
+    """
+    if isinstance(older_than, datetime.timedelta):
+        if older_than < datetime.timedelta(0):
+            trim_cutoff(older_than, _EPOCH)  # raises the shared error
+        return (b"r", b"%d" % (older_than // _MICROSECOND))
+    cutoff = trim_cutoff(older_than, _EPOCH)
+    return (b"a", b"%d" % max(0, (cutoff - _EPOCH) // _MICROSECOND))
+
+
+def times_call(key_space: KeySpace, memory_id: str) -> ScriptCall:
+    """The script run that reads ``memory_id``'s last write time and expiry (``memory_id`` validated here)."""
+    keys = key_space.keys_of(memory_id)
+    return ScriptCall(TIMES, keys, (), Operation.READ, memory_id, keys.window)
+
+
+def expire_at_call(
+    key_space: KeySpace, memory_id: str, when: datetime.datetime | None, with_history: bool = False
+) -> ScriptCall:
+    """The script run that makes ``memory_id`` expire at ``when`` (``None``: never).
+
+    A time before 1970 is taken as 1970: either way the memory expires at once. With ``with_history``
+    (a store whose history expires with the window) the history gets the same expiry.
+
+    Raises:
+        ValueError: ``when`` is not an aware datetime.
+    """
+    if when is None:
+        at = b""
+    elif isinstance(when, datetime.datetime) and when.utcoffset() is not None:
+        at = b"%d" % max(0, (when - _EPOCH) // _MILLISECOND)
+    else:
+        raise ValueError(f"expire_at takes an aware datetime (e.g. in UTC) or None, not {when!r}")
+    keys = key_space.keys_of(memory_id)
+    return ScriptCall(
+        EXPIRE, keys, (at,), Operation.WRITE, memory_id, keys.with_history if with_history else keys.window
+    )
+
+
+def stored_call(key_space: KeySpace, memory_id: str) -> ScriptCall:
+    """The run of ``stored.lua`` that reads ``memory_id`` for a batch (``memory_id`` validated here).
+
+    It reads what the read script (without sliding the expiry) and the times script would, in one run.
+    """
+    keys = key_space.keys_of(memory_id)
+    return ScriptCall(STORED, keys, (), Operation.READ, memory_id, keys.window)

@@ -1,17 +1,15 @@
-"""The Redis store: sends the operations of :mod:`.steps` with redis-py's blocking client.
+"""The Redis store: the public blocking class, driving the operations of :mod:`.operations` with :mod:`.executor`.
 
 Every read and every write is one Lua script run (``EVALSHA``, falling back to ``EVAL`` when the server
 does not know the script), so each is atomic and one round trip, on a single server and on Redis Cluster
 alike. What is stored, and how, is described in ``scripts/head.lua``; what is sent, in :mod:`.plan`; the
-order of the commands of each operation, in :mod:`.steps` (shared with the asyncio store).
+order of the commands of each operation, in :mod:`.operations` (shared with the asyncio store).
 """
 
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
 
 from chatmemory.core.driving import drive
 from chatmemory.core.errors import ConcurrentUpdateError
@@ -26,31 +24,21 @@ from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
 from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
-from chatmemory.stores.redis.acknowledged_sending import send_acknowledged
 from chatmemory.stores.redis.base import RedisStoreBase
-from chatmemory.stores.redis.batch_creates import create_batch
-from chatmemory.stores.redis.batch_reads import Pipelined, read_batch
-from chatmemory.stores.redis.commands import Command, Scan, Sends, Sleep
-from chatmemory.stores.redis.config import ClientTarget, StoreOptions
-from chatmemory.stores.redis.driver import DRIVER_ERRORS, store_error
+from chatmemory.stores.redis.executor import DRIVER_ERRORS, RedisExecutor, store_error
 from chatmemory.stores.redis.keys import KeySpace
-from chatmemory.stores.redis.replication import Acknowledged, acknowledged
-from chatmemory.stores.redis.resending import send_resending
-from chatmemory.stores.redis.sending import send, send_pipelined
-from chatmemory.stores.redis.steps import Steps
-from chatmemory.stores.redis.times import expire_at_call, times_call
+from chatmemory.stores.redis.operations import Operations
+from chatmemory.stores.redis.plan import expire_at_call, times_call
 
-from redis import Redis  # isort: skip - after driver.py checked that the extra is installed
+from redis import Redis  # isort: skip - after executor.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
 
 __all__ = ["Redis", "RedisChatMemoryStore", "RedisCluster"]
 
 _traced = StoreTelemetry("redis", __name__)
 
-T = TypeVar("T")
 
-
-class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
+class RedisChatMemoryStore(RedisExecutor, StoreLifecycle, RedisStoreBase[Redis | RedisCluster]):
     """A store on Redis or Redis Cluster; supports versioning, locked updates, listing, TTL, raw records, history.
 
     Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
@@ -61,7 +49,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
     :class:`chatmemory.aio.stores.redis.RedisChatMemoryStore` take the same arguments and read and write the
     same memories: both can share a server, a key prefix and each memory. The asyncio store works from any
     event loop: built from a URL, it keeps a client per loop (see
-    :class:`~chatmemory.aio.stores.redis_gate.GatedClient`); a client passed in serves its first loop only.
+    :class:`~chatmemory.stores.redis.aio.GatedClient`); a client passed in serves its first loop only.
 
     Args:
         url_or_client: a ``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://`` or
@@ -75,10 +63,10 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         snapshot_cache_size: how many memories' last snapshots to keep for diffing writes and skipping
             unchanged reads (``0``: none; every write then sends the whole list).
         socket_timeout: seconds to wait for a reply, for a client built from a URL (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_TIMEOUT`); a ``socket_timeout`` in the
+            :data:`~chatmemory.stores.redis.base.DEFAULT_SOCKET_TIMEOUT`); a ``socket_timeout`` in the
             URL's query wins.
         socket_connect_timeout: seconds to wait for a connection, likewise (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
+            :data:`~chatmemory.stores.redis.base.DEFAULT_SOCKET_CONNECT_TIMEOUT`).
         history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`), in a
             third key of the memory's hash slot, appended by the same script run as the window.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write, at least
@@ -90,9 +78,9 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         replicas_to_ack: how many replicas must hold each write that changes a memory before it returns:
             the write is sent with ``WAIT replicas_to_ack replicas_timeout`` behind it (``0``, the default:
             no waiting). Fewer acknowledgements raise
-            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+            :class:`~chatmemory.stores.redis.ReplicationError` once the write is done; it stays.
         replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default
-            :data:`~chatmemory.stores.redis.config.DEFAULT_REPLICAS_TIMEOUT`).
+            :data:`~chatmemory.stores.redis.base.DEFAULT_REPLICAS_TIMEOUT`).
         encryption: a :class:`chatmemory.encryption.Keyring`: every message record (window and history) is
             sealed with AES-256-GCM, bound to its memory id (see ``docs/encryption.md``).
 
@@ -110,64 +98,20 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         "RedisChatMemoryStore takes a Redis URL or a redis.Redis / redis.cluster.RedisCluster client, not {name}"
     )
 
-    @classmethod
-    def _connect(cls, target: ClientTarget, options: StoreOptions) -> Redis | RedisCluster:
-        if target.cluster:
-            return RedisCluster.from_url(target.url, **options.client_options())
-        return Redis.from_url(target.url, **options.client_options())
-
-    def _discard(self, client: Any) -> None:
-        if self._owns_client:
-            client.close()
-
     @staticmethod
     def key_pattern(key_prefix: str) -> bytes:
         """A SCAN MATCH pattern for every key a store with ``key_prefix`` writes (the prefix taken literally)."""
         return KeySpace.pattern_of_prefix(key_prefix)
 
-    def _release(self) -> None:
-        self._client.close()
-
-    # ------------------------------------------------------------------------------------ driving
-
     def _started(self) -> None:
         self._turns = LocalTurns()
-
-    def _perform(self, command: Command | Acknowledged) -> object:
-        if isinstance(command, Sleep):
-            time.sleep(command.seconds)
-            return None
-        try:
-            if isinstance(command, Acknowledged):
-                return send_acknowledged(self._client, command)
-            if isinstance(command, Scan):
-                return set(self._scan(command.pattern))
-            if self._cluster:
-                return send_resending(self._client, command)
-            return send(self._client, command)
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, command.operation, command.memory_id) from exc
-
-    def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
-        if self._closed:
-            self._check_open(operation, memory_id)
-        replication = self._options.replication
-        if replication is None:
-            return drive(step, self._perform)
-        return drive(acknowledged(step, replication), self._perform)
-
-    def _scan(self, pattern: bytes) -> Iterator[bytes]:
-        """The keys matching ``pattern`` (on every primary of a cluster); SCAN may give a key twice."""
-        if isinstance(self._client, RedisCluster):
-            return self._client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
-        return self._client.scan_iter(match=pattern, count=1000)
 
     # ---------------------------------------------------------------------------------- operations
 
     @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version."""
-        return self._drive(Operation.READ, memory_id, self._steps.load(memory_id))
+        return self._drive(Operation.READ, memory_id, self._operations.load(memory_id))
 
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -177,7 +121,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``."""
-        return self._drive(Operation.WRITE, memory_id, self._steps.save(memory_id, messages, expected_version))
+        return self._drive(Operation.WRITE, memory_id, self._operations.save(memory_id, messages, expected_version))
 
     @_traced("save")
     def save_recorded(
@@ -188,8 +132,8 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         also_recorded: Sequence[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        steps = self._steps.save(memory_id, messages, expected_version, also_recorded)
-        return self._drive(Operation.WRITE, memory_id, steps)
+        step = self._operations.save(memory_id, messages, expected_version, also_recorded)
+        return self._drive(Operation.WRITE, memory_id, step)
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
@@ -203,40 +147,40 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
-        steps, lock = self._steps, self._options.lock
+        operations, lock = self._operations, self._options.lock
         return modify_in_turn(
             self._turns,
             memory_id,
             lock.lease,
-            lock=lambda token: self._drive(Operation.WRITE, memory_id, steps.lock(memory_id, token, lock)),
-            unlock=lambda token: self._drive(Operation.WRITE, memory_id, steps.unlock(memory_id, token)),
-            change=lambda: self._drive(Operation.WRITE, memory_id, steps.locked_change(memory_id, change)),
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, operations.lock(memory_id, token, lock)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, operations.unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, operations.locked_change(memory_id, change)),
         )
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        self._drive(Operation.WRITE, memory_id, self._steps.update(memory_id, messages))
+        self._drive(Operation.WRITE, memory_id, self._operations.update(memory_id, messages))
 
     @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
         """Store message records (``dumps_message`` payloads) as they are, decoded only when read."""
-        self._drive(Operation.WRITE, memory_id, self._steps.write_raw(memory_id, records))
+        self._drive(Operation.WRITE, memory_id, self._operations.write_raw(memory_id, records))
 
     @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` as they are, even when the memory is damaged."""
-        return self._drive(Operation.READ, memory_id, self._steps.read_raw(memory_id))
+        return self._drive(Operation.READ, memory_id, self._operations.read_raw(memory_id))
 
     @_traced("reseal")
     def reseal(self, memory_id: str) -> Resealed:
         """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
-        return self._drive(Operation.WRITE, memory_id, self._steps.reseal(memory_id))
+        return self._drive(Operation.WRITE, memory_id, self._operations.reseal(memory_id))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its window and its history); idempotent."""
-        self._drive(Operation.DELETE, memory_id, self._steps.delete(memory_id))
+        self._drive(Operation.DELETE, memory_id, self._operations.delete(memory_id))
 
     @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
@@ -258,7 +202,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         version of this store has no known write time (``last_write`` is ``None``).
         """
         call = times_call(self._key_space, memory_id)
-        return self._drive(Operation.READ, call.memory_id, Steps.times(call))
+        return self._drive(Operation.READ, call.memory_id, Operations.times(call))
 
     @_traced("read_batch")
     def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
@@ -268,7 +212,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         ``read_raw`` reads them, in a second pipeline.
         """
         self._check_open(Operation.READ)
-        return drive(read_batch(self._key_space, memory_ids), self._send_pipelined)
+        return drive(self._operations.read_batch(memory_ids), self._send_pipelined)
 
     @_traced("create_batch")
     def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
@@ -281,7 +225,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         if self._options.replication is not None:
             # Writes that wait for replicas go one by one, each acknowledged as every write of this store is.
             return [self._create_one(memory) for memory in memories]
-        return drive(create_batch(self._steps, memories), self._perform_or_pipeline)
+        return drive(self._operations.create_batch(memories), self._perform_or_pipeline)
 
     def _create_one(self, memory: NewMemory) -> int | None:
         try:
@@ -291,19 +235,6 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
         if memory.sets_expiry:
             self.expire_at(memory.memory_id, memory.expires_at)
         return version
-
-    def _perform_or_pipeline(self, command: Command | Pipelined) -> object:
-        return self._send_pipelined(command) if isinstance(command, Pipelined) else self._perform(command)
-
-    def _send_pipelined(self, batch: Pipelined) -> list[object]:
-        try:
-            replies = send_pipelined(self._client, batch.commands)
-        except DRIVER_ERRORS as exc:
-            raise store_error(exc, batch.operation) from exc
-        for command, reply in zip(batch.commands, replies, strict=True):
-            if isinstance(reply, DRIVER_ERRORS):
-                raise store_error(reply, command.operation, command.memory_id) from reply
-        return replies
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -318,7 +249,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
             ValueError: ``when`` is a naive datetime.
         """
         call = expire_at_call(self._key_space, memory_id, when, self._planner.history_follows_window)
-        self._drive(Operation.WRITE, call.memory_id, Steps.expire(call))
+        self._drive(Operation.WRITE, call.memory_id, Operations.expire(call))
 
     @_traced("history")
     def history(
@@ -331,7 +262,7 @@ class RedisChatMemoryStore(StoreLifecycle, RedisStoreBase[Redis | RedisCluster])
             CorruptedMemoryError: an entry's message does not decode.
         """
         query = self._history_query(after, limit, reverse)
-        return self._drive(Operation.READ, memory_id, self._steps.history(memory_id, query))
+        return self._drive(Operation.READ, memory_id, self._operations.history(memory_id, query))
 
     @_traced("restore_history")
     def restore_history(

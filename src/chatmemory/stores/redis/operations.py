@@ -1,52 +1,68 @@
 """The operations of the Redis store, written once for both executors: generators that yield commands.
 
-Each operation (load, save, update, raw write, delete, history ...) yields a :mod:`~.commands` command
-(most often a :class:`~.commands.ScriptCall`), receives the driver's reply through ``send`` and returns
-its result or raises the store's error; a driver failure comes back in at the ``yield`` as the store's
-error. It keeps the snapshot cache up to date on the way. The blocking store (:mod:`.store`) and the
-asyncio one (:mod:`chatmemory.aio.stores.redis`) only send the commands. ``modify`` is three operations
-run in order: :meth:`Steps.lock` (``SET NX PX`` with the holder's token, polled with
-:class:`~chatmemory.core.memory_steps.Sleep` while busy), :meth:`Steps.locked_change` (read, change,
-conditional write) and :meth:`Steps.unlock`. A store with history writes only over a window it knows
-(cached, or read first), so a write that loses a conflict records nothing. No driver and no I/O here.
+Each operation of :class:`Operations` (load, save, update, raw write, delete, history, batch reads and
+creates ...) yields a :mod:`~.commands` command (most often a :class:`~.commands.ScriptCall`), receives the
+driver's reply and returns its result or raises the store's error; a driver failure comes back in at the
+``yield`` as the store's error (the executors translate it). It keeps the snapshot cache up to date on
+the way. ``modify`` is three operations run in order: :meth:`Operations.lock` (``SET NX PX`` with the
+holder's token, polled with :class:`~chatmemory.core.driving.Sleep` while busy),
+:meth:`Operations.locked_change` (read, change, conditional write) and :meth:`Operations.unlock`. A store
+with history writes only over a window it knows (cached, or read first), so a write that loses a conflict
+records nothing. :func:`acknowledged` runs an operation with its writes waiting for replicas. No driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from chatmemory import telemetry
+from chatmemory.core.driving import Sleep, Steps
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.memory_steps import Sleep
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
+from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.base.turns import LockOptions
-from chatmemory.stores.redis.cached import CachedMemory
-from chatmemory.stores.redis.commands import Call, Scan, ScriptCall, Sends
-from chatmemory.stores.redis.history import history_page
+from chatmemory.stores.redis.commands import (
+    Acknowledged,
+    Call,
+    Command,
+    PinnedWrite,
+    Pipelined,
+    Replication,
+    Scan,
+    ScriptCall,
+)
 from chatmemory.stores.redis.outcomes import (
     Absent,
+    CachedMemory,
     Conflict,
     Corrupted,
     Loaded,
+    ReplicationError,
     StaleIncarnation,
     WriteOutcome,
     Written,
+    expire_at_done,
+    history_page,
     read_outcome,
+    stored_of,
+    times_of,
     write_outcome,
 )
-from chatmemory.stores.redis.plan import Planner, WritePlan
-from chatmemory.stores.redis.scripts import RESEAL, UNLOCK
-from chatmemory.stores.redis.times import expire_at_done, times_of
+from chatmemory.stores.redis.plan import Planner, WritePlan, expire_at_call, stored_call
+from chatmemory.stores.redis.scripts import EXPIRE, RESEAL, RESTORE, TRIM, UNLOCK, WRITE
 
-__all__ = ["Steps"]
+__all__ = ["Operations", "acknowledged"]
+
+_T = TypeVar("_T")
 
 
 class _Known:
@@ -65,7 +81,7 @@ def _refused(memory_id: str, outcome: object) -> StoreError:
     return StoreError(Operation.WRITE, memory_id, f"an unconditional write was refused ({outcome!r})")
 
 
-class Steps:
+class Operations:
     """The store's operations over one planner and one snapshot cache.
 
     Args:
@@ -77,7 +93,7 @@ class Steps:
         self.planner = planner
         self.cache = cache
 
-    def load(self, memory_id: str) -> Sends[Snapshot]:
+    def load(self, memory_id: str) -> Steps[Command, Snapshot]:
         """Read ``memory_id``: its messages and version.
 
         Raises:
@@ -112,7 +128,7 @@ class Steps:
         messages: Iterable[ChatMessage],
         expected_version: int,
         also_recorded: Sequence[ChatMessage] = (),
-    ) -> Sends[int]:
+    ) -> Steps[Command, int]:
         """Write ``messages`` if the memory is at ``expected_version``; return the new version.
 
         With history, ``also_recorded`` goes to the history before what the write appends (it is ignored
@@ -140,7 +156,7 @@ class Steps:
             plan = self.planner.full(memory_id, new, expected_version)
             telemetry.retried()
 
-    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
+    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[Command, None]:
         """Replace the list of ``memory_id`` whatever it holds (a damaged memory included)."""
         memory_id = validate_memory_id(memory_id)
         new = tuple(messages)
@@ -154,7 +170,7 @@ class Steps:
             plan = self.planner.full(memory_id, new, None)
             telemetry.retried()
 
-    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Sends[None]:
+    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Steps[Command, None]:
         """Replace the memory with ``records`` as they are."""
         memory_id = validate_memory_id(memory_id)
         self.cache.forget(memory_id)
@@ -163,14 +179,14 @@ class Steps:
         if not isinstance(outcome, Written):
             raise _refused(memory_id, outcome)
 
-    def read_raw(self, memory_id: str) -> Sends[list[bytes]]:
+    def read_raw(self, memory_id: str) -> Steps[Command, list[bytes]]:
         """The stored records of ``memory_id`` as they are (``LRANGE``), even when the memory is damaged."""
         memory_id = validate_memory_id(memory_id)
         messages = self.planner.key_space.keys_of(memory_id).messages
-        records: list[bytes] = yield Call("lrange", (messages, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
+        records: list[bytes] = yield Call("lrange", (messages, 0, -1), Operation.READ, memory_id)
         return records  # the client does not decode responses
 
-    def reseal(self, memory_id: str) -> Sends[Resealed]:
+    def reseal(self, memory_id: str) -> Steps[Command, Resealed]:
         """Re-seal every record of ``memory_id`` (window and history) not under the primary key, in place.
 
         An element is replaced only if it still holds what was read: versions and cached snapshots stay
@@ -179,11 +195,11 @@ class Steps:
         memory_id = validate_memory_id(memory_id)
         codec = require_keyring(self.planner.codec, "this Redis store")
         keys = self.planner.key_space.keys_of(memory_id)
-        window: list[bytes] = yield Call("lrange", (keys.messages, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
+        window: list[bytes] = yield Call("lrange", (keys.messages, 0, -1), Operation.READ, memory_id)
         changes, current = reseal_plan(codec, memory_id, enumerate(window))
         lists: list[tuple[bytes, list[tuple[int, bytes | str, bytes]]]] = [(keys.messages, changes)]
         if self.planner.keeps_history:
-            entries: list[bytes] = yield Call("lrange", (keys.history, 0, -1), Operation.READ, memory_id)  # type: ignore[assignment]
+            entries: list[bytes] = yield Call("lrange", (keys.history, 0, -1), Operation.READ, memory_id)
             heads = [entry[: _record_start(memory_id, entry)] for entry in entries]
             found, current_entries = reseal_plan(
                 codec, memory_id, ((index, entry[len(heads[index]) :]) for index, entry in enumerate(entries))
@@ -195,11 +211,11 @@ class Steps:
             if items:
                 planned += len(items)
                 args = tuple(part for index, old, new in items for part in (b"%d" % index, _bytes(old), new))
-                replaced: int = yield ScriptCall(RESEAL, keys, args, Operation.WRITE, memory_id, (name,))  # type: ignore[assignment]
+                replaced: int = yield ScriptCall(RESEAL, keys, args, Operation.WRITE, memory_id, (name,))
                 done += replaced
         return Resealed(done, current, planned - done)
 
-    def delete(self, memory_id: str) -> Sends[None]:
+    def delete(self, memory_id: str) -> Steps[Command, None]:
         """Remove ``memory_id``: its window and its history (``DEL``)."""
         memory_id = validate_memory_id(memory_id)
         self.cache.forget(memory_id)
@@ -207,7 +223,7 @@ class Steps:
 
     # ------------------------------------------------------------------------------ taking turns
 
-    def lock(self, memory_id: str, token: bytes, options: LockOptions) -> Sends[None]:
+    def lock(self, memory_id: str, token: bytes, options: LockOptions) -> Steps[Command, None]:
         """Take the lease lock of ``memory_id`` for ``token``, waiting while another writer holds it.
 
         Raises:
@@ -223,7 +239,7 @@ class Steps:
                 raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
             yield Sleep(delay)
 
-    def locked_change(self, memory_id: str, change: Change) -> Sends[int]:
+    def locked_change(self, memory_id: str, change: Change) -> Steps[Command, int]:
         """Apply ``change`` to what is stored and write it at the version read, over again until it lands.
 
         Run while holding the lock: the writes that still get in between come from writers that have not
@@ -240,24 +256,84 @@ class Steps:
             except ConcurrentUpdateError:
                 telemetry.retried()
 
-    def unlock(self, memory_id: str, token: bytes) -> Sends[None]:
+    def unlock(self, memory_id: str, token: bytes) -> Steps[Command, None]:
         """Give back the lease lock of ``memory_id`` if ``token`` still holds it."""
         keys = self.planner.key_space.keys_of(validate_memory_id(memory_id))
         yield ScriptCall(UNLOCK, keys, (token,), Operation.WRITE, memory_id, (keys.lock,))
 
     @staticmethod
-    def times(call: ScriptCall) -> Sends[MemoryTimes | None]:
-        """Run the times script ``call`` (from :func:`.times.times_call`) and read its reply."""
+    def times(call: ScriptCall) -> Steps[Command, MemoryTimes | None]:
+        """Run the times script ``call`` (from :func:`~.plan.times_call`) and read its reply."""
         return times_of(call, (yield call))
 
     @staticmethod
-    def expire(call: ScriptCall) -> Sends[None]:
-        """Run the expire script ``call`` (from :func:`.times.expire_at_call`) and check its reply."""
+    def expire(call: ScriptCall) -> Steps[Command, None]:
+        """Run the expire script ``call`` (from :func:`~.plan.expire_at_call`) and check its reply."""
         expire_at_done(call, (yield call))
+
+    # ------------------------------------------------------------------------------------ batches
+
+    def read_batch(self, memory_ids: Sequence[str]) -> Steps[Pipelined, list[StoredMemory | None]]:
+        """Read ``memory_ids`` in one pipeline (one run of ``stored.lua`` each): a :class:`StoredMemory` per id.
+
+        ``None`` for an absent one (see ``SupportsBatchReads``); a memory whose head is damaged comes back
+        with its records as ``read_raw`` reads them, so it is shown, never skipped.
+
+        Raises:
+            StoreError: a reply no script of this store gives.
+        """
+        calls = tuple(stored_call(self.planner.key_space, memory_id) for memory_id in memory_ids)
+        replies: list[object] = yield Pipelined(calls, Operation.READ)
+        return [stored_of(call, reply) for call, reply in zip(calls, replies, strict=True)]
+
+    def create_batch(self, memories: Sequence[NewMemory]) -> Steps[Pipelined | Command, list[int | None]]:
+        """Create the ``memories`` that do not exist (see ``SupportsBatchCreates``); their versions, ``None`` if not.
+
+        A pipeline of the write script's calls, each the whole list conditional on the memory being absent
+        (what ``save(id, messages, 0)`` sends), then one of the expire script's calls for the memories it
+        created that ask for an expiry. A store with history creates one memory at a time, as ``save``
+        does (its history records what a write appends to a window it has read).
+
+        Raises:
+            StoreError: a reply no script of this store gives.
+        """
+        planner = self.planner
+        versions: list[int | None] = []
+        if planner.keeps_history:
+            for memory in memories:
+                versions.append((yield from self._created(memory)))  # noqa: PERF401 - a comprehension cannot yield
+        else:
+            plans = [planner.full(memory.memory_id, tuple(memory.messages), 0) for memory in memories]
+            replies = yield Pipelined(tuple(plan.call for plan in plans), Operation.WRITE)
+            assert isinstance(replies, list)
+            for plan, reply in zip(plans, replies, strict=True):
+                outcome = write_outcome(plan.call, plan.incarnation, reply)
+                # Not cached: the next operation on the memory reads it (an import touches each memory once).
+                self.cache.forget(plan.call.memory_id)
+                # Anything but a write (there already, or damaged) is left for the caller's own write to report.
+                versions.append(outcome.version if isinstance(outcome, Written) else None)
+        expiries = tuple(
+            expire_at_call(planner.key_space, memory.memory_id, memory.expires_at, planner.history_follows_window)
+            for memory, version in zip(memories, versions, strict=True)
+            if version is not None and memory.sets_expiry
+        )
+        if expiries:
+            done = yield Pipelined(expiries, Operation.WRITE)
+            assert isinstance(done, list)
+            for call, reply in zip(expiries, done, strict=True):
+                expire_at_done(call, reply)
+        return versions
+
+    def _created(self, memory: NewMemory) -> Steps[Command, int | None]:
+        """``save(id, messages, 0)``: the new version, or ``None`` when the memory exists."""
+        try:
+            return (yield from self.save(memory.memory_id, memory.messages, 0))
+        except ConcurrentUpdateError:
+            return None
 
     # ------------------------------------------------------------------------------- with history
 
-    def _known(self, memory_id: str) -> Sends[_Known]:
+    def _known(self, memory_id: str) -> Steps[Command, _Known]:
         """Read the memory a write with history starts from (its cached state, if any, is not trusted)."""
         self.cache.forget(memory_id)
         plan = self.planner.read(memory_id, None)
@@ -284,7 +360,7 @@ class Steps:
         expected_version: int,
         cached: CachedMemory | None,
         also_recorded: tuple[ChatMessage, ...] = (),
-    ) -> Sends[int]:
+    ) -> Steps[Command, int]:
         if expected_version == 0:
             known: CachedMemory | None = None  # the write is conditional on there being no memory
         elif cached is not None and cached.version == expected_version:
@@ -308,7 +384,7 @@ class Steps:
                 raise ConcurrentUpdateError(memory_id, expected_version)
             known = found.cached
 
-    def _update_recorded(self, memory_id: str, new: tuple[ChatMessage, ...]) -> Sends[None]:
+    def _update_recorded(self, memory_id: str, new: tuple[ChatMessage, ...]) -> Steps[Command, None]:
         cached = self.cache.get(memory_id)
         found = _Known(cached.version, cached) if cached is not None else (yield from self._known(memory_id))
         while True:
@@ -323,7 +399,7 @@ class Steps:
             # from what is stored now, so the history records what this write appends to it.
             found = yield from self._known(memory_id)
 
-    def history(self, memory_id: str, query: HistoryQuery) -> Sends[HistoryPage]:
+    def history(self, memory_id: str, query: HistoryQuery) -> Steps[Command, HistoryPage]:
         """Read one page of the history of ``memory_id`` (``query`` already validated).
 
         Raises:
@@ -336,7 +412,7 @@ class Steps:
 
     def restore(
         self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
-    ) -> Sends[int]:
+    ) -> Steps[Command, int]:
         """Put ``entries`` back in the history of ``memory_id`` (and ``window``, where it has none); how many went in.
 
         Raises:
@@ -346,14 +422,14 @@ class Steps:
         self.cache.forget(memory_id)  # a window the script creates is not the cached absence
         return self.planner.restored(call, (yield call))
 
-    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Sends[int]:
-        """Trim the history of ``memory_id`` (``args`` from :func:`.history.trim_args`); how many entries went."""
+    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Steps[Command, int]:
+        """Trim the history of ``memory_id`` (``args`` from :func:`~.plan.trim_args`); how many entries went."""
         call = self.planner.trim(validate_memory_id(memory_id), args)
         return self.planner.trimmed(call, (yield call))
 
-    def trim_all(self, args: tuple[bytes, ...]) -> Sends[int]:
-        """Trim the history of every memory (``args`` from :func:`.history.trim_args`); how many entries went."""
-        keys: set[bytes] = yield Scan(self.planner.key_space.history_pattern, Operation.LIST)  # type: ignore[assignment]
+    def trim_all(self, args: tuple[bytes, ...]) -> Steps[Command, int]:
+        """Trim the history of every memory (``args`` from :func:`~.plan.trim_args`); how many entries went."""
+        keys: set[bytes] = yield Scan(self.planner.key_space.history_pattern, Operation.LIST)
         removed = 0
         for key in keys:
             owner = self.planner.key_space.id_of_history_key(key)
@@ -420,3 +496,76 @@ def _record_start(memory_id: str, entry: bytes) -> int:
 
 def _bytes(record: bytes | str) -> bytes:
     return record if isinstance(record, bytes) else record.encode("utf-8")
+
+
+# ------------------------------------------------------------------------ writes acknowledged by replicas
+
+_ACKNOWLEDGED_SCRIPTS = (WRITE, EXPIRE, TRIM, RESTORE)
+"""The scripts that change what a memory holds (not the lock's, not the reads)."""
+
+
+def _changes_the_memory(command: object) -> ScriptCall | Call | None:
+    """``command`` if it is a write of this layout that changes the memory (one to wait for), else ``None``."""
+    if isinstance(command, ScriptCall):
+        return command if command.script in _ACKNOWLEDGED_SCRIPTS else None
+    return command if isinstance(command, Call) and command.method == "delete" else None
+
+
+def _replayed(command: object, reply: object) -> bool:
+    """Whether ``reply`` says the write script found this write applied already (its first reply was lost)."""
+    return (
+        isinstance(command, ScriptCall) and command.script is WRITE and isinstance(reply, list) and reply[:1] == [b"r"]
+    )
+
+
+def acknowledged(
+    operation: Steps[Any, _T],
+    replication: Replication,
+    *,
+    pin: Callable[[object], ScriptCall | Call | PinnedWrite | None] = _changes_the_memory,
+    replayed: Callable[[Any, object], bool] = _replayed,
+) -> Steps[Any, _T]:
+    """``operation`` with each write that changes the memory sent as :class:`~.commands.Acknowledged`.
+
+    ``WAIT`` counts the replicas that hold the writes of its own connection, so the executor sends the
+    write and its ``WAIT`` in one pipeline on the node that owns the memory's slot. ``pin`` gives the write
+    to wait for in a command the operation yields (``None``: send it as it is), ``replayed`` whether the
+    write's reply says it had landed already (sent again after a lost reply): this layout's by default,
+    another layout's (the LangChain4j store's) as :class:`~.commands.PinnedWrite`. The lease lock of
+    ``modify`` is not waited for. The guide: *Durability you can choose* in ``docs/scaling.md``.
+
+    Raises:
+        ReplicationError: the operation's last write (the one that landed) had fewer acknowledgements than
+            asked for; raised once the operation is done, its result (and the snapshot cache) in place.
+    """
+    reply: object = None
+    failure: BaseException | None = None
+    shortfall: tuple[ScriptCall | Call | PinnedWrite, int | None] | None = None
+    while True:
+        try:
+            command = operation.send(reply) if failure is None else operation.throw(failure)
+        except StopIteration as done:
+            if shortfall is not None:
+                write, acked = shortfall
+                raise ReplicationError(
+                    write.operation,
+                    write.memory_id or "",
+                    acked,
+                    replication.replicas,
+                    replication.timeout_ms,
+                ) from None
+            return done.value  # type: ignore[no-any-return]
+        reply, failure = None, None
+        try:
+            pinned = pin(command)
+            if pinned is not None:
+                replied: Any = yield Acknowledged(pinned, replication.replicas, replication.timeout_ms)
+                reply, acked = replied
+                if replayed(pinned, reply):
+                    shortfall = (pinned, None)
+                else:
+                    shortfall = None if acked >= replication.replicas else (pinned, acked)
+            else:
+                reply = yield command
+        except Exception as exc:  # thrown in by the executor: the operation handles it
+            failure = exc
