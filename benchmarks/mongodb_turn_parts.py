@@ -49,7 +49,7 @@ from pymongo import MongoClient  # noqa: E402
 from chatmemory import ChatMessage, open_store  # noqa: E402
 from chatmemory.serialization.native import dumps_message  # noqa: E402
 from chatmemory.stores.mongodb.commands import Result  # noqa: E402
-from chatmemory.stores.mongodb.expressions import NOT_EXPIRED, WRITES_KEPT  # noqa: E402
+from chatmemory.stores.mongodb.layout import NOT_EXPIRED, WRITES_KEPT  # noqa: E402
 
 sys.path.append(_HERE)
 from plain_contract import Clock  # noqa: E402

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from chatmemory.core.driving import Sleep
 from chatmemory.core.errors import StoreError
-from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Target, call, result_of
+from chatmemory.stores.base import Operation
+from chatmemory.stores.mongodb.commands import Command, Result, Target, call, result_of
 
 pytest.importorskip("pymongo")
 
@@ -28,15 +30,20 @@ class _Delete:
 
 
 def test_a_result_is_read_as_its_command_says() -> None:
-    assert result_of(call(Target.WINDOW, "find_one", {"_id": "m"}), {"a": 1}) == {"a": 1}
-    assert result_of(call(Target.WINDOW, "update_one", {}, {}, result=Result.MATCHED), _Update()) == 3
-    assert result_of(call(Target.HISTORY, "delete_many", {}, result=Result.DELETED), _Delete()) == 2
-    assert result_of(call(Target.WINDOW, "update_many", {}, {}, result=Result.NOTHING), _Update()) is None
+    read, write = Operation.READ, Operation.WRITE
+    assert result_of(call(read, "m", Target.WINDOW, "find_one", {"_id": "m"}), {"a": 1}) == {"a": 1}
+    assert result_of(call(write, "m", Target.WINDOW, "update_one", {}, {}, result=Result.MATCHED), _Update()) == 3
+    assert result_of(call(write, "m", Target.HISTORY, "delete_many", {}, result=Result.DELETED), _Delete()) == 2
+    assert result_of(call(write, None, Target.WINDOW, "update_many", {}, {}, result=Result.NOTHING), _Update()) is None
 
 
 def test_call_keeps_arguments_and_options_apart() -> None:
-    command = call(Target.WINDOW, "find_one_and_update", {"_id": "m"}, [{"$set": {}}], upsert=True)
-    assert command == Command(Target.WINDOW, "find_one_and_update", ({"_id": "m"}, [{"$set": {}}]), {"upsert": True})
+    command = call(
+        Operation.WRITE, "m", Target.WINDOW, "find_one_and_update", {"_id": "m"}, [{"$set": {}}], upsert=True
+    )
+    assert command == Command(
+        Operation.WRITE, "m", Target.WINDOW, "find_one_and_update", ({"_id": "m"}, [{"$set": {}}]), {"upsert": True}
+    )
 
 
 def _store() -> MongoChatMemoryStore:
@@ -47,19 +54,19 @@ def _store() -> MongoChatMemoryStore:
 
 
 def _drive(store: MongoChatMemoryStore, replies: list[Any]) -> tuple[list[Any], Any]:
-    """Run one update through the store's executor with canned replies (an exception is raised in)."""
+    """Run one update through the store's executor with canned driver replies (an exception is raised)."""
     sent: list[Any] = []
 
-    def perform(command: Any) -> Any:
-        if isinstance(command, Sleep):
-            return None
+    def send(command: Any) -> Any:
+        assert not isinstance(command, Sleep)
         sent.append(command)
         reply = replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
         return reply
 
-    store._perform = perform  # type: ignore[method-assign]
+    store._executor.send = send  # type: ignore[method-assign]
+    store._perform = lambda command: None if isinstance(command, Sleep) else store._executor.perform(command)
     store._sent = sent  # type: ignore[attr-defined]
     return sent, store.update_messages("m", [])
 

@@ -24,8 +24,8 @@ from chatmemory import (
 )
 from chatmemory.core.history import HistoryEntry
 from chatmemory.stores.mongodb import MongoChatMemoryStore
-from chatmemory.stores.mongodb.history import COPY_AT_GROUPS
-from chatmemory.stores.mongodb.plan import plan_save
+from chatmemory.stores.mongodb.layout import COPY_AT_GROUPS
+from chatmemory.stores.mongodb.plan import MongoPlanner
 from support.backends.mongodb import DATABASE, mongodb_url
 from support.mongo7_guard import Mongo7Guard
 
@@ -186,7 +186,7 @@ def test_a_writer_that_stops_between_the_window_write_and_the_copy_loses_nothing
     _flush(store)
     state = store._load_state("m")  # what a writer that is about to crash planned against
     assert state is not None
-    plan = plan_save("m", [UserMessage("a"), UserMessage("b")], state.version, state, None, history=store._history)
+    plan = MongoPlanner(None, store._history).save("m", [UserMessage("a"), UserMessage("b")], state.version, state)
     # The window write lands; the process dies before it copies anything.
     assert store.collection.find_one_and_update(plan.filter, plan.update) is not None
     entries = store.history_collection

@@ -16,8 +16,8 @@ from chatmemory import ConcurrentUpdateError, HistoryNotEnabledError, SystemMess
 from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncStore
 from chatmemory.core.history import HistoryEntry
 from chatmemory.stores.mongodb import MongoChatMemoryStore as SyncStore
-from chatmemory.stores.mongodb.history import COPY_AT_GROUPS
-from chatmemory.stores.mongodb.plan import plan_save
+from chatmemory.stores.mongodb.layout import COPY_AT_GROUPS
+from chatmemory.stores.mongodb.plan import MongoPlanner
 from support.backends.mongodb import DATABASE, mongodb_url
 
 pytestmark = [pytest.mark.mongodb, pytest.mark.asyncio]
@@ -111,7 +111,7 @@ async def test_a_crashed_copy_is_merged_by_readers_and_copied_by_the_next_write(
     await store.update_messages("m", [UserMessage("a")])
     state = await store._load_state("m")
     assert state is not None
-    plan = plan_save("m", [UserMessage("a"), UserMessage("b")], state.version, state, None, history=store._history)
+    plan = MongoPlanner(None, store._history).save("m", [UserMessage("a"), UserMessage("b")], state.version, state)
     assert await store.collection.find_one_and_update(plan.filter, plan.update) is not None
     assert _texts((await other.history("m")).entries) == ["a", "b"]
     for turn in range(COPY_AT_GROUPS):

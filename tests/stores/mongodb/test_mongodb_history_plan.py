@@ -11,8 +11,25 @@ from pymongo.errors import BulkWriteError
 from chatmemory import CorruptedMemoryError, StoreError, SystemMessage, UserMessage
 from chatmemory.core.history import history_query
 from chatmemory.serialization.native import dumps_message
-from chatmemory.stores.mongodb.driver import copy_landed
+from chatmemory.stores.base import Operation
+from chatmemory.stores.mongodb.commands import Target, call
+from chatmemory.stores.mongodb.executor import failure
 from chatmemory.stores.mongodb.history import (
+    entry_documents,
+    head_of,
+    page_of,
+    read_entries_filter,
+    refresh_due,
+    refresh_update,
+    should_copy,
+    staged_filter,
+    staged_operations,
+    state_after,
+    trim_filter,
+    trim_head,
+    with_history,
+)
+from chatmemory.stores.mongodb.layout import (
     COPY_AT_BYTES,
     COPY_AT_GROUPS,
     WRITE_PROJECTION,
@@ -20,23 +37,40 @@ from chatmemory.stores.mongodb.history import (
     HistoryGroup,
     HistoryHead,
     HistoryState,
-    entry_documents,
+    MemoryState,
     groups_of,
-    head_of,
-    refresh_due,
-    refresh_update,
-    should_copy,
-    staged_filter,
-    staged_operations,
-    state_after,
-    with_history,
+    plan_layout,
 )
-from chatmemory.stores.mongodb.history_pages import page_of, read_entries_filter, trim_filter, trim_head
-from chatmemory.stores.mongodb.layout import MemoryState, plan_layout
-from chatmemory.stores.mongodb.plan import DUPLICATE_KEY, plan_raw_write, plan_save
+from chatmemory.stores.mongodb.outcomes import DUPLICATE_KEY, WritePlan
+from chatmemory.stores.mongodb.plan import MongoPlanner
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
 CONFIG = HistoryConfig(ttl=None, history_ttl=None)
+
+
+def plan_save(
+    memory_id: str,
+    messages: list[Any],
+    expected_version: int,
+    cached: MemoryState | None,
+    ttl: float | None,
+    *,
+    server_now: datetime.datetime | None = None,
+    history: HistoryConfig | None = None,
+    refreshed: datetime.datetime | None = None,
+) -> WritePlan:
+    """A store's planner (``ttl``, ``history``) asked for a save."""
+    planner = MongoPlanner(ttl, history)
+    return planner.save(memory_id, messages, expected_version, cached, server_now=server_now, refreshed=refreshed)
+
+
+def plan_raw_write(memory_id: str, records: list[bytes], ttl: float | None, history: HistoryConfig) -> WritePlan:
+    return MongoPlanner(ttl, history).raw_write(memory_id, records)
+
+
+def copy_landed(exc: BaseException) -> bool:
+    """Whether an insert that failed with ``exc`` left every entry in place (as the store reads it)."""
+    return failure(call(Operation.WRITE, "m", Target.HISTORY, "insert_many", []), exc).duplicates is not None
 
 
 def _users(*numbers: int) -> list[UserMessage]:

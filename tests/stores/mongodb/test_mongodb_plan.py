@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from chatmemory import AiMessage, ChatMessage, CorruptedMemoryError, StoreError, SystemMessage, UserMessage
 from chatmemory.serialization.native import dumps_message
-from chatmemory.stores.mongodb.clock import MAX_AGE, ServerClock, expired
 from chatmemory.stores.mongodb.layout import (
+    WRITES_KEPT,
     HeadTrim,
+    HistoryConfig,
     MemoryState,
     MongoLayout,
     decode_document,
@@ -25,10 +26,10 @@ from chatmemory.stores.mongodb.layout import (
     plan_head_trim,
     plan_layout,
     raw_records,
+    read_filter,
 )
-from chatmemory.stores.mongodb.plan import (
+from chatmemory.stores.mongodb.outcomes import (
     DUPLICATE_KEY,
-    WRITES_KEPT,
     Conflict,
     Resend,
     Verify,
@@ -37,13 +38,32 @@ from chatmemory.stores.mongodb.plan import (
     WriteReply,
     Written,
     outcome_of,
-    plan_raw_write,
-    plan_replace,
-    plan_save,
-    read_filter,
     verified_outcome,
 )
+from chatmemory.stores.mongodb.plan import MAX_AGE, MongoPlanner, ServerClock, expired
 from support.mongo_pipeline import EPOCH, apply_update, evaluate, matches
+
+
+def plan_save(
+    memory_id: str,
+    messages: list[Any],
+    expected_version: int,
+    cached: MemoryState | None,
+    ttl: float | None,
+    *,
+    server_now: datetime.datetime | None = None,
+    history: HistoryConfig | None = None,
+) -> WritePlan:
+    """A store's planner (``ttl``, ``history``) asked for a save."""
+    return MongoPlanner(ttl, history).save(memory_id, messages, expected_version, cached, server_now=server_now)
+
+
+def plan_replace(memory_id: str, messages: list[Any], ttl: float | None) -> WritePlan:
+    return MongoPlanner(ttl).replace(memory_id, messages)
+
+
+def plan_raw_write(memory_id: str, records: list[bytes], ttl: float | None) -> WritePlan:
+    return MongoPlanner(ttl).raw_write(memory_id, records)
 
 
 def _users(*numbers: int) -> list[UserMessage]:
@@ -414,10 +434,9 @@ def test_the_plan_modules_import_without_any_driver() -> None:
         "import sys\n"
         "for name in ('pymongo', 'bson', 'redis', 'sqlalchemy', 'psycopg', 'pymysql', 'motor'):\n"
         "    sys.modules[name] = None\n"
-        "import chatmemory.stores.mongodb.plan, chatmemory.stores.mongodb.layout, chatmemory.stores.mongodb.clock\n"
-        "import chatmemory.stores.mongodb.outcomes, chatmemory.stores.mongodb.operators\n"
-        "import chatmemory.stores.mongodb.times, chatmemory.stores.mongodb.history_fields\n"
-        "import chatmemory.stores.mongodb.commands, chatmemory.stores.mongodb.history_pages\n"
+        "import chatmemory.stores.mongodb.plan, chatmemory.stores.mongodb.layout, chatmemory.stores.mongodb.history\n"
+        "import chatmemory.stores.mongodb.outcomes, chatmemory.stores.mongodb.commands\n"
+        "import chatmemory.stores.mongodb.operations\n"
         "assert 'pymongo' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )
     subprocess.run([sys.executable, "-c", hide], check=True)

@@ -472,7 +472,11 @@ def test_driver_errors_are_store_errors_from_the_driver() -> None:
 
 def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pymongo", None)
-    for module in ("chatmemory.stores.mongodb.store", "chatmemory.stores.mongodb.driver"):
+    for module in (
+        "chatmemory.stores.mongodb.store",
+        "chatmemory.stores.mongodb.base",
+        "chatmemory.stores.mongodb.executor",
+    ):
         monkeypatch.delitem(sys.modules, module)
     with pytest.raises(MissingDependencyError, match=r"pip install '[\w-]+\[mongodb\]'") as raised:
         from chatmemory.stores.mongodb import MongoChatMemoryStore  # noqa: F401

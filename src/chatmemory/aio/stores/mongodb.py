@@ -4,22 +4,18 @@ Same constructor arguments, same document layout, same operations (:mod:`chatmem
 and decisions (:mod:`chatmemory.stores.mongodb.plan`) as :class:`chatmemory.stores.mongodb.MongoChatMemoryStore`:
 a memory written by one is read and extended by the other. Every write is one ``find_one_and_update``,
 which the server applies whole or not at all, so a task cancelled at any ``await`` leaves the memory at
-its old or its new list. Commands are admitted first come, first served, as many at once as the client's
-pool has connections (:mod:`chatmemory.aio.stores.admission`). The store works from any event loop: built
-from a URL it keeps a client per loop (:mod:`chatmemory.aio.stores.loops`).
+its old or its new list. The commands are sent by :mod:`chatmemory.stores.mongodb.aio` (admitted in
+turn, a client per event loop); this module is the public class.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-import inspect
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatmemory.aio.stores.admission import Admission
-from chatmemory.aio.stores.loops import PerLoop
-from chatmemory.core.driving import drive_async
+from chatmemory.core.driving import Steps, drive_async
 from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
@@ -36,16 +32,15 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import AsyncMongoClient  # noqa: E402 - the driver is known
 
-from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
-from chatmemory.stores.mongodb.driver import DRIVER_ERRORS, EXPIRY_INDEX, describe  # noqa: E402
-from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
-from chatmemory.stores.mongodb.locked_operations import LockedOperations  # noqa: E402
-from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
+from chatmemory.core.driving import Sleep  # noqa: E402
+from chatmemory.stores.mongodb.aio import OTHER_LOOP, AsyncExecutor, other_loop_advice  # noqa: E402
+from chatmemory.stores.mongodb.base import MongoStoreBase  # noqa: E402
+from chatmemory.stores.mongodb.commands import Step  # noqa: E402
+from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, describe  # noqa: E402
+from chatmemory.stores.mongodb.layout import EXPIRY_INDEX, Document, MemoryState  # noqa: E402
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
-
-from chatmemory.stores.mongodb.base import Collections  # noqa: E402
 
 __all__ = ["EXPIRY_INDEX", "MongoChatMemoryStore"]
 
@@ -53,56 +48,13 @@ _traced = StoreTelemetry("mongodb", __name__)
 
 _T = TypeVar("_T")
 
-OTHER_LOOP = "Cannot use AsyncMongoClient in different event loop"
-"""The start of PyMongo's error for a client used on a loop other than its own."""
 
-
-class OnLoop:
-    """What the store uses on one event loop: a client bound to it, its collections, its admission."""
-
-    __slots__ = ("admission", "collections", "owned")
-
-    def __init__(self, collections: Collections, owned: bool) -> None:
-        self.collections = collections
-        self.owned = owned
-        self.admission = _admission(collections)
-
-    async def close(self) -> None:
-        """Close the client if the store built it."""
-        if self.owned:
-            await self.collections.client.close()
-
-
-def _admission(collections: Collections) -> Admission | None:
-    """Commands admitted in order, as many at once as the client's pool connects (``maxPoolSize``).
-
-    PyMongo's pool gives a returned connection to whoever asks next, the task that returned it; with more
-    tasks than connections the others would wait until it is done. ``None``: ``maxPoolSize=0``, no bound.
-    """
-    pool = collections.client.options.pool_options
-    limit = int(pool.max_pool_size)
-    if not limit:
-        return None
-    timeout = pool.wait_queue_timeout
-    wait = "no waitQueueTimeoutMS" if timeout is None else f"waitQueueTimeoutMS={timeout * 1000:g}"
-    return Admission(limit, timeout, f"maxPoolSize={limit}, {wait}")
-
-
-def other_loop_advice(store: str) -> str:
-    """The error of a caller's client used on another event loop than its own."""
-    return (
-        f"the AsyncMongoClient given to {store} belongs to the event loop it first ran on, and this is "
-        "another one; build the store from a URL (it then keeps a client per event loop), or build one "
-        "store (and client) per event loop"
-    )
-
-
-class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClient[Any]]):
+class MongoChatMemoryStore(AsyncStoreLifecycle, MongoStoreBase[AsyncMongoClient[Any]]):
     """A store in a MongoDB collection; supports versioning, locked updates, listing, TTL and raw records.
 
     Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
     tasks on one event loop) sharing the store queue in the process, writers elsewhere on a lease lock, a
-    document in ``<collection>_locks`` (see :mod:`~chatmemory.stores.mongodb.lease`) that listing and
+    document in ``<collection>_locks`` (see :mod:`~chatmemory.stores.mongodb.layout`) that listing and
     ``memory_ids`` never see. A memory queued for lately is :meth:`contended`: window memories then queue
     for it at once.
 
@@ -132,7 +84,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
             is resent; its write id makes a resend apply at most once.
         client_options: keyword arguments for the client the store builds from a URL. Unless these or the
             URL set them, the store uses ``serverSelectionTimeoutMS=5000``, ``connectTimeoutMS=5000`` and
-            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.driver.DEFAULT_TIMEOUTS_MS`).
+            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.base.DEFAULT_TIMEOUTS_MS`).
         history: keep every message ever added to a memory in ``<collection>_history`` (see
             :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
@@ -170,7 +122,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
 
         An asyncio store's is the one on the running event loop's client.
         """
-        return self._here().window  # type: ignore[no-any-return]
+        return self._executor.here().window  # type: ignore[no-any-return]
 
     @property
     def history_collection(self) -> AsyncCollection[Document] | None:
@@ -178,69 +130,30 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
 
         An asyncio store's is the one on the running event loop's client.
         """
-        return self._here().history  # type: ignore[no-any-return]
+        return self._executor.here().history  # type: ignore[no-any-return]
 
     async def _release(self) -> None:
-        if not self._clients.used:
-            await self._on.client.close()
-        await self._clients.aclose()
+        await self._executor.aclose()
 
     # ---------------------------------------------------------------------------------------- the driver
 
     def _started(self) -> None:
-        self._clients: PerLoop[OnLoop] = PerLoop(self._for_loop, OnLoop.close, closes_with_loop=self._owns_client)
+        self._executor = AsyncExecutor(self._on, self._owns_client, self._another_client, self._repr_name)
+        self._perform = self._executor.perform
 
-    def _for_loop(self, first: bool) -> OnLoop:
-        if first:
-            return OnLoop(self._on, self._owns_client)
-        another = self._another_client
-        if another is None:
-            raise StoreError(Operation.CONNECT, detail=other_loop_advice(self._repr_name))
-        return OnLoop(another(), self._owns_client)
-
-    def _here(self) -> Collections:
-        """The collections of the running loop's client (made now if needed), else the constructor's client's."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return self._on
-        return self._clients.get().collections
-
-    async def _perform(self, command: Command | Sleep) -> Any:
-        if isinstance(command, Sleep):
-            await asyncio.sleep(command.seconds)
-            return None
-        on = await self._clients.ready()
-        admission = on.admission
-        if admission is None:
-            return await self._call(on, command)
-        async with admission:
-            return await self._call(on, command)
-
-    async def _call(self, on: OnLoop, command: Command) -> Any:
-        try:
-            value = on.collections.method(command)(*command.args, **command.kwargs)
-            if inspect.isawaitable(value):  # find() returns its cursor at once, the rest are coroutines
-                value = await value
-            return await value.to_list() if command.result is Result.LIST else result_of(command, value)
-        except RuntimeError as exc:
-            if str(exc).startswith(OTHER_LOOP):  # a caller's client that ran on another loop before
-                raise StoreError(Operation.CONNECT, detail=other_loop_advice(self._repr_name)) from exc
-            raise
-
-    async def _run(self, steps: Steps[_T]) -> _T:
-        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+    async def _run(self, steps: Steps[Step, _T]) -> _T:
+        """Send each command ``steps`` yields; a failure goes back in where it was yielded."""
         return await drive_async(steps, self._perform)
 
     # ---------------------------------------------------------------------------------------------- read
 
     async def _load_state(self, memory_id: str) -> MemoryState | None:
-        return await self._run(self._load_state_steps(memory_id))
+        return await self._run(self._ops.load_state(memory_id))
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one ``find_one``)."""
-        return await self._run(self._load(memory_id))
+        return await self._run(self._ops.load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -250,20 +163,20 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` in window order, undecoded; ``[]`` for an unknown id."""
-        return await self._run(self._read_raw(memory_id))
+        return await self._run(self._ops.read_raw(memory_id))
 
     @_traced.coroutine("reseal")
     async def reseal(self, memory_id: str) -> Resealed:
         """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
-        return await self._run(self._reseal(memory_id))
+        return await self._run(self._ops.reseal(memory_id))
 
     @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the memories that have not expired, streamed from a cursor."""
         self._check_open(Operation.LIST)
-        on = await self._clients.ready()
+        on = await self._executor.clients.ready()
         try:
-            async for document in on.collections.window.find(live_filter(self._window_field), {"_id": 1}):
+            async for document in on.collections.window.find(self._ops.planner.live_filter(), {"_id": 1}):
                 yield document["_id"]
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.LIST, detail=describe(exc)) from exc
@@ -275,14 +188,14 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
     @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
-        return await self._run(self._memory_times(memory_id))
+        return await self._run(self._ops.memory_times(memory_id))
 
     # --------------------------------------------------------------------------------------------- write
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return await self._run(self._save(memory_id, messages, expected_version))
+        return await self._run(self._ops.save(memory_id, messages, expected_version))
 
     @_traced.coroutine("save")
     async def save_recorded(
@@ -293,7 +206,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         also_recorded: Sequence[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        return await self._run(self._save(memory_id, messages, expected_version, also_recorded))
+        return await self._run(self._ops.save(memory_id, messages, expected_version, also_recorded))
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``).
@@ -323,18 +236,18 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         taking: list[asyncio.Future[Any]] = []
 
-        async def shielded(command: Command | Sleep) -> Any:
+        async def shielded(command: Step) -> Any:
             if isinstance(command, Sleep):
                 return await self._perform(command)
             taking.append(asyncio.ensure_future(self._perform(command)))
             return await asyncio.shield(taking[-1])
 
         async def lock(token: bytes) -> None:
-            await drive_async(self._take_lease(memory_id, token), shielded)
+            await drive_async(self._ops.take_lease(memory_id, token), shielded)
 
         async def unlock(token: bytes) -> None:
             await asyncio.gather(*taking, return_exceptions=True)
-            await self._run(self._give_lease_back(memory_id, token))
+            await self._run(self._ops.give_lease_back(memory_id, token))
 
         return await modify_in_turn_async(
             self._turns,
@@ -342,7 +255,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
             self._lock.lease,
             lock=lock,
             unlock=unlock,
-            change=lambda: self._run(self._change_locked(memory_id, change)),
+            change=lambda: self._run(self._ops.change_locked(memory_id, change)),
         )
 
     @_traced.coroutine("update")
@@ -354,7 +267,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         A store with history reads the window first and saves against it (again if another writer got
         there first), so that the history records what this write appended to the window it replaced.
         """
-        await self._run(self._update(memory_id, messages))
+        await self._run(self._ops.update(memory_id, messages))
 
     @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -362,17 +275,17 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
 
         A store with history records nothing in it for them.
         """
-        await self._run(self._write_raw(memory_id, records))
+        await self._run(self._ops.write_raw(memory_id, records))
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
-        await self._run(self._expire_at(memory_id, when))
+        await self._run(self._ops.expire_at(memory_id, when))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its history too); idempotent."""
-        await self._run(self._delete(memory_id))
+        await self._run(self._ops.delete(memory_id))
 
     # ------------------------------------------------------------------------------------------- history
 
@@ -387,7 +300,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         Raises:
             HistoryNotEnabledError: the store was built without history.
         """
-        return await self._run(self._history_page(memory_id, after, limit, reverse))
+        return await self._run(self._ops.history_page(memory_id, after, limit, reverse))
 
     @_traced.coroutine("restore_history")
     async def restore_history(
@@ -404,7 +317,7 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
             HistoryNotEnabledError: the store was built without history.
             UnrestorableHistoryError: an absent memory without ``window``, or one written without history.
         """
-        return await self._run(self._restore_history(memory_id, entries, window))
+        return await self._run(self._ops.restore_history(memory_id, entries, window))
 
     @_traced.coroutine("trim_history")
     async def trim_history(
@@ -418,4 +331,4 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, LockedOperations[AsyncMongoClien
         Raises:
             HistoryNotEnabledError: the store was built without history.
         """
-        return await self._run(self._trim(older_than, memory_id))
+        return await self._run(self._ops.trim(older_than, memory_id))

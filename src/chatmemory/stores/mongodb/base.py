@@ -1,42 +1,149 @@
-"""What the sync and async MongoDB stores share before any I/O: options, names, client and repr.
+"""What the sync and asyncio MongoDB stores share: options, clients, collections, the planner and operations.
 
-:class:`MongoStoreBase` checks the constructor's options, builds or adopts the client, names the
-collections and holds the snapshot cache and the server clock; the executors add only how they send
-a command. This module imports pymongo (through :mod:`~chatmemory.stores.mongodb.driver`), never
-sends anything.
+:class:`MongoStoreBase` checks the constructor's options, builds or adopts the client (pymongo's client
+options, names and write concern are checked here), names the collections and holds the
+:class:`~chatmemory.stores.mongodb.operations.MongoOperations` both executors drive; the executors add
+only how they send a command. Nothing is sent from here.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 from chatmemory.core.errors import StoreError
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.serialization.records import RecordCodec, codec_of
+from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
-from chatmemory.stores.mongodb.clock import ServerClock
-from chatmemory.stores.mongodb.commands import Command, Target
-from chatmemory.stores.mongodb.driver import (
-    DRIVER_ERRORS,
-    WriteConcern,
-    client_options,
-    collection_of,
-    database_name,
-    describe,
-    write_concern_of,
-)
-from chatmemory.stores.mongodb.history import HistoryConfig, history_collection_name
-from chatmemory.stores.mongodb.layout import MemoryState
-from chatmemory.stores.mongodb.lease import lock_collection_name
 
-__all__ = ["Collections", "MongoStoreBase"]
+require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
+
+from bson.codec_options import CodecOptions  # noqa: E402 - imported once the driver is known to be installed
+from pymongo.errors import InvalidName  # noqa: E402
+from pymongo.write_concern import WriteConcern  # noqa: E402
+
+from chatmemory.stores.mongodb.commands import Command, Target  # noqa: E402
+from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, describe  # noqa: E402
+from chatmemory.stores.mongodb.layout import (  # noqa: E402
+    Document,
+    HistoryConfig,
+    MemoryState,
+    history_collection_name,
+    lock_collection_name,
+)
+from chatmemory.stores.mongodb.operations import MongoOperations  # noqa: E402
+from chatmemory.stores.mongodb.plan import MongoPlanner  # noqa: E402
+
+__all__ = ["CODEC_OPTIONS", "DEFAULT_DATABASE", "DEFAULT_TIMEOUTS_MS", "Collections", "MongoStoreBase", "WriteConcern"]
 
 _Client = TypeVar("_Client")
 _Store = TypeVar("_Store", bound="MongoStoreBase[Any]")
+
+CODEC_OPTIONS: Final[CodecOptions[Document]] = CodecOptions(
+    document_class=dict, tz_aware=True, tzinfo=datetime.timezone.utc
+)
+"""Documents as dicts and aware UTC dates, whatever the caller's client uses."""
+
+DEFAULT_TIMEOUTS_MS: Final = {
+    "serverSelectionTimeoutMS": 5_000,
+    "connectTimeoutMS": 5_000,
+    "socketTimeoutMS": 30_000,
+}
+"""Timeouts a store built from a URL uses unless the URL or ``client_options`` set them: a server that is
+down fails the first call within 5 s (pymongo's defaults wait 30 s for a server and forever for a reply)."""
+
+
+def client_options(url: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The keyword arguments a store passes to the client it builds from ``url``.
+
+    The default timeouts apply unless ``url`` names them (case-insensitively, as MongoDB URL options
+    are) or ``overrides`` does; ``overrides`` win over everything.
+    """
+    named = {key.lower() for key, _ in parse_qsl(urlsplit(url).query)}
+    options: dict[str, Any] = {key: value for key, value in DEFAULT_TIMEOUTS_MS.items() if key.lower() not in named}
+    options.update(overrides or {})
+    return options
+
+
+DEFAULT_DATABASE: Final = "chatmemory"
+"""The database a store uses when neither its ``database`` argument nor its URL names one."""
+
+
+def database_name(given: str | None, client: Any) -> str:
+    """The database a store uses: ``given``, else the one its URL names, else :data:`DEFAULT_DATABASE`.
+
+    The URL's database is its path (``mongodb://host/NAME?...``). ``client`` is the store's ``MongoClient``
+    or ``AsyncMongoClient``, built from the store's URL or passed in (then the URL it was built with);
+    reading the name it was given does no I/O.
+    """
+    if given is not None:
+        return given
+    name: str = client.get_default_database(DEFAULT_DATABASE).name
+    return name
+
+
+def write_concern_of(value: str | int | WriteConcern | None) -> WriteConcern | None:
+    """The write concern a store's ``write_concern`` option asks for (``None``: the client's own).
+
+    ``"majority"`` (or another ``w`` tag name), a number of members, or a pymongo ``WriteConcern`` (for
+    ``j`` or ``wtimeout`` too). It must be acknowledged: every write of the store reads its reply (the
+    version it matched, the document it left).
+
+    Raises:
+        TypeError: not one of those.
+        ValueError: an empty tag, fewer than one member, or an unacknowledged ``WriteConcern`` (``w=0``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, WriteConcern):
+        concern = value
+    elif isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(
+            f"write_concern must be 'majority', a number of members or a pymongo WriteConcern, not {value!r}"
+        )
+    elif isinstance(value, str) and not value:
+        raise ValueError("write_concern must name a w tag such as 'majority', not ''")
+    elif isinstance(value, int) and value < 1:
+        raise ValueError(f"write_concern must be at least 1 member (the store reads every write's reply), not {value}")
+    else:
+        concern = WriteConcern(w=value)
+    if not concern.acknowledged:
+        raise ValueError(
+            "write_concern must be acknowledged (w >= 1 or 'majority'): the store reads the reply of every write"
+        )
+    return concern
+
+
+def collection_of(client: Any, database: str, collection: str, write_concern: WriteConcern | None = None) -> Any:
+    """The memories collection of ``client`` (a ``MongoClient`` or an ``AsyncMongoClient``), names checked.
+
+    ``write_concern``: the one its writes carry (``None``: the client's, from its URL or options).
+
+    Raises:
+        ValueError: MongoDB cannot hold ``database`` or ``collection`` as a name (the fix in the message).
+    """
+    try:
+        db = client.get_database(database)
+    except (InvalidName, TypeError) as exc:
+        raise invalid_name("database", database, exc) from exc
+    try:
+        return db.get_collection(collection, codec_options=CODEC_OPTIONS, write_concern=write_concern)
+    except (InvalidName, TypeError) as exc:
+        raise invalid_name("collection", collection, exc) from exc
+
+
+def invalid_name(kind: str, name: object, exc: Exception) -> ValueError:
+    """The error for a database or collection name MongoDB cannot hold (``kind``: ``"database"`` ...)."""
+    return ValueError(
+        f"MongoChatMemoryStore {kind} name {name!r} is not valid in MongoDB ({exc}); use a non-empty name "
+        "without '$', NUL, spaces, '.', '/' or '\\' (for a database) or a name that neither starts with "
+        "'system.' nor holds '$' or NUL (for a collection), e.g. 'chatmemory' / 'memories'"
+    )
 
 
 class MongoStoreBase(Generic[_Client]):
@@ -85,7 +192,7 @@ class MongoStoreBase(Generic[_Client]):
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history = HistoryConfig(self._ttl, history_seconds) if history else None
         self._window_field = self._history.window_field if self._history is not None else "expires_at"
-        self._cache: SnapshotCache[MemoryState] = SnapshotCache(snapshot_cache_size)
+        cache: SnapshotCache[MemoryState] = SnapshotCache(snapshot_cache_size)
         self._retry = retry if retry is not None else RetryPolicy()
         self._lock = LockOptions.validate(lock_lease, lock_wait)
         self._turns: Any = self._turns_type()
@@ -108,11 +215,9 @@ class MongoStoreBase(Generic[_Client]):
                 history=self._history is not None,
                 write_concern=self._write_concern,
             )
-        self._indexed = self._ttl is None
-        self._expiry_index_checked = False
-        """Whether ``expire_at`` made sure of the TTL index (it does so once per store)."""
-        self._history_indexed = self._history is None
-        self._clock = ServerClock()
+        planner = MongoPlanner(self._ttl, self._history, self._codec, collection=self._collection.name, lock=self._lock)
+        self._ops = MongoOperations(planner, self._retry, cache, self._check_open, repr(self))
+        """The operations both executors drive (the planner, the snapshot cache, the server's clock)."""
         self._started()
 
     def _started(self) -> None:
@@ -141,11 +246,11 @@ class MongoStoreBase(Generic[_Client]):
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the cached snapshot of ``memory_id`` (after repairing its document by hand)."""
-        self._cache.forget(validate_memory_id(memory_id))
+        self._ops.cache.forget(validate_memory_id(memory_id))
 
     def invalidate_all(self) -> None:
         """Forget every cached snapshot."""
-        self._cache.clear()
+        self._ops.cache.clear()
 
     def __repr__(self) -> str:
         return (
@@ -156,9 +261,9 @@ class MongoStoreBase(Generic[_Client]):
             + ")"
         )
 
-    def _method(self, command: Command) -> Any:
-        """The driver method ``command`` calls (on the memories, history or lock collection, or ``admin``)."""
-        return self._on.method(command)
+    if TYPE_CHECKING:  # the lifecycle mixin of each executor's class defines it
+
+        def _check_open(self, operation: str, memory_id: str | None = None) -> None: ...
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:

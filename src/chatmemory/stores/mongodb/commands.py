@@ -1,21 +1,19 @@
-"""What a MongoDB store asks its executor to send, and how the executor hands the answer back (pure).
+"""What a MongoDB store's operations ask an executor to send, and how it hands the answer back (pure).
 
-The store's operations (:mod:`~chatmemory.stores.mongodb.operations`) are written once, as generators
-that yield a :class:`Command` and receive its result: the sync executor sends each command with
-``MongoClient``, the async one with ``AsyncMongoClient``, and both throw a driver exception back into
-the generator at the point where the command was yielded. No driver import and no I/O here.
+An operation (:mod:`~chatmemory.stores.mongodb.operations`) yields a :class:`Command` (one driver call,
+with the operation and memory id a failure is reported under) or a :class:`~chatmemory.core.driving.Sleep`,
+and receives the result :func:`result_of` reads. No driver import and no I/O here.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Generator, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, TypeVar
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple, TypeAlias
 
-__all__ = ["Command", "Result", "Sleep", "Steps", "Target", "call", "result_of"]
+from chatmemory.core.driving import Sleep
 
-_T = TypeVar("_T")
+__all__ = ["Command", "Result", "Step", "Target", "call", "result_of"]
 
 
 class Target(enum.Enum):
@@ -26,7 +24,7 @@ class Target(enum.Enum):
     HISTORY = "history"
     """The history collection (only on a store with history)."""
     LOCKS = "locks"
-    """The collection of the writers' locks (see :mod:`~chatmemory.stores.mongodb.lease`)."""
+    """The collection of the writers' locks of ``modify`` (one lease document per memory)."""
     ADMIN = "admin"
     """The ``admin`` database (for ``hello``)."""
 
@@ -52,9 +50,12 @@ _NO_KWARGS: Final[Mapping[str, Any]] = {}
 class Command(NamedTuple):
     """One driver call: ``target.method(*args, **kwargs)``, its result read as ``result`` says.
 
-    A named tuple rather than a dataclass: one is built per command, on every turn.
+    A failure is reported as ``operation`` failing for ``memory_id`` (``None``: for no one memory). A named
+    tuple rather than a dataclass: one is built per command, on every turn.
     """
 
+    operation: str
+    memory_id: str | None
     target: Target
     method: str
     args: tuple[Any, ...]
@@ -62,20 +63,21 @@ class Command(NamedTuple):
     result: Result = Result.AS_IS
 
 
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    """Wait ``seconds`` before the next command (a resend's backoff, or a busy lock's)."""
-
-    seconds: float
+Step: TypeAlias = Command | Sleep
+"""What an operation yields: a command to send, or a wait."""
 
 
-Steps = Generator["Command | Sleep", Any, _T]
-"""An operation: yields commands, receives each one's result, returns its own result."""
-
-
-def call(target: Target, method: str, *args: Any, result: Result = Result.AS_IS, **kwargs: Any) -> Command:
-    """The command calling ``method`` on ``target`` with these arguments."""
-    return Command(target, method, args, kwargs or _NO_KWARGS, result)
+def call(
+    operation: str,
+    memory_id: str | None,
+    target: Target,
+    method: str,
+    *args: Any,
+    result: Result = Result.AS_IS,
+    **kwargs: Any,
+) -> Command:
+    """The command calling ``method`` on ``target`` with these arguments, reported as ``operation``."""
+    return Command(operation, memory_id, target, method, args, kwargs or _NO_KWARGS, result)
 
 
 def result_of(command: Command, value: Any) -> Any:

@@ -1,197 +1,48 @@
-r"""History on the MongoDB store: how it is laid out and what its reads, writes and trims send (pure).
+r"""History on the MongoDB store: what its writes stage, copy and refresh, its pages, trims and restores (pure).
 
-A store built with ``history=True`` keeps a second collection, ``<collection>_history``, of one document
-per entry (``m`` memory id, ``h`` history id, ``s`` sequence, ``r`` record, ``t`` time), unique on
-``(m, h, s)``. The window document is the history's head: the update that writes the window also sets the
-history id (``hid``) and the last sequence committed (``hseq``) and stages the write's entries (``hlast``;
-earlier ones not yet confirmed copied in ``hpend``). A writer copies the staged groups into the history
-collection once :data:`COPY_AT_GROUPS` groups or :data:`COPY_AT_BYTES` of records are staged (one
-unordered insert, idempotent by the unique key); readers merge what is staged. Entries expire by a TTL
-index on ``x``, set again in steps (``hrefresh``) rather than on every turn. The layout, the copies and
-the expiry step by step: *History* in ``docs/store-mongodb.md``. No I/O here, and no driver import.
+A store built with ``history=True`` keeps ``<collection>_history``, one document per entry (``m`` memory
+id, ``h`` history id, ``s`` sequence, ``r`` record, ``t`` time), unique on ``(m, h, s)``. The window
+document is the history's head (:mod:`~chatmemory.stores.mongodb.layout`): the write of the window sets
+``hid`` and ``hseq`` and stages its entries (``hlast``, earlier ones in ``hpend``); a writer copies the
+staged groups once :data:`COPY_AT_GROUPS` groups or :data:`COPY_AT_BYTES` are staged (one unordered,
+idempotent insert); readers merge what is staged. Entries expire by a TTL index on ``x``, set again in
+steps (``hrefresh``). A restore moves ``hseq`` past the entries it inserts. Step by step: *History* in
+``docs/store-mongodb.md``. No I/O here, and no driver import.
 """
 
 from __future__ import annotations
 
 import datetime
-import secrets
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Final, TypeGuard
+from dataclasses import replace
+from typing import Any, Final
 
 from chatmemory.core.errors import CorruptedMemoryError
-from chatmemory.stores.mongodb.expressions import not_expired
-from chatmemory.stores.mongodb.layout import MemoryState
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
+from chatmemory.core.messages import ChatMessage
+from chatmemory.serialization.records import PLAIN, RecordCodec
+from chatmemory.stores.mongodb.layout import (
+    COPY_AT_BYTES,
+    COPY_AT_GROUPS,
+    HAS_HID,
+    HAS_LAST,
+    PENDING,
+    Document,
+    HistoryConfig,
+    HistoryGroup,
+    HistoryHead,
+    HistoryState,
+    MemoryState,
+    Record,
+    encode_record,
+    group_of,
+    groups_of,
+    is_int,
+    not_expired,
+    refreshed_of,
+)
 
-__all__ = [
-    "ENTRY_PROJECTION",
-    "COPY_AT_BYTES",
-    "COPY_AT_GROUPS",
-    "HEAD_PROJECTION",
-    "STAGED_PROJECTION",
-    "UPDATE_ATTEMPTS",
-    "WRITE_PROJECTION",
-    "HISTORY_EXPIRY_INDEX",
-    "HISTORY_INDEX",
-    "HISTORY_KEY",
-    "HistoryConfig",
-    "HistoryGroup",
-    "HistoryHead",
-    "HistoryState",
-    "entry_documents",
-    "head_filter",
-    "state_after",
-    "with_history",
-    "groups_of",
-    "head_of",
-    "history_collection_name",
-    "new_history_id",
-    "refresh_due",
-    "refreshed_of",
-    "refresh_update",
-    "should_copy",
-    "staged_filter",
-    "staged_operations",
-]
-
-Document = dict[str, Any]
-
-HISTORY_INDEX: Final = "chatmemory_history"
-"""The unique index of the history collection: ``(m, h, s)``."""
-HISTORY_KEY: Final = [("m", 1), ("h", 1), ("s", 1)]
-HISTORY_EXPIRY_INDEX: Final = "chatmemory_history_x"
-"""The TTL index of the history collection, on ``x``."""
-HEAD_PROJECTION: Final = {"_id": 0, "hid": 1, "hpend": 1, "hlast": 1}
-"""What a history read needs of the window document."""
-WRITE_PROJECTION: Final = {
-    "_id": 0, "version": 1, "writes": 1, "written_at": 1, "hid": 1, "hseq": 1, "hpend": 1, "hlast": 1,
-    "hrefresh": 1,
-}  # fmt: skip
-"""What a history store's write reply carries: enough to copy the groups it leaves in the document."""
-ENTRY_PROJECTION: Final = {"_id": 0, "s": 1, "r": 1, "t": 1}
-"""What a history read needs of an entry."""
-COPY_AT_GROUPS: Final = 8
-"""A write copies the staged groups once its reply shows this many."""
-COPY_AT_BYTES: Final = 8 * 1024
-"""... or this many bytes of staged records (they make every window read of the memory bigger)."""
-UPDATE_ATTEMPTS: Final = 100
-"""How many times a history store's ``update_messages`` reads and saves before giving up to other writers."""
-
-
-def history_collection_name(collection: str) -> str:
-    """The name of the history collection beside ``collection``."""
-    return f"{collection}_history"
-
-
-def new_history_id() -> int:
-    """A random 62-bit history id (a BSON int64)."""
-    return secrets.randbits(62)
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryConfig:
-    """A history store's expiry fields.
-
-    Attributes:
-        ttl: the window's ttl in seconds (``None``: never).
-        history_ttl: the history's own ttl in seconds; ``None``: the history expires with the window.
-    """
-
-    ttl: float | None
-    history_ttl: float | None
-
-    @property
-    def lifetime(self) -> float | None:
-        """Seconds a history lives after the memory's last write (``None``: for good)."""
-        return self.history_ttl if self.history_ttl is not None else self.ttl
-
-    @property
-    def window_field(self) -> str:
-        """The field holding the window's expiry."""
-        return "expires_at" if self.history_ttl is None else "window_expires_at"
-
-    @property
-    def history_field(self) -> str:
-        """The field holding the history's expiry."""
-        return "expires_at" if self.history_ttl is None else "hexp"
-
-    def expiry_fields(self) -> Document:
-        """Pipeline values of the expiry fields a write sets (``$$REMOVE``: no such field)."""
-        if self.history_ttl is None:
-            return {"expires_at": _later(self.ttl)}
-        return {
-            "window_expires_at": _later(self.ttl),
-            "hexp": _later(self.history_ttl),
-            "expires_at": _later(self.history_ttl) if self.ttl is not None else "$$REMOVE",
-        }
-
-    def expiry_operators(self, server_now: datetime.datetime) -> tuple[Document, Document]:
-        """The ``$set`` and ``$unset`` of the expiry fields, for a write sent as update operators."""
-        fields = self.expiry_fields()
-        assignments: Document = {}
-        removals: Document = {}
-        for name, value in fields.items():
-            if value == "$$REMOVE":
-                removals[name] = ""
-            else:
-                seconds = self.ttl if name == "window_expires_at" or self.history_ttl is None else self.history_ttl
-                assert seconds is not None
-                assignments[name] = server_now + datetime.timedelta(seconds=seconds)
-        return assignments, removals
-
-
-def _later(seconds: float | None) -> Any:
-    return "$$REMOVE" if seconds is None else {"$add": ["$$NOW", round(seconds * 1000)]}
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryGroup:
-    """The entries of one write, as the window document holds them until they are copied.
-
-    Attributes:
-        first: the sequence of the first record.
-        records: the records, in order.
-        written_at: the write's server time.
-    """
-
-    first: int
-    records: tuple[str | bytes, ...]
-    written_at: datetime.datetime
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryState:
-    """What a store knows of a memory's history head at a version (kept in its snapshot cache).
-
-    Attributes:
-        hid: the history id (``None``: the document holds no history yet).
-        hseq: the last sequence committed.
-        copied: whether every group the document holds is known to be in the history collection.
-        refreshed: when every entry's expiry was last set (``hrefresh``); ``None``: not known.
-        last_known: whether the store knows the document's ``hlast`` exactly (it wrote it): then a
-            write that keeps the staged groups can push it onto ``hpend`` as update operators.
-        last: that group (``None``: the document has none).
-    """
-
-    hid: int | None
-    hseq: int
-    copied: bool
-    refreshed: datetime.datetime | None = None
-    last_known: bool = False
-    last: HistoryGroup | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryHead:
-    """The history head a read found: its id and the groups not known to be copied yet."""
-
-    hid: int
-    groups: tuple[HistoryGroup, ...]
-
-
-def is_int(value: object) -> TypeGuard[int]:
-    """Whether ``value`` is an int (a bool is not)."""
-    return isinstance(value, int) and not isinstance(value, bool)
+# ------------------------------------------------------------------------------------------ the head
 
 
 def with_history(state: MemoryState, document: Mapping[str, Any], previous: MemoryState | None) -> MemoryState:
@@ -205,18 +56,8 @@ def with_history(state: MemoryState, document: Mapping[str, Any], previous: Memo
         return replace(state, history=HistoryState(None, 0, True))
     before = previous.history if previous is not None and previous.version == state.version else None
     if before is None or before.hid != hid:
-        return replace(state, history=HistoryState(hid, hseq if is_int(hseq) else 0, False, _date(document)))
-    return replace(state, history=replace(before, refreshed=_date(document)))
-
-
-def refreshed_of(document: Mapping[str, Any]) -> datetime.datetime | None:
-    """The head's ``hrefresh`` (``None``: none)."""
-    return _date(document)
-
-
-def _date(document: Mapping[str, Any]) -> datetime.datetime | None:
-    value = document.get("hrefresh")
-    return value if isinstance(value, datetime.datetime) else None
+        return replace(state, history=HistoryState(hid, hseq if is_int(hseq) else 0, False, refreshed_of(document)))
+    return replace(state, history=replace(before, refreshed=refreshed_of(document)))
 
 
 def refresh_due(
@@ -237,32 +78,6 @@ def refresh_update(
     """The ``update_many`` that sets the expiry of every entry of a history to ``now + 2L``."""
     assert config.lifetime is not None
     return {"m": memory_id, "h": hid}, {"$set": {"x": now + datetime.timedelta(seconds=2 * config.lifetime)}}
-
-
-def _group(memory_id: str, value: object) -> HistoryGroup:
-    if not isinstance(value, Mapping):
-        raise CorruptedMemoryError(memory_id, f"a history group is a BSON {type(value).__name__}, not a document")
-    first, records, written = value.get("s"), value.get("r"), value.get("t")
-    if not is_int(first) or not isinstance(records, list) or not isinstance(written, datetime.datetime):
-        raise CorruptedMemoryError(memory_id, "a history group lacks its sequence, records or time")
-    for record in records:
-        if not isinstance(record, (str, bytes)):
-            raise CorruptedMemoryError(memory_id, f"a history record is a BSON {type(record).__name__}")
-    assert isinstance(first, int)
-    return HistoryGroup(first, tuple(records), written)
-
-
-def groups_of(memory_id: str, document: Mapping[str, Any]) -> tuple[HistoryGroup, ...]:
-    """The groups a window document (or a write reply) holds: ``hpend``, then ``hlast``.
-
-    Raises:
-        CorruptedMemoryError: a group is not one this store wrote.
-    """
-    pending = document.get("hpend")
-    groups = [_group(memory_id, group) for group in pending] if isinstance(pending, list) else []
-    if document.get("hlast") is not None:
-        groups.append(_group(memory_id, document["hlast"]))
-    return tuple(groups)
 
 
 def head_filter(memory_id: str, config: HistoryConfig) -> Document:
@@ -337,21 +152,238 @@ def entry_documents(
     return operations
 
 
-HAS_HID: Final = {"$isNumber": "$hid"}
-HAS_LAST: Final = {"$eq": [{"$type": "$hlast"}, "object"]}
-PENDING: Final = {
-    "$concatArrays": [
-        {"$cond": [{"$isArray": "$hpend"}, "$hpend", []]},
-        {"$cond": [HAS_LAST, ["$hlast"], []]},
-    ]
-}
-"""Every group the document holds, as one array (what a write that does not know them keeps)."""
-
-
 def state_after(memory_id: str, document: Mapping[str, Any], copied: bool) -> HistoryState | None:
     """The head a write's reply ``document`` shows (``copied``: its groups are now in the history collection)."""
     hid, hseq = document.get("hid"), document.get("hseq")
     if not is_int(hid) or not is_int(hseq):
         return None
-    last = _group(memory_id, document["hlast"]) if isinstance(document.get("hlast"), Mapping) else None
-    return HistoryState(hid, hseq, copied, _date(document), True, last)
+    last = group_of(memory_id, document["hlast"]) if isinstance(document.get("hlast"), Mapping) else None
+    return HistoryState(hid, hseq, copied, refreshed_of(document), True, last)
+
+
+# ------------------------------------------------------------------------------------ what a write adds
+
+
+def created_fields(config: HistoryConfig, records: Sequence[str | bytes], hid: int, is_new: Any) -> Document:
+    """The history fields of a write that creates the window (the document is new, or its window expired).
+
+    The history goes on if the document holds one that has not expired (``history_ttl`` longer than
+    ``ttl``); else a new one starts with ``hid``.
+    """
+    live = {"$and": [{"$not": [is_new]}, HAS_HID, not_expired(config.history_field)]}
+    base = {"$cond": [live, {"$toLong": {"$ifNull": ["$hseq", 0]}}, 0]}
+    return {
+        "hid": {"$cond": [live, "$hid", {"$literal": hid}]},
+        "hrefresh": {"$cond": [live, "$hrefresh", "$$NOW"]},
+        "hseq": {"$add": [base, len(records)]},
+        "hpend": {"$cond": [live, PENDING, "$$REMOVE"]},
+        "hlast": _last(records, {"$add": [base, 1]}),
+    }
+
+
+def _last(records: Sequence[str | bytes], first: Any) -> Any:
+    if not records:
+        return "$$REMOVE"
+    return {"s": first, "r": {"$literal": list(records)}, "t": "$$NOW"}
+
+
+def pinned_fields(
+    state: HistoryState | None, records: Sequence[str | bytes], hid: int, refreshed: datetime.datetime | None = None
+) -> Document:
+    """The history fields of a write pinned to a version whose head ``state`` the store knows.
+
+    ``refreshed``: the store set every entry's expiry from that time before this write.
+    """
+    if state is None or state.hid is None:
+        return {
+            "hid": {"$literal": hid}, "hrefresh": "$$NOW", "hseq": len(records), "hpend": "$$REMOVE",
+            "hlast": _last(records, 1),
+        }  # fmt: skip
+    fields: Document = {
+        "hseq": state.hseq + len(records),
+        "hpend": "$$REMOVE" if state.copied else PENDING,
+        "hlast": _last(records, state.hseq + 1),
+    }
+    if refreshed is not None:
+        fields["hrefresh"] = {"$literal": refreshed}
+    return fields
+
+
+def pinned_operators(
+    state: HistoryState, records: Sequence[str | bytes], refreshed: datetime.datetime | None = None
+) -> tuple[Document, Document, Document, Document]:
+    """The ``$set``, ``$unset``, ``$currentDate`` and ``$push`` of a pinned write sent as operators.
+
+    Every group copied: they all go. Else (the store knows ``hlast``: it wrote it) the previous
+    ``hlast`` is pushed onto ``hpend``, whose other groups stay.
+    """
+    assignments: Document = {"hseq": state.hseq + len(records)}
+    if refreshed is not None:
+        assignments["hrefresh"] = refreshed
+    removals: Document = {}
+    pushes: Document = {}
+    if state.copied:
+        removals["hpend"] = ""
+    elif state.last is not None:
+        last = state.last
+        pushes["hpend"] = {"s": last.first, "r": list(last.records), "t": last.written_at}
+    dates: Document = {}
+    if records:
+        assignments["hlast.s"] = state.hseq + 1
+        assignments["hlast.r"] = list(records)
+        dates["hlast.t"] = True
+    else:
+        removals["hlast"] = ""
+    return assignments, removals, dates, pushes
+
+
+def operators_allowed(state: HistoryState | None) -> bool:
+    """Whether a pinned write over ``state`` may go as update operators (it knows what to do with the groups)."""
+    return state is not None and state.hid is not None and (state.copied or state.last_known)
+
+
+# ---------------------------------------------------------------------------------------- pages, trims
+
+
+def read_entries_filter(memory_id: str, hid: int, query: HistoryQuery) -> tuple[Document, list[tuple[str, int]]]:
+    """The filter and sort of a page's entries read (read ``query.limit + 1`` of them)."""
+    filter: Document = {"m": memory_id, "h": hid}
+    if query.after is not None:
+        filter["s"] = {"$lt" if query.reverse else "$gt": query.after}
+    direction = -1 if query.reverse else 1
+    return filter, [("s", direction)]
+
+
+def _decode(memory_id: str, sequence: int, record: object, codec: RecordCodec) -> ChatMessage:
+    if not isinstance(record, (str, bytes)):
+        raise CorruptedMemoryError(memory_id, f"history entry {sequence} is a BSON {type(record).__name__}")
+    return codec.loads(record, memory_id)
+
+
+def page_of(
+    memory_id: str,
+    query: HistoryQuery,
+    documents: Iterable[Mapping[str, Any]],
+    head: HistoryHead,
+    codec: RecordCodec = PLAIN,
+) -> HistoryPage:
+    """The page made of the entries read and the head's groups not copied yet (merged, deduplicated).
+
+    Raises:
+        CorruptedMemoryError: an entry is not one this store wrote.
+    """
+    found: dict[int, tuple[object, datetime.datetime]] = {}
+    for document in documents:
+        sequence, written = document.get("s"), document.get("t")
+        if not is_int(sequence) or not isinstance(written, datetime.datetime):
+            raise CorruptedMemoryError(memory_id, "a history entry lacks its sequence or time")
+        assert isinstance(sequence, int)
+        found[sequence] = (document.get("r"), written)
+    for group in head.groups:
+        for offset, record in enumerate(group.records):
+            sequence = group.first + offset
+            if query.includes(sequence):
+                found.setdefault(sequence, (record, group.written_at))
+    order = sorted(found, reverse=query.reverse)[: query.limit + 1]
+    entries = [HistoryEntry(s, _decode(memory_id, s, found[s][0], codec), found[s][1]) for s in order]
+    return query.page(entries)
+
+
+def trim_filter(cutoff: datetime.datetime, memory_id: str | None) -> Document:
+    """The entries ``trim_history`` removes: written before ``cutoff`` (of ``memory_id``, or all)."""
+    filter: Document = {"t": {"$lt": cutoff}}
+    if memory_id is not None:
+        filter = {"m": memory_id, **filter}
+    return filter
+
+
+def trim_head(cutoff: datetime.datetime, memory_id: str | None) -> tuple[Document, list[Document]]:
+    """The filter and update that drop, from window documents, the groups written before ``cutoff``.
+
+    A trimmed entry must not come back through a reader's merge of the groups; the version is left
+    as it is (the window does not change).
+    """
+    cutoff_ms = {"$toLong": {"$literal": cutoff}}
+    older = {"$lt": [{"$toLong": "$$this.t"}, cutoff_ms]}
+    filter: Document = {"$or": [{"hlast.t": {"$lt": cutoff}}, {"hpend.t": {"$lt": cutoff}}]}
+    if memory_id is not None:
+        filter = {"_id": memory_id, **filter}
+    last = {"$let": {"vars": {"this": "$hlast"}, "in": {"$cond": [older, "$$REMOVE", "$hlast"]}}}
+    pending = {"$filter": {"input": {"$cond": [{"$isArray": "$hpend"}, "$hpend", []]}, "cond": {"$not": [older]}}}
+    return filter, [{"$set": {"hlast": {"$cond": [HAS_LAST, last, "$$REMOVE"]}, "hpend": pending}}]
+
+
+def stale_filter(memory_id: str, hid: int) -> Document:
+    """The entries of ``memory_id`` that belong to an earlier history (removed when a new one starts)."""
+    return {"m": memory_id, "h": {"$ne": hid}}
+
+
+# ------------------------------------------------------------------------------------------ restores
+
+RESTORE_PROJECTION: Final = {"_id": 0, "version": 1, "hid": 1, "hseq": 1, "hpend": 1, "hlast": 1}
+"""What a restore needs of the window document."""
+RESTORE_ATTEMPTS: Final = 20
+"""How many times a restore reads the head again after writers moved it between its read and its update."""
+
+
+def present_filter(memory_id: str, hid: int, entries: Sequence[HistoryEntry]) -> Document:
+    """The entries of history ``hid`` among those to restore (read with ``{"s": 1}``)."""
+    return {"m": memory_id, "h": hid, "s": {"$in": [entry.sequence for entry in entries]}}
+
+
+def staged_sequences(memory_id: str, document: Mapping[str, Any]) -> set[int]:
+    """The sequences of the groups the window document stages (readers merge them: they are entries too).
+
+    Raises:
+        CorruptedMemoryError: a group is not one this store wrote.
+    """
+    return {group.first + offset for group in groups_of(memory_id, document) for offset in range(len(group.records))}
+
+
+def entry_records(memory_id: str, entries: Sequence[HistoryEntry], codec: RecordCodec = PLAIN) -> dict[int, Record]:
+    """Each entry's stored record by sequence, encoded before anything is sent.
+
+    Raises:
+        SerializationError: a message does not encode.
+    """
+    return {entry.sequence: encode_record(entry.message, memory_id, codec) for entry in entries}
+
+
+def entry_documents_of(
+    memory_id: str,
+    hid: int,
+    entries: Sequence[HistoryEntry],
+    records: Mapping[int, Record],
+    config: HistoryConfig,
+    server_now: datetime.datetime,
+) -> list[Document]:
+    """The entry documents of ``entries`` (their ``records``) in history ``hid``, each with its own time.
+
+    With a lifetime, an entry expires ``2 * lifetime`` after ``server_now`` (not after its old write time,
+    which would let the TTL monitor take it at once); the head's ``hrefresh`` is at most ``server_now``.
+    """
+    expiry: Document = {}
+    if config.lifetime is not None:
+        expiry["x"] = server_now + datetime.timedelta(seconds=2 * config.lifetime)
+    return [
+        {"m": memory_id, "h": hid, "s": entry.sequence, "r": records[entry.sequence], "t": entry.written_at, **expiry}
+        for entry in entries
+    ]
+
+
+def head_update(memory_id: str, version: int, hid: int, top: int, clock_micros: int) -> tuple[Document, list[Document]]:
+    """The conditional update of the head before entries up to ``top`` are inserted.
+
+    It matches only the version and history read; ``hseq`` becomes at least ``top``; the version moves
+    on (to the clock in µs, or one more), so writers that cached the head read it again.
+    """
+    filter: Document = {"_id": memory_id, "version": version, "hid": hid}
+    next_version = {"$max": [{"$add": ["$version", 1]}, {"$literal": clock_micros}]}
+    update = [{"$set": {"version": next_version, "hseq": {"$max": [{"$ifNull": ["$hseq", 0]}, {"$literal": top}]}}}]
+    return filter, update
+
+
+def version_of(document: Mapping[str, Any]) -> int | None:
+    """The window document's version, if it holds one this store wrote."""
+    version = document.get("version")
+    return version if is_int(version) else None

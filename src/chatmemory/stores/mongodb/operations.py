@@ -1,132 +1,202 @@
 """A MongoDB store's operations, written once as generators of commands for both executors.
 
-Each operation (``_load``, ``_save``, ``_update`` ...) yields :class:`~chatmemory.stores.mongodb.commands.Command`
-objects and receives their results; the sync executor (:mod:`chatmemory.stores.mongodb.store`) and the
-async one (:mod:`chatmemory.aio.stores.mongodb`) only send them, so a decision here is made once for
-both. A driver exception is thrown back in where the command was yielded, so the ``try`` blocks below
-read as they would around a direct call. What each write sends is decided in
-:mod:`~chatmemory.stores.mongodb.plan`; this module adds the order of the calls and the cache.
+:class:`MongoOperations` holds the planner, the snapshot cache and the server's clock; each method yields
+:class:`~chatmemory.stores.mongodb.commands.Command` values (or a ``Sleep``) and receives their results.
+The executors only send them: a driver failure comes back in at the ``yield`` as the executor's
+:class:`~chatmemory.stores.mongodb.outcomes.CommandFailed`, a ``StoreError``, so an operation that does
+nothing about it lets it go. What each write sends is the planner's; this module adds the order of the
+calls, the cache and the retries. ``modify`` is three of them (:meth:`MongoOperations.take_lease`,
+:meth:`~MongoOperations.change_locked`, :meth:`~MongoOperations.give_lease_back`) run in the writers' turn.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
-from pymongo import ReturnDocument
-
-from chatmemory.core.errors import ConcurrentUpdateError, SerializationError, StoreError
+from chatmemory import telemetry
+from chatmemory.core.driving import Sleep, Steps
+from chatmemory.core.errors import (
+    ConcurrentUpdateError,
+    HistoryNotEnabledError,
+    SerializationError,
+    StoreError,
+)
+from chatmemory.core.history import (
+    HistoryEntry,
+    HistoryPage,
+    UnrestorableHistoryError,
+    checked_restore,
+    history_query,
+    trim_cutoff,
+)
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Snapshot
+from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.recorded_writes import recorded_parts
+from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
-from chatmemory.stores.base import Operation
-from chatmemory.stores.mongodb.clock import expired
-from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, Target, call
-from chatmemory.stores.mongodb.driver import (
-    DRIVER_ERRORS,
-    EXPIRY_INDEX,
+from chatmemory.stored_memories import NewMemory, StoredMemory
+from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache
+from chatmemory.stores.mongodb import history as hist
+from chatmemory.stores.mongodb import layout
+from chatmemory.stores.mongodb.commands import Result, Step, Target, call
+from chatmemory.stores.mongodb.layout import Document, HistoryConfig, MemoryState, Record
+from chatmemory.stores.mongodb.outcomes import (
     INDEX_CONFLICT_CODES,
-    describe,
-    equivalent_expiry_index,
-    expiry_index_conflict,
-    reply_to_error,
-    resend_error,
-    write_error,
-)
-from chatmemory.stores.mongodb.history import UPDATE_ATTEMPTS, with_history
-from chatmemory.stores.mongodb.history_operations import HistoryOperations
-from chatmemory.stores.mongodb.layout import MemoryState, decode_document, materialize, raw_records, record_fields
-from chatmemory.stores.mongodb.plan import (
+    BatchCreate,
+    CommandFailed,
     Conflict,
-    Document,
     Resend,
     Verify,
     WritePlan,
     WriteReply,
     Written,
+    batch_asked,
+    batch_left,
+    equivalent_expiry_index,
     memory_times_of,
     outcome_of,
-    plan_expire_at,
-    plan_raw_write,
-    plan_replace,
-    plan_save,
-    read_filter,
+    resend_error,
+    server_time_of,
+    stored_memory,
     verified_outcome,
 )
+from chatmemory.stores.mongodb.plan import MongoPlanner, ServerClock, expired
 
 __all__ = ["MongoOperations"]
 
-_Client = TypeVar("_Client")
-
-_WINDOW = Target.WINDOW
+_WINDOW, _HISTORY, _LOCKS = Target.WINDOW, Target.HISTORY, Target.LOCKS
+_READ, _WRITE = Operation.READ, Operation.WRITE
 _EXPIRY_KEY = [("expires_at", 1)]
 
 
-class MongoOperations(HistoryOperations[_Client]):
-    """Every operation of a MongoDB store as a command generator (the executors run them)."""
+class MongoOperations:
+    """Every operation of a MongoDB store as a command generator (the executors run them).
 
-    def _ensure_expiry_index(self) -> Steps[None]:
-        if self._indexed:
+    Args:
+        planner: what the store sends.
+        retry: how long a write whose reply was lost is resent.
+        cache: the memories' last states.
+        check_open: raises the store's error once it is closed (called as each operation starts).
+        label: the store's ``repr``, named in errors.
+    """
+
+    def __init__(
+        self,
+        planner: MongoPlanner,
+        retry: RetryPolicy,
+        cache: SnapshotCache[MemoryState],
+        check_open: Callable[[str, str | None], None],
+        label: str,
+    ) -> None:
+        self.planner = planner
+        self.history = planner.history
+        self.cache = cache
+        self.clock = ServerClock()
+        self._retry = retry
+        self._check_open = check_open
+        self._label = label
+        self.indexed = planner.ttl is None
+        """Whether the TTL index of the memories is known to be there (none is needed without a ttl)."""
+        self.expiry_index_checked = False
+        """Whether ``expire_at`` made sure of the TTL index (it does so once per store)."""
+        self._history_indexed = self.history is None
+
+    def _require_history(self) -> HistoryConfig:
+        if self.history is None:
+            raise HistoryNotEnabledError(self._label)
+        return self.history
+
+    # -------------------------------------------------------------------------------------- indexes
+
+    def ensure_expiry_index(self) -> Steps[Step, None]:
+        """Create the TTL index on ``expires_at`` unless it is known to be there."""
+        if self.indexed:
             return
         try:
             # create_index is idempotent for the same key and options.
-            yield call(_WINDOW, "create_index", _EXPIRY_KEY, name=EXPIRY_INDEX, expireAfterSeconds=0)
-        except DRIVER_ERRORS as exc:
-            detail = describe(exc)
-            if getattr(exc, "code", None) in INDEX_CONFLICT_CODES:
+            yield call(
+                Operation.SCHEMA,
+                None,
+                _WINDOW,
+                "create_index",
+                _EXPIRY_KEY,
+                name=layout.EXPIRY_INDEX,
+                expireAfterSeconds=0,
+            )
+        except CommandFailed as exc:
+            detail = exc.detail
+            if exc.code in INDEX_CONFLICT_CODES:
                 try:
-                    indexes = yield call(_WINDOW, "list_indexes", result=Result.LIST)
+                    indexes = yield call(Operation.SCHEMA, None, _WINDOW, "list_indexes", result=Result.LIST)
                     if equivalent_expiry_index([dict(index) for index in indexes]):
-                        self._indexed = True
+                        self.indexed = True
                         return
-                except DRIVER_ERRORS:
+                except CommandFailed:
                     pass
-                detail = expiry_index_conflict(self._collection.name)
-            raise StoreError(Operation.SCHEMA, detail=f"creating the TTL index: {detail}") from exc
-        self._indexed = True
+                detail = self.planner.expiry_index_conflict()
+            raise exc.again(Operation.SCHEMA, None, f"creating the TTL index: {detail}") from exc.__cause__
+        self.indexed = True
 
-    def _find(self, memory_id: str) -> Steps[Document | None]:
+    def _ensure_history_index(self) -> Steps[Step, None]:
+        if self._history_indexed or self.history is None:
+            return
         try:
-            server_now = self._clock.now()
-            # No projection leaves the staged history groups out: one costs a server more than their bytes.
-            query = read_filter(memory_id, server_now is not None, self._window_field)
-            document = yield call(_WINDOW, "find_one", query)
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
-        if document is not None and server_now is not None and expired(document, server_now, self._window_field):
+            yield call(
+                Operation.SCHEMA,
+                None,
+                _HISTORY,
+                "create_index",
+                layout.HISTORY_KEY,
+                name=layout.HISTORY_INDEX,
+                unique=True,
+            )
+            if self.history.lifetime is not None:
+                yield call(
+                    Operation.SCHEMA, None, _HISTORY, "create_index", [("x", 1)],
+                    name=layout.HISTORY_EXPIRY_INDEX, expireAfterSeconds=0,
+                )  # fmt: skip
+        except CommandFailed as exc:
+            raise exc.again(Operation.SCHEMA, None, f"creating the history index: {exc.detail}") from exc.__cause__
+        self._history_indexed = True
+
+    # ------------------------------------------------------------------------------------------ sends
+
+    def _find(self, memory_id: str) -> Steps[Step, Document | None]:
+        server_now = self.clock.now()
+        # No projection leaves the staged history groups out: one costs a server more than their bytes.
+        query = self.planner.read_filter(memory_id, server_now is not None)
+        document = yield call(_READ, memory_id, _WINDOW, "find_one", query)
+        if document is not None and server_now is not None and expired(document, server_now, self.planner.window_field):
             return None
         return document  # type: ignore[no-any-return]
 
-    def _send(self, plan: WritePlan) -> Steps[tuple[WriteReply, BaseException | None]]:
-        """Send ``plan`` once; a driver error that the plan can interpret becomes its reply."""
+    def _send(self, plan: WritePlan) -> Steps[Step, tuple[WriteReply, CommandFailed | None]]:
+        """Send ``plan`` once; a failure that the plan can interpret becomes its reply."""
+        memory_id = plan.memory_id
         try:
             if not plan.returns_document:
-                matched = yield Command(_WINDOW, "update_one", (plan.filter, plan.update), result=Result.MATCHED)
-                return WriteReply(matched=matched), None
+                command = call(
+                    _WRITE, memory_id, _WINDOW, "update_one", plan.filter, plan.update, result=Result.MATCHED
+                )
+                return WriteReply(matched=(yield command)), None
             document = yield call(
-                _WINDOW, "find_one_and_update", plan.filter, plan.update,
-                projection=plan.projection, upsert=plan.upsert, return_document=ReturnDocument.AFTER,
+                _WRITE, memory_id, _WINDOW, "find_one_and_update", plan.filter, plan.update,
+                projection=plan.projection, upsert=plan.upsert, return_document=True,  # ReturnDocument.AFTER
             )  # fmt: skip
-        except DRIVER_ERRORS as exc:
-            reply = reply_to_error(exc)
+        except CommandFailed as exc:
+            reply = exc.reply()
             if reply is None:
-                raise write_error(plan.memory_id, exc) from exc
+                raise
             return reply, exc
         return WriteReply(document), None
 
-    def _verify(self, plan: WritePlan) -> Steps[Document | None]:
-        try:
-            document = yield call(_WINDOW, "find_one", plan.verify_filter, plan.verify_projection)
-        except DRIVER_ERRORS as exc:
-            raise write_error(plan.memory_id, exc) from exc
-        return document  # type: ignore[no-any-return]
-
-    def _execute(self, plan: WritePlan) -> Steps[Written | Conflict]:
-        if not self._indexed:
-            yield from self._ensure_expiry_index()
+    def _execute(self, plan: WritePlan) -> Steps[Step, Written | Conflict]:
+        if not self.indexed:
+            yield from self.ensure_expiry_index()
         if not self._history_indexed:
             yield from self._ensure_history_index()
         # A task cancelled while the write is in flight keeps the cached state it started from; if the write
@@ -135,209 +205,535 @@ class MongoOperations(HistoryOperations[_Client]):
         attempts = self._retry.start()
         resent = False
         while True:
-            sent = self._clock.local()
+            sent = self.clock.local()
             reply, error = yield from self._send(plan)
-            received = self._clock.local()
+            received = self.clock.local()
             document = reply.document
             outcome = outcome_of(plan, reply, resent=resent)
             if isinstance(outcome, Verify):
-                document = yield from self._verify(plan)
+                document = yield call(
+                    _WRITE, plan.memory_id, _WINDOW, "find_one", plan.verify_filter, plan.verify_projection
+                )
                 outcome = verified_outcome(plan, document)
             if not isinstance(outcome, Resend):
                 break
             resent = True
             delay = attempts.backoff()
             if delay is None:
-                self._cache.forget(plan.memory_id)
+                self.cache.forget(plan.memory_id)
                 raise resend_error(plan.memory_id, attempts.count, error)
             yield Sleep(delay)
         state = outcome.state if isinstance(outcome, Written) else None
         if isinstance(outcome, Written) and plan.keeps_history:
             state = yield from self._record(plan, outcome, document)
         if isinstance(outcome, Written) and state is not None:
-            self._clock.observe(sent, received, outcome.server_time)
-            self._cache.put(plan.memory_id, state)
+            self.clock.observe(sent, received, outcome.server_time)
+            self.cache.put(plan.memory_id, state)
         else:
-            self._cache.forget(plan.memory_id)
+            self.cache.forget(plan.memory_id)
         return outcome
 
-    # ---------------------------------------------------------------------------------------------- read
+    # -------------------------------------------------------------------------------------------- read
 
-    def _load_state_steps(self, memory_id: str) -> Steps[MemoryState | None]:
+    def load_state(self, memory_id: str) -> Steps[Step, MemoryState | None]:
+        """Read ``memory_id`` into the cache: its state, or ``None`` when it is absent."""
         document = yield from self._find(memory_id)
         if document is None:
-            self._cache.forget(memory_id)
+            self.cache.forget(memory_id)
             return None
-        previous = self._cache.get(memory_id)
+        previous = self.cache.get(memory_id)
         try:
-            state = decode_document(memory_id, document, previous, self._codec)
-            if self._history is not None:
-                state = with_history(state, document, previous)
+            state = layout.decode_document(memory_id, document, previous, self.planner.codec)
+            if self.history is not None:
+                state = hist.with_history(state, document, previous)
         except Exception:
-            self._cache.forget(memory_id)
+            self.cache.forget(memory_id)
             raise
-        self._cache.put(memory_id, state)
+        self.cache.put(memory_id, state)
         return state
 
-    def _load(self, memory_id: str) -> Steps[Snapshot]:
+    def load(self, memory_id: str) -> Steps[Step, Snapshot]:
+        """``load``: the messages and their version (one ``find_one``)."""
         memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
-        state = yield from self._load_state_steps(memory_id)
+        self._check_open(_READ, memory_id)
+        state = yield from self.load_state(memory_id)
         if state is None:
             return Snapshot([], 0)
         return Snapshot(state.layout.messages(), state.version)
 
-    def _read_raw(self, memory_id: str) -> Steps[list[bytes]]:
+    def read_raw(self, memory_id: str) -> Steps[Step, list[bytes]]:
+        """``read_raw``: the stored records in window order, undecoded."""
         memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
+        self._check_open(_READ, memory_id)
         document = yield from self._find(memory_id)
-        return [] if document is None else raw_records(memory_id, document)
+        return [] if document is None else layout.raw_records(memory_id, document)
 
-    def _reseal(self, memory_id: str) -> Steps[Resealed]:
+    def reseal(self, memory_id: str) -> Steps[Step, Resealed]:
         """Re-seal every record of ``memory_id`` not under the primary key: window, staged and copied history.
 
         Each record is replaced only where it still holds what was read (a field path of the window
         document, or a history entry), so versions and cached states stay valid beside live writers.
         """
         memory_id = validate_memory_id(memory_id)
-        codec = require_keyring(self._codec, repr(self))
-        self._check_open(Operation.WRITE, memory_id)
-        try:
-            document = yield call(_WINDOW, "find_one", {"_id": memory_id})
-            fields = [] if document is None else list(record_fields(document))
-            window, current = reseal_plan(codec, memory_id, fields)
-            entries: list[Any] = []
-            if self._history is not None:
-                entries = yield call(Target.HISTORY, "find", {"m": memory_id}, {"_id": 1, "r": 1}, result=Result.LIST)
-            history, current_entries = reseal_plan(
-                codec, memory_id, ((entry["_id"], entry.get("r")) for entry in entries if "r" in entry)
+        codec = require_keyring(self.planner.codec, self._label)
+        self._check_open(_WRITE, memory_id)
+        document = yield call(_WRITE, memory_id, _WINDOW, "find_one", {"_id": memory_id})
+        fields = [] if document is None else list(layout.record_fields(document))
+        window, current = reseal_plan(codec, memory_id, fields)
+        entries: list[Any] = []
+        if self.history is not None:
+            entries = yield call(
+                _WRITE, memory_id, _HISTORY, "find", {"m": memory_id}, {"_id": 1, "r": 1}, result=Result.LIST
             )
-            done = 0
-            for path, old, new in window:
-                done += yield call(
-                    _WINDOW, "update_one", {"_id": memory_id, path: old}, {"$set": {path: new}}, result=Result.MATCHED
-                )
-            for entry_id, old, new in history:
-                done += yield call(
-                    Target.HISTORY,
-                    "update_one",
-                    {"_id": entry_id, "r": old},
-                    {"$set": {"r": new}},
-                    result=Result.MATCHED,
-                )
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.WRITE, memory_id, describe(exc)) from exc
+        history, current_entries = reseal_plan(
+            codec, memory_id, ((entry["_id"], entry.get("r")) for entry in entries if "r" in entry)
+        )
+        done = 0
+        for path, old, new in window:
+            done += yield call(
+                _WRITE, memory_id, _WINDOW, "update_one", {"_id": memory_id, path: old}, {"$set": {path: new}},
+                result=Result.MATCHED,
+            )  # fmt: skip
+        for entry_id, old, new in history:
+            done += yield call(
+                _WRITE, memory_id, _HISTORY, "update_one", {"_id": entry_id, "r": old}, {"$set": {"r": new}},
+                result=Result.MATCHED,
+            )  # fmt: skip
         return Resealed(done, current + current_entries, len(window) + len(history) - done)
 
-    def _memory_times(self, memory_id: str) -> Steps[MemoryTimes | None]:
+    def memory_times(self, memory_id: str) -> Steps[Step, MemoryTimes | None]:
+        """``memory_times``: when the memory was last written and when it expires."""
         memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)
+        self._check_open(_READ, memory_id)
+        field = self.planner.window_field
+        query = self.planner.read_filter(memory_id)
+        document = yield call(_READ, memory_id, _WINDOW, "find_one", query, {"written_at": 1, field: 1})
+        return memory_times_of(document, field)
+
+    def read_batch(self, memory_ids: Sequence[str]) -> Steps[Step, list[StoredMemory | None]]:
+        """Read ``memory_ids`` in one ``find``: a :class:`StoredMemory` per id, ``None`` for an absent one.
+
+        A document this store cannot read as a memory is reported with its damage, never skipped.
+        """
+        self._check_open(_READ, None)
+        field = self.planner.window_field
         try:
-            query = read_filter(memory_id, field=self._window_field)
-            document = yield call(_WINDOW, "find_one", query, {"written_at": 1, self._window_field: 1})
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, memory_id, describe(exc)) from exc
-        return memory_times_of(document, self._window_field)
+            ids = [validate_memory_id(memory_id) for memory_id in memory_ids]
+            query = {**self.planner.live_filter(), "_id": {"$in": ids}}
+            documents = yield call(_READ, None, _WINDOW, "find", query, result=Result.LIST)
+        except CommandFailed as exc:
+            raise exc.again(_READ, None, f"reading {len(memory_ids)} memories: {exc.detail}") from exc.__cause__
+        found = {document.get("_id"): document for document in documents}
+        return [
+            None if (document := found.get(memory_id)) is None else stored_memory(memory_id, document, field)
+            for memory_id in ids
+        ]
 
-    # --------------------------------------------------------------------------------------------- write
+    # ------------------------------------------------------------------------------------------- write
 
-    def _save(
+    def create_batch(self, memories: Sequence[NewMemory]) -> Steps[Step, BatchCreate]:
+        """Create the absent ``memories`` in one unordered ``insert_many`` of the documents ``save`` would make.
+
+        An id that is there already, or a second copy of an id in the batch, is refused on the unique
+        ``_id``: ``None``. Those ids are then read once: one that is not live (expired, which ``save`` at
+        version 0 creates again) is left to the store's ``save`` (:attr:`BatchCreate.one_by_one`).
+        """
+        expiring = any(memory.sets_expiry and memory.expires_at is not None for memory in memories)
+        if expiring and not self.expiry_index_checked:
+            self.indexed = False  # a store without a ttl makes its TTL index on first need, as expire_at does
+            self.expiry_index_checked = True
+        if not self.indexed:
+            yield from self.ensure_expiry_index()
+        try:
+            done = yield from self._create_batch(memories)
+        except CommandFailed as exc:
+            detail = f"creating {len(memories)} memories: {exc.detail}"
+            raise exc.again(_WRITE, None, detail) from exc.__cause__
+        self.cache.forget(*(validate_memory_id(memory.memory_id) for memory in memories))
+        return done
+
+    def _create_batch(self, memories: Sequence[NewMemory]) -> Steps[Step, BatchCreate]:
+        for memory in memories:
+            validate_memory_id(memory.memory_id)
+        if not memories:
+            return BatchCreate([])
+        server_now = self.clock.now()
+        if server_now is None:
+            server_now = yield from self._server_now(_WRITE)
+        documents = [self.planner.new_document(memory, server_now) for memory in memories]
+        refused: list[int] = []
+        try:
+            yield call(_WRITE, None, _WINDOW, "insert_many", documents, ordered=False, result=Result.NOTHING)
+        except CommandFailed as exc:
+            if exc.duplicates is None:
+                raise
+            refused = exc.duplicates
+        versions: list[int | None] = [document["version"] for document in documents]
+        for index in refused:
+            versions[index] = None
+        if not refused:
+            return BatchCreate(versions)
+        asked = batch_asked(documents, versions, refused)
+        live: set[str] = set()
+        if asked:
+            query = {**self.planner.live_filter(), "_id": {"$in": asked}}
+            found = yield call(_WRITE, None, _WINDOW, "find", query, {"_id": 1}, result=Result.LIST)
+            live = {document["_id"] for document in found}
+        return BatchCreate(versions, batch_left(documents, versions, refused, live))
+
+    def save(
         self,
         memory_id: str,
         messages: Iterable[ChatMessage],
         expected_version: int,
         also_recorded: Iterable[ChatMessage] = (),
-    ) -> Steps[int]:
+    ) -> Steps[Step, int]:
+        """``save``: write ``messages`` if the memory is at ``expected_version``; the new version."""
         memory_id = validate_memory_id(memory_id)
-        taken = materialize(messages)
-        extra = materialize(also_recorded) if self._history is not None else ()
+        taken = layout.materialize(messages)
+        extra = layout.materialize(also_recorded) if self.history is not None else ()
         if isinstance(expected_version, bool) or not isinstance(expected_version, int) or expected_version < 0:
             raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
-        self._check_open(Operation.WRITE, memory_id)
-        cached = self._cache.get(memory_id)
+        self._check_open(_WRITE, memory_id)
+        cached = self.cache.get(memory_id)
         if (
-            self._history is not None
+            self.history is not None
             and expected_version
             and (cached is None or cached.version != expected_version or cached.history is None)
         ):
             # The history records what the write appends to the stored window: plan against it.
-            cached = yield from self._load_state_steps(memory_id)
+            cached = yield from self.load_state(memory_id)
             if cached is None or cached.version != expected_version:
                 raise ConcurrentUpdateError(memory_id, expected_version)
         refreshed = None
-        if self._history is not None and expected_version:
+        if self.history is not None and expected_version:
             refreshed = yield from self._refresh_before(memory_id, cached)
-        plan = plan_save(
-            memory_id, taken, expected_version, cached, self._ttl, server_now=self._clock.now(),
-            history=self._history, refreshed=refreshed, also_recorded=extra, codec=self._codec,
+        plan = self.planner.save(
+            memory_id, taken, expected_version, cached, server_now=self.clock.now(), refreshed=refreshed,
+            also_recorded=extra,
         )  # fmt: skip
         outcome = yield from self._execute(plan)
         if isinstance(outcome, Conflict):
             raise ConcurrentUpdateError(memory_id, expected_version)
         return outcome.version
 
-    def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[None]:
+    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[Step, None]:
+        """``update_messages``: replace the messages whatever version the memory is at."""
         memory_id = validate_memory_id(memory_id)
-        taken = materialize(messages)
-        self._check_open(Operation.WRITE, memory_id)
-        if self._history is None:
-            cached = self._cache.get(memory_id)
+        taken = layout.materialize(messages)
+        self._check_open(_WRITE, memory_id)
+        planner = self.planner
+        if self.history is None:
+            cached = self.cache.get(memory_id)
             if cached is not None:
                 # The cached window is most likely the stored one: send the diff against it, pinned to its
                 # version and incarnation; if another writer got there first, replace the window whole.
-                plan = plan_save(
-                    memory_id, taken, cached.version, cached, self._ttl, server_now=self._clock.now(), codec=self._codec
-                )
+                plan = planner.save(memory_id, taken, cached.version, cached, server_now=self.clock.now())
                 if isinstance((yield from self._execute(plan)), Written):
                     return
-            yield from self._execute(plan_replace(memory_id, taken, self._ttl, codec=self._codec))
+            yield from self._execute(planner.replace(memory_id, taken))
             return
-        for _ in range(UPDATE_ATTEMPTS):
+        for _ in range(layout.UPDATE_ATTEMPTS):
             try:
-                state = yield from self._load_state_steps(memory_id)
+                state = yield from self.load_state(memory_id)
             except SerializationError:
                 # A window it cannot read is replaced whole; the history records the new one whole.
-                yield from self._execute(plan_replace(memory_id, taken, self._ttl, self._history, self._codec))
+                yield from self._execute(planner.replace(memory_id, taken))
                 return
             version = 0 if state is None else state.version
             refreshed = yield from self._refresh_before(memory_id, state)
-            plan = plan_save(
-                memory_id, taken, version, state, self._ttl, server_now=self._clock.now(),
-                history=self._history, refreshed=refreshed, codec=self._codec,
-            )  # fmt: skip
+            plan = planner.save(memory_id, taken, version, state, server_now=self.clock.now(), refreshed=refreshed)
             if isinstance((yield from self._execute(plan)), Written):
                 return
         raise StoreError(
-            Operation.WRITE, memory_id, f"other writers won {UPDATE_ATTEMPTS} times in a row; nothing was written"
+            _WRITE, memory_id, f"other writers won {layout.UPDATE_ATTEMPTS} times in a row; nothing was written"
         )
 
-    def _write_raw(self, memory_id: str, records: Sequence[bytes]) -> Steps[None]:
+    def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Steps[Step, None]:
+        """``write_raw``: plant ``records`` as they are."""
         memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.WRITE, memory_id)
-        yield from self._execute(plan_raw_write(memory_id, records, self._ttl, self._history))
+        self._check_open(_WRITE, memory_id)
+        yield from self._execute(self.planner.raw_write(memory_id, records))
 
-    def _expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[None]:
+    def expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[Step, None]:
+        """``expire_at``: set a live memory's expiry (its TTL index made on first need)."""
         memory_id = validate_memory_id(memory_id)
-        query, update = plan_expire_at(memory_id, when, self._history)
-        self._check_open(Operation.WRITE, memory_id)
-        if when is not None and not self._expiry_index_checked:
+        query, update = self.planner.expire_at(memory_id, when)
+        self._check_open(_WRITE, memory_id)
+        if when is not None and not self.expiry_index_checked:
             # A store without a ttl makes its TTL index on first need; once, not at every call (a mongos
             # sends createIndexes to every shard).
-            self._indexed = False
-            yield from self._ensure_expiry_index()
-            self._expiry_index_checked = True
-        try:
-            yield call(_WINDOW, "update_one", query, update, result=Result.NOTHING)
-        except DRIVER_ERRORS as exc:
-            raise write_error(memory_id, exc) from exc
+            self.indexed = False
+            yield from self.ensure_expiry_index()
+            self.expiry_index_checked = True
+        yield call(_WRITE, memory_id, _WINDOW, "update_one", query, update, result=Result.NOTHING)
 
-    def _delete(self, memory_id: str) -> Steps[None]:
+    def delete(self, memory_id: str) -> Steps[Step, None]:
+        """``delete_messages``: the window document and the history entries."""
         memory_id = validate_memory_id(memory_id)
         self._check_open(Operation.DELETE, memory_id)
-        self._cache.forget(memory_id)
+        self.cache.forget(memory_id)
+        yield call(Operation.DELETE, memory_id, _WINDOW, "delete_one", {"_id": memory_id}, result=Result.NOTHING)
+        if self.history is not None:
+            yield call(Operation.DELETE, memory_id, _HISTORY, "delete_many", {"m": memory_id}, result=Result.NOTHING)
+
+    # ------------------------------------------------------------------------------------------ modify
+
+    def take_lease(self, memory_id: str, token: bytes) -> Steps[Step, None]:
+        """Take the writers' lock of ``memory_id`` for ``token``, waiting while another writer holds it.
+
+        Raises:
+            ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds; nothing was written.
+            StoreError: the server failed.
+        """
+        memory_id = validate_memory_id(memory_id)
+        self._check_open(_WRITE, memory_id)
+        planner = self.planner
+        query, update = planner.acquire_filter(memory_id, token), planner.acquire_update(token)
+        waiting = planner.lock.polling().start()
+        while True:
+            try:
+                yield call(_WRITE, memory_id, _LOCKS, "update_one", query, update, upsert=True, result=Result.NOTHING)
+                return
+            except CommandFailed as exc:
+                # A duplicate key: a live lease is there. A lost reply: the upsert may have landed, and
+                # sending it again finds this token.
+                if exc.reply() is None:
+                    detail = f"taking its writers' lock: {exc.detail}"
+                    raise exc.again(_WRITE, memory_id, detail) from exc.__cause__
+            delay = waiting.backoff()
+            if delay is None:
+                raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
+            yield Sleep(delay)
+
+    def change_locked(self, memory_id: str, change: Change) -> Steps[Step, int]:
+        """Apply ``change`` to what is stored and write it at the version read, over again until it lands.
+
+        Run while holding the lock, so the writes that still get in between come from writers that do not
+        queue (an optimistic first attempt, a plain update): each costs one more read. The write stays
+        conditional: a holder whose lease ran out cannot overwrite what the next holder wrote.
+        """
+        memory_id = validate_memory_id(memory_id)
+        while True:
+            state = yield from self.load_state(memory_id)
+            version = 0 if state is None else state.version
+            new, also_recorded = recorded_parts(change([] if state is None else state.layout.messages()))
+            if new is None:
+                return version
+            try:
+                return (yield from self.save(memory_id, new, version, also_recorded))
+            except ConcurrentUpdateError:
+                telemetry.retried()
+
+    def give_lease_back(self, memory_id: str, token: bytes) -> Steps[Step, None]:
+        """Delete the writers' lock of ``memory_id`` if ``token`` still holds it.
+
+        Raises:
+            StoreError: the server failed; the lock frees itself when its lease ends.
+        """
+        query = self.planner.release_filter(memory_id, token)
         try:
-            yield call(_WINDOW, "delete_one", {"_id": memory_id}, result=Result.NOTHING)
-            if self._history is not None:
-                yield call(Target.HISTORY, "delete_many", {"m": memory_id}, result=Result.NOTHING)
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.DELETE, memory_id, describe(exc)) from exc
+            yield call(_WRITE, memory_id, _LOCKS, "delete_one", query, result=Result.NOTHING)
+        except CommandFailed as exc:
+            lease = self.planner.lock.lease
+            detail = f"giving back its writers' lock: {exc.detail}; it frees itself within {lease:g} s"
+            raise exc.again(_WRITE, memory_id, detail) from exc.__cause__
+
+    # ----------------------------------------------------------------------------------------- history
+
+    def _copy(self, memory_id: str, document: Mapping[str, Any]) -> Steps[Step, bool]:
+        """Copy the history groups a write reply shows into the history collection; whether all landed."""
+        history = self._require_history()
+        groups = layout.groups_of(memory_id, document)
+        operations = hist.entry_documents(
+            memory_id, document["hid"], groups, history.lifetime, layout.refreshed_of(document)
+        )
+        if not operations:
+            return True
+        try:
+            yield call(_WRITE, memory_id, _HISTORY, "insert_many", operations, ordered=False, result=Result.NOTHING)
+        except CommandFailed as exc:
+            # The groups stay in the window document, which readers merge; the next write copies them.
+            return exc.duplicates is not None
+        return True
+
+    def _refresh(self, memory_id: str, hid: int | None, now: datetime.datetime) -> Steps[Step, None]:
+        """Set the expiry of every entry of history ``hid`` to ``now`` plus twice the history's lifetime."""
+        assert hid is not None
+        query, update = hist.refresh_update(self._require_history(), memory_id, hid, now)
+        yield call(_WRITE, memory_id, _HISTORY, "update_many", query, update, result=Result.NOTHING)
+
+    def _refresh_before(self, memory_id: str, state: MemoryState | None) -> Steps[Step, datetime.datetime | None]:
+        """Before a write pinned to ``state``: set the entries' expiry if it is due; the time it was set from."""
+        history = self._require_history()
+        if state is None or state.history is None:
+            return None
+        due = hist.refresh_due(state.history, history, self.clock.now() or self.clock.local())
+        if due is not None:
+            yield from self._refresh(memory_id, state.history.hid, due)
+        return due
+
+    def _record(
+        self, plan: WritePlan, outcome: Written, document: Mapping[str, Any] | None
+    ) -> Steps[Step, MemoryState | None]:
+        """Copy what a history store's write left in the document; the state to cache."""
+        if document is None or not isinstance(document.get("hid"), int):
+            return None
+        memory_id = plan.memory_id
+        groups = layout.groups_of(memory_id, document)
+        copied = not groups
+        if hist.should_copy(groups):
+            copied = yield from self._copy(memory_id, document)
+        if plan.history_id is not None and document["hid"] == plan.history_id:
+            try:  # a new history: entries of an expired or deleted one go
+                stale = hist.stale_filter(memory_id, plan.history_id)
+                yield call(_WRITE, memory_id, _HISTORY, "delete_many", stale, result=Result.NOTHING)
+            except CommandFailed:
+                pass  # never read (their history id differs); trim_history removes them too
+        head = hist.state_after(memory_id, document, copied)
+        history = self._require_history()
+        if head is not None and outcome.server_time is not None:
+            # A write that went on a history without setting its entries' expiry first (it created
+            # the window again) sets it now; the next write that knows the head records when.
+            due = hist.refresh_due(head, history, outcome.server_time)
+            if due is not None:
+                yield from self._refresh(memory_id, head.hid, due)
+        if outcome.state is None or head is None:
+            return None
+        return replace(outcome.state, history=head)
+
+    def history_page(self, memory_id: str, after: int | None, limit: int, reverse: bool) -> Steps[Step, HistoryPage]:
+        """``history``: the head in the window document, then the entries (merged with what is staged)."""
+        query = history_query(after, limit, reverse)
+        memory_id = validate_memory_id(memory_id)
+        config = self._require_history()
+        self._check_open(_READ, memory_id)
+        document = yield call(
+            _READ, memory_id, _WINDOW, "find_one", hist.head_filter(memory_id, config), layout.HEAD_PROJECTION
+        )
+        head = hist.head_of(memory_id, document)
+        if head is None:
+            return HistoryPage([], None)
+        filter, sort = hist.read_entries_filter(memory_id, head.hid, query)
+        documents = yield call(
+            _READ, memory_id, _HISTORY, "find", filter, layout.ENTRY_PROJECTION, sort=sort, limit=query.limit + 1,
+            result=Result.LIST,
+        )  # fmt: skip
+        return hist.page_of(memory_id, query, documents, head, self.planner.codec)
+
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> Steps[Step, int]:
+        """Add the entries the history lacks (see *History* in ``docs/store-mongodb.md``)."""
+        memory_id = validate_memory_id(memory_id)
+        restored = checked_restore(memory_id, entries)
+        messages = None if window is None else checked_messages(window)
+        self._require_history()
+        records = hist.entry_records(memory_id, restored, self.planner.codec)
+        self._check_open(_WRITE, memory_id)
+        self.cache.forget(memory_id)
+        yield from self._ensure_history_index()
+        for _ in range(hist.RESTORE_ATTEMPTS):
+            added = yield from self._restore_once(memory_id, restored, records, messages)
+            if added is not None:
+                self.cache.forget(memory_id)
+                return added
+        raise StoreError(_WRITE, memory_id, f"writers kept moving the history head ({hist.RESTORE_ATTEMPTS} reads)")
+
+    def _restore_once(
+        self,
+        memory_id: str,
+        entries: tuple[HistoryEntry, ...],
+        records: Mapping[int, Record],
+        window: tuple[ChatMessage, ...] | None,
+    ) -> Steps[Step, int | None]:
+        """One attempt: how many entries went in, or ``None`` when the head moved and must be read again."""
+        now = yield from self._server_now(_READ)
+        top = entries[-1].sequence if entries else 0
+        document = yield call(_WRITE, memory_id, _WINDOW, "find_one", {"_id": memory_id}, hist.RESTORE_PROJECTION)
+        if document is None:
+            if window is None:
+                raise UnrestorableHistoryError(
+                    memory_id, "a MongoDB history lives in its memory's document: restore it with its window"
+                )
+            hid = layout.new_history_id()
+            created = self.planner.new_head_document(memory_id, window, hid, top, now)
+            try:
+                yield call(_WRITE, memory_id, _WINDOW, "insert_many", [created], ordered=False, result=Result.NOTHING)
+            except CommandFailed as exc:
+                if exc.duplicates != [0]:
+                    raise
+                return None  # created meanwhile: restore into it
+            yield from self._insert_entries(memory_id, hid, entries, records, now)
+            return len(entries)
+        hid, version = document.get("hid"), hist.version_of(document)
+        if not isinstance(hid, int) or version is None:
+            raise UnrestorableHistoryError(
+                memory_id, "the memory was written without history (its document has no history id)"
+            )
+        present = hist.staged_sequences(memory_id, document)
+        if entries:
+            query = hist.present_filter(memory_id, hid, entries)
+            found = yield call(_WRITE, memory_id, _HISTORY, "find", query, {"_id": 0, "s": 1}, result=Result.LIST)
+            present.update(entry.get("s") for entry in found)
+        missing = [entry for entry in entries if entry.sequence not in present]
+        if not missing:
+            return 0
+        filter, update = hist.head_update(memory_id, version, hid, top, int(now.timestamp() * 1_000_000))
+        matched: int = yield call(_WRITE, memory_id, _WINDOW, "update_one", filter, update, result=Result.MATCHED)
+        if not matched:
+            return None
+        yield from self._insert_entries(memory_id, hid, missing, records, now)
+        return len(missing)
+
+    def _insert_entries(
+        self,
+        memory_id: str,
+        hid: int,
+        entries: Sequence[HistoryEntry],
+        records: Mapping[int, Record],
+        now: datetime.datetime,
+    ) -> Steps[Step, None]:
+        if not entries:
+            return
+        documents = hist.entry_documents_of(memory_id, hid, entries, records, self._require_history(), now)
+        try:
+            yield call(_WRITE, memory_id, _HISTORY, "insert_many", documents, ordered=False, result=Result.NOTHING)
+        except CommandFailed as exc:
+            if exc.duplicates is None:  # an entry there already (another restore's) is the same entry
+                raise
+
+    def _server_now(self, operation: str) -> Steps[Step, datetime.datetime]:
+        """The server's clock: the estimate, else a ``hello`` (else the local clock)."""
+        now = self.clock.now()
+        if now is not None:
+            return now
+        reply = yield call(operation, None, Target.ADMIN, "command", "hello")
+        now = server_time_of(reply)
+        return now if now is not None else self.clock.local()
+
+    def trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Step, int]:
+        """``trim_history``: copy what is staged, remove older entries and staged groups."""
+        trim_cutoff(older_than, self.clock.local())  # checks older_than before anything else
+        if memory_id is not None:
+            memory_id = validate_memory_id(memory_id)
+        history = self._require_history()
+        self._check_open(Operation.TRIM, memory_id)
+        cutoff = trim_cutoff(older_than, (yield from self._server_now(_READ)))
+        head_query, head_change = hist.trim_head(cutoff, memory_id)
+        trim = Operation.TRIM
+        # Staged groups are copied first, so that the count covers them.
+        query = hist.staged_filter(memory_id)
+        documents = yield call(trim, memory_id, _WINDOW, "find", query, hist.STAGED_PROJECTION, result=Result.LIST)
+        operations = hist.staged_operations(documents, history.lifetime)
+        if operations:
+            try:
+                yield call(trim, memory_id, _HISTORY, "insert_many", operations, ordered=False, result=Result.NOTHING)
+            except CommandFailed as exc:
+                if exc.duplicates is None:
+                    raise
+        removed: int = yield call(
+            trim, memory_id, _HISTORY, "delete_many", hist.trim_filter(cutoff, memory_id), result=Result.DELETED
+        )
+        yield call(trim, memory_id, _WINDOW, "update_many", head_query, head_change, result=Result.NOTHING)
+        return removed

@@ -1,9 +1,10 @@
-"""What a MongoDB write is and what the driver's reply to it means (pure, no driver).
+"""What a MongoDB reply means, as typed values, and the failures the executors hand the operations (pure).
 
-A :class:`WritePlan` (made by :mod:`~chatmemory.stores.mongodb.plan`) is one ``find_one_and_update`` or
-``update_one``; the executor hands back a :class:`WriteReply`, and :func:`outcome_of` reads it as
-:class:`Written`, :class:`Conflict`, :class:`Resend` or :class:`Verify` (see the plan module for when each
-happens). The server error codes the plans handle are here too.
+A :class:`WritePlan` (made by :class:`~chatmemory.stores.mongodb.plan.MongoPlanner`) is one
+``find_one_and_update`` or ``update_one``; the operation reads the reply as :class:`Written`,
+:class:`Conflict`, :class:`Resend` or :class:`Verify` with :func:`outcome_of`. A driver failure reaches an
+operation as :class:`CommandFailed`, a ``StoreError`` the executor made that says what the operation may
+branch on (a lost reply, a server error code, the duplicates an insert refused). No driver here.
 """
 
 from __future__ import annotations
@@ -14,26 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from chatmemory import telemetry
-from chatmemory.stores.mongodb.history import WRITE_PROJECTION
-from chatmemory.stores.mongodb.layout import MemoryState, MongoLayout, Record
-
-__all__ = [
-    "DUPLICATE_KEY",
-    "REPLY_PROJECTION",
-    "RESEND_CODES",
-    "Conflict",
-    "Document",
-    "Resend",
-    "Verify",
-    "WriteOutcome",
-    "WritePlan",
-    "WriteReply",
-    "Written",
-    "outcome_of",
-    "verified_outcome",
-]
-
-Document = dict[str, Any]
+from chatmemory.core.errors import CorruptedMemoryError, StoreError
+from chatmemory.memory_times import MemoryTimes
+from chatmemory.stored_memories import StoredMemory
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.mongodb.layout import WRITE_PROJECTION, Document, MemoryState, MongoLayout, Record, raw_records
 
 DUPLICATE_KEY: Final = 11000
 """Another upsert created the document first; resending the plan now finds it."""
@@ -43,6 +29,9 @@ NO_SUCH_TRANSACTION: Final = 251
 """A transaction the server aborted under us (only inside a caller's session); nothing was applied."""
 RESEND_CODES: Final = frozenset({DUPLICATE_KEY, WRITE_CONFLICT, NO_SUCH_TRANSACTION})
 
+
+INDEX_CONFLICT_CODES: Final = frozenset({85, 86})
+"""IndexOptionsConflict / IndexKeySpecsConflict: an index of that name or key exists with other options."""
 
 REPLY_PROJECTION: Final = {"_id": 0, "version": 1, "writes": 1, "written_at": 1}
 
@@ -224,3 +213,141 @@ def verified_outcome(plan: WritePlan, document: Mapping[str, Any] | None) -> Wri
         return Conflict()
     telemetry.note(version=written.version)
     return written
+
+
+def memory_times_of(document: Mapping[str, Any] | None, field: str = "expires_at") -> MemoryTimes | None:
+    """The write and expiry times a document holds (``None``: no live memory; a time it lacks is ``None``).
+
+    ``written_at`` is set from the server's clock by every write of this store; a document written by an
+    earlier version of the store has none. ``field`` holds the window's expiry.
+    """
+    if document is None:
+        return None
+    written, expires = document.get("written_at"), document.get(field)
+    return MemoryTimes(
+        written if isinstance(written, datetime.datetime) else None,
+        expires if isinstance(expires, datetime.datetime) else None,
+    )
+
+
+def server_time_of(hello: Document) -> datetime.datetime | None:
+    """The server's clock from a ``hello`` reply (``localTime``), as an aware UTC datetime."""
+    value = hello.get("localTime")
+    if not isinstance(value, datetime.datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
+
+
+def equivalent_expiry_index(indexes: list[Document]) -> bool:
+    """Whether an operator created the same TTL index under another name (MongoDB then refuses ours)."""
+    return any(
+        list(dict(index["key"]).items()) == [("expires_at", 1)] and index.get("expireAfterSeconds") == 0
+        for index in indexes
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCreate:
+    """A version (or ``None``) per memory of a created batch, and the indexes of those left to ``save``."""
+
+    versions: list[int | None]
+    one_by_one: tuple[int, ...] = ()
+
+
+def batch_asked(documents: list[Document], versions: list[int | None], refused: list[int]) -> list[str]:
+    """The ids a created batch reads again: those refused, but for the ones it created itself."""
+    created = {documents[index]["_id"] for index, version in enumerate(versions) if version is not None}
+    return sorted({documents[index]["_id"] for index in refused} - created)
+
+
+def batch_left(
+    documents: list[Document], versions: list[int | None], refused: list[int], live: set[str]
+) -> tuple[int, ...]:
+    """The refused documents left to ``save``: each id once, neither live nor created by the batch.
+
+    A refused id is there (live: not touched) or expired (``save`` at version 0 creates it again); a later
+    copy of an id created by the batch is refused too, and is live now.
+    """
+    created = {documents[index]["_id"] for index, version in enumerate(versions) if version is not None}
+    seen: set[str] = set()
+    again: list[int] = []
+    for index in refused:
+        memory_id = documents[index]["_id"]
+        if memory_id in created or memory_id in live or memory_id in seen:
+            continue
+        seen.add(memory_id)
+        again.append(index)
+    return tuple(again)
+
+
+def stored_memory(memory_id: str, document: Mapping[str, Any], field: str = "expires_at") -> StoredMemory:
+    """What a stored document holds of its memory (its damage, when it is not a memory this store reads)."""
+    times = memory_times_of(document, field)
+    try:
+        records = raw_records(memory_id, document)
+    except CorruptedMemoryError as exc:
+        return StoredMemory(memory_id, [], 0, times, damage=exc.reason)
+    return StoredMemory(memory_id, records, document["version"], times)
+
+
+def refused_indexes(details: Mapping[str, Any]) -> list[int] | None:
+    """The documents a bulk write's error ``details`` refused, if duplicate keys were all it refused."""
+    errors = details.get("writeErrors") or []
+    if details.get("writeConcernErrors") or not all(error.get("code") == DUPLICATE_KEY for error in errors):
+        return None
+    return sorted(int(error["index"]) for error in errors)
+
+
+# ------------------------------------------------------------------------------------------ failures
+
+
+class CommandFailed(StoreError):
+    """A command's driver call failed: the executor's ``StoreError`` (the driver's exception is the cause).
+
+    Attributes:
+        detail: the driver's message (without a server selection's topology dump).
+        code: the server's error code, if it gave one.
+        lost: the connection failed after the command went out: it may or may not have been applied.
+        duplicates: for a bulk insert, the documents it refused if duplicate keys were all it refused.
+    """
+
+    def __init__(
+        self,
+        operation: str,
+        memory_id: str | None,
+        detail: str,
+        *,
+        code: int | None = None,
+        lost: bool = False,
+        duplicates: list[int] | None = None,
+        advice: str = "",
+    ) -> None:
+        super().__init__(operation, memory_id, f"{detail}. {advice}" if advice else detail)
+        self.detail = detail
+        self.code = code
+        self.lost = lost
+        self.duplicates = duplicates
+
+    def reply(self) -> WriteReply | None:
+        """The reply this failure stands for when a write plan meets it (``None``: report it)."""
+        if self.lost:
+            return WriteReply(lost=True)
+        if self.code in RESEND_CODES:
+            return WriteReply(error_code=self.code)
+        return None
+
+    def again(self, operation: str, memory_id: str | None, detail: str) -> StoreError:
+        """The error to report instead, with another ``detail``, the driver's exception still its cause."""
+        error = StoreError(operation, memory_id, detail)
+        error.__cause__ = self.__cause__
+        return error
+
+
+def resend_error(memory_id: str, attempts: int, error: CommandFailed | None) -> StoreError:
+    """The error of a write resent until its retry budget ran out (``error``: the last failure)."""
+    detail = f"sent {attempts} times without a definite answer"
+    if error is not None:
+        detail += f" (last: {error.detail})"
+    exc = StoreError(Operation.WRITE, memory_id, f"{detail}; it was applied at most once, reload to see whether it was")
+    exc.__cause__ = None if error is None else error.__cause__
+    return exc

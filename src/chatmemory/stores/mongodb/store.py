@@ -1,8 +1,9 @@
 """The MongoDB store (pymongo): one document per memory, each write one ``find_one_and_update``.
 
-The store runs the operations of :mod:`chatmemory.stores.mongodb.operations` (what each write sends is
-decided in :mod:`chatmemory.stores.mongodb.plan`) by sending their commands with ``MongoClient``; the
-document layout is described in :mod:`chatmemory.stores.mongodb.layout`. Everything runs on MongoDB 7
+The public sync class: each method drives an operation of :mod:`chatmemory.stores.mongodb.operations`
+(what each write sends is decided in :mod:`chatmemory.stores.mongodb.plan`) with the blocking executor
+(:mod:`chatmemory.stores.mongodb.executor`, on ``MongoClient``); the layout is in
+:mod:`chatmemory.stores.mongodb.layout`. Everything runs on MongoDB 7
 and newer: no multi-document transactions (history included: see :mod:`chatmemory.stores.mongodb.history`),
 no 8.0-only commands or options, errors recognised by code.
 """
@@ -10,11 +11,10 @@ no 8.0-only commands or options, errors recognised by code.
 from __future__ import annotations
 
 import datetime
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chatmemory.core.driving import drive
+from chatmemory.core.driving import Steps, drive
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
@@ -32,19 +32,10 @@ require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
 from pymongo import MongoClient  # noqa: E402 - imported once the driver is known
 
-from chatmemory.stores.mongodb.batch_creates import create_batch  # noqa: E402
-from chatmemory.stores.mongodb.batch_reads import read_batch  # noqa: E402
-from chatmemory.stores.mongodb.commands import Command, Result, Sleep, Steps, result_of  # noqa: E402
-from chatmemory.stores.mongodb.driver import (  # noqa: E402
-    DRIVER_ERRORS,
-    EXPIRY_INDEX,
-    describe,
-    duplicate_indexes,
-    server_time,
-)
-from chatmemory.stores.mongodb.layout import MemoryState  # noqa: E402
-from chatmemory.stores.mongodb.locked_operations import LockedOperations  # noqa: E402
-from chatmemory.stores.mongodb.plan import Document, live_filter  # noqa: E402
+from chatmemory.stores.mongodb.base import MongoStoreBase  # noqa: E402
+from chatmemory.stores.mongodb.commands import Step  # noqa: E402
+from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, Executor, describe  # noqa: E402
+from chatmemory.stores.mongodb.layout import EXPIRY_INDEX, Document, MemoryState  # noqa: E402
 
 if TYPE_CHECKING:
     from pymongo.collection import Collection
@@ -56,12 +47,12 @@ _traced = StoreTelemetry("mongodb", __name__)
 _T = TypeVar("_T")
 
 
-class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
+class MongoChatMemoryStore(StoreLifecycle, MongoStoreBase[MongoClient[Any]]):
     """A store in a MongoDB collection; supports versioning, locked updates, listing, TTL and raw records.
 
     Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
     tasks on one event loop) sharing the store queue in the process, writers elsewhere on a lease lock, a
-    document in ``<collection>_locks`` (see :mod:`~chatmemory.stores.mongodb.lease`) that listing and
+    document in ``<collection>_locks`` (see :mod:`~chatmemory.stores.mongodb.layout`) that listing and
     ``memory_ids`` never see. A memory queued for lately is :meth:`contended`: window memories then queue
     for it at once.
 
@@ -91,7 +82,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             is resent; its write id makes a resend apply at most once.
         client_options: keyword arguments for the client the store builds from a URL. Unless these or the
             URL set them, the store uses ``serverSelectionTimeoutMS=5000``, ``connectTimeoutMS=5000`` and
-            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.driver.DEFAULT_TIMEOUTS_MS`).
+            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.base.DEFAULT_TIMEOUTS_MS`).
         history: keep every message ever added to a memory in ``<collection>_history`` (see
             :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
@@ -143,26 +134,26 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
 
     # ---------------------------------------------------------------------------------------- the driver
 
-    def _perform(self, command: Command | Sleep) -> Any:
-        if isinstance(command, Sleep):
-            time.sleep(command.seconds)
-            return None
-        value = self._method(command)(*command.args, **command.kwargs)
-        return value.to_list() if command.result is Result.LIST else result_of(command, value)
+    _perform: Callable[[Step], Any]
+    """The executor's ``perform``: sends one command (a driver failure raised as the store's error)."""
 
-    def _run(self, steps: Steps[_T]) -> _T:
-        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+    def _started(self) -> None:
+        self._executor = Executor(self._on)
+        self._perform = self._executor.perform
+
+    def _run(self, steps: Steps[Step, _T]) -> _T:
+        """Send each command ``steps`` yields; a failure goes back in where it was yielded."""
         return drive(steps, self._perform)
 
     # ---------------------------------------------------------------------------------------------- read
 
     def _load_state(self, memory_id: str) -> MemoryState | None:
-        return self._run(self._load_state_steps(memory_id))
+        return self._run(self._ops.load_state(memory_id))
 
     @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one ``find_one``)."""
-        return self._run(self._load(memory_id))
+        return self._run(self._ops.load(memory_id))
 
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -172,19 +163,19 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
     @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id`` in window order, undecoded; ``[]`` for an unknown id."""
-        return self._run(self._read_raw(memory_id))
+        return self._run(self._ops.read_raw(memory_id))
 
     @_traced("reseal")
     def reseal(self, memory_id: str) -> Resealed:
         """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
-        return self._run(self._reseal(memory_id))
+        return self._run(self._ops.reseal(memory_id))
 
     @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the memories that have not expired, streamed from a cursor."""
         self._check_open(Operation.LIST)
         try:
-            for document in self._collection.find(live_filter(self._window_field), {"_id": 1}):
+            for document in self._collection.find(self._ops.planner.live_filter(), {"_id": 1}):
                 yield document["_id"]
         except DRIVER_ERRORS as exc:
             raise StoreError(Operation.LIST, detail=describe(exc)) from exc
@@ -192,7 +183,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
     @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
-        return self._run(self._memory_times(memory_id))
+        return self._run(self._ops.memory_times(memory_id))
 
     @_traced("read_batch")
     def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
@@ -200,11 +191,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
 
         See :class:`chatmemory.stored_memories.SupportsBatchReads`.
         """
-        self._check_open(Operation.READ)
-        try:
-            return self._run(read_batch(memory_ids, self._window_field))
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.READ, detail=f"reading {len(memory_ids)} memories: {describe(exc)}") from exc
+        return self._run(self._ops.read_batch(memory_ids))
 
     # --------------------------------------------------------------------------------------------- write
 
@@ -220,26 +207,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         memories = list(memories)
         if self._history is not None:
             return [self._create_one(memory) for memory in memories]
-        expiring = any(memory.sets_expiry and memory.expires_at is not None for memory in memories)
-        if expiring and not self._expiry_index_checked:
-            self._indexed = False  # a store without a ttl makes its TTL index on first need, as expire_at does
-            self._expiry_index_checked = True
-        if not self._indexed:
-            self._run(self._ensure_expiry_index())
-        try:
-            done = self._run(
-                create_batch(
-                    memories,
-                    self._ttl,
-                    self._clock.now(),
-                    server_time=server_time,
-                    duplicates=duplicate_indexes,
-                    codec=self._codec,
-                )
-            )
-        except DRIVER_ERRORS as exc:
-            raise StoreError(Operation.WRITE, detail=f"creating {len(memories)} memories: {describe(exc)}") from exc
-        self._cache.forget(*(validate_memory_id(memory.memory_id) for memory in memories))
+        done = self._run(self._ops.create_batch(memories))
         versions = done.versions
         for index in done.one_by_one:
             versions[index] = self._create_one(memories[index])
@@ -257,7 +225,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return self._run(self._save(memory_id, messages, expected_version))
+        return self._run(self._ops.save(memory_id, messages, expected_version))
 
     @_traced("save")
     def save_recorded(
@@ -268,7 +236,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         also_recorded: Sequence[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        return self._run(self._save(memory_id, messages, expected_version, also_recorded))
+        return self._run(self._ops.save(memory_id, messages, expected_version, also_recorded))
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``).
@@ -300,9 +268,9 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             self._turns,
             memory_id,
             self._lock.lease,
-            lock=lambda token: self._run(self._take_lease(memory_id, token)),
-            unlock=lambda token: self._run(self._give_lease_back(memory_id, token)),
-            change=lambda: self._run(self._change_locked(memory_id, change)),
+            lock=lambda token: self._run(self._ops.take_lease(memory_id, token)),
+            unlock=lambda token: self._run(self._ops.give_lease_back(memory_id, token)),
+            change=lambda: self._run(self._ops.change_locked(memory_id, change)),
         )
 
     @_traced("update")
@@ -314,7 +282,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         A store with history reads the window first and saves against it (again if another writer got
         there first), so that the history records what this write appended to the window it replaced.
         """
-        self._run(self._update(memory_id, messages))
+        self._run(self._ops.update(memory_id, messages))
 
     @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -322,17 +290,17 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
 
         A store with history records nothing in it for them.
         """
-        self._run(self._write_raw(memory_id, records))
+        self._run(self._ops.write_raw(memory_id, records))
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
         """Make a live ``memory_id`` expire at ``when`` (aware), or never with ``None``; unknown ids stay absent."""
-        self._run(self._expire_at(memory_id, when))
+        self._run(self._ops.expire_at(memory_id, when))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` (its history too); idempotent."""
-        self._run(self._delete(memory_id))
+        self._run(self._ops.delete(memory_id))
 
     # ------------------------------------------------------------------------------------------- history
 
@@ -347,7 +315,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         Raises:
             HistoryNotEnabledError: the store was built without history.
         """
-        return self._run(self._history_page(memory_id, after, limit, reverse))
+        return self._run(self._ops.history_page(memory_id, after, limit, reverse))
 
     @_traced("restore_history")
     def restore_history(
@@ -364,7 +332,7 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
             HistoryNotEnabledError: the store was built without history.
             UnrestorableHistoryError: an absent memory without ``window``, or one written without history.
         """
-        return self._run(self._restore_history(memory_id, entries, window))
+        return self._run(self._ops.restore_history(memory_id, entries, window))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
@@ -376,4 +344,4 @@ class MongoChatMemoryStore(StoreLifecycle, LockedOperations[MongoClient[Any]]):
         Raises:
             HistoryNotEnabledError: the store was built without history.
         """
-        return self._run(self._trim(older_than, memory_id))
+        return self._run(self._ops.trim(older_than, memory_id))
