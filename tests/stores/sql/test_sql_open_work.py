@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chatmemory import SchemaVersionError
+from chatmemory import SchemaVersionError, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
 from support.backends.sqlite import SQLBackend
 
@@ -76,5 +76,24 @@ def test_tables_that_are_not_there_still_name_the_command(sql_backend: SQLBacken
         assert raised.value.found is None and "migrate" in str(raised.value)
         store.create_schema()  # the failed check left the store usable
         assert store.load("m").version == 0
+    finally:
+        store.close()
+
+
+def test_the_first_call_checks_the_schema_on_its_own_connection(sql_backend: SQLBackend, prefix: str) -> None:
+    """A store opened for one call checks out one connection: the schema check and the call share it."""
+    from sqlalchemy import event
+
+    made = SQLChatMemoryStore(sql_backend.url, table_prefix=prefix)
+    made.create_schema()
+    made.update_messages("m", [UserMessage("hello")])
+    made.close()
+    store = SQLChatMemoryStore(sql_backend.url, table_prefix=prefix)
+    checkouts: list[object] = []
+    event.listen(store.engine, "checkout", lambda *arguments: checkouts.append(arguments[0]))
+    try:
+        assert store.load("m").messages == [UserMessage("hello")]
+        assert store._schema.checked
+        assert len(checkouts) == 1, checkouts
     finally:
         store.close()

@@ -17,7 +17,7 @@ import contextlib
 import datetime
 import functools
 import threading
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 from chatmemory.serialization.records import Resealed
@@ -262,7 +262,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     def _thread_schema_lock(self) -> threading.Lock:
         return threading.Lock()
 
-    def _check_schema_on_thread(self) -> None:
+    def _check_schema_on_thread(self, _rows_of: Callable[[str], list[Any] | None] | None = None) -> None:
         """:meth:`_check_schema` on a worker thread, with the sync engine (SQLite from a URL)."""
         engine = self._thread_engine
         assert engine is not None, "only a store with worker threads checks its schema on them"

@@ -66,7 +66,7 @@ class AsyncDriver:
         """Return the connection kept for the next operation to the pool (before the engine is disposed)."""
         await _to_completion(greenlet_spawn(self._sync.hand_back))
 
-    def _checked_schema(self) -> None:
+    def _checked_schema(self, _rows_of: Callable[[str], list[Any] | None] | None = None) -> None:
         _await(self._check_schema())
 
     async def run(self, steps: Steps[_T]) -> _T:

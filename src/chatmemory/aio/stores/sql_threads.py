@@ -58,7 +58,7 @@ class ThreadDriver:
         self,
         engine: Engine,
         autocommit: Engine,
-        check_schema: Callable[[], None],
+        check_schema: Callable[[Callable[[str], list[Any] | None] | None], None],
         *,
         keeps_connection: bool = False,
         writers: WriterQueue | None = None,

@@ -109,7 +109,8 @@ class SQLStoreBase(Generic[_Engine]):
         self._partitions = validate_partitions(partitions, self._dialect)
         # Every connection the store uses is in autocommit; its transactions BEGIN themselves. An engine
         # already in autocommit is used as it is (no isolation switch at each pool checkout).
-        self._autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
+        switch = autocommit_options(engine_isolation_level(engine))
+        self._autocommit = engine.execution_options(**switch) if switch else engine
         self._begin = begin_statement(self._dialect)
         self._begin_statement = Statement(self._begin)
         self._statements = shared_statements(

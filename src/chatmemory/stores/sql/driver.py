@@ -87,7 +87,7 @@ class SyncDriver:
         self,
         engine: Engine,
         autocommit: Engine,
-        check_schema: Callable[[], None],
+        check_schema: Callable[[Callable[[str], list[Any] | None] | None], None],
         sleep: Callable[[float], None] = time.sleep,
         *,
         keeps_connection: bool = False,
@@ -226,7 +226,7 @@ class Session:
         if command is RELEASE:
             self.end(None)
         elif command is CHECK_SCHEMA:
-            self._driver._check_schema()
+            self._driver._check_schema(self._quick_rows if self._on_pooled() else None)
         elif isinstance(command, Sleep):
             self._driver._sleep(command.seconds)
         else:  # pragma: no cover - every command is handled above
@@ -292,6 +292,31 @@ class Session:
         if joins:
             return self._on_cursor(driver._joined_results, batch, joined)
         return send_in_order(batch, self.send)
+
+    def _quick_rows(self, sql: str) -> list[Any] | None:
+        """The rows of driver SQL on the operation's pooled connection; ``None`` if the driver failed.
+
+        The schema check's first try: a failed statement leaves nothing to end in autocommit, but the
+        connection is handed back invalidated (a lost one is never reused) and the check answered on
+        another (see :meth:`~chatmemory.stores.sql.schema_admin.SchemaAdmin.check`).
+        """
+        try:
+            pooled = self._checked_out()
+        except self._driver._dbapi_error:
+            return None  # the check on a connection of its own raises it as the store's error
+        cursor = pooled.cursor()
+        try:
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+        except self._driver._dbapi_error:
+            cursor.close()
+            self._pooled = None
+            pooled.invalidate()
+            pooled.close()
+            return None
+        finally:
+            if self._pooled is pooled:
+                cursor.close()
 
     def _on_pooled(self) -> bool:
         """Whether driver SQL goes to the pooled connection's cursor alone (see the module)."""

@@ -12,10 +12,12 @@ runs them through ``AsyncConnection.run_sync``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -29,7 +31,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from chatmemory.core.errors import SchemaVersionError, StoreError
@@ -232,7 +234,7 @@ class SchemaAdmin:
     def __init__(
         self, engine: Engine | None, url: URL, prefix: str, dialect: str, partitions: int | None = None
     ) -> None:
-        self._engine = engine.execution_options(isolation_level="AUTOCOMMIT") if engine is not None else None
+        self._base_engine = engine
         self._url = url
         self._prefix = prefix
         self._dialect = dialect
@@ -241,6 +243,12 @@ class SchemaAdmin:
         self._lock = threading.Lock()
         self.max_allowed_packet: int | None = None
         """MySQL/MariaDB: the server's largest statement in bytes (read with the schema check)."""
+
+    @functools.cached_property
+    def _engine(self) -> Engine | None:
+        """The engine in autocommit, made at first use (a store whose quick check passes never needs it)."""
+        engine = self._base_engine
+        return engine.execution_options(isolation_level="AUTOCOMMIT") if engine is not None else None
 
     @property
     def checked(self) -> bool:
@@ -257,16 +265,24 @@ class SchemaAdmin:
         connection (no version table) leaves the answer to :meth:`check_on`, which looks the table up
         first. In autocommit the failed statement aborts nothing.
         """
-        table = connection.dialect.identifier_preparer.quote(version_table_name(self._prefix))
-        packet = ", @@max_allowed_packet" if self._dialect == "mysql" else ""
         try:
-            rows = connection.exec_driver_sql(f"SELECT version_num{packet} FROM {table}").all()
+            rows = connection.exec_driver_sql(self._quick_sql(connection.dialect)).all()
         except DBAPIError as exc:
             if lost_connection(exc):
                 raise
             connection.rollback()  # SQLAlchemy's record of the failed statement; nothing was begun
             self.check_on(connection)
             return
+        self._take(rows)
+
+    def _quick_sql(self, dialect: Dialect) -> str:
+        """The quick check's one ``SELECT``: the revision (and, on MySQL/MariaDB, ``max_allowed_packet``)."""
+        table = dialect.identifier_preparer.quote(version_table_name(self._prefix))
+        packet = ", @@max_allowed_packet" if self._dialect == "mysql" else ""
+        return f"SELECT version_num{packet} FROM {table}"
+
+    def _take(self, rows: Sequence[Any]) -> None:
+        """The answer of the quick check's rows: checked, or the error naming the command to run."""
         found = rows[0][0] if len(rows) == 1 else None
         if found != REQUIRED_SCHEMA_REVISION:
             raise self.version_error(found)
@@ -326,15 +342,25 @@ class SchemaAdmin:
         assert self._engine is not None, "the asyncio store passes its own connections"
         return connect(self._engine)
 
-    def check(self) -> None:
-        """Check the revision once per store (thread-safe), once more after a lost connection (:func:`check_with`)."""
+    def check(self, rows_of: Callable[[str], list[Any] | None] | None = None) -> None:
+        """Check the revision once per store (thread-safe), once more after a lost connection (:func:`check_with`).
+
+        ``rows_of(sql)``: the rows of driver SQL on the calling operation's own autocommit connection, or
+        ``None`` if it failed there: the quick check then costs no checkout of its own (a store opened for
+        one call pays it at every start); a failure is answered on a connection of its own, as before.
+        """
         if self._checked:
             return
         with self._lock:
             if not self._checked:
-                assert self._engine is not None, "the asyncio store passes its own connections"
+                base = self._base_engine
+                assert base is not None, "the asyncio store passes its own connections"
                 with self._wrapped(Operation.SCHEMA):
-                    check_with(self._engine, self.check_quickly_on)
+                    rows = None if rows_of is None else rows_of(self._quick_sql(base.dialect))
+                    if rows is None:
+                        check_with(base.execution_options(isolation_level="AUTOCOMMIT"), self.check_quickly_on)
+                    else:
+                        self._take(rows)
 
     def revision(self) -> str | None:
         """The revision of the tables."""

@@ -144,7 +144,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     def _release(self) -> None:
         if "_driver" in self.__dict__:
             self._driver.hand_back()
-        self._engine.dispose()
+        self._engine.pool.dispose()  # its connections closed (the engine itself goes with the store)
 
     # -------------------------------------------------------------------------------------------- schema
 
