@@ -8,6 +8,7 @@ its old or its new window (the one write is atomic in every store) and propagate
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import weakref
 from collections.abc import Iterable, Sequence
@@ -20,7 +21,8 @@ from chatmemory.aio.store import (
     SupportsRecordedWrites,
     SupportsVersioning,
 )
-from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
+from chatmemory.core.driving import drive_async
+from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage, history_query
 from chatmemory.core.memory_steps import (
     DeleteMessages,
@@ -109,25 +111,13 @@ async def _execute(store: ChatMemoryStore, step: Step) -> Any:
 
 
 async def run_steps_async(steps: Steps[Step, T], store: ChatMemoryStore) -> T:
-    """Run a memory operation against an asyncio store; return its result.
+    """Run a memory operation against an asyncio store with :func:`~chatmemory.core.driving.drive_async`.
 
-    The async twin of :func:`chatmemory.core.memory_steps.run_steps`: a conflict goes back into the steps,
-    anything else (a cancellation too) ends them and propagates.
+    The async twin of :func:`chatmemory.core.memory_steps.run_steps`: a store's error goes back into the
+    steps, which retry a conflict as they decide; the steps are closed on every exit, a cancellation too.
     """
-    reply: Any = None
-    conflict: ConcurrentUpdateError | None = None
     try:
-        while True:
-            try:
-                step = steps.send(reply) if conflict is None else steps.throw(conflict)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            conflict = reply = None
-            try:
-                reply = await _execute(store, step)
-            except ConcurrentUpdateError as exc:
-                conflict = exc
+        return await drive_async(steps, functools.partial(_execute, store))
     finally:
         steps.close()
 

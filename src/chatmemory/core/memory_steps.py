@@ -13,6 +13,7 @@ the steps with plain calls (:func:`run_steps`); the async ones with ``await``
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
-from chatmemory.core.driving import Sleep, Steps
+from chatmemory.core.driving import Sleep, Steps, drive
 from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
 from chatmemory.core.recorded_writes import RecordedWindow, SupportsRecordedWrites, evicted_within
@@ -516,24 +517,13 @@ def _execute(store: ChatMemoryStore, step: Step) -> Any:
 
 
 def run_steps(steps: Steps[Step, T], store: ChatMemoryStore) -> T:
-    """Run a memory operation against a sync store; return its result.
+    """Run a memory operation against a sync store with :func:`~chatmemory.core.driving.drive`; return its result.
 
-    A :class:`~chatmemory.ConcurrentUpdateError` from a step goes back into the steps (they decide whether
-    to retry); any other error ends them and propagates.
+    A store's error goes back into the steps at the ``yield`` (they retry a
+    :class:`~chatmemory.ConcurrentUpdateError` as they decide; anything else propagates from them); the
+    steps are closed on every exit, an interrupt too.
     """
-    reply: Any = None
-    conflict: ConcurrentUpdateError | None = None
     try:
-        while True:
-            try:
-                step = steps.send(reply) if conflict is None else steps.throw(conflict)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            conflict = reply = None
-            try:
-                reply = _execute(store, step)
-            except ConcurrentUpdateError as exc:
-                conflict = exc
+        return drive(steps, functools.partial(_execute, store))
     finally:
         steps.close()
