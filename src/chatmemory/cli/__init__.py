@@ -13,21 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chatmemory.cli.stores import StoreOpener
 
-__all__ = ["DISTRIBUTION_NAME", "main", "version_text"]
-
-DISTRIBUTION_NAME = "llm-window-memory"
-"""The name this project is published under (``chatmemory`` on the index is another project)."""
-
-
-def version_text() -> str:
-    """``chatmemory X.Y.Z (llm-window-memory)``: the installed version and the distribution it came from."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        installed = version(DISTRIBUTION_NAME)
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        from chatmemory import __version__ as installed
-    return f"chatmemory {installed} ({DISTRIBUTION_NAME})"
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None, *, open_store: StoreOpener | None = None) -> int:

@@ -45,11 +45,24 @@ class _GuidedGroup(click.Group):
             cmd.epilog = guide_pointer(name or cmd.name)
 
 
+DISTRIBUTION_NAME = "llm-window-memory"
+"""The name this project is published under (``chatmemory`` on the index is another project)."""
+
+
+def version_text() -> str:
+    """``chatmemory X.Y.Z (llm-window-memory)``: the installed version and the distribution it came from."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(DISTRIBUTION_NAME)
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        from chatmemory import __version__ as installed
+    return f"chatmemory {installed} ({DISTRIBUTION_NAME})"
+
+
 def _version(context: click.Context, _parameter: click.Parameter, value: bool) -> None:
     if not value or context.resilient_parsing:
         return
-    from chatmemory.cli import version_text
-
     click.echo(version_text())
     context.exit(0)
 
