@@ -45,15 +45,18 @@ DRIVER_MODULES = {
     "chatmemory.stores.redis.executor",
     "chatmemory.stores.redis.aio",
     "chatmemory.stores.redis.store",
-    # The LangChain4j layout: its executor and base, and operations that read redis-py's reply errors.
+    # The LangChain4j layout: its two executors, the facade, and the base that builds clients.
+    "chatmemory.stores.langchain4j_redis.executor",
+    "chatmemory.stores.langchain4j_redis.aio",
     "chatmemory.stores.langchain4j_redis.store",
     "chatmemory.stores.langchain4j_redis.base",
-    "chatmemory.stores.langchain4j_redis.operations",
-    # MongoDB: the two executors, the facade, and the base that builds clients.
+    # MongoDB: the executor, the base, pymongo's errors and options, operations that handle them.
     "chatmemory.stores.mongodb.store",
     "chatmemory.stores.mongodb.base",
-    "chatmemory.stores.mongodb.executor",
-    "chatmemory.stores.mongodb.aio",
+    "chatmemory.stores.mongodb.driver",
+    "chatmemory.stores.mongodb.operations",
+    "chatmemory.stores.mongodb.locked_operations",
+    "chatmemory.stores.mongodb.history_operations",
     # SQL: statements, tables and engines are SQLAlchemy objects; the operations read its errors.
     "chatmemory.stores.sql.store",
     "chatmemory.stores.sql.base",

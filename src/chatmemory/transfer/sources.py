@@ -291,7 +291,7 @@ class LangChain4jRedisSource:
         if value is None:
             return None
         # As the LangChain4j Redis store reads it: parts LangChain4j would fill in come back as they were given.
-        from chatmemory.stores.langchain4j_redis.value import decode
+        from chatmemory.stores.langchain4j_redis.plan import decode
 
         messages = decode(value, memory_id)
         expires_at = None

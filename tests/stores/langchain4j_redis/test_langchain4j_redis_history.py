@@ -17,20 +17,22 @@ from chatmemory import ConcurrentUpdateError, HistoryNotEnabledError, UserMessag
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.serialization import langchain4j
 from chatmemory.serialization.native import dumps_message
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
-from chatmemory.stores.langchain4j_redis.history import WRITE_HISTORY_SCRIPT_SHA, Get, HistorySteps, Script
+from chatmemory.stores.langchain4j_redis.commands import Get, Script
 from chatmemory.stores.langchain4j_redis.keys import (
     HISTORY_MARK,
     any_history_pattern,
     history_key,
     history_pattern,
+    key,
     legacy_history_key,
     memory_id_of_history_key,
     write_ids_key,
 )
-from chatmemory.stores.langchain4j_redis.known_values import KnownValues
-from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, digest, key
-from chatmemory.stores.langchain4j_redis.value import encode
+from chatmemory.stores.langchain4j_redis.operations import Operations
+from chatmemory.stores.langchain4j_redis.plan import WRITE_HISTORY_SCRIPT_SHA, KnownValues, VersionBook, digest, encode
 from chatmemory.stores.redis import Redis, RedisCluster
 from support.backends.langchain4j_redis import drop_prefix
 from support.backends.redis import cluster_url, redis_url
@@ -153,9 +155,8 @@ def test_a_store_without_history_writes_no_history_key(client: Redis | RedisClus
 # ------------------------------------------------------------------------- steps, without a server
 
 
-def _steps() -> HistorySteps:
-    book = VersionBook(8)
-    return HistorySteps(book, KnownValues(8), WriteIds(), b"p:", 60_000, None)
+def _steps() -> Operations:
+    return Operations(b"p:", 60_000, LockOptions(), VersionBook(8), KnownValues(8), history=True)
 
 
 def _recorded(command: object) -> list[bytes]:
@@ -183,7 +184,7 @@ def test_a_save_of_a_value_not_known_reads_it_and_refuses_if_it_changed() -> Non
     value = encode([UserMessage("a")])
     version = steps.book.read("m", digest(value))  # read by another path: its messages are not known
     step = steps.save("m", [UserMessage("a"), UserMessage("b")], version)
-    assert next(step) == Get(b"p:m")
+    assert next(step) == Get(b"p:m", Operation.WRITE, "m")
     with pytest.raises(ConcurrentUpdateError):
         step.send(encode([UserMessage("java")]))
     step = steps.save("m", [UserMessage("a"), UserMessage("b")], version)
@@ -194,9 +195,9 @@ def test_a_save_of_a_value_not_known_reads_it_and_refuses_if_it_changed() -> Non
 def test_an_update_retries_from_a_fresh_read_until_its_compare_and_set_lands() -> None:
     steps = _steps()
     step = steps.update("m", [UserMessage("a"), UserMessage("b")])
-    assert next(step) == Get(b"p:m")
+    assert next(step) == Get(b"p:m", Operation.WRITE, "m")
     assert _recorded(step.send(None)) == [dumps_message(UserMessage(t)) for t in "ab"]
-    assert step.send(0) == Get(b"p:m")  # Java wrote meanwhile
+    assert step.send(0) == Get(b"p:m", Operation.WRITE, "m")  # Java wrote meanwhile
     command = step.send(encode([UserMessage("a")]))
     assert _recorded(command) == [dumps_message(UserMessage("b"))]
     with pytest.raises(StopIteration):

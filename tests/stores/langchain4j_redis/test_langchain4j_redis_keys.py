@@ -25,13 +25,14 @@ from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.keys import (
     history_key,
+    key,
     legacy_history_key,
     lock_key,
+    memory_id_of,
     memory_id_of_history_key,
     memory_id_of_legacy_history_key,
     write_ids_key,
 )
-from chatmemory.stores.langchain4j_redis.plan import key, memory_id_of
 from chatmemory.stores.redis import Redis, RedisCluster
 from chatmemory.transfer.sources import LangChain4jRedisSource
 from support.backends.langchain4j_redis import drop_prefix

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from chatmemory import AiMessage, UserMessage
-from chatmemory.stores.langchain4j_redis.known_values import KnownValues
-from chatmemory.stores.langchain4j_redis.plan import digest
-from chatmemory.stores.langchain4j_redis.value import encode
+from chatmemory.stores.langchain4j_redis.plan import KnownValues, digest, encode
 
 
 def test_the_messages_come_back_only_for_the_value_they_were_remembered_with() -> None:

@@ -25,8 +25,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from chatmemory import ChatMessage, UserMessage
 from chatmemory.aio import MessageWindowChatMemory, SupportsLockedUpdate
 from chatmemory.aio.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
-from chatmemory.stores.langchain4j_redis.keys import lock_key
-from chatmemory.stores.langchain4j_redis.plan import glob_literal
+from chatmemory.stores.langchain4j_redis.keys import glob_literal, lock_key
 from support.backends.redis import cluster_url, redis_url
 
 pytestmark = pytest.mark.redis

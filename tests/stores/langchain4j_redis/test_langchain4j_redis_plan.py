@@ -9,17 +9,18 @@ import pytest
 from hypothesis import assume, given
 
 from chatmemory import ConcurrentUpdateError, SerializationError, UserMessage
+from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of
+from chatmemory.stores.langchain4j_redis.outcomes import written_version
 from chatmemory.stores.langchain4j_redis.plan import (
+    EXACT_CONTENT_ATTRIBUTE,
     VersionBook,
     WriteIds,
     client_url,
+    decode,
     digest,
-    glob_literal,
-    memory_id_of,
+    encode,
     plan_write,
-    written_version,
 )
-from chatmemory.stores.langchain4j_redis.value import EXACT_CONTENT_ATTRIBUTE, decode, encode
 from serialization.strategies import message_lists
 
 

@@ -185,7 +185,7 @@ def test_a_write_found_applied_when_sent_again_has_no_known_replication(pair: tu
     client = Redis.from_url(url)
     try:
         version = store.save("m", [UserMessage("a")], 0)
-        step = store._save("m", [UserMessage("a"), UserMessage("b")], version)
+        step = store._operations.save("m", [UserMessage("a"), UserMessage("b")], version)
         command = next(step)
         while not isinstance(command, Script):  # a history store may read the value first
             command = step.send(send(client, command))

@@ -168,7 +168,7 @@ def test_a_write_sent_again_after_a_lost_reply_is_known_as_written(
     store.update_messages("m", [UserMessage("hi")])
     snapshot = store.load("m")
     result = [*snapshot.messages, UserMessage("once")]
-    step = store._save("m", result, snapshot.version)
+    step = store._operations.save("m", result, snapshot.version)
     command = next(step)
     while not isinstance(command, Script):  # a history store may read the value first
         command = step.send(send(client, command))
@@ -186,7 +186,7 @@ def test_a_write_sent_again_after_others_wrote_is_still_known_as_written_and_cha
 ) -> None:
     store, other = _store(client, prefix, history), _store(client, prefix, history)
     snapshot = store.load("m")
-    step = store._save("m", [UserMessage("mine")], snapshot.version)
+    step = store._operations.save("m", [UserMessage("mine")], snapshot.version)
     command = next(step)
     assert isinstance(command, Script) and send(client, command) == 1  # the reply is lost
     for text in ("a", "b", "c"):  # others write meanwhile
@@ -204,7 +204,7 @@ def test_a_write_with_another_id_and_the_same_arguments_is_not_taken_for_the_fir
     client: Redis | RedisCluster, prefix: str
 ) -> None:
     store = _store(client, prefix, False)
-    step = store._save("m", [UserMessage("yes")], 0)
+    step = store._operations.save("m", [UserMessage("yes")], 0)
     command = next(step)
     assert isinstance(command, Script) and send(client, command) == 1
     forged = command._replace(args=(*command.args[:2], b"another-write", *command.args[3:]))
@@ -302,7 +302,7 @@ async def test_async_two_writers_of_the_same_value_the_second_conflicts(async_st
 async def test_async_a_write_sent_again_after_a_lost_reply_is_known_as_written(async_stores: Any) -> None:
     store, other = async_stores(), async_stores()
     client = store.client
-    step = store._save("m", [UserMessage("mine")], 0)
+    step = store._operations.save("m", [UserMessage("mine")], 0)
     command = next(step)
     assert isinstance(command, Script) and await send_async(client, command) == 1
     seen = await other.load("m")

@@ -11,7 +11,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from chatmemory import ChatMemoryStore, aio
 from chatmemory.aio.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore as AsyncStore
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
-from chatmemory.stores.langchain4j_redis.plan import glob_literal
+from chatmemory.stores.langchain4j_redis.keys import glob_literal
 from chatmemory.stores.redis import Redis, RedisCluster
 from support.backends.redis import cluster_url, fresh_prefix, redis_url
 

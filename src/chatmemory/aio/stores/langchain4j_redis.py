@@ -1,19 +1,17 @@
 """The asyncio twin of :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore`.
 
 Same layout, arguments, decisions (:mod:`chatmemory.stores.langchain4j_redis.plan`) and operations
-(:mod:`chatmemory.stores.langchain4j_redis.operations`), on redis-py's asyncio clients:
+(:mod:`chatmemory.stores.langchain4j_redis.operations`), sent by the asyncio executor
+(:mod:`chatmemory.stores.langchain4j_redis.aio`) on redis-py's asyncio clients:
 ``await store.load(...)``, ``async for memory_id in store.memory_ids()``, ``await store.aclose()``.
 A Java service and sync or async Python services share one memory.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import AsyncIterator, Iterable
-from typing import TypeVar
 
-from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
@@ -22,34 +20,24 @@ from chatmemory.stores._optional import require
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
+from chatmemory.stores.base.turns import modify_in_turn_async
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
-from redis.asyncio import BlockingConnectionPool, Redis  # noqa: E402 - only once the extra is known to be installed
+from redis.asyncio import Redis  # noqa: E402 - only once the extra is known to be installed
 from redis.asyncio.cluster import RedisCluster  # noqa: E402
-from redis.exceptions import RedisError  # noqa: E402
 
-from chatmemory.core.driving import drive_async  # noqa: E402
-from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep  # noqa: E402
-from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations  # noqa: E402
-from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of  # noqa: E402
-from chatmemory.stores.redis.aio import (  # noqa: E402
-    GatedClient,
-    send_acknowledged_async,
-    send_async,
-    send_resending_async,
-)
-from chatmemory.stores.redis.commands import Acknowledged  # noqa: E402
+from chatmemory.stores.langchain4j_redis.aio import AsyncLangChain4jExecutor  # noqa: E402 - imports redis
+from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase  # noqa: E402
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
-
-T = TypeVar("T")
 
 _traced = StoreTelemetry("langchain4j-redis", __name__)
 
 
-class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
+class LangChain4jRedisChatMemoryStore(
+    AsyncLangChain4jExecutor, AsyncStoreLifecycle, LangChain4jStoreBase[Redis | RedisCluster]
+):
     """A memory per Redis string at ``key_prefix + memory_id``, holding LangChain4j's JSON, shared with Java.
 
     The value is exactly what LangChain4j's ``ChatMessageSerializer.messagesToJson(messages)`` writes, under
@@ -84,7 +72,7 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     **Exactness.** Every message reads back equal to what was written. LangChain4j's types fill in an
     image's detail level and a PDF's MIME type; where a message had none (or a detail level spelled
     otherwise), the values it had are kept in the user message's ``chatmemory.contentAsGiven`` attribute,
-    which LangChain4j carries along (:mod:`chatmemory.stores.langchain4j_redis.value`).
+    which LangChain4j carries along (:func:`chatmemory.stores.langchain4j_redis.plan.encode`).
 
     Supports versioning, TTL (every chatmemory write sets the expiry, as LangChain4j's ``ttl`` does) and
     listing (the string keys under ``key_prefix``: with an empty prefix, every string key of the database
@@ -93,7 +81,7 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` and its asyncio twin
     :class:`chatmemory.aio.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` take the same arguments
     and read and write the same values, locks and histories. The asyncio store works from any event loop:
-    built from a URL, it keeps a client per loop (see :class:`~chatmemory.aio.stores.redis_gate.GatedClient`);
+    built from a URL, it keeps a client per loop (see :class:`~chatmemory.stores.redis.aio.GatedClient`);
     a client passed in serves its first loop only.
 
     Args:
@@ -106,7 +94,7 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         version_book_size: how many memories' versions to remember (at least 1).
         history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
             beside its key, in the same hash slot, that LangChain4j never reads and that is no memory id's
-            key (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
+            key (:mod:`chatmemory.stores.langchain4j_redis.operations`). Every write is then a compare-and-set
             (``update_messages`` too), appending to the history in the same script run; a memory written
             by Java meanwhile records what the next chatmemory write appends to Java's value.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
@@ -119,14 +107,14 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
             ``update_messages``, a delete, a history trim) before it returns: the write is sent with
             ``WAIT replicas_to_ack replicas_timeout`` behind it on its own connection, on a cluster to the
             master owning the memory's slot (``0``, the default: no waiting). Fewer acknowledgements raise
-            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+            :class:`~chatmemory.stores.redis.ReplicationError` once the write is done; it stays.
             LangChain4j's own writes do not wait.
         replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default 1).
         encryption: refused: the layout has none, since a JVM service reads these keys as they are (encrypt
             at rest with a chatmemory store: ``redis://``, SQL, MongoDB; see ``docs/encryption.md``).
 
     On a Redis Cluster a command refused while its slot migrates (``TRYAGAIN`` past redis-py's own
-    retries) is sent again for a few seconds (:mod:`chatmemory.stores.redis.resending`); a write is
+    retries) is sent again for a few seconds (:func:`chatmemory.stores.redis.executor.send_resending`); a write is
     recognised by its write id if it had landed.
 
     Raises:
@@ -142,62 +130,31 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
     _repr_name = "chatmemory.aio.LangChain4jRedisChatMemoryStore"
     _client_types = (Redis, RedisCluster)
 
-    @classmethod
-    def _standalone_from_url(cls, url: str) -> Redis:
-        # A blocking pool, as the native asyncio store's: a command waits for a free connection instead of
-        # failing with "Too many connections"; ``max_connections`` and ``timeout`` in the URL's query apply.
-        return Redis.from_pool(BlockingConnectionPool.from_url(url))
-
     _wrong_client = (
         "chatmemory.aio LangChain4jRedisChatMemoryStore takes a Redis URL or a redis.asyncio.Redis / "
         "redis.asyncio.cluster.RedisCluster client, not {name}"
     )
-
-    # ------------------------------------------------------------------------------------ driving
-
-    def _started(self) -> None:
-        super()._started()
-        self._turns = AsyncLocalTurns()
-
-    async def _send(self, client: Redis | RedisCluster, command: Command | Acknowledged) -> object:
-        if isinstance(command, Sleep):
-            await asyncio.sleep(command.seconds)
-            return None
-        if isinstance(command, Acknowledged):
-            return await send_acknowledged_async(client, command)
-        if not isinstance(command, Scan):
-            if self._cluster:
-                return await send_resending_async(client, command)
-            return await send_async(client, command)
-        pattern, kind = command.pattern, command.type
-        if isinstance(client, RedisCluster):
-            found = client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
-        else:
-            found = client.scan_iter(match=pattern, count=1000, _type=kind)
-        return {key async for key in found}
-
-    async def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
-        self._check_open(operation, memory_id)
-        if self._replication is None:
-            return await drive_async(step, self._perform)
-        return await drive_async(self._acknowledged(operation, step), self._perform)
 
     # ---------------------------------------------------------------------------------- operations
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
-        return await self._drive(Operation.READ, memory_id, self._load(memory_id))
+        return await self._drive(Operation.READ, memory_id, self._operations.load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
-        return (await self._drive(Operation.READ, memory_id, self._load(memory_id, versioned=False))).messages
+        return (
+            await self._drive(Operation.READ, memory_id, self._operations.load(memory_id, versioned=False))
+        ).messages
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
-        return await self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
+        return await self._drive(
+            Operation.WRITE, memory_id, self._operations.save(memory_id, messages, expected_version)
+        )
 
     @_traced.coroutine("save")
     async def save_recorded(
@@ -208,8 +165,8 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         also_recorded: Iterable[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        steps = self._save(memory_id, messages, expected_version, also_recorded)
-        return await self._drive(Operation.WRITE, memory_id, steps)
+        step = self._operations.save(memory_id, messages, expected_version, also_recorded)
+        return await self._drive(Operation.WRITE, memory_id, step)
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
@@ -234,37 +191,27 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
             self._turns,
             memory_id,
             self._lock_options.lease,
-            lock=lambda token: self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token)),
-            unlock=lambda token: self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)),
-            change=lambda: self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change)),
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, self._operations.lock(memory_id, token)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, self._operations.unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, self._operations.locked_change(memory_id, change)),
         )
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
-        await self._drive(Operation.WRITE, memory_id, self._update(memory_id, messages))
+        await self._drive(Operation.WRITE, memory_id, self._operations.update(memory_id, messages))
 
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id``, its history and its write ids; idempotent."""
-        await self._drive(Operation.DELETE, memory_id, self._delete(memory_id))
+        await self._drive(Operation.DELETE, memory_id, self._operations.delete(memory_id))
 
     @_traced.async_iterator("list")
     async def memory_ids(self) -> AsyncIterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)
-        pattern = glob_literal(self._prefix) + b"*"
-        seen: set[str] = set()
-        try:
-            on = self._on_loop()
-            await on.gate.ready()
-            async for found in on.client.scan_iter(match=pattern, count=1000, _type="string"):
-                memory_id = memory_id_of(found, self._prefix)
-                if memory_id is not None and memory_id not in seen:  # SCAN may return a key twice
-                    seen.add(memory_id)
-                    yield memory_id
-        except RedisError as exc:
-            raise StoreError(Operation.LIST, detail=str(exc)) from exc
+        async for memory_id in self._memory_ids():
+            yield memory_id
 
     @_traced.coroutine("history")
     async def history(
@@ -275,7 +222,9 @@ class LangChain4jRedisChatMemoryStore(GatedClient, AsyncStoreLifecycle, LangChai
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return await self._drive(Operation.READ, memory_id, self._history_page(memory_id, after, limit, reverse))
+        return await self._drive(
+            Operation.READ, memory_id, self._operations.history(memory_id, self._history_query(after, limit, reverse))
+        )
 
     @_traced.coroutine("trim_history")
     async def trim_history(

@@ -2,9 +2,9 @@
 
 :class:`LangChain4jRedisChatMemoryStore` (sync) and its asyncio twin of the same name in
 :mod:`chatmemory.aio.stores.langchain4j_redis` run the same operations (:mod:`.operations`, commands of
-:mod:`.commands`) on the same decisions (:mod:`.plan`, :mod:`.history`) and share one base (:mod:`.base`);
-:mod:`.value` is the stored value. Needs the ``redis`` extra. ``open_store("redis+langchain4j://host:6379/0?key_prefix=chat:")``
-opens one by URL.
+:mod:`.commands`) on the same decisions (:mod:`.plan`, :mod:`.keys`, :mod:`.outcomes`), share one base
+(:mod:`.base`) and send with :mod:`.executor` and :mod:`.aio`. Needs the ``redis`` extra.
+``open_store("redis+langchain4j://host:6379/0?key_prefix=chat:")`` opens one by URL.
 
 Importing this package imports no driver, so the plans can be used (and tested) without redis-py; the
 store is imported on first use and says which extra to install when redis-py is missing.

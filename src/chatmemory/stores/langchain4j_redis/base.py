@@ -1,9 +1,9 @@
-"""What the sync and asyncio LangChain4j-layout stores share before any I/O: options, client, books, repr.
+"""What the sync and asyncio LangChain4j-layout stores share before any I/O: options, client, operations, repr.
 
 :class:`LangChain4jStoreBase` checks the constructor's options, builds or adopts the client and holds the
-version book, the known values and the history steps; the operations
-(:mod:`~chatmemory.stores.langchain4j_redis.operations`) and the executors build on it. This module
-imports redis-py's exceptions, never sends anything.
+operations (:class:`~chatmemory.stores.langchain4j_redis.operations.Operations`, with the version book and
+the known values); the executors (:mod:`.executor`, :mod:`.aio`) build on it. This module imports
+redis-py's exceptions (a client built from a URL may fail), never sends anything.
 """
 
 from __future__ import annotations
@@ -12,20 +12,23 @@ import datetime
 from collections.abc import Generator
 from typing import Any, TypeVar, cast
 
+from chatmemory.core.driving import Steps
 from chatmemory.core.errors import HistoryNotEnabledError, StoreError
+from chatmemory.core.history import HistoryQuery, history_query
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores._optional import require
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
-from chatmemory.stores.langchain4j_redis.commands import Command, Sends
-from chatmemory.stores.langchain4j_redis.history import HistorySteps
-from chatmemory.stores.langchain4j_redis.known_values import KnownValues
-from chatmemory.stores.langchain4j_redis.plan import VersionBook, WriteIds, check_client, client_url, key
-from chatmemory.stores.langchain4j_redis.replication import pinning, replayed
+from chatmemory.stores.langchain4j_redis.commands import Command
+from chatmemory.stores.langchain4j_redis.keys import key
+from chatmemory.stores.langchain4j_redis.operations import Operations
+from chatmemory.stores.langchain4j_redis.outcomes import replayed
+from chatmemory.stores.langchain4j_redis.plan import KnownValues, VersionBook, check_client, client_url, pinning
 from chatmemory.stores.redis.base import DEFAULT_REPLICAS_TIMEOUT, ClientHolder
 from chatmemory.stores.redis.commands import Acknowledged, Replication
 from chatmemory.stores.redis.operations import acknowledged
+from chatmemory.stores.redis.plan import trim_args
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -78,17 +81,13 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         self._prefix = key_prefix.encode("utf-8")
         self._ttl = ttl_seconds(ttl)
         self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
-        self._book = VersionBook(version_book_size)
+        book = VersionBook(version_book_size)
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history_ttl = history_seconds
-        self._known = KnownValues(version_book_size)
-        self._write_ids = WriteIds()
-        self._history: HistorySteps | None = None
-        if history:
-            history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
-            self._history = HistorySteps(
-                self._book, self._known, self._write_ids, self._prefix, self._ttl_ms, history_ms
-            )
+        history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
+        self._operations = Operations(
+            self._prefix, self._ttl_ms, self._lock_options, book, KnownValues(version_book_size), history, history_ms
+        )
         self._hold(url_or_client, self._client_from_url, self._check)
 
     def _check(self, client: Any) -> None:
@@ -140,7 +139,7 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
     @property
     def keeps_history(self) -> bool:
         """Whether this store was built with history on."""
-        return self._history is not None
+        return self._operations.keeps_history
 
     def key_of(self, memory_id: str) -> bytes:
         """The Redis key of ``memory_id``."""
@@ -148,14 +147,14 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
-        self._book.forget(validate_memory_id(memory_id))
+        self._operations.book.forget(validate_memory_id(memory_id))
 
     def invalidate_all(self) -> None:
         """Forget every version handed out."""
-        self._book.clear()
-        self._known.clear()
+        self._operations.book.clear()
+        self._operations.known.clear()
 
-    def _acknowledged(self, operation: str, step: Sends[_T]) -> Generator[Command | Acknowledged, object, _T]:
+    def _acknowledged(self, operation: str, step: Steps[Command, _T]) -> Steps[Command | Acknowledged, _T]:
         """``step`` with each write that changes a memory followed by ``WAIT`` (``replicas_to_ack`` set).
 
         Raises:
@@ -165,12 +164,33 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         waiting = acknowledged(step, self._replication, pin=pinning(operation, self._prefix), replayed=replayed)
         return cast("Generator[Command | Acknowledged, object, _T]", waiting)
 
-    def _require_history(self) -> HistorySteps:
-        if self._history is None:
+    def _history_query(self, after: int | None, limit: int, reverse: bool) -> HistoryQuery:
+        """The page :meth:`history` reads, checked before anything is sent.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        query = history_query(after, limit, reverse)
+        self._require_history()
+        return query
+
+    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
+        """The trim of one memory's history, or of every memory's, its arguments checked now.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        args = trim_args(older_than)
+        self._require_history()
+        if memory_id is not None:
+            return self._operations.trim(memory_id, args)
+        return self._operations.trim_all(args)
+
+    def _require_history(self) -> None:
+        if not self._operations.keeps_history:
             raise HistoryNotEnabledError(repr(self))
-        return self._history
 
     def __repr__(self) -> str:
-        history = "" if self._history is None else f", history=True, history_ttl={self._history_ttl!r}"
+        history = "" if not self.keeps_history else f", history=True, history_ttl={self._history_ttl!r}"
         replicas = "" if self._replication is None else f", replicas_to_ack={self._replication.replicas}"
         return f"{self._repr_name}(key_prefix={self._key_prefix!r}, ttl={self._ttl!r}{history}{replicas})"

@@ -1,6 +1,6 @@
 """Where a LangChain4j-layout memory lives: the key Java reads, and chatmemory's own keys beside it.
 
-The memory key is ``key_prefix + memory id``, LangChain4j's own. Beside it, in its Redis Cluster slot,
+The memory key is ``key_prefix + memory id``, LangChain4j's own (:func:`key`). Beside it, in its Redis Cluster slot,
 chatmemory keeps keys Java never reads: the history (:func:`history_key`), the ids of the latest writes
 (:func:`write_ids_key`) and, while a writer holds it, the lease lock of ``modify`` (:func:`lock_key`).
 Each is the memory key, a ``0xFF`` byte and a name, plus, on a key without a hash tag, two bytes that
@@ -16,7 +16,6 @@ import binascii
 import functools
 
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.stores.langchain4j_redis.plan import glob_literal, key
 
 __all__ = [
     "HISTORY_MARK",
@@ -24,10 +23,13 @@ __all__ = [
     "LOCK_MARK",
     "WRITE_IDS_MARK",
     "any_history_pattern",
+    "glob_literal",
     "history_key",
     "history_pattern",
+    "key",
     "legacy_history_key",
     "lock_key",
+    "memory_id_of",
     "memory_id_of_history_key",
     "memory_id_of_legacy_history_key",
     "write_ids_key",
@@ -45,6 +47,24 @@ LEGACY_HISTORY_SUFFIX = b":chatmemory-history"
 _SLOTS = 16384
 _CLOSE = ord("}")
 _MARK = 0xFF
+
+
+def key(prefix: bytes, memory_id: str) -> bytes:
+    """The key of a memory: the prefix, then the id, as LangChain4j's stores build it."""
+    return prefix + memory_id.encode("utf-8")
+
+
+def memory_id_of(found: bytes, prefix: bytes) -> str | None:
+    """The memory id of a key found under ``prefix``, or ``None`` if the rest is no valid id."""
+    try:
+        return validate_memory_id(found[len(prefix) :].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, TypeError):
+        return None
+
+
+def glob_literal(text: bytes) -> bytes:
+    """``text`` with Redis glob characters escaped, so a key prefix matches only itself in ``SCAN MATCH``."""
+    return bytes(b for char in text for b in ((92, char) if char in b"*?[]\\" else (char,)))
 
 
 def _slot(redis_key: bytes) -> int:

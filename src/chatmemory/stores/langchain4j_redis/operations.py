@@ -1,178 +1,203 @@
 """A LangChain4j-layout store's operations, written once as generators of commands for both executors.
 
-Each operation (``_load``, ``_save``, ``_update`` ...) yields :mod:`~chatmemory.stores.langchain4j_redis.commands`
-and receives the replies; the sync executor (:mod:`chatmemory.stores.langchain4j_redis.store`) and the
-asyncio one (:mod:`chatmemory.aio.stores.langchain4j_redis`) only send them. A driver exception is thrown
-back in where the command was yielded, so the ``try`` blocks below read as they would around a direct
-call. What a write sends is decided in :mod:`.plan` and :mod:`.history`; this module adds the order of the
-commands and the errors. ``modify`` is three operations run in order: :meth:`~LangChain4jOperations._lock`
-(``SET NX PX`` of :func:`.keys.lock_key` with the holder's token, polled with
-:class:`~chatmemory.core.memory_steps.Sleep` while busy), :meth:`~LangChain4jOperations._locked_change`
-(read, change, compare-and-set) and :meth:`~LangChain4jOperations._unlock` (deleted only by its token).
+:class:`Operations` yields :mod:`.commands` and receives the replies; the executors (:mod:`.executor`,
+:mod:`.aio`) only send them, and throw the store's error for a driver failure back in where the command
+was yielded (:class:`~.outcomes.ReplyError` for an error reply). ``modify`` is three operations run in
+order: :meth:`Operations.lock` (``SET NX PX`` of :func:`.keys.lock_key` with the holder's token, polled
+with :class:`~chatmemory.core.driving.Sleep` while busy), :meth:`Operations.locked_change` (read, change,
+compare-and-set) and :meth:`Operations.unlock` (deleted only by its token). With history, every write is
+a compare-and-set on the value it diffed against, so the history (a list beside the value, read and
+trimmed by the Redis store's scripts) records exactly what the write appends; a history an earlier store
+kept at the memory key followed by ``:chatmemory-history`` is adopted on its next write, read or trim.
 """
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from chatmemory import telemetry
+from chatmemory.core.driving import Sleep, Steps
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
-from chatmemory.core.history import HistoryPage, history_query
+from chatmemory.core.history import HistoryPage, HistoryQuery, history_appends
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot
+from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
-from chatmemory.stores.langchain4j_redis.commands import Get, Scan, Script, Sends, Set, SetIfAbsent, Sleep
-from chatmemory.stores.langchain4j_redis.history import HistorySteps
+from chatmemory.stores.base.turns import LockOptions
+from chatmemory.stores.langchain4j_redis.commands import Command, Get, Scan, Script, Set, SetIfAbsent
 from chatmemory.stores.langchain4j_redis.keys import (
     any_history_pattern,
     history_key,
+    key,
     legacy_history_key,
     lock_key,
     memory_id_of_history_key,
     memory_id_of_legacy_history_key,
     write_ids_key,
 )
+from chatmemory.stores.langchain4j_redis.outcomes import WRITTEN, WRITTEN_BEFORE, ReplyError, written_version
 from chatmemory.stores.langchain4j_redis.plan import (
+    ADOPT_HISTORY_SCRIPT,
+    ADOPT_HISTORY_SCRIPT_SHA,
     DELETE_SCRIPT,
     DELETE_SCRIPT_SHA,
+    WRITE_HISTORY_SCRIPT,
+    WRITE_HISTORY_SCRIPT_SHA,
     WRITE_SCRIPT,
     WRITE_SCRIPT_SHA,
+    KnownValues,
+    VersionBook,
+    WriteIds,
+    WritePlan,
+    decode,
     digest,
+    encode,
     message_list,
     plan_write,
-    written_version,
 )
-from chatmemory.stores.langchain4j_redis.value import decode, encode
-from chatmemory.stores.redis.plan import trim_args
-from chatmemory.stores.redis.scripts import UNLOCK
+from chatmemory.stores.redis.outcomes import history_page, history_records
+from chatmemory.stores.redis.plan import history_read_args
+from chatmemory.stores.redis.scripts import HISTORY, TRIM, UNLOCK
 
-from redis.exceptions import RedisError, ResponseError  # isort: skip - base.py checked that the extra is installed
+__all__ = ["Operations"]
 
-__all__ = ["LangChain4jOperations"]
-
-_Client = TypeVar("_Client")
 _T = TypeVar("_T")
 
 
-class LangChain4jOperations(LangChain4jStoreBase[_Client]):
-    """Every operation of a LangChain4j-layout store as a command generator (the executors run them)."""
+class Operations:
+    """Every operation of a LangChain4j-layout store, as a command generator (the executors run them).
 
-    def _recorded(self, operation: str, memory_id: str, step: Sends[_T]) -> Sends[_T]:
-        """Run ``step`` of the history steps, its driver errors as the store's."""
-        try:
-            return (yield from step)
-        except ResponseError as exc:
-            if str(exc).startswith("WRONGTYPE"):
-                raise CorruptedMemoryError(memory_id, f"a key of the memory is of another type ({exc})") from None
-            raise StoreError(operation, memory_id, str(exc)) from exc
-        except RedisError as exc:
-            raise StoreError(operation, memory_id, str(exc)) from exc
+    Args:
+        prefix: the key prefix, encoded.
+        ttl_ms: the value's expiry in ms (``0``: none).
+        lock: the lease lock's options.
+        book: the store's version book.
+        known: the store's known values.
+        history: keep a history beside each value.
+        history_ttl_ms: the history's expiry in ms, ``None`` for the value's.
+    """
+
+    def __init__(
+        self,
+        prefix: bytes,
+        ttl_ms: int,
+        lock: LockOptions,
+        book: VersionBook,
+        known: KnownValues,
+        history: bool = False,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        self.prefix = prefix
+        self.ttl_ms = ttl_ms
+        self.lock_options = lock
+        self.book = book
+        self.known = known
+        self.write_ids = WriteIds()
+        self.keeps_history = history
+        self._history_ttl_arg = b"" if history_ttl_ms is None else b"%d" % history_ttl_ms
+
+    def key_of(self, memory_id: str) -> bytes:
+        """The Redis key of ``memory_id`` (validated here)."""
+        return key(self.prefix, validate_memory_id(memory_id))
 
     # ---------------------------------------------------------------------------------------------- read
 
-    def _load(self, memory_id: str, versioned: bool = True) -> Sends[Snapshot]:
+    def load(self, memory_id: str, versioned: bool = True) -> Steps[Command, Snapshot]:
         """Read the value of ``memory_id``: its messages, and their version if ``versioned`` (else ``0``)."""
         memory_id = validate_memory_id(memory_id)  # versions are kept under the id's text (a UUID's too)
         try:
-            value = yield Get(self.key_of(memory_id))
-        except ResponseError as exc:  # WRONGTYPE: another kind of key where the memory should be
-            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc})") from None
-        except RedisError as exc:
-            raise StoreError(Operation.READ, memory_id, str(exc)) from exc
+            value = yield Get(self.key_of(memory_id), Operation.READ, memory_id)
+        except ReplyError as exc:  # WRONGTYPE: another kind of key where the memory should be
+            raise CorruptedMemoryError(memory_id, f"its key is not a string ({exc.detail})") from None
         assert value is None or isinstance(value, bytes)  # the client decodes no replies (checked at construction)
         if value is None:
             return Snapshot([], 0)
         value_digest = digest(value)
-        known = self._known.get(memory_id, value_digest)
+        known = self.known.get(memory_id, value_digest)
         if known is None:
             messages = decode(value, memory_id)
-            self._known.put(memory_id, value_digest, messages)
+            self.known.put(memory_id, value_digest, messages)
         else:  # the value this store last read or wrote: the same bytes, so the same messages
             telemetry.note(bytes=len(value))
             messages = list(known)
-        return Snapshot(messages, self._book.read(memory_id, value_digest) if versioned else 0)
+        return Snapshot(messages, self.book.read(memory_id, value_digest) if versioned else 0)
 
     # --------------------------------------------------------------------------------------------- write
 
-    def _save(
+    def save(
         self,
         memory_id: str,
         messages: Iterable[ChatMessage],
         expected_version: int,
         also_recorded: Iterable[ChatMessage] = (),
-    ) -> Sends[int]:
+    ) -> Steps[Command, int]:
+        """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set).
+
+        With history, ``also_recorded`` goes to the history first (messages evicted within their add).
+
+        Raises:
+            ConcurrentUpdateError: the version is not current, or the key holds another value.
+            CorruptedMemoryError: with history, the value it replaces does not decode.
+        """
         memory_id = validate_memory_id(memory_id)
         listed = message_list(messages)
-        if self._history is not None:
-            step = self._history.save(memory_id, listed, expected_version, message_list(also_recorded))
-            return (yield from self._recorded(Operation.WRITE, memory_id, step))
-        write_id = self._write_ids.next()
-        plan = plan_write(self._book, self._prefix, memory_id, listed, expected_version, self._ttl_ms, write_id)
-        try:
-            keys = (plan.key, write_ids_key(plan.key))
-            reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, keys, plan.script_args())
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-        version = written_version(self._book, memory_id, plan, reply, expected_version)
-        self._known.put(memory_id, plan.new_digest, listed)
+        if self.keeps_history:
+            step = self._save_recorded(memory_id, listed, expected_version, message_list(also_recorded))
+            return (yield from _recorded(memory_id, step))
+        write_id = self.write_ids.next()
+        plan = plan_write(self.book, self.prefix, memory_id, listed, expected_version, self.ttl_ms, write_id)
+        keys = (plan.key, write_ids_key(plan.key))
+        reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, keys, plan.script_args(), Operation.WRITE, memory_id)
+        version = written_version(self.book, memory_id, plan, reply, expected_version)
+        self.known.put(memory_id, plan.new_digest, listed)
         return version
 
-    def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Sends[None]:
+    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[Command, None]:
+        """Replace the value whatever it holds: a plain ``SET``, or with history a compare-and-set retried."""
         memory_id = validate_memory_id(memory_id)
-        if self._history is not None:
-            step = self._history.update(memory_id, message_list(messages))
-            yield from self._recorded(Operation.WRITE, memory_id, step)
+        if self.keeps_history:
+            yield from _recorded(memory_id, self._update_recorded(memory_id, message_list(messages)))
             return
         listed = message_list(messages)
         value = encode(listed)
         try:
-            yield Set(self.key_of(memory_id), value, self._ttl_ms or None)
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
+            yield Set(self.key_of(memory_id), value, self.ttl_ms or None, Operation.WRITE, memory_id)
         finally:
-            self._book.forget(memory_id)
-        self._known.put(memory_id, digest(value), listed)
+            self.book.forget(memory_id)
+        self.known.put(memory_id, digest(value), listed)
 
-    def _delete(self, memory_id: str) -> Sends[None]:
+    def delete(self, memory_id: str) -> Steps[Command, None]:
+        """Delete the value of ``memory_id``, its history and its write ids."""
+        memory_id = validate_memory_id(memory_id)
         try:
             memory_key = self.key_of(memory_id)
             keys = (memory_key, history_key(memory_key), write_ids_key(memory_key), legacy_history_key(memory_key))
-            yield Script(DELETE_SCRIPT, DELETE_SCRIPT_SHA, keys, ())
-        except RedisError as exc:
-            raise StoreError(Operation.DELETE, memory_id, str(exc)) from exc
+            yield Script(DELETE_SCRIPT, DELETE_SCRIPT_SHA, keys, (), Operation.DELETE, memory_id)
         finally:
-            self._book.forget(memory_id)
-            self._known.forget(memory_id)
+            self.book.forget(memory_id)
+            self.known.forget(memory_id)
 
     # -------------------------------------------------------------------------------------- taking turns
 
-    def _lock(self, memory_id: str, token: bytes) -> Sends[None]:
+    def lock(self, memory_id: str, token: bytes) -> Steps[Command, None]:
         """Take the lease lock of ``memory_id`` for ``token``, waiting while another writer holds it.
 
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds.
         """
-        options = self._lock_options
-        take = SetIfAbsent(lock_key(self.key_of(memory_id)), token, options.lease_ms)
+        options = self.lock_options
+        take = SetIfAbsent(lock_key(self.key_of(memory_id)), token, options.lease_ms, Operation.WRITE, memory_id)
         waiting = options.polling().start()
-        while True:
-            try:
-                taken = yield take
-            except RedisError as exc:
-                raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
-            if taken:
-                return
+        while not (yield take):
             delay = waiting.backoff()
             if delay is None:
                 raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
             yield Sleep(delay)
 
-    def _locked_change(self, memory_id: str, change: Change) -> Sends[int]:
+    def locked_change(self, memory_id: str, change: Change) -> Steps[Command, int]:
         """Apply ``change`` to the stored value and save it at the version read, over again until it lands.
 
         Run while holding the lock: the writes that still get in between come from writers that have not
@@ -181,57 +206,129 @@ class LangChain4jOperations(LangChain4jStoreBase[_Client]):
         what the next holder wrote.
         """
         while True:
-            snapshot = yield from self._load(memory_id)
+            snapshot = yield from self.load(memory_id)
             new, also_recorded = recorded_parts(change(list(snapshot.messages)))
             if new is None:
                 return snapshot.version
             try:
-                return (yield from self._save(memory_id, new, snapshot.version, also_recorded))
+                return (yield from self.save(memory_id, new, snapshot.version, also_recorded))
             except ConcurrentUpdateError:
                 telemetry.retried()
 
-    def _unlock(self, memory_id: str, token: bytes) -> Sends[None]:
+    def unlock(self, memory_id: str, token: bytes) -> Steps[Command, None]:
         """Give back the lease lock of ``memory_id`` if ``token`` still holds it."""
-        try:
-            yield Script(UNLOCK.source, UNLOCK.sha, (lock_key(self.key_of(memory_id)),), (token,))
-        except RedisError as exc:
-            raise StoreError(Operation.WRITE, memory_id, str(exc)) from exc
+        lock = (lock_key(self.key_of(memory_id)),)
+        yield Script(UNLOCK.source, UNLOCK.sha, lock, (token,), Operation.WRITE, memory_id)
 
     # ------------------------------------------------------------------------------------------- history
 
-    def _history_page(self, memory_id: str, after: int | None, limit: int, reverse: bool) -> Sends[HistoryPage]:
-        """A page of the history of ``memory_id``, its arguments checked now (before anything is sent).
+    def _history_write(
+        self,
+        memory_id: str,
+        expected: bytes,
+        old: Sequence[ChatMessage],
+        new: list[ChatMessage],
+        also_recorded: Sequence[ChatMessage] = (),
+    ) -> tuple[WritePlan, Script]:
+        value = encode(new)
+        memory_key = key(self.prefix, memory_id)
+        plan = WritePlan(memory_key, expected, value, digest(value), self.ttl_ms, self.write_ids.next())
+        records = [dumps_message(message) for message in (*also_recorded, *history_appends(old, new))]
+        args = (*plan.script_args(), self._history_ttl_arg, *records)
+        keys = (memory_key, history_key(memory_key), write_ids_key(memory_key), legacy_history_key(memory_key))
+        script = Script(WRITE_HISTORY_SCRIPT, WRITE_HISTORY_SCRIPT_SHA, keys, args, Operation.WRITE, memory_id)
+        return plan, script
 
-        Raises:
-            HistoryNotEnabledError: the store was built without ``history=True``.
-        """
-        query = history_query(after, limit, reverse)
-        steps = self._require_history()
-        return self._recorded(Operation.READ, memory_id, steps.history(memory_id, query))
+    def _save_recorded(
+        self, memory_id: str, new: list[ChatMessage], expected_version: int, also_recorded: Sequence[ChatMessage]
+    ) -> Steps[Command, int]:
+        expected = self.book.expected_digest(memory_id, expected_version)
+        if expected is None:
+            raise ConcurrentUpdateError(memory_id, expected_version)
+        old = () if not expected else self.known.get(memory_id, expected)
+        if old is None:
+            value = yield Get(key(self.prefix, memory_id), Operation.WRITE, memory_id)
+            if not isinstance(value, bytes) or digest(value) != expected:
+                raise ConcurrentUpdateError(memory_id, expected_version)
+            old = tuple(decode(value, memory_id))
+        plan, script = self._history_write(memory_id, expected, old, new, also_recorded)
+        version = written_version(self.book, memory_id, plan, (yield script), expected_version)
+        self.known.put(memory_id, plan.new_digest, new)
+        return version
 
-    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Sends[int]:
-        """The trim of one memory's history, or of every memory's, its arguments checked now.
+    def _update_recorded(self, memory_id: str, new: list[ChatMessage]) -> Steps[Command, None]:
+        self.book.forget(memory_id)
+        while True:
+            value = yield Get(key(self.prefix, memory_id), Operation.WRITE, memory_id)
+            old: Sequence[ChatMessage] = ()
+            value_digest = digest(value if isinstance(value, bytes) else None)
+            if isinstance(value, bytes):
+                known = self.known.get(memory_id, value_digest)
+                if known is not None:
+                    old = known
+                else:
+                    try:
+                        old = decode(value, memory_id)
+                    except CorruptedMemoryError:
+                        old = ()  # replaced whole; every new message is recorded
+            plan, script = self._history_write(memory_id, value_digest, old, new)
+            if (yield script) in (WRITTEN, WRITTEN_BEFORE):
+                self.known.put(memory_id, plan.new_digest, new)
+                return
 
-        Raises:
-            HistoryNotEnabledError: the store was built without ``history=True``.
-        """
-        args = trim_args(older_than)
-        steps = self._require_history()
-        if memory_id is not None:
-            return self._recorded(Operation.WRITE, memory_id, steps.trim(memory_id, args))
-        return self._trim_all(steps, args)
+    def history(self, memory_id: str, query: HistoryQuery) -> Steps[Command, HistoryPage]:
+        """One page of the history of ``memory_id`` (``query`` validated)."""
+        memory_id = validate_memory_id(memory_id)
+        return (yield from _recorded(memory_id, self._history(memory_id, query)))
 
-    def _trim_all(self, steps: HistorySteps, args: tuple[bytes, ...]) -> Sends[int]:
-        try:
-            keys: set[bytes] = yield Scan(any_history_pattern(self._prefix), "list")  # type: ignore[assignment]
-        except RedisError as exc:
-            raise StoreError(Operation.LIST, detail=str(exc)) from exc
+    def _history(self, memory_id: str, query: HistoryQuery) -> Steps[Command, HistoryPage]:
+        memory_key = key(self.prefix, memory_id)
+        args = history_read_args(query)
+        read = Script(HISTORY.source, HISTORY.sha, (history_key(memory_key),), args, Operation.READ, memory_id)
+        records = history_records(Operation.READ, memory_id, (yield read))
+        # Only a history not found where this store keeps it may still be where an earlier one kept it.
+        if not records and (yield _adoption(memory_key, Operation.READ, memory_id)) == 1:
+            records = history_records(Operation.READ, memory_id, (yield read))
+        return history_page(memory_id, records, query)
+
+    def trim(self, memory_id: str, args: tuple[bytes, ...]) -> Steps[Command, int]:
+        """Trim the history of ``memory_id`` (``args`` from :func:`chatmemory.stores.redis.plan.trim_args`)."""
+        memory_id = validate_memory_id(memory_id)
+        return (yield from _recorded(memory_id, self._trim(memory_id, args)))
+
+    def _trim(self, memory_id: str, args: tuple[bytes, ...]) -> Steps[Command, int]:
+        memory_key = key(self.prefix, memory_id)
+        yield _adoption(memory_key, Operation.WRITE, memory_id)
+        reply = yield Script(TRIM.source, TRIM.sha, (history_key(memory_key),), args, Operation.WRITE, memory_id)
+        if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
+            return reply
+        raise StoreError(Operation.WRITE, memory_id, f"the trim script replied {reply!r}")
+
+    def trim_all(self, args: tuple[bytes, ...]) -> Steps[Command, int]:
+        """Trim the history of every memory under the prefix, this store's and earlier stores' alike."""
+        keys: set[bytes] = yield Scan(any_history_pattern(self.prefix), "list", Operation.LIST)
         owners = {
-            memory_id_of_history_key(each, self._prefix) or memory_id_of_legacy_history_key(each, self._prefix)
+            memory_id_of_history_key(each, self.prefix) or memory_id_of_legacy_history_key(each, self.prefix)
             for each in keys
         }
         removed = 0
         for owner in owners:
             if owner is not None:
-                removed += yield from self._recorded(Operation.WRITE, owner, steps.trim(owner, args))
+                removed += yield from self.trim(owner, args)
         return removed
+
+
+def _recorded(memory_id: str, step: Steps[Command, _T]) -> Steps[Command, _T]:
+    """Run ``step`` of a store with history, a key of another type (``WRONGTYPE``) read as a damaged memory."""
+    try:
+        return (yield from step)
+    except ReplyError as exc:
+        if exc.wrong_type:
+            raise CorruptedMemoryError(memory_id, f"a key of the memory is of another type ({exc.detail})") from None
+        raise
+
+
+def _adoption(memory_key: bytes, operation: str, memory_id: str) -> Script:
+    """The rename of the history of the memory at ``memory_key`` from where earlier stores kept it, if there."""
+    keys = (history_key(memory_key), legacy_history_key(memory_key))
+    return Script(ADOPT_HISTORY_SCRIPT, ADOPT_HISTORY_SCRIPT_SHA, keys, (), operation, memory_id)

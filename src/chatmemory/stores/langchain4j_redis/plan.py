@@ -1,53 +1,61 @@
 """What the LangChain4j Redis stores decide, without a driver and without I/O.
 
 Every write is a compare-and-set of the whole value, on its SHA-1 (a Lua script, :data:`WRITE_SCRIPT`):
-the key holds exactly what a Java ``ChatMemoryStore`` writes, so there is no room for a version number,
-and a Python writer never overwrites a value it has not read. The versions a store hands out are its own:
-a :class:`VersionBook` gives each value a store object reads or writes a version on the usual clock rule
-and remembers which hash it stands for, and ``save(expected_version)`` sends that hash. Every write also
-carries an id of its own (:class:`WriteIds`), which the script keeps in a list beside the value, so a
-resend after a lost reply is told apart from another writer's equal write. What this means for callers:
-*Versions and write ids* in ``docs/store-langchain4j.md``.
+the key holds exactly what a Java ``ChatMemoryStore`` writes (LangChain4j's ``messagesToJson`` JSON, see
+:func:`encode`), so there is no room for a version number, and a Python writer never overwrites a value
+it has not read. A :class:`VersionBook` gives each value a store object reads or writes a version and
+remembers which hash it stands for; :class:`KnownValues` the messages of each hash; every write carries an
+id of its own (:class:`WriteIds`), so a resend after a lost reply is told apart from another writer's
+equal write. :func:`pinning` says which writes wait for replicas. What this means for callers:
+*Versions and write ids* and *Exact messages* in ``docs/store-langchain4j.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory import telemetry
+from chatmemory.core.errors import ConcurrentUpdateError, SerializationError
 from chatmemory.core.lru import LRU
-from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.messages import ChatMessage, Content, ImageContent, PdfFileContent, UserMessage, checked_messages
+from chatmemory.serialization import langchain4j
 from chatmemory.stores.base.versions import next_version
-from chatmemory.stores.langchain4j_redis.value import encode
+from chatmemory.stores.langchain4j_redis.commands import LayoutWrite, Script, Set
+from chatmemory.stores.langchain4j_redis.keys import key, memory_id_of, memory_id_of_history_key
+from chatmemory.stores.redis.scripts import TRIM
 
 __all__ = [
+    "ADOPT_HISTORY_SCRIPT",
+    "ADOPT_HISTORY_SCRIPT_SHA",
     "DELETE_SCRIPT",
     "DELETE_SCRIPT_SHA",
+    "EXACT_CONTENT_ATTRIBUTE",
     "URL_SCHEMES",
+    "WRITE_HISTORY_SCRIPT",
+    "WRITE_HISTORY_SCRIPT_SHA",
     "WRITE_SCRIPT",
-    "WRITTEN",
-    "WRITTEN_BEFORE",
     "WRITE_SCRIPT_SHA",
+    "KnownValues",
     "VersionBook",
     "WriteIds",
     "WritePlan",
     "check_client",
     "client_url",
+    "decode",
     "digest",
-    "glob_literal",
-    "key",
-    "memory_id_of",
+    "encode",
     "message_list",
+    "pinning",
     "plan_write",
-    "written_version",
 ]
 
 
@@ -62,17 +70,13 @@ WRITE_SCRIPT, WRITE_SCRIPT_SHA = script("write")
 ``EVALSHA`` names it by; a server that does not know it yet gets ``EVAL`` once."""
 DELETE_SCRIPT, DELETE_SCRIPT_SHA = script("delete")
 """The delete of a memory's value and of every key chatmemory keeps beside it."""
+WRITE_HISTORY_SCRIPT, WRITE_HISTORY_SCRIPT_SHA = script("write_history")
+"""The compare-and-set of a memory's value that also appends to its history."""
+ADOPT_HISTORY_SCRIPT, ADOPT_HISTORY_SCRIPT_SHA = script("adopt_history")
+"""The rename of a history kept where earlier stores kept it, to where this store keeps it."""
 
 URL_SCHEMES = {"redis+langchain4j": "redis", "rediss+langchain4j": "rediss"}
 """``open_store`` schemes of this store and the Redis scheme each stands for."""
-
-WRITTEN, WRITTEN_BEFORE = 1, 2
-"""The write scripts' replies for a write made by this run, and by an earlier run of the same write (a resend)."""
-
-
-def key(prefix: bytes, memory_id: str) -> bytes:
-    """The key of a memory: the prefix, then the id, as LangChain4j's stores build it."""
-    return prefix + memory_id.encode("utf-8")
 
 
 def digest(value: bytes | None) -> bytes:
@@ -199,23 +203,6 @@ def plan_write(
     return WritePlan(key(prefix, memory_id), expected, value, digest(value), ttl_ms, write_id)
 
 
-def written_version(book: VersionBook, memory_id: str, plan: WritePlan, reply: object, expected_version: int) -> int:
-    """The outcome of a sent plan: the new version, or a conflict.
-
-    Raises:
-        ConcurrentUpdateError: the key held another value; nothing was written.
-    """
-    if reply != WRITTEN and reply != WRITTEN_BEFORE:
-        # The versions handed out stay: the next read sees the other value and issues a new one.
-        raise ConcurrentUpdateError(memory_id, expected_version)
-    return book.written(memory_id, plan.new_digest)
-
-
-def glob_literal(text: bytes) -> bytes:
-    """``text`` with Redis glob characters escaped, so a key prefix matches only itself in ``SCAN MATCH``."""
-    return bytes(b for char in text for b in ((92, char) if char in b"*?[]\\" else (char,)))
-
-
 def check_client(client: object, owns: bool, store: str) -> None:
     """Refuse a client that decodes replies (the values are compared as bytes).
 
@@ -227,14 +214,6 @@ def check_client(client: object, owns: bool, store: str) -> None:
             f"{store} needs a client with decode_responses=False (the stored JSON is compared byte for byte); "
             "create a separate client for the store"
         )
-
-
-def memory_id_of(found: bytes, prefix: bytes) -> str | None:
-    """The memory id of a key found under ``prefix``, or ``None`` if the rest is no valid id."""
-    try:
-        return validate_memory_id(found[len(prefix) :].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, TypeError):
-        return None
 
 
 def message_list(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
@@ -258,3 +237,148 @@ def client_url(url: str) -> tuple[str, dict[str, str]]:
     options = {name: value for name, value in query if name in ("key_prefix", "ttl")}
     rest = [(name, value) for name, value in query if name not in options]
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), options
+
+
+# ------------------------------------------------------------------------------------ the stored value
+#
+# LangChain4j's format holds every chatmemory message but two content details, which its Java types fill
+# in: an image always has a detail level, named in upper case, and a PDF always has a MIME type. When a
+# user message has an image without a detail level (or with one in another spelling) or a PDF without a
+# MIME type, the values it really had are kept in one attribute of that message, EXACT_CONTENT_ATTRIBUTE,
+# which LangChain4j keeps as it is; chatmemory reads it back into the parts and drops it. A part that no
+# longer has the value the attribute was written for (a Java service replaced the message) is read as it is.
+
+EXACT_CONTENT_ATTRIBUTE = "chatmemory.contentAsGiven"
+"""The user-message attribute holding content values LangChain4j's types would fill in or respell."""
+
+_PDF = "application/pdf"
+
+
+def _as_written(part: Content) -> dict[str, Any]:
+    """The fields of ``part`` that LangChain4j's form changes, with the values they had (empty: none)."""
+    if isinstance(part, ImageContent) and langchain4j.detail_level_name(part.detail_level) != part.detail_level:
+        return {"detail_level": part.detail_level}
+    if isinstance(part, PdfFileContent) and part.mime_type is None:
+        return {"mime_type": None}
+    return {}
+
+
+def _exact(message: ChatMessage) -> ChatMessage:
+    if not isinstance(message, UserMessage):
+        return message
+    if EXACT_CONTENT_ATTRIBUTE in message.attributes:
+        raise SerializationError(
+            f"the attribute {EXACT_CONTENT_ATTRIBUTE!r} is reserved by the LangChain4j Redis store; "
+            "rename it in your user message"
+        )
+    given = {str(index): kept for index, part in enumerate(message.contents) if (kept := _as_written(part))}
+    if not given:
+        return message
+    return UserMessage(message.contents, message.name, {**message.attributes, EXACT_CONTENT_ATTRIBUTE: given})
+
+
+def encode(messages: Iterable[ChatMessage]) -> bytes:
+    """The stored value of ``messages``: ``ChatMessageSerializer.messagesToJson`` JSON, as UTF-8.
+
+    Raises:
+        SerializationError: a message LangChain4j's format cannot hold (an image detail level it has no
+            name for, text JSON cannot carry), or a user message using the reserved attribute.
+    """
+    listed = [_exact(message) for message in messages]
+    value = langchain4j.dumps(listed).encode("utf-8")
+    telemetry.note_write(appended=len(listed), evicted=None, bytes=len(value))
+    return value
+
+
+def _restore(part: Content, kept: Any) -> Content:
+    if not isinstance(kept, Mapping):
+        return part
+    if isinstance(part, ImageContent) and "detail_level" in kept:
+        original = kept["detail_level"]
+        if original is None or isinstance(original, str):
+            try:
+                written = langchain4j.detail_level_name(original)
+            except SerializationError:
+                return part
+            if written == part.detail_level:
+                return dataclasses.replace(part, detail_level=original)
+    if isinstance(part, PdfFileContent) and kept.get("mime_type", _PDF) is None and part.mime_type == _PDF:
+        return dataclasses.replace(part, mime_type=None)
+    return part
+
+
+def _read_back(message: ChatMessage) -> ChatMessage:
+    if not isinstance(message, UserMessage) or EXACT_CONTENT_ATTRIBUTE not in message.attributes:
+        return message
+    given = message.attributes[EXACT_CONTENT_ATTRIBUTE]
+    attributes = {key: value for key, value in message.attributes.items() if key != EXACT_CONTENT_ATTRIBUTE}
+    contents = list(message.contents)
+    if isinstance(given, Mapping):
+        contents = [_restore(part, given.get(str(index))) for index, part in enumerate(contents)]
+    return UserMessage(contents, message.name, attributes)
+
+
+def decode(value: bytes | str, memory_id: str) -> list[ChatMessage]:
+    """The messages a stored value holds.
+
+    Raises:
+        CorruptedMemoryError: the value is not LangChain4j chat messages JSON chatmemory can hold.
+    """
+    telemetry.note(bytes=len(value))
+    return [_read_back(message) for message in langchain4j.loads(value, memory_id=memory_id)]
+
+
+class KnownValues:
+    """The messages of the value each memory was last seen with, by the value's SHA-1 (least recent out first).
+
+    Args:
+        size: how many memories to remember (at least 1: the size of the store's version book).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._values: LRU[str, tuple[bytes, tuple[ChatMessage, ...]]] = LRU(size)  # thread-safe itself
+
+    def put(self, memory_id: str, value_digest: bytes, messages: Sequence[ChatMessage]) -> None:
+        """Remember that the value with ``value_digest`` holds ``messages``."""
+        self._values.put(memory_id, (value_digest, tuple(messages)))
+
+    def get(self, memory_id: str, value_digest: bytes) -> tuple[ChatMessage, ...] | None:
+        """The messages of the value with ``value_digest``, if it is the one remembered."""
+        known = self._values.get(memory_id)
+        return known[1] if known is not None and known[0] == value_digest else None
+
+    def forget(self, memory_id: str) -> None:
+        """Forget ``memory_id``."""
+        self._values.pop(memory_id)
+
+    def clear(self) -> None:
+        """Forget every memory."""
+        self._values.clear()
+
+
+# ------------------------------------------------------------------------ writes acknowledged by replicas
+
+_WAITED = frozenset({WRITE_SCRIPT_SHA, WRITE_HISTORY_SCRIPT_SHA, DELETE_SCRIPT_SHA, TRIM.sha})
+"""The scripts that change what a memory holds (by sha: the scripts are plain source here). Not waited
+for: the lease lock (``SET NX``, unlock) and the adoption of a history kept where earlier stores kept it
+(adopted again if lost)."""
+
+
+def pinning(operation: str, prefix: bytes) -> Callable[[object], LayoutWrite | None]:
+    """What to wait for among the commands of an operation (``operation``, for the errors) under ``prefix``.
+
+    The compare-and-set scripts (with and without history), the delete script, a history trim and the
+    plain ``SET`` of ``update_messages``, as :class:`~.commands.LayoutWrite` (see
+    :func:`chatmemory.stores.redis.operations.acknowledged`).
+    """
+
+    def pin(command: object) -> LayoutWrite | None:
+        if isinstance(command, Set):
+            return LayoutWrite(command, operation, memory_id_of(command.key, prefix) or "")
+        if not isinstance(command, Script) or command.sha not in _WAITED:
+            return None
+        found = command.keys[0]  # a trim's is the history's key, the others' the memory's
+        owner = memory_id_of_history_key(found, prefix) if command.sha == TRIM.sha else memory_id_of(found, prefix)
+        return LayoutWrite(command, operation, owner or "")
+
+    return pin

@@ -1,18 +1,14 @@
 """``LangChain4jRedisChatMemoryStore``: one live memory shared with a LangChain4j service through Redis.
 
-The operations are written once in :mod:`.operations` (shared with the asyncio store); this executor
-sends their commands with redis-py's blocking client.
+The operations are written once in :mod:`.operations` (shared with the asyncio store); the blocking
+executor (:mod:`.executor`) sends their commands with redis-py's blocking client.
 """
 
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
 
-from chatmemory.core.driving import drive
-from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
@@ -20,27 +16,19 @@ from chatmemory.core.store import Change, Snapshot
 from chatmemory.stores.base.lifecycle import StoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
-from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
-from chatmemory.stores.langchain4j_redis.commands import Command, Scan, Sends, Sleep
-from chatmemory.stores.langchain4j_redis.operations import LangChain4jOperations
-from chatmemory.stores.langchain4j_redis.plan import glob_literal, memory_id_of
-from chatmemory.stores.redis.commands import Acknowledged
-from chatmemory.stores.redis.executor import send, send_resending
+from chatmemory.stores.base.turns import modify_in_turn
+from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
+from chatmemory.stores.langchain4j_redis.executor import LangChain4jExecutor
 
 from redis import Redis  # isort: skip - after base.py checked that the extra is installed
 from redis.cluster import RedisCluster  # isort: skip
-from redis.exceptions import RedisError  # isort: skip
-
-from chatmemory.stores.redis.executor import send_acknowledged  # isort: skip - imports redis
 
 __all__ = ["LangChain4jRedisChatMemoryStore"]
-
-T = TypeVar("T")
 
 _traced = StoreTelemetry("langchain4j-redis", __name__)
 
 
-class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redis | RedisCluster]):
+class LangChain4jRedisChatMemoryStore(LangChain4jExecutor, StoreLifecycle, LangChain4jStoreBase[Redis | RedisCluster]):
     """A memory per Redis string at ``key_prefix + memory_id``, holding LangChain4j's JSON, shared with Java.
 
     The value is exactly what LangChain4j's ``ChatMessageSerializer.messagesToJson(messages)`` writes, under
@@ -75,7 +63,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     **Exactness.** Every message reads back equal to what was written. LangChain4j's types fill in an
     image's detail level and a PDF's MIME type; where a message had none (or a detail level spelled
     otherwise), the values it had are kept in the user message's ``chatmemory.contentAsGiven`` attribute,
-    which LangChain4j carries along (:mod:`chatmemory.stores.langchain4j_redis.value`).
+    which LangChain4j carries along (:func:`chatmemory.stores.langchain4j_redis.plan.encode`).
 
     Supports versioning, TTL (every chatmemory write sets the expiry, as LangChain4j's ``ttl`` does) and
     listing (the string keys under ``key_prefix``: with an empty prefix, every string key of the database
@@ -84,7 +72,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
     :class:`chatmemory.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` and its asyncio twin
     :class:`chatmemory.aio.stores.langchain4j_redis.LangChain4jRedisChatMemoryStore` take the same arguments
     and read and write the same values, locks and histories. The asyncio store works from any event loop:
-    built from a URL, it keeps a client per loop (see :class:`~chatmemory.aio.stores.redis_gate.GatedClient`);
+    built from a URL, it keeps a client per loop (see :class:`~chatmemory.stores.redis.aio.GatedClient`);
     a client passed in serves its first loop only.
 
     Args:
@@ -97,7 +85,7 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         version_book_size: how many memories' versions to remember (at least 1).
         history: keep every message ever added to a memory (see :mod:`chatmemory.core.history`) in a list
             beside its key, in the same hash slot, that LangChain4j never reads and that is no memory id's
-            key (:mod:`chatmemory.stores.langchain4j_redis.history`). Every write is then a compare-and-set
+            key (:mod:`chatmemory.stores.langchain4j_redis.operations`). Every write is then a compare-and-set
             (``update_messages`` too), appending to the history in the same script run; a memory written
             by Java meanwhile records what the next chatmemory write appends to Java's value.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last chatmemory write,
@@ -110,14 +98,14 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
             ``update_messages``, a delete, a history trim) before it returns: the write is sent with
             ``WAIT replicas_to_ack replicas_timeout`` behind it on its own connection, on a cluster to the
             master owning the memory's slot (``0``, the default: no waiting). Fewer acknowledgements raise
-            :class:`~chatmemory.stores.redis.replication.ReplicationError` once the write is done; it stays.
+            :class:`~chatmemory.stores.redis.ReplicationError` once the write is done; it stays.
             LangChain4j's own writes do not wait.
         replicas_timeout: seconds (or a ``timedelta``) a write waits for them (default 1).
         encryption: refused: the layout has none, since a JVM service reads these keys as they are (encrypt
             at rest with a chatmemory store: ``redis://``, SQL, MongoDB; see ``docs/encryption.md``).
 
     On a Redis Cluster a command refused while its slot migrates (``TRYAGAIN`` past redis-py's own
-    retries) is sent again for a few seconds (:mod:`chatmemory.stores.redis.resending`); a write is
+    retries) is sent again for a few seconds (:func:`chatmemory.stores.redis.executor.send_resending`); a write is
     recognised by its write id if it had landed.
 
     Raises:
@@ -137,58 +125,22 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         "client, not {name}"
     )
 
-    def _discard(self, client: Any) -> None:
-        if self._owns_client:
-            client.close()
-
-    def _release(self) -> None:
-        self._client.close()
-
-    # ------------------------------------------------------------------------------------ driving
-
-    def _started(self) -> None:
-        self._turns = LocalTurns()
-
-    def _perform(self, command: Command | Acknowledged) -> object:
-        if isinstance(command, Sleep):
-            time.sleep(command.seconds)
-            return None
-        if isinstance(command, Acknowledged):
-            return send_acknowledged(self._client, command)
-        if isinstance(command, Scan):
-            return set(self._scan(command.pattern, command.type))
-        if self._cluster:
-            return send_resending(self._client, command)
-        return send(self._client, command)
-
-    def _drive(self, operation: str, memory_id: str | None, step: Sends[T]) -> T:
-        self._check_open(operation, memory_id)
-        if self._replication is None:
-            return drive(step, self._perform)
-        return drive(self._acknowledged(operation, step), self._perform)
-
-    def _scan(self, pattern: bytes, kind: str) -> Iterator[bytes]:
-        """The keys of type ``kind`` matching ``pattern`` (on every primary of a cluster); maybe twice."""
-        if isinstance(self._client, RedisCluster):
-            return self._client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
-        return self._client.scan_iter(match=pattern, count=1000, _type=kind)
-
     # ---------------------------------------------------------------------------------- operations
 
     @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (``Snapshot([], 0)`` for no key)."""
-        return self._drive(Operation.READ, memory_id, self._load(memory_id))
+        return self._drive(Operation.READ, memory_id, self._operations.load(memory_id))
 
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
         """The stored messages of ``memory_id``, oldest first."""
-        return self._drive(Operation.READ, memory_id, self._load(memory_id, versioned=False)).messages
+        return self._drive(Operation.READ, memory_id, self._operations.load(memory_id, versioned=False)).messages
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if the key still holds the value read at ``expected_version`` (compare-and-set)."""
-        return self._drive(Operation.WRITE, memory_id, self._save(memory_id, messages, expected_version))
+        return self._drive(Operation.WRITE, memory_id, self._operations.save(memory_id, messages, expected_version))
 
     @_traced("save")
     def save_recorded(
@@ -199,8 +151,8 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         also_recorded: Iterable[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        steps = self._save(memory_id, messages, expected_version, also_recorded)
-        return self._drive(Operation.WRITE, memory_id, steps)
+        step = self._operations.save(memory_id, messages, expected_version, also_recorded)
+        return self._drive(Operation.WRITE, memory_id, step)
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
@@ -225,34 +177,26 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
             self._turns,
             memory_id,
             self._lock_options.lease,
-            lock=lambda token: self._drive(Operation.WRITE, memory_id, self._lock(memory_id, token)),
-            unlock=lambda token: self._drive(Operation.WRITE, memory_id, self._unlock(memory_id, token)),
-            change=lambda: self._drive(Operation.WRITE, memory_id, self._locked_change(memory_id, change)),
+            lock=lambda token: self._drive(Operation.WRITE, memory_id, self._operations.lock(memory_id, token)),
+            unlock=lambda token: self._drive(Operation.WRITE, memory_id, self._operations.unlock(memory_id, token)),
+            change=lambda: self._drive(Operation.WRITE, memory_id, self._operations.locked_change(memory_id, change)),
         )
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the value of ``memory_id`` (a plain ``SET``, as LangChain4j writes)."""
-        self._drive(Operation.WRITE, memory_id, self._update(memory_id, messages))
+        self._drive(Operation.WRITE, memory_id, self._operations.update(memory_id, messages))
 
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Delete the key of ``memory_id``, its history and its write ids; idempotent."""
-        self._drive(Operation.DELETE, memory_id, self._delete(memory_id))
+        self._drive(Operation.DELETE, memory_id, self._operations.delete(memory_id))
 
     @_traced.iterator("list")
     def memory_ids(self) -> Iterator[str]:
         """The ids of the string keys under ``key_prefix`` (keys whose rest is no valid id are skipped)."""
         self._check_open(Operation.LIST)
-        seen: set[str] = set()
-        try:
-            for found in self._scan(glob_literal(self._prefix) + b"*", "string"):
-                memory_id = memory_id_of(found, self._prefix)
-                if memory_id is not None and memory_id not in seen:  # SCAN may return a key twice
-                    seen.add(memory_id)
-                    yield memory_id
-        except RedisError as exc:
-            raise StoreError(Operation.LIST, detail=str(exc)) from exc
+        yield from self._memory_ids()
 
     @_traced("history")
     def history(
@@ -263,7 +207,9 @@ class LangChain4jRedisChatMemoryStore(StoreLifecycle, LangChain4jOperations[Redi
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return self._drive(Operation.READ, memory_id, self._history_page(memory_id, after, limit, reverse))
+        return self._drive(
+            Operation.READ, memory_id, self._operations.history(memory_id, self._history_query(after, limit, reverse))
+        )
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:

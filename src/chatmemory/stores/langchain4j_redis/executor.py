@@ -1,0 +1,110 @@
+"""The blocking executor of the LangChain4j-layout store: sends each command with redis-py's blocking client.
+
+``perform(command)`` sends one command of :mod:`.commands` with the Redis store's sending
+(:mod:`chatmemory.stores.redis.executor`: ``EVAL`` after ``NOSCRIPT``, a command sent again while a
+cluster slot migrates, a write with its ``WAIT`` on one connection); a driver exception is translated
+(:func:`layout_error`) before it is thrown back into the operation. :class:`LangChain4jExecutor` is the
+executor half of the blocking store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from chatmemory.core.driving import Sleep, Steps, drive
+from chatmemory.core.errors import StoreError
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.turns import LocalTurns
+from chatmemory.stores.langchain4j_redis.commands import Command, LayoutWrite, Scan
+from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of
+from chatmemory.stores.langchain4j_redis.outcomes import ReplyError
+from chatmemory.stores.redis.commands import Acknowledged, Replication
+from chatmemory.stores.redis.executor import DRIVER_ERRORS, send, send_acknowledged, send_resending
+
+from redis.cluster import RedisCluster  # isort: skip - after redis.executor checked that the extra is installed
+from redis.exceptions import ResponseError  # isort: skip
+
+__all__ = ["LangChain4jExecutor", "layout_error"]
+
+_T = TypeVar("_T")
+
+
+def layout_error(exc: BaseException, command: Command | Acknowledged) -> StoreError:
+    """The store's error for the driver's ``exc`` met sending ``command`` (raise it ``from exc``).
+
+    An error reply of the server is a :class:`~.outcomes.ReplyError`, which an operation may read as a
+    damaged memory (``WRONGTYPE``); any other failure a :class:`StoreError`.
+    """
+    sent: Any = command
+    if isinstance(command, Acknowledged) and isinstance(command.command, LayoutWrite):
+        sent = command.command.command  # the operation's own command names its error
+    if isinstance(exc, ResponseError):
+        return ReplyError(sent.operation, sent.memory_id, str(exc))
+    return StoreError(sent.operation, sent.memory_id, str(exc))
+
+
+class LangChain4jExecutor:
+    """The blocking LangChain4j-layout store's executor half: sends its operations' commands."""
+
+    _client: Any
+    _cluster: bool
+    _owns_client: bool
+    _prefix: bytes
+    _replication: Replication | None
+
+    if TYPE_CHECKING:  # the store's lifecycle and base
+
+        def _check_open(self, operation: str, memory_id: str | None = None) -> None: ...
+
+        def _acknowledged(self, operation: str, step: Steps[Command, _T]) -> Steps[Command | Acknowledged, _T]: ...
+
+    def _discard(self, client: Any) -> None:
+        if self._owns_client:
+            client.close()
+
+    def _release(self) -> None:
+        self._client.close()
+
+    def _started(self) -> None:
+        self._turns = LocalTurns()
+
+    def _perform(self, command: Command | Acknowledged) -> object:
+        if isinstance(command, Sleep):
+            time.sleep(command.seconds)
+            return None
+        try:
+            if isinstance(command, Acknowledged):
+                return send_acknowledged(self._client, command)
+            if isinstance(command, Scan):
+                return set(self._scan(command.pattern, command.type))
+            if self._cluster:
+                return send_resending(self._client, command)
+            return send(self._client, command)
+        except DRIVER_ERRORS as exc:
+            raise layout_error(exc, command) from exc
+
+    def _drive(self, operation: str, memory_id: str | None, step: Steps[Command, _T]) -> _T:
+        self._check_open(operation, memory_id)
+        if self._replication is None:
+            return drive(step, self._perform)
+        return drive(self._acknowledged(operation, step), self._perform)
+
+    def _scan(self, pattern: bytes, kind: str) -> Iterator[bytes]:
+        """The keys of type ``kind`` matching ``pattern`` (on every primary of a cluster); maybe twice."""
+        if isinstance(self._client, RedisCluster):
+            return self._client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)
+        return self._client.scan_iter(match=pattern, count=1000, _type=kind)  # type: ignore[no-any-return]
+
+    def _memory_ids(self) -> Iterator[str]:
+        """The ids of the string keys under the prefix, each once (keys whose rest is no valid id skipped)."""
+        seen: set[str] = set()
+        try:
+            for found in self._scan(glob_literal(self._prefix) + b"*", "string"):
+                memory_id = memory_id_of(found, self._prefix)
+                if memory_id is not None and memory_id not in seen:  # SCAN may return a key twice
+                    seen.add(memory_id)
+                    yield memory_id
+        except DRIVER_ERRORS as exc:
+            raise StoreError(Operation.LIST, detail=str(exc)) from exc
