@@ -50,13 +50,11 @@ DRIVER_MODULES = {
     "chatmemory.stores.langchain4j_redis.aio",
     "chatmemory.stores.langchain4j_redis.store",
     "chatmemory.stores.langchain4j_redis.base",
-    # MongoDB: the executor, the base, pymongo's errors and options, operations that handle them.
+    # MongoDB: the two executors, the facade, and the base that builds clients.
     "chatmemory.stores.mongodb.store",
     "chatmemory.stores.mongodb.base",
-    "chatmemory.stores.mongodb.driver",
-    "chatmemory.stores.mongodb.operations",
-    "chatmemory.stores.mongodb.locked_operations",
-    "chatmemory.stores.mongodb.history_operations",
+    "chatmemory.stores.mongodb.executor",
+    "chatmemory.stores.mongodb.aio",
     # SQL: statements, tables and engines are SQLAlchemy objects; the operations read its errors.
     "chatmemory.stores.sql.store",
     "chatmemory.stores.sql.base",
