@@ -80,3 +80,15 @@ def test_max_attempts_still_bounds_the_attempts_the_locked_one_included() -> Non
     assert isinstance(step, Modify)
     with pytest.raises(ConcurrentUpdateError, match="1 attempt"):
         conflicted(locked=True, max_attempts=1)
+
+
+def test_the_retry_budget_counts_from_the_first_attempt_not_from_its_conflict() -> None:
+    # The tracker is made only when a save conflicts; the time the first attempt took is still spent.
+    import time
+
+    steps = add_steps(rules(), [u("c")], versioned=True, retry=RetryPolicy(budget=0.05), locked=False)
+    assert next(steps) == Load("m")
+    time.sleep(0.06)  # a first round trip slower than the whole budget
+    assert steps.send(Snapshot([u("a")], 1)) == Save("m", [u("a"), u("c")], 1)
+    with pytest.raises(ConcurrentUpdateError):
+        steps.throw(ConcurrentUpdateError("m", 1))

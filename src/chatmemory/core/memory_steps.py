@@ -25,7 +25,7 @@ from chatmemory.core.driving import Sleep, Steps, drive
 from chatmemory.core.errors import ConcurrentUpdateError, MessageTooLargeError
 from chatmemory.core.messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage
 from chatmemory.core.recorded_writes import RecordedWindow, SupportsRecordedWrites, evicted_within
-from chatmemory.core.retry import RetryPolicy
+from chatmemory.core.retry import Attempts, RetryPolicy
 from chatmemory.core.store import Change, ChatMemoryStore, Snapshot, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.window import (
     MessageWeight,
@@ -299,7 +299,8 @@ def add_steps(
         update = yield from _add_locked(rules, added, recorded)
         rules.report(update)
         return update
-    attempts = retry.start("memory.add")
+    started = time.monotonic()
+    attempts: Attempts | None = None  # made at the first conflict: most adds never meet one
     while True:
         snapshot: Snapshot = yield Load(memory_id)
         update = rules.add(snapshot.messages, added)
@@ -308,6 +309,8 @@ def add_steps(
             try:
                 yield Save(memory_id, update.messages, snapshot.version, unheard)
             except ConcurrentUpdateError:
+                if attempts is None:
+                    attempts = retry.start("memory.add", started=started)
                 spent = max_attempts is not None and attempts.count >= max_attempts
                 if locked and not spent:
                     update = yield from _add_locked(rules, added, recorded)

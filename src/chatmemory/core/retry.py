@@ -74,22 +74,24 @@ class RetryPolicy:
         if self.base_delay > self.max_delay:
             raise ValueError(f"RetryPolicy base_delay ({self.base_delay}) must not exceed max_delay ({self.max_delay})")
 
-    def start(self, operation: str | None = None) -> Attempts:
-        """Begin retrying one operation (its first attempt starts now).
+    def start(self, operation: str | None = None, *, started: float | None = None) -> Attempts:
+        """Begin retrying one operation (its first attempt starts now, or at ``started``).
 
         Args:
             operation: what retries are counted as when no store operation runs (``memory.add``).
+            started: the ``time.monotonic()`` of the first attempt, for a caller that starts retrying
+                only once that attempt conflicted (an operation that never conflicts makes no tracker).
         """
-        return Attempts(self, operation)
+        return Attempts(self, operation, started)
 
 
 class Attempts:
     """The retries of one operation under a :class:`RetryPolicy`."""
 
-    def __init__(self, policy: RetryPolicy, operation: str | None = None) -> None:
+    def __init__(self, policy: RetryPolicy, operation: str | None = None, started: float | None = None) -> None:
         self._policy = policy
         self._operation = operation
-        self._deadline = time.monotonic() + policy.budget
+        self._deadline = (time.monotonic() if started is None else started) + policy.budget
         self.count = 1
         """Attempts made so far (the first one included)."""
 
