@@ -9,7 +9,7 @@ import pytest
 
 from chatmemory.core.driving import drive
 from chatmemory.stores.sql.batches import send_batch, send_in_order
-from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Statement, Steps
+from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Command, Statement, Steps
 
 BEGIN = Statement("BEGIN")
 HEAD = Statement("UPDATE head", expect=1)
@@ -20,7 +20,7 @@ class Boom(Exception):
     """A driver error, as the executor would throw it back in."""
 
 
-def run(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any], Any]:
+def run(steps: Steps[Command, Any], answer: Callable[[Statement], Any]) -> tuple[list[Any], Any]:
     """Drive ``steps`` as an executor does; ``answer`` gives a statement's result or raises. Return (sent, value)."""
     sent: list[Any] = []
 
@@ -34,7 +34,7 @@ def run(steps: Steps[Any], answer: Callable[[Statement], Any]) -> tuple[list[Any
     return sent, value
 
 
-def one_batch(batch: Batch) -> Steps[Any]:
+def one_batch(batch: Batch) -> Steps[Command, Any]:
     try:
         results = yield batch
     except Boom as exc:
@@ -98,7 +98,7 @@ def test_a_failing_rollback_goes_back_with_the_error_it_rolled_back_as_context()
             raise failures[-1]
         return 1
 
-    def keep(batch: Batch) -> Steps[Any]:
+    def keep(batch: Batch) -> Steps[Command, Any]:
         try:
             yield batch
         except Boom as exc:
@@ -119,7 +119,7 @@ def test_commit_and_rollback_are_the_plain_statements() -> None:
 JOINED = Statement("BEGIN; UPDATE head; INSERT rows")
 
 
-def _joined_run(steps: Steps[Any], answer: Callable[[Batch], Any]) -> tuple[list[Any], Any]:
+def _joined_run(steps: Steps[Command, Any], answer: Callable[[Batch], Any]) -> tuple[list[Any], Any]:
     """Like :func:`run`, with ``answer`` giving a whole batch's results (or raising), as the executor's joined send."""
     sent: list[Any] = []
 

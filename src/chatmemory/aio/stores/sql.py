@@ -42,7 +42,7 @@ from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.base.turns import AsyncLocalTurns  # noqa: E402
-from chatmemory.stores.sql.commands import Steps  # noqa: E402
+from chatmemory.stores.sql.commands import Command, Steps  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
     dialect_family,
@@ -329,7 +329,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             return self._thread_driver
         return (await self._per_loop.ready()).driver
 
-    async def _run(self, steps: Steps[_T]) -> _T:
+    async def _run(self, steps: Steps[Command, _T]) -> _T:
         return await (await self._ready_driver()).run(steps)
 
     # ------------------------------------------------------------------------------------------- reads

@@ -20,8 +20,8 @@ from sqlalchemy.pool import Pool, QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from chatmemory.aio.stores.admission import Admission
-from chatmemory.core.driving import drive
-from chatmemory.stores.sql.commands import Emit, ListingClosed, Steps
+from chatmemory.core.driving import drive, drive_async_iter
+from chatmemory.stores.sql.commands import Command, Steps
 from chatmemory.stores.sql.driver import Session, SyncDriver, max_overflow
 
 try:  # SQLAlchemy 2.1 renamed await_only (the old name goes in 2.2)
@@ -69,7 +69,7 @@ class AsyncDriver:
     def _checked_schema(self, _rows_of: Callable[[str], list[Any] | None] | None = None) -> None:
         _await(self._check_schema())
 
-    async def run(self, steps: Steps[_T]) -> _T:
+    async def run(self, steps: Steps[Command, _T]) -> _T:
         """Send each command ``steps`` yields, once admitted; a driver error goes back in where it was yielded."""
         admission = self.admission
         if admission is None:
@@ -77,7 +77,7 @@ class AsyncDriver:
         async with admission:
             return await self._run(steps)
 
-    async def _run(self, steps: Steps[_T]) -> _T:
+    async def _run(self, steps: Steps[Command, _T]) -> _T:
         session = self._sync.session()
         try:
             result: _T = await greenlet_spawn(_ran, session, steps)
@@ -91,7 +91,7 @@ class AsyncDriver:
             await _to_completion(greenlet_spawn(session.end, None))
         return result
 
-    def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+    def iterate(self, steps: Steps[Command, None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it.
 
         Admitted at its first id, it holds its place until it ends (it holds a connection until then).
@@ -101,7 +101,7 @@ class AsyncDriver:
             return self._iterate(steps)
         return _admitted(admission, self._iterate(steps))
 
-    def _iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+    def _iterate(self, steps: Steps[Command, None]) -> AsyncGenerator[str, None]:
         session = self._sync.session()
 
         async def perform(command: Any) -> Any:
@@ -146,43 +146,28 @@ async def _admitted(admission: Admission, ids: AsyncGenerator[str, None]) -> Asy
 
 
 async def emitted_ids(
-    steps: Steps[None],
+    steps: Steps[Command, None],
     perform: Callable[[Any], Awaitable[Any]],
     end: Callable[[BaseException | None], Awaitable[None]],
 ) -> AsyncGenerator[str, None]:
-    """Drive a listing with ``await perform(command)``, handing out the ids it emits; ``end`` it at the close.
-
-    Both asyncio executors list this way (a greenlet, or a worker thread, per command). A caller that
-    stops early ends the listing's snapshot first; a driver error goes back in where it was yielded.
-    """
-    sent = steps
+    """:func:`~chatmemory.core.driving.drive_async_iter` of a listing, its session ``end``-ed however it ends."""
+    ids = drive_async_iter(steps, perform)
     try:
-        command = sent.send(None)
-        while True:
-            if isinstance(command, Emit):
-                try:
-                    for memory_id in command.ids:
-                        yield memory_id
-                except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
-                    command = sent.throw(ListingClosed())
-                else:
-                    command = sent.send(None)
-                continue
-            try:
-                reply = await perform(command)
-            except Exception as exc:
-                command = sent.throw(exc)
-            else:
-                command = sent.send(reply)
-    except (StopIteration, ListingClosed):
-        pass
+        try:
+            async for memory_id in ids:
+                yield memory_id
+        finally:
+            await ids.aclose()  # a caller that stopped: the listing ends its snapshot first
+    except GeneratorExit:
+        await end(None)
+        raise
     except BaseException as exc:
         await end(exc)
         raise
     await end(None)
 
 
-def _ran(session: Session, steps: Steps[_T]) -> _T:
+def _ran(session: Session, steps: Steps[Command, _T]) -> _T:
     """``steps`` driven by ``session`` to its end, its pooled connection handed back (in the greenlet).
 
     A ``Connection`` the operation made is handed back by :meth:`AsyncDriver.run`, shielded.

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from chatmemory.aio.stores.sql_driver import emitted_ids
 from chatmemory.core.driving import drive
-from chatmemory.stores.sql.commands import Steps
+from chatmemory.stores.sql.commands import Command, Steps
 from chatmemory.stores.sql.driver import QueuedSession, Session, SyncDriver
 from chatmemory.stores.sql.sqlite_writers import WriterQueue
 
@@ -83,7 +83,7 @@ class ThreadDriver:
         context = contextvars.copy_context()  # as asyncio.to_thread: the caller's context variables
         return self._executor.submit(context.run, function, *args)
 
-    async def run(self, steps: Steps[_T]) -> _T:
+    async def run(self, steps: Steps[Command, _T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
         if self._shut:
             return drive(steps, _closed)
@@ -93,7 +93,7 @@ class ThreadDriver:
             session.stop = stop  # a write waiting for the file's turn stops waiting
         return await _outcome(self._submit(_ran, session, steps, stop), stop)
 
-    def iterate(self, steps: Steps[None]) -> AsyncGenerator[str, None]:
+    def iterate(self, steps: Steps[Command, None]) -> AsyncGenerator[str, None]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
         session = self._sync.session()
         stop = threading.Event()
@@ -111,7 +111,7 @@ def _closed(command: Any) -> Any:
     raise RuntimeError(f"the store is closed: {command!r} was not sent")
 
 
-def _ran(session: Session, steps: Steps[_T], stop: threading.Event) -> _T:
+def _ran(session: Session, steps: Steps[Command, _T], stop: threading.Event) -> _T:
     """``steps`` driven by ``session`` to its end, its connection handed back (on the worker thread)."""
 
     def perform(command: Any) -> Any:

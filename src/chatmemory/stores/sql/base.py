@@ -18,7 +18,7 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base import TTL, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import history_ttl_seconds
-from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Sleep, Statement, Steps
+from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Command, Sleep, Statement, Steps
 from chatmemory.stores.sql.engine import autocommit_options, begin_statement, dialect_family, engine_isolation_level
 from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
 from chatmemory.stores.sql.schema import (
@@ -197,13 +197,13 @@ class SQLStoreBase(Generic[_Engine]):
 
     # ----------------------------------------------------------------------------- for the operations
 
-    def _ready(self, operation: str, memory_id: str | None = None) -> Steps[None]:
+    def _ready(self, operation: str, memory_id: str | None = None) -> Steps[Command, None]:
         """Refuse a closed store; check the schema on the store's first operation."""
         self._check_open(operation, memory_id)
         if not self._schema.checked:
             yield CHECK_SCHEMA
 
-    def _in_transaction(self, body: Steps[_T]) -> Steps[_T]:
+    def _in_transaction(self, body: Steps[Command, _T]) -> Steps[Command, _T]:
         """Run ``body`` in a transaction: ``BEGIN``, its statements, ``COMMIT``; ``ROLLBACK`` if it raises.
 
         For a transaction of several rounds (it reads, then decides what to write); one whose statements
@@ -220,7 +220,9 @@ class SQLStoreBase(Generic[_Engine]):
         yield COMMIT
         return result
 
-    def _retried(self, operation: str, memory_id: str | None, attempt: Callable[[], Steps[_T]]) -> Steps[_T]:
+    def _retried(
+        self, operation: str, memory_id: str | None, attempt: Callable[[], Steps[Command, _T]]
+    ) -> Steps[Command, _T]:
         """Run ``attempt()`` until one is not cut short by a retryable driver error; return its result.
 
         For operations that change rows and have no outcome to settle (a delete, a trim, a batch of a
@@ -239,7 +241,7 @@ class SQLStoreBase(Generic[_Engine]):
                 return result
             yield from self._pause(loop)
 
-    def _pause(self, loop: WriteLoop) -> Steps[None]:
+    def _pause(self, loop: WriteLoop) -> Steps[Command, None]:
         """Between two attempts: hand the connection back, then back off as ``loop`` says."""
         yield RELEASE
         delay = loop.delay()

@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from chatmemory.stored_memories import NewMemory
 from chatmemory.stores.sql.clock import ServerExpiry, ServerNow, live
-from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Result, Statement, Steps
+from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Command, Result, Statement, Steps
 from chatmemory.stores.sql.engine import is_conflict
 from chatmemory.stores.sql.locked_writes import LockedHead, LockedWrite, plan_locked
 from chatmemory.stores.sql.schema import SchemaTables
@@ -101,7 +101,7 @@ def create_together(
     begin: Statement,
     check_payloads: Callable[[str, Iterable[bytes]], None],
     store_error: Callable[[SQLAlchemyError], Exception],
-) -> Steps[BatchCreate]:
+) -> Steps[Command, BatchCreate]:
     """:func:`create_batch` in a transaction of its own; every memory left to ``save`` if another writer won.
 
     Raises:
@@ -142,7 +142,7 @@ def create_batch(
     memories: Sequence[NewMemory],
     dialect: str,
     check_payloads: Callable[[str, Iterable[bytes]], None],
-) -> Steps[BatchCreate]:
+) -> Steps[Command, BatchCreate]:
     """Create the absent ``memories`` (``requests``: their writes at version 0), in the caller's transaction.
 
     Run inside a transaction (the caller's ``BEGIN`` and ``COMMIT``): the reads see what the inserts

@@ -35,7 +35,7 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stored_memories import StoredMemory
 from chatmemory.stores.sql.clock import live
-from chatmemory.stores.sql.commands import CHECK_SCHEMA, Result, Statement, Steps
+from chatmemory.stores.sql.commands import CHECK_SCHEMA, Command, Result, Statement, Steps
 from chatmemory.stores.sql.outcomes import stray_detail
 from chatmemory.stores.sql.schema import SchemaTables
 from chatmemory.stores.sql.times import aware
@@ -119,7 +119,7 @@ def read_batch(
     *,
     checked: bool,
     store_error: Callable[[SQLAlchemyError], Exception],
-) -> Steps[list[StoredMemory | None]]:
+) -> Steps[Command, list[StoredMemory | None]]:
     """Read ``memory_ids``: a :class:`StoredMemory` per id, ``None`` for an absent (or expired) one.
 
     ``checked``: whether the store has checked its schema already (else that comes first);

@@ -13,9 +13,9 @@ are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the
 from __future__ import annotations
 
 import enum
-from collections.abc import Generator
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeAlias
+
+from chatmemory.core.driving import Emit, ListingClosed, Sleep, Steps
 
 __all__ = [
     "CHECK_SCHEMA",
@@ -32,8 +32,6 @@ __all__ = [
     "Steps",
     "result_of",
 ]
-
-_T = TypeVar("_T")
 
 
 class Result(enum.Enum):
@@ -98,20 +96,6 @@ class Batch(NamedTuple):
     any transaction (:func:`~chatmemory.stores.sql.batches.send_batch`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    """Wait ``seconds`` before the next command (a retry's backoff; the operation hands its connection back first)."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """Hand ``ids`` to the caller of a listing (the executor yields them, then resumes the operation)."""
-
-    ids: tuple[str, ...]
-
-
 class _Signal(enum.Enum):
     RELEASE = "release"
     CHECK_SCHEMA = "check schema"
@@ -124,15 +108,8 @@ CHECK_SCHEMA: Final = _Signal.CHECK_SCHEMA
 COMMIT: Final = Statement("COMMIT")
 ROLLBACK: Final = Statement("ROLLBACK")
 
-Command = Statement | Batch | Sleep | Emit | _Signal
+Command: TypeAlias = Statement | Batch | Sleep | Emit[str] | _Signal
 """Anything an operation yields."""
-
-Steps = Generator[Command, Any, _T]
-"""An operation: yields commands, receives each one's result, returns its own result."""
-
-
-class ListingClosed(Exception):
-    """Thrown into a listing whose caller stopped reading, so that it ends its snapshot before it goes."""
 
 
 def result_of(kind: Result, result: Any) -> Any:

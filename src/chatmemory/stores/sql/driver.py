@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
-from chatmemory.core.driving import drive
+from chatmemory.core.driving import drive, drive_iter
 from chatmemory.stores.sql.batches import send_batch, send_in_order
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
@@ -32,8 +32,7 @@ from chatmemory.stores.sql.commands import (
     RELEASE,
     ROLLBACK,
     Batch,
-    Emit,
-    ListingClosed,
+    Command,
     Result,
     Sleep,
     Statement,
@@ -158,7 +157,7 @@ class SyncDriver:
                 break
             pooled.close()
 
-    def run(self, steps: Steps[_T]) -> _T:
+    def run(self, steps: Steps[Command, _T]) -> _T:
         """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
         session = self.session()
         try:
@@ -174,29 +173,14 @@ class SyncDriver:
         writers = self._writers
         return Session(self) if writers is None else QueuedSession(self, writers)
 
-    def iterate(self, steps: Steps[None]) -> Iterator[str]:
+    def iterate(self, steps: Steps[Command, None]) -> Iterator[str]:
         """Like :meth:`run`, handing out the ids the operation emits; a caller that stops ends it."""
         session = self.session()
-        sent = steps
         try:
-            command = sent.send(None)
-            while True:
-                if isinstance(command, Emit):
-                    try:
-                        yield from command.ids
-                    except GeneratorExit:  # the caller stopped: the listing ends its snapshot first
-                        command = sent.throw(ListingClosed())
-                    else:
-                        command = sent.send(None)
-                    continue
-                try:
-                    reply = session.perform(command)
-                except Exception as exc:
-                    command = sent.throw(exc)
-                else:
-                    command = sent.send(reply)
-        except (StopIteration, ListingClosed):
-            pass
+            yield from drive_iter(steps, session.perform)
+        except GeneratorExit:  # the caller stopped, and the listing ended what it held
+            session.end(None)
+            raise
         except BaseException as exc:
             session.end(exc)
             raise

@@ -17,7 +17,7 @@ from chatmemory.core.history import HistoryPage, history_query, trim_cutoff
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql.base import SQLStoreBase
-from chatmemory.stores.sql.commands import Batch, Result, Statement, Steps
+from chatmemory.stores.sql.commands import Batch, Command, Result, Statement, Steps
 from chatmemory.stores.sql.reads import clock_time, decode_history, history_parameters
 from chatmemory.stores.sql.times import stamp_parameter
 
@@ -29,7 +29,9 @@ _Engine = TypeVar("_Engine")
 class HistoryOperations(SQLStoreBase[_Engine]):
     """Reading and trimming histories as command generators (the executors run them)."""
 
-    def _history_page(self, memory_id: str, after: int | None, limit: int, reverse: bool) -> Steps[HistoryPage]:
+    def _history_page(
+        self, memory_id: str, after: int | None, limit: int, reverse: bool
+    ) -> Steps[Command, HistoryPage]:
         """One page of the history of ``memory_id``: one query."""
         memory_id = validate_memory_id(memory_id)
         query = history_query(after, limit, reverse)
@@ -42,7 +44,7 @@ class HistoryOperations(SQLStoreBase[_Engine]):
             raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
         return decode_history(memory_id, rows, query, self._codec)
 
-    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[int]:
+    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
         """Remove history entries written before ``older_than``: the server's clock, then one transaction.
 
         Tried again as a write is (once on a new connection after a lost one, and after conflicts); after
@@ -55,7 +57,7 @@ class HistoryOperations(SQLStoreBase[_Engine]):
         yield from self._ready(Operation.TRIM, memory_id)
         delete, unrecord = self._statements.trim(memory_id is not None)
 
-        def attempt() -> Steps[int]:
+        def attempt() -> Steps[Command, int]:
             now = clock_time((yield Statement(self._statements.server_clock, None, Result.SCALAR)))
             parameters: dict[str, Any] = {"p_cutoff": stamp_parameter(trim_cutoff(older_than, now), self._dialect)}
             if memory_id is not None:

@@ -24,7 +24,7 @@ from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Result, Statement, Steps
+from chatmemory.stores.sql.commands import COMMIT, ROLLBACK, Batch, Command, Result, Statement, Steps
 from chatmemory.stores.sql.history_operations import HistoryOperations
 from chatmemory.stores.sql.history_restore import RestoreStatements, covered_head, entry_rows, shifted, window_seqs
 from chatmemory.stores.sql.locked_writes import cached_window, diffs_under_lock
@@ -77,7 +77,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _write_locked(
         self, request: WriteRequest, cached: CachedSnapshot | None
-    ) -> Steps[plan.Written | plan.Conflict | plan.Corrupted]:
+    ) -> Steps[Command, plan.Written | plan.Conflict | plan.Corrupted]:
         """One attempt of a write under the head row's lock, in a transaction of its own."""
         try:
             return (yield from self._in_transaction(self._locked_write(request, cached)))
@@ -86,7 +86,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _locked_write(
         self, request: WriteRequest, cached: CachedSnapshot | None
-    ) -> Steps[plan.Written | plan.Conflict | plan.Corrupted]:
+    ) -> Steps[Command, plan.Written | plan.Conflict | plan.Corrupted]:
         head = yield from self._lock_head(request.memory_id)
         if plan.window_needed(request, cached, head):
             # Read under the lock, the stored window lets the write change only the rows that differ. It
@@ -105,7 +105,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _decide(
         self, request: WriteRequest, cached: CachedSnapshot | None, head: plan.LockedHead
-    ) -> Steps[plan.Written | plan.Conflict]:
+    ) -> Steps[Command, plan.Written | plan.Conflict]:
         """Plan the write under the lock and run its statements (unless it landed already or conflicts)."""
         decision = plan.plan_locked(request, cached, head)
         if not isinstance(decision, plan.LockedWrite):
@@ -113,7 +113,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         yield from self._apply(request.memory_id, decision)
         return plan.Written(decision.version, decision.state)
 
-    def _lock_head(self, memory_id: str) -> Steps[plan.LockedHead]:
+    def _lock_head(self, memory_id: str) -> Steps[Command, plan.LockedHead]:
         statements = self._statements
         lock = self._rendered_lock_head
         if lock is None:
@@ -125,7 +125,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         clock = None if row is not None else (yield Statement(statements.server_clock, None, Result.SCALAR))
         return plan.locked_head(row, clock)
 
-    def _apply(self, memory_id: str, decision: plan.LockedWrite) -> Steps[None]:
+    def _apply(self, memory_id: str, decision: plan.LockedWrite) -> Steps[Command, None]:
         """Run a locked write's statements in the open transaction; stray rows abort it."""
         statements = self._statements
         self._schema.check_payloads(memory_id, (row["payload"] for row in decision.rows))
@@ -151,7 +151,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _locked_window(
         self, memory_id: str, head: plan.LockedHead, cached: CachedSnapshot | None
-    ) -> Steps[plan.ReadResult | plan.Corrupted]:
+    ) -> Steps[Command, plan.ReadResult | plan.Corrupted]:
         """The stored window, read under the head row's lock (again without the cache if it was stale)."""
         rows = yield from self._read_locked(memory_id, cached, head)
         current = plan.locked_read(memory_id, head, cached, rows, self._codec)
@@ -164,7 +164,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _read_locked(
         self, memory_id: str, cached: CachedSnapshot | None, head: plan.LockedHead
-    ) -> Steps[Sequence[Any]]:
+    ) -> Steps[Command, Sequence[Any]]:
         if not (head.present and head.live):
             return []
         rows: Sequence[Any] = yield Statement(
@@ -174,7 +174,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     # ------------------------------------------------------------------------------------------- modify
 
-    def _modify(self, memory_id: str, change: Change) -> Steps[int]:
+    def _modify(self, memory_id: str, change: Change) -> Steps[Command, int]:
         """Read, change and write ``memory_id`` under its head row's lock; return the version it is at."""
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.WRITE, memory_id)
@@ -200,7 +200,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _modify_once(
         self, memory_id: str, change: Change
-    ) -> Steps[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
+    ) -> Steps[Command, plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted]:
         """One attempt of ``modify``, in a transaction of its own (which its last statement may end itself)."""
         cached = self._cache.get(memory_id)
         yield self._begin_statement
@@ -218,7 +218,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _modify_locked(
         self, memory_id: str, change: Change, cached: CachedSnapshot | None
-    ) -> Steps[tuple[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted, bool]]:
+    ) -> Steps[Command, tuple[plan.Written | plan.Unchanged | plan.Conflict | plan.Corrupted, bool]]:
         """Lock, read (unless the cache is the locked head's window), change and write; and whether it committed."""
         head = yield from self._lock_head(memory_id)
         current: plan.ReadResult | plan.Corrupted | None = cached_window(head, cached)
@@ -235,7 +235,7 @@ class LockedOperations(HistoryOperations[_Engine]):
             return (yield from self._diff_locked(diff))
         return (yield from self._decide(request, current.state, head)), False
 
-    def _diff_locked(self, diff: plan.DiffWrite) -> Steps[tuple[plan.Written | plan.Conflict, bool]]:
+    def _diff_locked(self, diff: plan.DiffWrite) -> Steps[Command, tuple[plan.Written | plan.Conflict, bool]]:
         """A diffed write in the open transaction, under the head row's lock; and whether it ended the transaction.
 
         The hot path's statements: on PostgreSQL one statement; on MySQL/MariaDB the head update, the
@@ -283,7 +283,7 @@ class LockedOperations(HistoryOperations[_Engine]):
 
     def _restore_history(
         self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
-    ) -> Steps[int]:
+    ) -> Steps[Command, int]:
         """Add the entries the history of ``memory_id`` lacks (and ``window`` where it has none), in one transaction."""
         memory_id = validate_memory_id(memory_id)
         restored = checked_restore(memory_id, entries)
@@ -297,7 +297,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         yield from self._ready(Operation.WRITE, memory_id)
         statements = RestoreStatements.of(self._tables)
 
-        def attempt() -> Steps[int]:
+        def attempt() -> Steps[Command, int]:
             body = self._restore_locked(memory_id, restored, payloads, records, messages, statements)
             return (yield from self._in_transaction(body))
 
@@ -313,7 +313,7 @@ class LockedOperations(HistoryOperations[_Engine]):
         records: list[bytes] | None,
         messages: tuple[ChatMessage, ...] | None,
         statements: RestoreStatements,
-    ) -> Steps[int]:
+    ) -> Steps[Command, int]:
         head = yield from self._lock_head(memory_id)
         first_free = entries[-1].sequence if entries else 0  # rows are sequence - 1: those from here are free
         cover = None

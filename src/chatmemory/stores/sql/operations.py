@@ -28,7 +28,17 @@ from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.commands import CHECK_SCHEMA, RELEASE, ROLLBACK, Batch, Emit, Result, Statement, Steps
+from chatmemory.stores.sql.commands import (
+    CHECK_SCHEMA,
+    RELEASE,
+    ROLLBACK,
+    Batch,
+    Command,
+    Emit,
+    Result,
+    Statement,
+    Steps,
+)
 from chatmemory.stores.sql.engine import is_missed_block, snapshot_statements
 from chatmemory.stores.sql.locked_operations import LockedOperations
 from chatmemory.stores.sql.plan import WriteRequest
@@ -67,7 +77,7 @@ class SQLOperations(LockedOperations[_Engine]):
 
     # ------------------------------------------------------------------------------------------- reads
 
-    def _load(self, memory_id: str) -> Steps[Snapshot]:
+    def _load(self, memory_id: str) -> Steps[Command, Snapshot]:
         """The messages of ``memory_id`` and their version: one query (again without the cache if stale)."""
         memory_id = validate_memory_id(memory_id)
         self._check_open(Operation.READ, memory_id)  # _ready, inline on the hot path
@@ -99,7 +109,7 @@ class SQLOperations(LockedOperations[_Engine]):
             return result.snapshot
         raise AssertionError("unreachable: the last read attempt raises")
 
-    def _read_raw(self, memory_id: str) -> Steps[list[bytes]]:
+    def _read_raw(self, memory_id: str) -> Steps[Command, list[bytes]]:
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.READ, memory_id)
         try:
@@ -113,7 +123,7 @@ class SQLOperations(LockedOperations[_Engine]):
             raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
         return records
 
-    def _reseal(self, memory_id: str) -> Steps[Resealed]:
+    def _reseal(self, memory_id: str) -> Steps[Command, Resealed]:
         """Re-seal every row of ``memory_id`` (window and history) not under the primary key, row by row.
 
         Each row is replaced only if it still holds the payload read (rows are never rewritten in place,
@@ -137,7 +147,7 @@ class SQLOperations(LockedOperations[_Engine]):
             raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
         return Resealed(done, current, len(changes) - done)
 
-    def _memory_times(self, memory_id: str) -> Steps[MemoryTimes | None]:
+    def _memory_times(self, memory_id: str) -> Steps[Command, MemoryTimes | None]:
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.READ, memory_id)
         try:
@@ -156,17 +166,17 @@ class SQLOperations(LockedOperations[_Engine]):
         messages: Iterable[ChatMessage],
         expected_version: int,
         also_recorded: Iterable[ChatMessage] = (),
-    ) -> Steps[int]:
+    ) -> Steps[Command, int]:
         request = self._request(validate_memory_id(memory_id), messages, expected_version, also_recorded)
         return self._write(request)
 
-    def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[int]:
+    def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[Command, int]:
         return self._write(self._request(validate_memory_id(memory_id), messages, None))
 
-    def _write_raw(self, memory_id: str, records: Iterable[bytes]) -> Steps[int]:
+    def _write_raw(self, memory_id: str, records: Iterable[bytes]) -> Steps[Command, int]:
         return self._write(self._records_request(validate_memory_id(memory_id), records))
 
-    def _write(self, request: WriteRequest) -> Steps[int]:
+    def _write(self, request: WriteRequest) -> Steps[Command, int]:
         """Write ``request``: a diff against the cached snapshot if it has one, else under the lock."""
         self._check_open(Operation.WRITE, request.memory_id)  # _ready, inline on the hot path
         if not self._schema.checked:
@@ -191,7 +201,7 @@ class SQLOperations(LockedOperations[_Engine]):
                     return written.version
             yield from self._pause(loop)
 
-    def _write_diff(self, diff: plan.DiffWrite) -> Steps[plan.Written | plan.Conflict]:
+    def _write_diff(self, diff: plan.DiffWrite) -> Steps[Command, plan.Written | plan.Conflict]:
         """A diffed write: one statement on PostgreSQL and MariaDB, else one batch (one string on MySQL)."""
         self._schema.check_payloads(diff.request.memory_id, diff.payloads)
         statements = self._statements
@@ -225,7 +235,7 @@ class SQLOperations(LockedOperations[_Engine]):
         counts = yield Batch(tuple(batch), self._begin_statement, joined)
         return plan.diff_outcome(diff, counts[0] == 1)
 
-    def _delete(self, memory_id: str) -> Steps[None]:
+    def _delete(self, memory_id: str) -> Steps[Command, None]:
         """Remove ``memory_id`` and its messages in one transaction (tried again on conflicts)."""
         memory_id = validate_memory_id(memory_id)
         yield from self._ready(Operation.DELETE, memory_id)
@@ -233,13 +243,13 @@ class SQLOperations(LockedOperations[_Engine]):
         # The head row first: writers lock it before any message row, so this order cannot deadlock.
         batch = Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), begin)
 
-        def attempt() -> Steps[Any]:
+        def attempt() -> Steps[Command, Any]:
             return (yield batch)
 
         yield from self._retried(Operation.DELETE, memory_id, attempt)
         self._cache.forget(memory_id)
 
-    def _expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[None]:
+    def _expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[Command, None]:
         """One statement on the head row (an absent or expired memory is left as it is)."""
         memory_id = validate_memory_id(memory_id)
         parameters = {"p_id": memory_id, "p_expires_at": expiry_parameter(when, self._dialect)}
@@ -252,7 +262,7 @@ class SQLOperations(LockedOperations[_Engine]):
 
     # ----------------------------------------------------------------------------------- listing and TTL
 
-    def _pages(self, order: str, page_size: int) -> Steps[None]:
+    def _pages(self, order: str, page_size: int) -> Steps[Command, None]:
         """Emit the live ids page by page (keyset pagination); newest first, all pages in one snapshot.
 
         By id each page is read on a connection of its own, handed back before its ids are; newest first
@@ -289,7 +299,7 @@ class SQLOperations(LockedOperations[_Engine]):
         if begin is not None:
             yield ROLLBACK
 
-    def _purge(self, batch_size: int) -> Steps[int]:
+    def _purge(self, batch_size: int) -> Steps[Command, int]:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
 
         Each transaction is tried again as a write is (once on a new connection after a lost one, and
@@ -307,7 +317,7 @@ class SQLOperations(LockedOperations[_Engine]):
             if len(ids) < batch_size:
                 return purged
 
-    def _purge_batch(self, batch_size: int) -> Steps[list[str]]:
+    def _purge_batch(self, batch_size: int) -> Steps[Command, list[str]]:
         statements = self._statements
         ids: list[str] = yield Statement(statements.lock_expired(batch_size), None, Result.SCALARS)
         if ids:
