@@ -18,14 +18,21 @@ from dataclasses import replace
 from typing import Any, Final
 
 from chatmemory.core.errors import CorruptedMemoryError
-from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
+from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, UnrestorableHistoryError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.records import PLAIN, RecordCodec
+from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.mongodb.commands import Command, Result, Target, call
 from chatmemory.stores.mongodb.layout import (
     COPY_AT_BYTES,
     COPY_AT_GROUPS,
+    ENTRY_PROJECTION,
     HAS_HID,
     HAS_LAST,
+    HEAD_PROJECTION,
+    HISTORY_EXPIRY_INDEX,
+    HISTORY_INDEX,
+    HISTORY_KEY,
     PENDING,
     Document,
     HistoryConfig,
@@ -45,6 +52,18 @@ from chatmemory.stores.mongodb.layout import (
 # ------------------------------------------------------------------------------------------ the head
 
 
+def index_commands(config: HistoryConfig) -> list[Command]:
+    """The commands creating the history collection's indexes: unique on ``(m, h, s)``, with a lifetime TTL on ``x``."""
+    schema, target = Operation.SCHEMA, Target.HISTORY
+    commands = [call(schema, None, target, "create_index", HISTORY_KEY, name=HISTORY_INDEX, unique=True)]
+    if config.lifetime is not None:
+        key = [("x", 1)]
+        commands.append(
+            call(schema, None, target, "create_index", key, name=HISTORY_EXPIRY_INDEX, expireAfterSeconds=0)
+        )
+    return commands
+
+
 def with_history(state: MemoryState, document: Mapping[str, Any], previous: MemoryState | None) -> MemoryState:
     """``state`` (decoded from ``document``) with its history head.
 
@@ -58,6 +77,14 @@ def with_history(state: MemoryState, document: Mapping[str, Any], previous: Memo
     if before is None or before.hid != hid:
         return replace(state, history=HistoryState(hid, hseq if is_int(hseq) else 0, False, refreshed_of(document)))
     return replace(state, history=replace(before, refreshed=refreshed_of(document)))
+
+
+def must_read(cached: MemoryState | None, expected_version: int) -> bool:
+    """Whether a ``save`` at ``expected_version`` reads the stored state before it plans.
+
+    The history records what the write appends to the stored window: it plans against that state.
+    """
+    return bool(expected_version) and (cached is None or cached.version != expected_version or cached.history is None)
 
 
 def refresh_due(
@@ -78,6 +105,15 @@ def refresh_update(
     """The ``update_many`` that sets the expiry of every entry of a history to ``now + 2L``."""
     assert config.lifetime is not None
     return {"m": memory_id, "h": hid}, {"$set": {"x": now + datetime.timedelta(seconds=2 * config.lifetime)}}
+
+
+def refresh_command(
+    config: HistoryConfig, memory_id: str, head: HistoryState | None, now: datetime.datetime
+) -> Command:
+    """The command of :func:`refresh_update` for the history of ``head`` (one :func:`refresh_due` said is due)."""
+    assert head is not None and head.hid is not None
+    query, update = refresh_update(config, memory_id, head.hid, now)
+    return call(Operation.WRITE, memory_id, Target.HISTORY, "update_many", query, update, result=Result.NOTHING)
 
 
 def head_filter(memory_id: str, config: HistoryConfig) -> Document:
@@ -245,6 +281,20 @@ def operators_allowed(state: HistoryState | None) -> bool:
 # ---------------------------------------------------------------------------------------- pages, trims
 
 
+def head_read(memory_id: str, config: HistoryConfig) -> Command:
+    """The read of a history page's head (hand its document to :func:`head_of`)."""
+    return call(Operation.READ, memory_id, Target.WINDOW, "find_one", head_filter(memory_id, config), HEAD_PROJECTION)
+
+
+def entries_read(memory_id: str, hid: int, query: HistoryQuery) -> Command:
+    """The read of a history page's entries (hand them to :func:`page_of`)."""
+    filter, sort = read_entries_filter(memory_id, hid, query)
+    return call(
+        Operation.READ, memory_id, Target.HISTORY, "find", filter, ENTRY_PROJECTION, sort=sort, limit=query.limit + 1,
+        result=Result.LIST,
+    )  # fmt: skip
+
+
 def read_entries_filter(memory_id: str, hid: int, query: HistoryQuery) -> tuple[Document, list[tuple[str, int]]]:
     """The filter and sort of a page's entries read (read ``query.limit + 1`` of them)."""
     filter: Document = {"m": memory_id, "h": hid}
@@ -313,9 +363,55 @@ def trim_head(cutoff: datetime.datetime, memory_id: str | None) -> tuple[Documen
     return filter, [{"$set": {"hlast": {"$cond": [HAS_LAST, last, "$$REMOVE"]}, "hpend": pending}}]
 
 
-def stale_filter(memory_id: str, hid: int) -> Document:
-    """The entries of ``memory_id`` that belong to an earlier history (removed when a new one starts)."""
-    return {"m": memory_id, "h": {"$ne": hid}}
+def trim_commands(operation: str, cutoff: datetime.datetime, memory_id: str | None) -> tuple[Command, Command]:
+    """The deletion of what :func:`trim_filter` selects (answers how many), then the update of :func:`trim_head`."""
+    removal = call(
+        operation, memory_id, Target.HISTORY, "delete_many", trim_filter(cutoff, memory_id), result=Result.DELETED
+    )
+    return removal, call(
+        operation, memory_id, Target.WINDOW, "update_many", *trim_head(cutoff, memory_id), result=Result.NOTHING
+    )
+
+
+def staged_read(operation: str, memory_id: str | None) -> Command:
+    """The read of the window documents that may hold staged groups (hand them to :func:`staged_operations`)."""
+    filter = staged_filter(memory_id)
+    return call(operation, memory_id, Target.WINDOW, "find", filter, STAGED_PROJECTION, result=Result.LIST)
+
+
+def stale_delete(memory_id: str, hid: int) -> Command:
+    """The deletion of the entries of ``memory_id`` that belong to an earlier history (when ``hid`` starts)."""
+    stale = {"m": memory_id, "h": {"$ne": hid}}
+    return call(Operation.WRITE, memory_id, Target.HISTORY, "delete_many", stale, result=Result.NOTHING)
+
+
+# ----------------------------------------------------------------------------------------- re-sealing
+
+
+def records_read(memory_id: str) -> Command:
+    """The read of every entry's record of ``memory_id`` (its ``_id`` and ``r``), to re-seal them."""
+    return call(
+        Operation.WRITE, memory_id, Target.HISTORY, "find", {"m": memory_id}, {"_id": 1, "r": 1}, result=Result.LIST
+    )
+
+
+def reseal_commands(
+    memory_id: str, window: Iterable[tuple[str, Record, Record]], entries: Iterable[tuple[Any, Record, Record]]
+) -> list[Command]:
+    """The updates re-sealing records, each only where it still holds what was read (they answer matched counts).
+
+    ``window``: by field path in the window document (staged groups' too); ``entries``: by history entry ``_id``.
+    """
+
+    def update(target: Target, filter: Document, field: str, new: Record) -> Command:
+        return call(
+            Operation.WRITE, memory_id, target, "update_one", filter, {"$set": {field: new}}, result=Result.MATCHED
+        )
+
+    return [
+        *(update(Target.WINDOW, {"_id": memory_id, path: old}, path, new) for path, old, new in window),
+        *(update(Target.HISTORY, {"_id": entry, "r": old}, "r", new) for entry, old, new in entries),
+    ]
 
 
 # ------------------------------------------------------------------------------------------ restores
@@ -326,9 +422,39 @@ RESTORE_ATTEMPTS: Final = 20
 """How many times a restore reads the head again after writers moved it between its read and its update."""
 
 
-def present_filter(memory_id: str, hid: int, entries: Sequence[HistoryEntry]) -> Document:
-    """The entries of history ``hid`` among those to restore (read with ``{"s": 1}``)."""
-    return {"m": memory_id, "h": hid, "s": {"$in": [entry.sequence for entry in entries]}}
+def restore_read(memory_id: str) -> Command:
+    """The read of the window document a restore goes into (hand it to :func:`restore_head`)."""
+    return call(Operation.WRITE, memory_id, Target.WINDOW, "find_one", {"_id": memory_id}, RESTORE_PROJECTION)
+
+
+def restore_head(
+    memory_id: str, document: Mapping[str, Any] | None, with_window: bool
+) -> tuple[int, int, set[int]] | None:
+    """The history id, version and staged sequences of the head a restore goes into (``None``: create it).
+
+    Raises:
+        UnrestorableHistoryError: there is no document and no window to create it with, or the
+            document was written without history.
+        CorruptedMemoryError: a group is not one this store wrote.
+    """
+    if document is None:
+        if not with_window:
+            raise UnrestorableHistoryError(
+                memory_id, "a MongoDB history lives in its memory's document: restore it with its window"
+            )
+        return None
+    hid, version = document.get("hid"), version_of(document)
+    if not isinstance(hid, int) or version is None:
+        raise UnrestorableHistoryError(
+            memory_id, "the memory was written without history (its document has no history id)"
+        )
+    return hid, version, staged_sequences(memory_id, document)
+
+
+def present_read(memory_id: str, hid: int, entries: Sequence[HistoryEntry]) -> Command:
+    """The read of the sequences of history ``hid`` among those to restore."""
+    present = {"m": memory_id, "h": hid, "s": {"$in": [entry.sequence for entry in entries]}}
+    return call(Operation.WRITE, memory_id, Target.HISTORY, "find", present, {"_id": 0, "s": 1}, result=Result.LIST)
 
 
 def staged_sequences(memory_id: str, document: Mapping[str, Any]) -> set[int]:
@@ -371,16 +497,17 @@ def entry_documents_of(
     ]
 
 
-def head_update(memory_id: str, version: int, hid: int, top: int, clock_micros: int) -> tuple[Document, list[Document]]:
-    """The conditional update of the head before entries up to ``top`` are inserted.
+def head_update(memory_id: str, version: int, hid: int, top: int, server_now: datetime.datetime) -> Command:
+    """The conditional update of the head before entries up to ``top`` are inserted (answers if it matched).
 
     It matches only the version and history read; ``hseq`` becomes at least ``top``; the version moves
     on (to the clock in µs, or one more), so writers that cached the head read it again.
     """
     filter: Document = {"_id": memory_id, "version": version, "hid": hid}
+    clock_micros = int(server_now.timestamp() * 1_000_000)
     next_version = {"$max": [{"$add": ["$version", 1]}, {"$literal": clock_micros}]}
     update = [{"$set": {"version": next_version, "hseq": {"$max": [{"$ifNull": ["$hseq", 0]}, {"$literal": top}]}}}]
-    return filter, update
+    return call(Operation.WRITE, memory_id, Target.WINDOW, "update_one", filter, update, result=Result.MATCHED)
 
 
 def version_of(document: Mapping[str, Any]) -> int | None:

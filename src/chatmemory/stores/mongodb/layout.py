@@ -25,6 +25,7 @@ from chatmemory.core.messages import ChatMessage, SystemMessage, checked_message
 from chatmemory.core.sequence_diff import diff_messages
 from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.mongodb.commands import Result, Target, call
 
 Document = dict[str, Any]
 Record = str | bytes
@@ -40,6 +41,11 @@ HISTORY_EXPIRY_INDEX: Final = "chatmemory_history_x"
 """The TTL index of the history collection, on ``x``."""
 EXPIRY_INDEX: Final = "chatmemory_expires_at"
 """The TTL index of the memories collection, on ``expires_at``."""
+CREATE_EXPIRY_INDEX: Final = call(
+    Operation.SCHEMA, None, Target.WINDOW, "create_index", [("expires_at", 1)], name=EXPIRY_INDEX, expireAfterSeconds=0
+)
+"""Creates :data:`EXPIRY_INDEX` (idempotent for the same key and options); :data:`LIST_INDEXES` on a conflict."""
+LIST_INDEXES: Final = call(Operation.SCHEMA, None, Target.WINDOW, "list_indexes", result=Result.LIST)
 
 
 def lock_collection_name(collection: str) -> str:

@@ -18,20 +18,8 @@ from typing import Any
 
 from chatmemory import telemetry
 from chatmemory.core.driving import Sleep, Steps
-from chatmemory.core.errors import (
-    ConcurrentUpdateError,
-    HistoryNotEnabledError,
-    SerializationError,
-    StoreError,
-)
-from chatmemory.core.history import (
-    HistoryEntry,
-    HistoryPage,
-    UnrestorableHistoryError,
-    checked_restore,
-    history_query,
-    trim_cutoff,
-)
+from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError, SerializationError, StoreError
+from chatmemory.core.history import HistoryEntry, HistoryPage, checked_restore, history_query, trim_cutoff
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
@@ -43,7 +31,7 @@ from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache
 from chatmemory.stores.mongodb import history as hist
 from chatmemory.stores.mongodb import layout
 from chatmemory.stores.mongodb.commands import Result, Step, Target, call
-from chatmemory.stores.mongodb.layout import Document, HistoryConfig, MemoryState, Record
+from chatmemory.stores.mongodb.layout import Document, HistoryConfig, HistoryState, MemoryState, Record
 from chatmemory.stores.mongodb.outcomes import (
     INDEX_CONFLICT_CODES,
     BatchCreate,
@@ -52,10 +40,10 @@ from chatmemory.stores.mongodb.outcomes import (
     Resend,
     Verify,
     WritePlan,
-    WriteReply,
     Written,
     batch_asked,
     batch_left,
+    batch_versions,
     equivalent_expiry_index,
     memory_times_of,
     outcome_of,
@@ -68,9 +56,8 @@ from chatmemory.stores.mongodb.plan import MongoPlanner, ServerClock, expired
 
 __all__ = ["MongoOperations"]
 
-_WINDOW, _HISTORY, _LOCKS = Target.WINDOW, Target.HISTORY, Target.LOCKS
+_WINDOW, _HISTORY = Target.WINDOW, Target.HISTORY
 _READ, _WRITE = Operation.READ, Operation.WRITE
-_EXPIRY_KEY = [("expires_at", 1)]
 
 
 class MongoOperations:
@@ -117,22 +104,12 @@ class MongoOperations:
         if self.indexed:
             return
         try:
-            # create_index is idempotent for the same key and options.
-            yield call(
-                Operation.SCHEMA,
-                None,
-                _WINDOW,
-                "create_index",
-                _EXPIRY_KEY,
-                name=layout.EXPIRY_INDEX,
-                expireAfterSeconds=0,
-            )
+            yield layout.CREATE_EXPIRY_INDEX
         except CommandFailed as exc:
             detail = exc.detail
             if exc.code in INDEX_CONFLICT_CODES:
                 try:
-                    indexes = yield call(Operation.SCHEMA, None, _WINDOW, "list_indexes", result=Result.LIST)
-                    if equivalent_expiry_index([dict(index) for index in indexes]):
+                    if equivalent_expiry_index((yield layout.LIST_INDEXES)):
                         self.indexed = True
                         return
                 except CommandFailed:
@@ -145,20 +122,8 @@ class MongoOperations:
         if self._history_indexed or self.history is None:
             return
         try:
-            yield call(
-                Operation.SCHEMA,
-                None,
-                _HISTORY,
-                "create_index",
-                layout.HISTORY_KEY,
-                name=layout.HISTORY_INDEX,
-                unique=True,
-            )
-            if self.history.lifetime is not None:
-                yield call(
-                    Operation.SCHEMA, None, _HISTORY, "create_index", [("x", 1)],
-                    name=layout.HISTORY_EXPIRY_INDEX, expireAfterSeconds=0,
-                )  # fmt: skip
+            for command in hist.index_commands(self.history):  # noqa: UP028 - a list takes no send()
+                yield command
         except CommandFailed as exc:
             raise exc.again(Operation.SCHEMA, None, f"creating the history index: {exc.detail}") from exc.__cause__
         self._history_indexed = True
@@ -174,25 +139,19 @@ class MongoOperations:
             return None
         return document  # type: ignore[no-any-return]
 
-    def _send(self, plan: WritePlan) -> Steps[Step, tuple[WriteReply, CommandFailed | None]]:
-        """Send ``plan`` once; a failure that the plan can interpret becomes its reply."""
-        memory_id = plan.memory_id
+    def _insert(
+        self, operation: str, memory_id: str | None, target: Target, documents: list[Document]
+    ) -> Steps[Step, list[int]]:
+        """Insert ``documents`` unordered (none: nothing sent); those refused as duplicates (else it raises)."""
+        if not documents:
+            return []
         try:
-            if not plan.returns_document:
-                command = call(
-                    _WRITE, memory_id, _WINDOW, "update_one", plan.filter, plan.update, result=Result.MATCHED
-                )
-                return WriteReply(matched=(yield command)), None
-            document = yield call(
-                _WRITE, memory_id, _WINDOW, "find_one_and_update", plan.filter, plan.update,
-                projection=plan.projection, upsert=plan.upsert, return_document=True,  # ReturnDocument.AFTER
-            )  # fmt: skip
+            yield call(operation, memory_id, target, "insert_many", documents, ordered=False, result=Result.NOTHING)
         except CommandFailed as exc:
-            reply = exc.reply()
-            if reply is None:
+            if exc.duplicates is None:
                 raise
-            return reply, exc
-        return WriteReply(document), None
+            return exc.duplicates
+        return []
 
     def _execute(self, plan: WritePlan) -> Steps[Step, Written | Conflict]:
         if not self.indexed:
@@ -205,15 +164,19 @@ class MongoOperations:
         attempts = self._retry.start()
         resent = False
         while True:
-            sent = self.clock.local()
-            reply, error = yield from self._send(plan)
+            sent, error = self.clock.local(), None
+            try:
+                reply = plan.reply((yield plan.command()))
+            except CommandFailed as exc:
+                failed = exc.reply()  # a failure the plan can interpret is its reply
+                if failed is None:
+                    raise
+                reply, error = failed, exc
             received = self.clock.local()
             document = reply.document
             outcome = outcome_of(plan, reply, resent=resent)
             if isinstance(outcome, Verify):
-                document = yield call(
-                    _WRITE, plan.memory_id, _WINDOW, "find_one", plan.verify_filter, plan.verify_projection
-                )
+                document = yield plan.verify()
                 outcome = verified_outcome(plan, document)
             if not isinstance(outcome, Resend):
                 break
@@ -257,9 +220,7 @@ class MongoOperations:
         memory_id = validate_memory_id(memory_id)
         self._check_open(_READ, memory_id)
         state = yield from self.load_state(memory_id)
-        if state is None:
-            return Snapshot([], 0)
-        return Snapshot(state.layout.messages(), state.version)
+        return Snapshot([], 0) if state is None else Snapshot(state.layout.messages(), state.version)
 
     def read_raw(self, memory_id: str) -> Steps[Step, list[bytes]]:
         """``read_raw``: the stored records in window order, undecoded."""
@@ -280,25 +241,13 @@ class MongoOperations:
         document = yield call(_WRITE, memory_id, _WINDOW, "find_one", {"_id": memory_id})
         fields = [] if document is None else list(layout.record_fields(document))
         window, current = reseal_plan(codec, memory_id, fields)
-        entries: list[Any] = []
-        if self.history is not None:
-            entries = yield call(
-                _WRITE, memory_id, _HISTORY, "find", {"m": memory_id}, {"_id": 1, "r": 1}, result=Result.LIST
-            )
+        entries = [] if self.history is None else (yield hist.records_read(memory_id))
         history, current_entries = reseal_plan(
             codec, memory_id, ((entry["_id"], entry.get("r")) for entry in entries if "r" in entry)
         )
         done = 0
-        for path, old, new in window:
-            done += yield call(
-                _WRITE, memory_id, _WINDOW, "update_one", {"_id": memory_id, path: old}, {"$set": {path: new}},
-                result=Result.MATCHED,
-            )  # fmt: skip
-        for entry_id, old, new in history:
-            done += yield call(
-                _WRITE, memory_id, _HISTORY, "update_one", {"_id": entry_id, "r": old}, {"$set": {"r": new}},
-                result=Result.MATCHED,
-            )  # fmt: skip
+        for command in hist.reseal_commands(memory_id, window, history):
+            done += yield command
         return Resealed(done, current + current_entries, len(window) + len(history) - done)
 
     def memory_times(self, memory_id: str) -> Steps[Step, MemoryTimes | None]:
@@ -319,8 +268,7 @@ class MongoOperations:
         field = self.planner.window_field
         try:
             ids = [validate_memory_id(memory_id) for memory_id in memory_ids]
-            query = {**self.planner.live_filter(), "_id": {"$in": ids}}
-            documents = yield call(_READ, None, _WINDOW, "find", query, result=Result.LIST)
+            documents = yield call(_READ, None, _WINDOW, "find", self.planner.live_filter(ids), result=Result.LIST)
         except CommandFailed as exc:
             raise exc.again(_READ, None, f"reading {len(memory_ids)} memories: {exc.detail}") from exc.__cause__
         found = {document.get("_id"): document for document in documents}
@@ -357,26 +305,16 @@ class MongoOperations:
             validate_memory_id(memory.memory_id)
         if not memories:
             return BatchCreate([])
-        server_now = self.clock.now()
-        if server_now is None:
-            server_now = yield from self._server_now(_WRITE)
+        server_now = yield from self._server_now(_WRITE)
         documents = [self.planner.new_document(memory, server_now) for memory in memories]
-        refused: list[int] = []
-        try:
-            yield call(_WRITE, None, _WINDOW, "insert_many", documents, ordered=False, result=Result.NOTHING)
-        except CommandFailed as exc:
-            if exc.duplicates is None:
-                raise
-            refused = exc.duplicates
-        versions: list[int | None] = [document["version"] for document in documents]
-        for index in refused:
-            versions[index] = None
+        refused = yield from self._insert(_WRITE, None, _WINDOW, documents)
+        versions = batch_versions(documents, refused)
         if not refused:
             return BatchCreate(versions)
         asked = batch_asked(documents, versions, refused)
         live: set[str] = set()
         if asked:
-            query = {**self.planner.live_filter(), "_id": {"$in": asked}}
+            query = self.planner.live_filter(asked)
             found = yield call(_WRITE, None, _WINDOW, "find", query, {"_id": 1}, result=Result.LIST)
             live = {document["_id"] for document in found}
         return BatchCreate(versions, batch_left(documents, versions, refused, live))
@@ -396,18 +334,13 @@ class MongoOperations:
             raise ValueError(f"expected_version must be an int >= 0, got {expected_version!r}")
         self._check_open(_WRITE, memory_id)
         cached = self.cache.get(memory_id)
-        if (
-            self.history is not None
-            and expected_version
-            and (cached is None or cached.version != expected_version or cached.history is None)
-        ):
-            # The history records what the write appends to the stored window: plan against it.
+        if self.history is not None and hist.must_read(cached, expected_version):
             cached = yield from self.load_state(memory_id)
             if cached is None or cached.version != expected_version:
                 raise ConcurrentUpdateError(memory_id, expected_version)
         refreshed = None
         if self.history is not None and expected_version:
-            refreshed = yield from self._refresh_before(memory_id, cached)
+            refreshed = yield from self._refresh(memory_id, None if cached is None else cached.history)
         plan = self.planner.save(
             memory_id, taken, expected_version, cached, server_now=self.clock.now(), refreshed=refreshed,
             also_recorded=extra,
@@ -441,13 +374,12 @@ class MongoOperations:
                 yield from self._execute(planner.replace(memory_id, taken))
                 return
             version = 0 if state is None else state.version
-            refreshed = yield from self._refresh_before(memory_id, state)
+            refreshed = yield from self._refresh(memory_id, None if state is None else state.history)
             plan = planner.save(memory_id, taken, version, state, server_now=self.clock.now(), refreshed=refreshed)
             if isinstance((yield from self._execute(plan)), Written):
                 return
-        raise StoreError(
-            _WRITE, memory_id, f"other writers won {layout.UPDATE_ATTEMPTS} times in a row; nothing was written"
-        )
+        detail = f"other writers won {layout.UPDATE_ATTEMPTS} times in a row; nothing was written"
+        raise StoreError(_WRITE, memory_id, detail)
 
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> Steps[Step, None]:
         """``write_raw``: plant ``records`` as they are."""
@@ -488,12 +420,10 @@ class MongoOperations:
         """
         memory_id = validate_memory_id(memory_id)
         self._check_open(_WRITE, memory_id)
-        planner = self.planner
-        query, update = planner.acquire_filter(memory_id, token), planner.acquire_update(token)
-        waiting = planner.lock.polling().start()
+        acquire, waiting = self.planner.acquire(memory_id, token), self.planner.lock.polling().start()
         while True:
             try:
-                yield call(_WRITE, memory_id, _LOCKS, "update_one", query, update, upsert=True, result=Result.NOTHING)
+                yield acquire
                 return
             except CommandFailed as exc:
                 # A duplicate key: a live lease is there. A lost reply: the upsert may have landed, and
@@ -531,9 +461,8 @@ class MongoOperations:
         Raises:
             StoreError: the server failed; the lock frees itself when its lease ends.
         """
-        query = self.planner.release_filter(memory_id, token)
         try:
-            yield call(_WRITE, memory_id, _LOCKS, "delete_one", query, result=Result.NOTHING)
+            yield self.planner.release(memory_id, token)
         except CommandFailed as exc:
             lease = self.planner.lock.lease
             detail = f"giving back its writers' lock: {exc.detail}; it frees itself within {lease:g} s"
@@ -541,36 +470,14 @@ class MongoOperations:
 
     # ----------------------------------------------------------------------------------------- history
 
-    def _copy(self, memory_id: str, document: Mapping[str, Any]) -> Steps[Step, bool]:
-        """Copy the history groups a write reply shows into the history collection; whether all landed."""
+    def _refresh(
+        self, memory_id: str, head: HistoryState | None, now: datetime.datetime | None = None
+    ) -> Steps[Step, datetime.datetime | None]:
+        """Set the entries' expiry if ``head`` is due at ``now`` (the server's); the time it was set from."""
         history = self._require_history()
-        groups = layout.groups_of(memory_id, document)
-        operations = hist.entry_documents(
-            memory_id, document["hid"], groups, history.lifetime, layout.refreshed_of(document)
-        )
-        if not operations:
-            return True
-        try:
-            yield call(_WRITE, memory_id, _HISTORY, "insert_many", operations, ordered=False, result=Result.NOTHING)
-        except CommandFailed as exc:
-            # The groups stay in the window document, which readers merge; the next write copies them.
-            return exc.duplicates is not None
-        return True
-
-    def _refresh(self, memory_id: str, hid: int | None, now: datetime.datetime) -> Steps[Step, None]:
-        """Set the expiry of every entry of history ``hid`` to ``now`` plus twice the history's lifetime."""
-        assert hid is not None
-        query, update = hist.refresh_update(self._require_history(), memory_id, hid, now)
-        yield call(_WRITE, memory_id, _HISTORY, "update_many", query, update, result=Result.NOTHING)
-
-    def _refresh_before(self, memory_id: str, state: MemoryState | None) -> Steps[Step, datetime.datetime | None]:
-        """Before a write pinned to ``state``: set the entries' expiry if it is due; the time it was set from."""
-        history = self._require_history()
-        if state is None or state.history is None:
-            return None
-        due = hist.refresh_due(state.history, history, self.clock.now() or self.clock.local())
+        due = hist.refresh_due(head, history, now or self.clock.now() or self.clock.local())
         if due is not None:
-            yield from self._refresh(memory_id, state.history.hid, due)
+            yield hist.refresh_command(history, memory_id, head, due)
         return due
 
     def _record(
@@ -579,25 +486,27 @@ class MongoOperations:
         """Copy what a history store's write left in the document; the state to cache."""
         if document is None or not isinstance(document.get("hid"), int):
             return None
-        memory_id = plan.memory_id
+        memory_id, history = plan.memory_id, self._require_history()
         groups = layout.groups_of(memory_id, document)
         copied = not groups
         if hist.should_copy(groups):
-            copied = yield from self._copy(memory_id, document)
+            refreshed = layout.refreshed_of(document)
+            entries = hist.entry_documents(memory_id, document["hid"], groups, history.lifetime, refreshed)
+            try:
+                yield from self._insert(_WRITE, memory_id, _HISTORY, entries)
+                copied = True
+            except CommandFailed:
+                pass  # the groups stay in the window document, which readers merge; the next write copies them
         if plan.history_id is not None and document["hid"] == plan.history_id:
             try:  # a new history: entries of an expired or deleted one go
-                stale = hist.stale_filter(memory_id, plan.history_id)
-                yield call(_WRITE, memory_id, _HISTORY, "delete_many", stale, result=Result.NOTHING)
+                yield hist.stale_delete(memory_id, plan.history_id)
             except CommandFailed:
                 pass  # never read (their history id differs); trim_history removes them too
         head = hist.state_after(memory_id, document, copied)
-        history = self._require_history()
-        if head is not None and outcome.server_time is not None:
+        if outcome.server_time is not None:
             # A write that went on a history without setting its entries' expiry first (it created
             # the window again) sets it now; the next write that knows the head records when.
-            due = hist.refresh_due(head, history, outcome.server_time)
-            if due is not None:
-                yield from self._refresh(memory_id, head.hid, due)
+            yield from self._refresh(memory_id, head, outcome.server_time)
         if outcome.state is None or head is None:
             return None
         return replace(outcome.state, history=head)
@@ -608,17 +517,10 @@ class MongoOperations:
         memory_id = validate_memory_id(memory_id)
         config = self._require_history()
         self._check_open(_READ, memory_id)
-        document = yield call(
-            _READ, memory_id, _WINDOW, "find_one", hist.head_filter(memory_id, config), layout.HEAD_PROJECTION
-        )
-        head = hist.head_of(memory_id, document)
+        head = hist.head_of(memory_id, (yield hist.head_read(memory_id, config)))
         if head is None:
             return HistoryPage([], None)
-        filter, sort = hist.read_entries_filter(memory_id, head.hid, query)
-        documents = yield call(
-            _READ, memory_id, _HISTORY, "find", filter, layout.ENTRY_PROJECTION, sort=sort, limit=query.limit + 1,
-            result=Result.LIST,
-        )  # fmt: skip
+        documents = yield hist.entries_read(memory_id, head.hid, query)
         return hist.page_of(memory_id, query, documents, head, self.planner.codec)
 
     def restore_history(
@@ -648,69 +550,36 @@ class MongoOperations:
         window: tuple[ChatMessage, ...] | None,
     ) -> Steps[Step, int | None]:
         """One attempt: how many entries went in, or ``None`` when the head moved and must be read again."""
+        history = self._require_history()
         now = yield from self._server_now(_READ)
         top = entries[-1].sequence if entries else 0
-        document = yield call(_WRITE, memory_id, _WINDOW, "find_one", {"_id": memory_id}, hist.RESTORE_PROJECTION)
-        if document is None:
-            if window is None:
-                raise UnrestorableHistoryError(
-                    memory_id, "a MongoDB history lives in its memory's document: restore it with its window"
-                )
-            hid = layout.new_history_id()
+        head = hist.restore_head(memory_id, (yield hist.restore_read(memory_id)), window is not None)
+        if head is None:
+            assert window is not None
+            hid, missing = layout.new_history_id(), list(entries)
             created = self.planner.new_head_document(memory_id, window, hid, top, now)
-            try:
-                yield call(_WRITE, memory_id, _WINDOW, "insert_many", [created], ordered=False, result=Result.NOTHING)
-            except CommandFailed as exc:
-                if exc.duplicates != [0]:
-                    raise
+            if (yield from self._insert(_WRITE, memory_id, _WINDOW, [created])):
                 return None  # created meanwhile: restore into it
-            yield from self._insert_entries(memory_id, hid, entries, records, now)
-            return len(entries)
-        hid, version = document.get("hid"), hist.version_of(document)
-        if not isinstance(hid, int) or version is None:
-            raise UnrestorableHistoryError(
-                memory_id, "the memory was written without history (its document has no history id)"
-            )
-        present = hist.staged_sequences(memory_id, document)
-        if entries:
-            query = hist.present_filter(memory_id, hid, entries)
-            found = yield call(_WRITE, memory_id, _HISTORY, "find", query, {"_id": 0, "s": 1}, result=Result.LIST)
-            present.update(entry.get("s") for entry in found)
-        missing = [entry for entry in entries if entry.sequence not in present]
-        if not missing:
-            return 0
-        filter, update = hist.head_update(memory_id, version, hid, top, int(now.timestamp() * 1_000_000))
-        matched: int = yield call(_WRITE, memory_id, _WINDOW, "update_one", filter, update, result=Result.MATCHED)
-        if not matched:
-            return None
-        yield from self._insert_entries(memory_id, hid, missing, records, now)
+        else:
+            hid, version, present = head
+            if entries:
+                present.update(entry.get("s") for entry in (yield hist.present_read(memory_id, hid, entries)))
+            missing = [entry for entry in entries if entry.sequence not in present]
+            if not missing:
+                return 0
+            if not (yield hist.head_update(memory_id, version, hid, top, now)):
+                return None
+        # An entry there already (another restore's) is the same entry.
+        documents = hist.entry_documents_of(memory_id, hid, missing, records, history, now)
+        yield from self._insert(_WRITE, memory_id, _HISTORY, documents)
         return len(missing)
-
-    def _insert_entries(
-        self,
-        memory_id: str,
-        hid: int,
-        entries: Sequence[HistoryEntry],
-        records: Mapping[int, Record],
-        now: datetime.datetime,
-    ) -> Steps[Step, None]:
-        if not entries:
-            return
-        documents = hist.entry_documents_of(memory_id, hid, entries, records, self._require_history(), now)
-        try:
-            yield call(_WRITE, memory_id, _HISTORY, "insert_many", documents, ordered=False, result=Result.NOTHING)
-        except CommandFailed as exc:
-            if exc.duplicates is None:  # an entry there already (another restore's) is the same entry
-                raise
 
     def _server_now(self, operation: str) -> Steps[Step, datetime.datetime]:
         """The server's clock: the estimate, else a ``hello`` (else the local clock)."""
         now = self.clock.now()
-        if now is not None:
-            return now
-        reply = yield call(operation, None, Target.ADMIN, "command", "hello")
-        now = server_time_of(reply)
-        return now if now is not None else self.clock.local()
+        if now is None:
+            now = server_time_of((yield call(operation, None, Target.ADMIN, "command", "hello"))) or self.clock.local()
+        return now
 
     def trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Step, int]:
         """``trim_history``: copy what is staged, remove older entries and staged groups."""
@@ -720,20 +589,11 @@ class MongoOperations:
         history = self._require_history()
         self._check_open(Operation.TRIM, memory_id)
         cutoff = trim_cutoff(older_than, (yield from self._server_now(_READ)))
-        head_query, head_change = hist.trim_head(cutoff, memory_id)
         trim = Operation.TRIM
+        removal, head_change = hist.trim_commands(trim, cutoff, memory_id)
         # Staged groups are copied first, so that the count covers them.
-        query = hist.staged_filter(memory_id)
-        documents = yield call(trim, memory_id, _WINDOW, "find", query, hist.STAGED_PROJECTION, result=Result.LIST)
-        operations = hist.staged_operations(documents, history.lifetime)
-        if operations:
-            try:
-                yield call(trim, memory_id, _HISTORY, "insert_many", operations, ordered=False, result=Result.NOTHING)
-            except CommandFailed as exc:
-                if exc.duplicates is None:
-                    raise
-        removed: int = yield call(
-            trim, memory_id, _HISTORY, "delete_many", hist.trim_filter(cutoff, memory_id), result=Result.DELETED
-        )
-        yield call(trim, memory_id, _WINDOW, "update_many", head_query, head_change, result=Result.NOTHING)
+        documents = yield hist.staged_read(trim, memory_id)
+        yield from self._insert(trim, memory_id, _HISTORY, hist.staged_operations(documents, history.lifetime))
+        removed: int = yield removal
+        yield head_change
         return removed

@@ -10,7 +10,7 @@ branch on (a lost reply, a server error code, the duplicates an insert refused).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -19,6 +19,7 @@ from chatmemory.core.errors import CorruptedMemoryError, StoreError
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stored_memories import StoredMemory
 from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.mongodb.commands import Command, Result, Target, call
 from chatmemory.stores.mongodb.layout import WRITE_PROJECTION, Document, MemoryState, MongoLayout, Record, raw_records
 
 DUPLICATE_KEY: Final = 11000
@@ -77,6 +78,26 @@ class WritePlan:
     """Whether the write records history: once it lands, the groups in the reply are copied."""
     history_id: int | None = None
     """The history id the write gives a history it starts (``None``: it starts none)."""
+
+    def command(self) -> Command:
+        """The command sending this plan: ``find_one_and_update`` (the document after), else ``update_one``."""
+        memory_id, filter, update = self.memory_id, self.filter, self.update
+        if not self.returns_document:
+            return call(Operation.WRITE, memory_id, Target.WINDOW, "update_one", filter, update, result=Result.MATCHED)
+        return call(
+            Operation.WRITE, memory_id, Target.WINDOW, "find_one_and_update", filter, update,
+            projection=self.projection, upsert=self.upsert, return_document=True,  # ReturnDocument.AFTER
+        )  # fmt: skip
+
+    def reply(self, answer: Any) -> WriteReply:
+        """What the driver's ``answer`` to :meth:`command` says."""
+        return WriteReply(answer) if self.returns_document else WriteReply(matched=answer)
+
+    def verify(self) -> Command:
+        """The read of a :class:`Verify`."""
+        return call(
+            Operation.WRITE, self.memory_id, Target.WINDOW, "find_one", self.verify_filter, self.verify_projection
+        )
 
     @property
     def verify_filter(self) -> Document:
@@ -238,7 +259,7 @@ def server_time_of(hello: Document) -> datetime.datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
 
 
-def equivalent_expiry_index(indexes: list[Document]) -> bool:
+def equivalent_expiry_index(indexes: Iterable[Mapping[str, Any]]) -> bool:
     """Whether an operator created the same TTL index under another name (MongoDB then refuses ours)."""
     return any(
         list(dict(index["key"]).items()) == [("expires_at", 1)] and index.get("expireAfterSeconds") == 0
@@ -252,6 +273,14 @@ class BatchCreate:
 
     versions: list[int | None]
     one_by_one: tuple[int, ...] = ()
+
+
+def batch_versions(documents: list[Document], refused: list[int]) -> list[int | None]:
+    """The version of each document of a created batch, ``None`` for those ``refused``."""
+    versions: list[int | None] = [document["version"] for document in documents]
+    for index in refused:
+        versions[index] = None
+    return versions
 
 
 def batch_asked(documents: list[Document], versions: list[int | None], refused: list[int]) -> list[str]:

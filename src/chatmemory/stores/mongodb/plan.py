@@ -24,8 +24,10 @@ from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory
+from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.base.versions import new_incarnation, next_version
+from chatmemory.stores.mongodb.commands import Command, Result, Target, call
 from chatmemory.stores.mongodb.history import created_fields, operators_allowed, pinned_fields, pinned_operators
 from chatmemory.stores.mongodb.layout import (
     COPY_AT_BYTES,
@@ -61,6 +63,7 @@ __all__ = ["MAX_AGE", "MongoPlanner", "ServerClock", "expired", "new_write_id", 
 STAGED_ROOM: Final = bytes(COPY_AT_BYTES)
 """Stands for the records a history store's document may hold staged, in a size check."""
 _VERSION_ONLY: Final = {"_id": 0, "version": 1, "written_at": 1}
+_WRITE: Final = Operation.WRITE
 MAX_AGE: Final = 60.0
 """Seconds an offset of the server's clock learned from a reply is used for."""
 
@@ -121,9 +124,10 @@ class MongoPlanner:
         """The filter of a read of ``memory_id`` (see :func:`~chatmemory.stores.mongodb.layout.read_filter`)."""
         return read_filter(memory_id, server_now_known, self.window_field)
 
-    def live_filter(self) -> Document:
-        """The filter of a listing: every memory that has not expired by the server's clock."""
-        return live_filter(self.window_field)
+    def live_filter(self, ids: list[str] | None = None) -> Document:
+        """The filter of a listing: every memory (of ``ids``, if given) not expired by the server's clock."""
+        live = live_filter(self.window_field)
+        return live if ids is None else {**live, "_id": {"$in": ids}}
 
     # ------------------------------------------------------------------------------------------ writes
 
@@ -335,18 +339,18 @@ class MongoPlanner:
 
     # --------------------------------------------------------------------------------- writers' lease
 
-    def acquire_filter(self, memory_id: str, token: bytes) -> Document:
-        """The query of the upsert taking the lock: an expired lease, or this holder's own (a resend)."""
-        return {"_id": memory_id, "$expr": {"$or": [{"$eq": ["$token", token]}, _LEASE_EXPIRED]}}
-
-    def acquire_update(self, token: bytes) -> list[Document]:
-        """The pipeline of the upsert taking the lock: this token, until the server's now plus the lease."""
-        return [{"$set": {"token": token, "expires_at": {"$add": ["$$NOW", self.lock.lease_ms]}}}]
+    def acquire(self, memory_id: str, token: bytes) -> Command:
+        """The upsert leasing the lock to ``token``: over an expired lease, or this holder's own (a resend)."""
+        query = {"_id": memory_id, "$expr": {"$or": [{"$eq": ["$token", token]}, _LEASE_EXPIRED]}}
+        update = [{"$set": {"token": token, "expires_at": {"$add": ["$$NOW", self.lock.lease_ms]}}}]
+        return call(_WRITE, memory_id, Target.LOCKS, "update_one", query, update, upsert=True, result=Result.NOTHING)
 
     @staticmethod
-    def release_filter(memory_id: str, token: bytes) -> Document:
-        """The query of the delete giving the lock back: only while it is still this holder's."""
-        return {"_id": memory_id, "token": token}
+    def release(memory_id: str, token: bytes) -> Command:
+        """The delete giving the lock back: only while it is still this holder's."""
+        return call(
+            _WRITE, memory_id, Target.LOCKS, "delete_one", {"_id": memory_id, "token": token}, result=Result.NOTHING
+        )
 
     def expiry_index_conflict(self) -> str:
         """What to do when an index on ``expires_at`` exists with other options."""
