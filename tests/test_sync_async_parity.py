@@ -53,8 +53,6 @@ _BATCHES = "read_batch and create_batch serve the sync transfer commands (chatme
 KNOWN_DIFFERENCES: dict[str, str] = {
     "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.create_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.read_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.redis.RedisChatMemoryStore.create_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.redis.RedisChatMemoryStore.read_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.read_batch: only in sync": _BATCHES,
 }

@@ -12,12 +12,15 @@ from __future__ import annotations
 import datetime
 from collections.abc import AsyncIterator, Iterable, Sequence
 
+from chatmemory.core.driving import drive_async
+from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
+from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
@@ -209,6 +212,39 @@ class RedisChatMemoryStore(AsyncRedisExecutor, AsyncStoreLifecycle, RedisStoreBa
         """
         call = times_call(self._key_space, memory_id)
         return await self._drive(Operation.READ, call.memory_id, Operations.times(call))
+
+    @_traced.coroutine("read_batch")
+    async def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored (records, version, times) in one pipeline; ``None`` for an absent one.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`. A damaged memory's records are read as
+        ``read_raw`` reads them, in a second pipeline.
+        """
+        self._check_open(Operation.READ)
+        return await drive_async(self._operations.read_batch(memory_ids), self._perform)
+
+    @_traced.coroutine("create_batch")
+    async def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist and set their expiries, in two pipelines.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchCreates`: each create is conditional on the
+        memory being absent, as ``save(id, messages, 0)`` is; ``None`` for one that exists.
+        """
+        self._check_open(Operation.WRITE)
+        if self._options.replication is not None:
+            # Writes that wait for replicas go one by one, each acknowledged as every write of this store is.
+            return [await self._create_one(memory) for memory in memories]
+        # The executor sends a Pipelined batch in one pipeline, and any other command as _drive would.
+        return await drive_async(self._operations.create_batch(memories), self._perform)
+
+    async def _create_one(self, memory: NewMemory) -> int | None:
+        try:
+            version = await self.save(memory.memory_id, memory.messages, 0)
+        except ConcurrentUpdateError:
+            return None
+        if memory.sets_expiry:
+            await self.expire_at(memory.memory_id, memory.expires_at)
+        return version
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:

@@ -3,18 +3,18 @@
 ``perform(command)`` sends one command of :mod:`.commands` with the running loop's client and translates a
 driver exception (:func:`~.executor.store_error`) before it is thrown back into the operation; ``Sleep``
 runs with ``asyncio.sleep``. As in :mod:`.executor`: ``EVAL`` after ``NOSCRIPT``, a command sent again
-while a cluster slot migrates, a write with its ``WAIT`` on one connection of the slot's owner. A
-:class:`RedisGate` initializes a cluster client once and admits commands in order, no more at once than
-the client has connections (:mod:`chatmemory.aio.stores.admission`); :class:`GatedClient` keeps a client
-and its gate per event loop. Why: *The Redis gate* in ``docs/asyncio.md``. The LangChain4j-layout asyncio
-store sends with these too.
+while a cluster slot migrates, a write with its ``WAIT`` on one connection of the slot's owner, a batch
+in one pipeline. A :class:`RedisGate` initializes a cluster client once and admits commands in order, no
+more at once than the client has connections (:mod:`chatmemory.aio.stores.admission`); :class:`GatedClient`
+keeps a client and its gate per event loop. Why: *The Redis gate* in ``docs/asyncio.md``. The
+LangChain4j-layout asyncio store sends with these too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from chatmemory.aio.stores.admission import Admission
@@ -23,7 +23,7 @@ from chatmemory.core.driving import Sleep, Steps, drive_async
 from chatmemory.core.errors import StoreError
 from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.base import ClientTarget, StoreOptions
-from chatmemory.stores.redis.commands import Acknowledged, Command, Request, Scan, ScriptCall
+from chatmemory.stores.redis.commands import Acknowledged, Command, Pipelined, Request, Scan, ScriptCall
 from chatmemory.stores.redis.executor import (
     DRIVER_ERRORS,
     RESEND_PAUSE,
@@ -45,6 +45,7 @@ __all__ = [
     "admission_for",
     "send_acknowledged_async",
     "send_async",
+    "send_pipelined_async",
     "send_resending_async",
 ]
 
@@ -199,6 +200,23 @@ async def send_async(client: Any, command: Request) -> Any:
         return await client.eval(*command.fallback())  # type: ignore[attr-defined]  # only scripts get NOSCRIPT
 
 
+async def send_pipelined_async(client: Any, commands: Sequence[Request]) -> list[Any]:
+    """As :func:`~.executor.send_pipelined`, with a ``redis.asyncio`` client: one pipeline, replies in order.
+
+    A script the server did not know is sent again on its own as ``EVAL``; any other error the server
+    answered a command with is its reply (an exception instance), for the caller to raise.
+    """
+    async with client.pipeline(transaction=False) as pipeline:
+        for command in commands:
+            method, args = command.request()
+            getattr(pipeline, method)(*args)
+        replies: list[Any] = await pipeline.execute(raise_on_error=False)
+    for index, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            replies[index] = await send_async(client, commands[index])
+    return replies
+
+
 async def send_resending_async(client: Any, command: Request) -> Any:
     """:func:`send_async`, sent again while redis-py's redirections run out (see :func:`~.executor.exhausted`)."""
     started = time.monotonic()
@@ -300,10 +318,12 @@ class AsyncRedisExecutor(GatedClient):
         except DRIVER_ERRORS as exc:
             raise store_error(exc, Operation.CONNECT) from exc
 
-    async def _send(self, client: Redis | RedisCluster, command: Command | Acknowledged) -> object:
+    async def _send(self, client: Redis | RedisCluster, command: Command | Acknowledged | Pipelined) -> object:
         if isinstance(command, Sleep):
             await asyncio.sleep(command.seconds)
             return None
+        if isinstance(command, Pipelined):  # a batch: one admission turn, one pipeline
+            return await self._send_pipelined(client, command)
         try:
             if isinstance(command, Acknowledged):
                 return await send_acknowledged_async(client, command)
@@ -328,3 +348,14 @@ class AsyncRedisExecutor(GatedClient):
         if isinstance(client, RedisCluster):
             return client.scan_iter(match=pattern, count=1000, target_nodes=RedisCluster.PRIMARIES)
         return client.scan_iter(match=pattern, count=1000)
+
+    @staticmethod
+    async def _send_pipelined(client: Redis | RedisCluster, batch: Pipelined) -> list[object]:
+        try:
+            replies = await send_pipelined_async(client, batch.commands)
+        except DRIVER_ERRORS as exc:
+            raise store_error(exc, batch.operation) from exc
+        for command, reply in zip(batch.commands, replies, strict=True):
+            if isinstance(reply, DRIVER_ERRORS):
+                raise store_error(reply, command.operation, command.memory_id) from reply
+        return replies

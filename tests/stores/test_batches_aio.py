@@ -1,0 +1,297 @@
+"""Batch reads and creates of the asyncio Redis store, on a server and a cluster.
+
+The expectations of ``test_read_batch.py`` and ``test_create_batch.py``, awaited: a batch read gives each
+memory as the one-memory reads give it (and as the blocking store's batch read gives it), absent and
+expired ones as ``None``, damage reported, never raised; a batch create leaves each memory as
+``save(id, messages, 0)`` then ``expire_at`` would, and leaves a memory that exists alone. A store with
+history creates one by one, a store that waits for replicas too (each write acknowledged).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from chatmemory import AiMessage, StoreError, SystemMessage, UserMessage
+from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncStore
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError
+from chatmemory.serialization.native import dumps_message
+from chatmemory.stored_memories import NewMemory
+from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster, ReplicationError
+from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, private_server, redis_url
+
+pytestmark = pytest.mark.asyncio
+
+UTC = datetime.timezone.utc
+HOUR = datetime.timedelta(hours=1)
+TOLERANCE = datetime.timedelta(seconds=2)
+
+Make = Callable[..., Awaitable[AsyncStore]]
+
+
+def window(n: int) -> list[Any]:
+    return [SystemMessage("be brief"), *(UserMessage(f"q{i}") if i % 2 else AiMessage(f"a{i}") for i in range(n))]
+
+
+def close_to(found: datetime.datetime | None, wanted: datetime.datetime | None) -> bool:
+    if wanted is None or found is None:
+        return found is wanted
+    return abs(found - wanted) < TOLERANCE
+
+
+@pytest.fixture(
+    params=[pytest.param("server", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis_cluster)]
+)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def sync_client(kind: str) -> Iterator[Redis | RedisCluster]:
+    made: Redis | RedisCluster
+    if kind == "cluster":
+        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
+    else:
+        made = Redis.from_url(redis_url())
+    yield made
+    made.close()
+
+
+@pytest.fixture
+async def make(kind: str, sync_client: Redis | RedisCluster) -> AsyncIterator[Make]:
+    """Builds asyncio stores from the URL, each in a fresh prefix unless given one; closes and drops them."""
+    made: list[AsyncStore] = []
+    prefixes: list[str] = []
+
+    async def build(**options: Any) -> AsyncStore:
+        options.setdefault("key_prefix", fresh_prefix())
+        prefixes.append(options["key_prefix"])
+        store = AsyncStore(cluster_url() if kind == "cluster" else redis_url(), **options)
+        made.append(store)
+        return store
+
+    yield build
+    for store in made:
+        await store.aclose()
+    for prefix in prefixes:
+        drop_prefix(sync_client, prefix)
+
+
+@pytest.fixture
+def prefix() -> str:
+    """The prefix of the ``store`` fixture's store, for a blocking store of the same memories."""
+    return fresh_prefix()
+
+
+@pytest.fixture
+async def store(make: Make, prefix: str) -> AsyncStore:
+    return await make(key_prefix=prefix)
+
+
+# ------------------------------------------------------------------------------------------ reads
+
+
+async def test_each_memory_as_the_one_memory_reads_give_it(
+    store: AsyncStore, sync_client: Redis | RedisCluster, prefix: str
+) -> None:
+    now = datetime.datetime.now(UTC)
+    ids = [f"m-{n:02d}" for n in range(12)]
+    for n, memory_id in enumerate(ids):
+        await store.update_messages(memory_id, window(n))
+        if n % 3 == 0:
+            await store.expire_at(memory_id, now + HOUR)
+    await store.update_messages(ids[5], window(2))  # a window that shrank: only its live rows are read
+    await store.update_messages("gone", window(1))
+    await store.expire_at("gone", now - HOUR)
+    asked = ["absent", *ids, "gone", ids[0]]
+    found = await store.read_batch(asked)
+    assert len(found) == len(asked)
+    assert found[0] is None and found[-2] is None
+    for memory_id, stored in zip([*asked[1:-2], ids[0]], [*found[1:-2], found[-1]], strict=True):
+        assert stored is not None and stored.memory_id == memory_id and stored.damage is None
+        assert stored.records == await store.read_raw(memory_id)
+        assert stored.version == (await store.load(memory_id)).version
+        assert stored.times == await store.memory_times(memory_id)
+    assert found[1 + 3] is not None and found[1 + 3].times is not None
+    assert found[1 + 3].times.expires_at is not None
+    assert found[1 + 1] is not None and found[1 + 1].times is not None
+    assert found[1 + 1].times.expires_at is None
+    # The blocking store of the same prefix reads the same batch.
+    blocking = RedisChatMemoryStore(sync_client, key_prefix=prefix)
+    assert blocking.read_batch(asked) == found
+    assert await store.read_batch([]) == []
+
+
+async def test_records_that_do_not_decode_are_read_as_stored(store: AsyncStore) -> None:
+    records = [dumps_message(UserMessage("fine")), b"{not json"]
+    await store.write_raw("broken", records)
+    (stored,) = await store.read_batch(["broken"])
+    assert stored is not None and stored.records == records == await store.read_raw("broken")
+    assert stored.damage is None
+
+
+async def test_a_damaged_memory_is_reported_with_its_damage_never_left_out(
+    store: AsyncStore, sync_client: Redis | RedisCluster
+) -> None:
+    await store.update_messages("fine", window(2))
+    await store.update_messages("broken", window(3))
+    sync_client.delete(store._key_space.keys_of("broken").meta)
+    with pytest.raises(CorruptedMemoryError):
+        await store.load("broken")
+    fine, broken = await store.read_batch(["fine", "broken"])
+    assert fine is not None and fine.damage is None and len(fine.records) == 3
+    assert broken is not None and broken.damage
+    assert broken.records == await store.read_raw("broken")
+
+
+async def test_a_key_of_another_type_fails_the_batch_as_it_fails_the_blocking_one(
+    store: AsyncStore, sync_client: Redis | RedisCluster, prefix: str
+) -> None:
+    await store.update_messages("fine", window(2))
+    await store.update_messages("wrong", window(2))
+    sync_client.delete(store._key_space.keys_of("wrong").meta)
+    sync_client.rpush(store._key_space.keys_of("wrong").meta, b"not a hash")
+    blocking = RedisChatMemoryStore(sync_client, key_prefix=prefix)
+    with pytest.raises(CorruptedMemoryError) as sync_raised:
+        blocking.read_batch(["fine", "wrong"])
+    with pytest.raises(CorruptedMemoryError) as raised:
+        await store.read_batch(["fine", "wrong"])
+    assert raised.value.memory_id == sync_raised.value.memory_id == "wrong"
+    assert str(raised.value) == str(sync_raised.value)
+    assert type(raised.value.__cause__) is type(sync_raised.value.__cause__)
+
+
+async def test_a_window_with_a_pinned_run_is_read_whole(make: Make) -> None:
+    """A store with history keeps evicted rows; a first run kept before them (pinned) is read with the rest."""
+    store = await make(history=True)
+    system, *turns = window(6)
+    await store.update_messages("pinned", [system, *turns[:3]])
+    await store.update_messages("pinned", [system, *turns[2:]])  # evicts right after the kept system message
+    await store.update_messages("plain", window(2))
+    pinned, plain = await store.read_batch(["pinned", "plain"])
+    assert pinned is not None and pinned.records == await store.read_raw("pinned")
+    assert (await store.load("pinned")).messages == [system, *turns[2:]]
+    assert plain is not None and plain.records == await store.read_raw("plain")
+
+
+async def test_a_closed_store_refuses_batches(make: Make) -> None:
+    store = await make()
+    await store.aclose()
+    with pytest.raises(StoreError):
+        await store.read_batch(["a"])
+    with pytest.raises(StoreError):
+        await store.create_batch([NewMemory("a", window(1))])
+
+
+# ---------------------------------------------------------------------------------------- creates
+
+
+@pytest.mark.parametrize("options", [{}, {"ttl": 3600}, {"history": True}], ids=["plain", "ttl", "history"])
+async def test_a_batch_creates_what_one_by_one_saves_would(make: Make, options: dict[str, Any]) -> None:
+    batched, saved = await make(**options), await make(**options)
+    at = (datetime.datetime.now(UTC) + HOUR).replace(microsecond=0)
+    memories = [
+        NewMemory(f"m-{n:02d}", window(n), sets_expiry=n % 3 != 0, expires_at=at if n % 3 == 1 else None)
+        for n in range(9)
+    ]
+    versions = await batched.create_batch(memories)
+    for memory in memories:
+        await saved.save(memory.memory_id, memory.messages, 0)
+        if memory.sets_expiry:
+            await saved.expire_at(memory.memory_id, memory.expires_at)
+    assert len(versions) == len(memories)
+    for memory, version in zip(memories, versions, strict=True):
+        assert version is not None and version > 0
+        snapshot = await batched.load(memory.memory_id)
+        assert snapshot.version == version
+        assert snapshot.messages == await saved.get_messages(memory.memory_id) == list(memory.messages)
+        assert await batched.read_raw(memory.memory_id) == await saved.read_raw(memory.memory_id)
+        times, expected = await batched.memory_times(memory.memory_id), await saved.memory_times(memory.memory_id)
+        assert times is not None and expected is not None
+        assert close_to(times.expires_at, expected.expires_at), memory
+        if memory.sets_expiry:
+            assert close_to(times.expires_at, memory.expires_at)
+    if options.get("history"):
+        page = await batched.history("m-04")
+        assert [entry.message for entry in page.entries] == window(4)
+    # A created memory goes on like any other: a conditional write at its version.
+    version = versions[4]
+    assert version is not None and await batched.save("m-04", window(5), version) > version
+    assert await batched.create_batch([]) == []
+
+
+async def test_memories_that_exist_are_not_touched(store: AsyncStore) -> None:
+    await store.update_messages("there", window(2))
+    await store.expire_at("there", None)
+    before = await store.load("there")
+    at = datetime.datetime.now(UTC) + HOUR
+    versions = await store.create_batch(
+        [NewMemory("new-1", window(1)), NewMemory("there", window(7), True, at), NewMemory("new-2", window(3))]
+    )
+    assert versions[1] is None and versions[0] is not None and versions[2] is not None
+    after = await store.load("there")
+    assert (after.messages, after.version) == (before.messages, before.version)
+    times = await store.memory_times("there")
+    assert times is not None and times.expires_at is None
+    assert await store.get_messages("new-2") == window(3)
+
+
+async def test_an_expired_memory_is_created_again(store: AsyncStore) -> None:
+    await store.update_messages("old", window(4))
+    await store.expire_at("old", datetime.datetime.now(UTC) - HOUR)
+    (version,) = await store.create_batch([NewMemory("old", window(1))])
+    assert version is not None
+    assert (await store.load("old")).messages == window(1)
+
+
+async def test_a_second_copy_of_an_id_in_the_batch_is_none(store: AsyncStore) -> None:
+    versions = await store.create_batch(
+        [NewMemory("twice", window(1)), NewMemory("once", window(2)), NewMemory("twice", window(5))]
+    )
+    assert versions[0] is not None and versions[1] is not None and versions[2] is None
+    assert await store.get_messages("twice") == window(1)
+    with pytest.raises(ConcurrentUpdateError):
+        await store.save("twice", window(3), 0)
+
+
+async def test_a_batch_run_again_creates_only_what_is_missing(store: AsyncStore) -> None:
+    memories = [NewMemory(f"r-{n}", window(n)) for n in range(6)]
+    first = await store.create_batch(memories[:3])
+    again = await store.create_batch(memories)
+    assert all(version is not None for version in first)
+    assert again[:3] == [None, None, None] and all(version is not None for version in again[3:])
+    for memory, version in zip(memories, [*first, *again[3:]], strict=True):
+        assert (await store.load(memory.memory_id)).version == version
+
+
+@pytest.mark.parametrize("kind", [pytest.param("server", marks=pytest.mark.redis)], indirect=True)
+async def test_writes_that_wait_for_replicas_go_one_by_one(make: Make, sync_client: Redis | RedisCluster) -> None:
+    """Each create is an acknowledged write: on a server without replicas the first one raises, and stays."""
+    if sync_client.info("replication").get("connected_slaves"):
+        pytest.skip("the server has replicas")
+    store = await make(replicas_to_ack=1, replicas_timeout=0.05)
+    with pytest.raises(ReplicationError) as raised:
+        await store.create_batch([NewMemory("first", window(1)), NewMemory("second", window(2))])
+    assert raised.value.memory_id == "first" and raised.value.acked == 0
+    assert await store.get_messages("first") == window(1)
+    assert await store.read_batch(["second"]) == [None]
+
+
+@pytest.mark.redis
+async def test_scripts_the_server_forgot_are_sent_again_in_full() -> None:
+    """After ``SCRIPT FLUSH`` each command of a batch answered ``NOSCRIPT`` goes again as ``EVAL``."""
+    with private_server() as client:
+        url = "unix://" + client.connection_pool.connection_kwargs["path"]
+        async with AsyncStore(url) as store:
+            await store.update_messages("there", window(2))
+            client.script_flush()
+            versions = await store.create_batch([NewMemory("there", window(1)), NewMemory("new", window(3), True)])
+            assert versions[0] is None and versions[1] is not None
+            client.script_flush()
+            there, new = await store.read_batch(["there", "new"])
+            assert there is not None and there.records == [dumps_message(m) for m in window(2)]
+            assert new is not None and new.version == versions[1] and new.times is not None
+            assert new.times.expires_at is None
