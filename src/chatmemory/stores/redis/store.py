@@ -208,8 +208,8 @@ class RedisChatMemoryStore(RedisExecutor, StoreLifecycle, RedisStoreBase[Redis |
     def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
         """``memory_ids`` as stored (records, version, times) in one pipeline; ``None`` for an absent one.
 
-        See :class:`chatmemory.stored_memories.SupportsBatchReads`. A damaged memory's records are read as
-        ``read_raw`` reads them, in a second pipeline.
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`. A damaged memory's records come back in
+        the same pipeline, as ``read_raw`` reads them.
         """
         self._check_open(Operation.READ)
         return drive(self._operations.read_batch(memory_ids), self._send_pipelined)
