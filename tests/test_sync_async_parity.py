@@ -51,8 +51,6 @@ _BATCHES = "read_batch and create_batch serve the sync transfer commands (chatme
 # Differences known today, each with why. Keys are what ``differences()`` reports. Align a pair and its
 # entry must go (the test fails while it stays); a new difference fails until aligned or listed here.
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.create_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.mongodb.MongoChatMemoryStore.read_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_batch: only in sync": _BATCHES,
     "chatmemory.aio.stores.sql.SQLChatMemoryStore.read_batch: only in sync": _BATCHES,
 }

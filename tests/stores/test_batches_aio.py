@@ -1,27 +1,35 @@
-"""Batch reads and creates of the asyncio Redis store, on a server and a cluster.
+"""Batch reads and creates of the asyncio Redis store (a server and a cluster) and MongoDB store.
 
 The expectations of ``test_read_batch.py`` and ``test_create_batch.py``, awaited: a batch read gives each
 memory as the one-memory reads give it (and as the blocking store's batch read gives it), absent and
 expired ones as ``None``, damage reported, never raised; a batch create leaves each memory as
 ``save(id, messages, 0)`` then ``expire_at`` would, and leaves a memory that exists alone. A store with
-history creates one by one, a store that waits for replicas too (each write acknowledged).
+history creates one by one, a Redis store that waits for replicas too (each write acknowledged). Each
+batch goes to the server in the commands the blocking store sends for it.
 """
 
 from __future__ import annotations
 
 import datetime
+import threading
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
+from pymongo import MongoClient, monitoring
 
 from chatmemory import AiMessage, StoreError, SystemMessage, UserMessage
-from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncStore
+from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoStore
+from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisStore
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stored_memories import NewMemory
+from chatmemory.stores.mongodb import MongoChatMemoryStore
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster, ReplicationError
+from support.backends.mongodb import DATABASE, open_async_backend
 from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, private_server, redis_url
+from support.mongo7_guard import Mongo7Guard
 
 pytestmark = pytest.mark.asyncio
 
@@ -29,7 +37,17 @@ UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
 TOLERANCE = datetime.timedelta(seconds=2)
 
+AsyncStore: TypeAlias = "AsyncRedisStore | AsyncMongoStore"
+BlockingStore: TypeAlias = "RedisChatMemoryStore | MongoChatMemoryStore"
+Client: TypeAlias = "Redis | RedisCluster | MongoClient[Any]"
 Make = Callable[..., Awaitable[AsyncStore]]
+Blocking = Callable[[], BlockingStore]
+
+REDIS_KINDS = [
+    pytest.param("server", marks=pytest.mark.redis),
+    pytest.param("cluster", marks=pytest.mark.redis_cluster),
+]
+MONGODB_KINDS = [pytest.param("mongodb", marks=pytest.mark.mongodb)]
 
 
 def window(n: int) -> list[Any]:
@@ -42,61 +60,142 @@ def close_to(found: datetime.datetime | None, wanted: datetime.datetime | None) 
     return abs(found - wanted) < TOLERANCE
 
 
-@pytest.fixture(
-    params=[pytest.param("server", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis_cluster)]
-)
+class Sent(monitoring.CommandListener):
+    """The names of the commands a MongoDB client sends to the memories (not handshakes or health checks)."""
+
+    WATCHED = frozenset({"find", "findAndModify", "update", "delete", "insert", "createIndexes", "aggregate"})
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in self.WATCHED:
+            with self._lock:
+                self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+    def take(self) -> list[str]:
+        with self._lock:
+            taken, self.names = self.names, []
+        return taken
+
+
+@pytest.fixture(params=[*REDIS_KINDS, *MONGODB_KINDS])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-def sync_client(kind: str) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if kind == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
+def url(kind: str) -> str:
+    """The URL the asyncio stores are built from (for MongoDB, with the test backend's client options)."""
+    if kind == "mongodb":
+        return open_async_backend().url
+    return cluster_url() if kind == "cluster" else redis_url()
+
+
+@pytest.fixture
+def sync_client(kind: str, url: str) -> Iterator[Client]:
+    made: Client
+    if kind == "mongodb":
+        made = MongoClient(url)
+    elif kind == "cluster":
+        made = RedisCluster.from_url(url.replace("+cluster", "", 1))
     else:
-        made = Redis.from_url(redis_url())
+        made = Redis.from_url(url)
     yield made
     made.close()
 
 
-@pytest.fixture
-async def make(kind: str, sync_client: Redis | RedisCluster) -> AsyncIterator[Make]:
-    """Builds asyncio stores from the URL, each in a fresh prefix unless given one; closes and drops them."""
-    made: list[AsyncStore] = []
-    prefixes: list[str] = []
+def fresh_place(kind: str) -> str:
+    """Where a store keeps memories no other test sees: a Redis key prefix, a MongoDB collection."""
+    return f"memories_{uuid.uuid4().hex}" if kind == "mongodb" else fresh_prefix()
 
-    async def build(**options: Any) -> AsyncStore:
-        options.setdefault("key_prefix", fresh_prefix())
-        prefixes.append(options["key_prefix"])
-        store = AsyncStore(cluster_url() if kind == "cluster" else redis_url(), **options)
+
+@pytest.fixture
+def guard() -> Mongo7Guard:
+    """Sees every command of the asyncio MongoDB stores a test builds: none MongoDB 7.0 would reject."""
+    return Mongo7Guard()
+
+
+@pytest.fixture
+def sent() -> Sent:
+    """The commands the asyncio MongoDB stores a test builds send."""
+    return Sent()
+
+
+@pytest.fixture
+async def make(kind: str, url: str, sync_client: Client, guard: Mongo7Guard, sent: Sent) -> AsyncIterator[Make]:
+    """Builds asyncio stores from the URL, each in a fresh place unless given one; closes and drops them."""
+    made: list[AsyncStore] = []
+    places: list[str] = []
+
+    async def build(place: str | None = None, **options: Any) -> AsyncStore:
+        places.append(place or fresh_place(kind))
+        store: AsyncStore
+        if kind == "mongodb":
+            listeners = {"event_listeners": [guard, sent]}
+            store = AsyncMongoStore(url, database=DATABASE, collection=places[-1], client_options=listeners, **options)
+        else:
+            store = AsyncRedisStore(url, key_prefix=places[-1], **options)
         made.append(store)
         return store
 
     yield build
     for store in made:
         await store.aclose()
-    for prefix in prefixes:
-        drop_prefix(sync_client, prefix)
+    for place in places:
+        if isinstance(sync_client, MongoClient):
+            database = sync_client[DATABASE]
+            for name in database.list_collection_names():
+                if name.startswith(place):
+                    database.drop_collection(name)
+        else:
+            drop_prefix(sync_client, place)
+    guard.check()
 
 
 @pytest.fixture
-def prefix() -> str:
-    """The prefix of the ``store`` fixture's store, for a blocking store of the same memories."""
-    return fresh_prefix()
+def place(kind: str) -> str:
+    """The place of the ``store`` fixture's store, for a blocking store of the same memories."""
+    return fresh_place(kind)
 
 
 @pytest.fixture
-async def store(make: Make, prefix: str) -> AsyncStore:
-    return await make(key_prefix=prefix)
+async def store(make: Make, place: str) -> AsyncStore:
+    return await make(place)
+
+
+@pytest.fixture
+def blocking(sync_client: Client, place: str) -> Blocking:
+    """Builds the blocking store of the ``store`` fixture's memories."""
+
+    def build() -> BlockingStore:
+        if isinstance(sync_client, MongoClient):
+            return MongoChatMemoryStore(sync_client, database=DATABASE, collection=place)
+        return RedisChatMemoryStore(sync_client, key_prefix=place)
+
+    return build
+
+
+async def damage(store: AsyncStore, sync_client: Client, memory_id: str) -> None:
+    """Break ``memory_id`` beyond what a read accepts (as ``test_read_batch.py`` does)."""
+    if isinstance(store, AsyncMongoStore):
+        await store.collection.update_one({"_id": memory_id}, {"$set": {"messages": 3}})
+    else:
+        assert not isinstance(sync_client, MongoClient)
+        sync_client.delete(store._key_space.keys_of(memory_id).meta)
 
 
 # ------------------------------------------------------------------------------------------ reads
 
 
-async def test_each_memory_as_the_one_memory_reads_give_it(
-    store: AsyncStore, sync_client: Redis | RedisCluster, prefix: str
-) -> None:
+async def test_each_memory_as_the_one_memory_reads_give_it(store: AsyncStore, blocking: Blocking) -> None:
     now = datetime.datetime.now(UTC)
     ids = [f"m-{n:02d}" for n in range(12)]
     for n, memory_id in enumerate(ids):
@@ -119,9 +218,8 @@ async def test_each_memory_as_the_one_memory_reads_give_it(
     assert found[1 + 3].times.expires_at is not None
     assert found[1 + 1] is not None and found[1 + 1].times is not None
     assert found[1 + 1].times.expires_at is None
-    # The blocking store of the same prefix reads the same batch.
-    blocking = RedisChatMemoryStore(sync_client, key_prefix=prefix)
-    assert blocking.read_batch(asked) == found
+    # The blocking store of the same memories reads the same batch.
+    assert blocking().read_batch(asked) == found
     assert await store.read_batch([]) == []
 
 
@@ -134,29 +232,31 @@ async def test_records_that_do_not_decode_are_read_as_stored(store: AsyncStore) 
 
 
 async def test_a_damaged_memory_is_reported_with_its_damage_never_left_out(
-    store: AsyncStore, sync_client: Redis | RedisCluster
+    store: AsyncStore, sync_client: Client, blocking: Blocking
 ) -> None:
     await store.update_messages("fine", window(2))
     await store.update_messages("broken", window(3))
-    sync_client.delete(store._key_space.keys_of("broken").meta)
+    await damage(store, sync_client, "broken")
     with pytest.raises(CorruptedMemoryError):
         await store.load("broken")
     fine, broken = await store.read_batch(["fine", "broken"])
     assert fine is not None and fine.damage is None and len(fine.records) == 3
     assert broken is not None and broken.damage
-    assert broken.records == await store.read_raw("broken")
+    if isinstance(store, AsyncRedisStore):  # a MongoDB document whose messages are no array has no records
+        assert broken.records == await store.read_raw("broken")
+    assert blocking().read_batch(["fine", "broken"]) == [fine, broken]
 
 
+@pytest.mark.parametrize("kind", REDIS_KINDS, indirect=True)
 async def test_a_key_of_another_type_fails_the_batch_as_it_fails_the_blocking_one(
-    store: AsyncStore, sync_client: Redis | RedisCluster, prefix: str
+    store: AsyncRedisStore, sync_client: Redis | RedisCluster, blocking: Blocking
 ) -> None:
     await store.update_messages("fine", window(2))
     await store.update_messages("wrong", window(2))
     sync_client.delete(store._key_space.keys_of("wrong").meta)
     sync_client.rpush(store._key_space.keys_of("wrong").meta, b"not a hash")
-    blocking = RedisChatMemoryStore(sync_client, key_prefix=prefix)
     with pytest.raises(CorruptedMemoryError) as sync_raised:
-        blocking.read_batch(["fine", "wrong"])
+        blocking().read_batch(["fine", "wrong"])
     with pytest.raises(CorruptedMemoryError) as raised:
         await store.read_batch(["fine", "wrong"])
     assert raised.value.memory_id == sync_raised.value.memory_id == "wrong"
@@ -267,6 +367,43 @@ async def test_a_batch_run_again_creates_only_what_is_missing(store: AsyncStore)
         assert (await store.load(memory.memory_id)).version == version
 
 
+@pytest.mark.parametrize("kind", MONGODB_KINDS, indirect=True)
+async def test_a_batch_goes_in_the_commands_the_blocking_store_sends(make: Make, url: str, sent: Sent) -> None:
+    """A batch read is one ``find``, a batch create one unordered ``insert_many`` (and one ``find`` of the
+    refused ids), on MongoDB as from the blocking store."""
+    at = datetime.datetime.now(UTC) + HOUR
+    steps: list[Callable[[Any], Any]] = [
+        lambda store: store.update_messages("there", window(2)),
+        lambda store: store.create_batch([NewMemory("a", window(1)), NewMemory("b", window(2), True, at)]),
+        lambda store: store.create_batch([NewMemory("there", window(1)), NewMemory("c", window(3))]),
+        lambda store: store.read_batch(["a", "b", "c", "there", "absent"]),
+    ]
+    store = await make()
+    awaited = [(await step(store), sent.take()) for step in steps]
+    blocking_sent = Sent()
+    collection = fresh_place("mongodb")
+    with MongoClient(url, event_listeners=[blocking_sent]) as client:
+        try:
+            blocking = MongoChatMemoryStore(client, database=DATABASE, collection=collection)
+            blocked = [(step(blocking), blocking_sent.take()) for step in steps]
+        finally:
+            for name in client[DATABASE].list_collection_names():
+                if name.startswith(collection):
+                    client[DATABASE].drop_collection(name)
+    assert [names for _, names in awaited] == [names for _, names in blocked]
+    created = [[version is None for version in value] for value, _ in awaited[1:3]]
+    assert (
+        created
+        == [[version is None for version in value] for value, _ in blocked[1:3]]
+        == [[False, False], [True, False]]
+    )
+    assert awaited[1][1].count("insert") == awaited[2][1].count("insert") == 1
+    assert awaited[3][1] == ["find"]
+    read = awaited[3][0]
+    assert [stored is None for stored in read] == [False, False, False, False, True]
+    assert read[1].times is not None and close_to(read[1].times.expires_at, at)
+
+
 @pytest.mark.parametrize("kind", [pytest.param("server", marks=pytest.mark.redis)], indirect=True)
 async def test_writes_that_wait_for_replicas_go_one_by_one(make: Make, sync_client: Redis | RedisCluster) -> None:
     """Each create is an acknowledged write: on a server without replicas the first one raises, and stays."""
@@ -285,7 +422,7 @@ async def test_scripts_the_server_forgot_are_sent_again_in_full() -> None:
     """After ``SCRIPT FLUSH`` each command of a batch answered ``NOSCRIPT`` goes again as ``EVAL``."""
     with private_server() as client:
         url = "unix://" + client.connection_pool.connection_kwargs["path"]
-        async with AsyncStore(url) as store:
+        async with AsyncRedisStore(url) as store:
             await store.update_messages("there", window(2))
             client.script_flush()
             versions = await store.create_batch([NewMemory("there", window(1)), NewMemory("new", window(3), True)])

@@ -16,13 +16,14 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Steps, drive_async
-from chatmemory.core.errors import StoreError
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
+from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.telemetry import StoreTelemetry
@@ -190,7 +191,42 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoStoreBase[AsyncMongoClient[
         """When ``memory_id`` was last written (by the server's clock) and when it expires; ``None`` if absent."""
         return await self._run(self._ops.memory_times(memory_id))
 
+    @_traced.coroutine("read_batch")
+    async def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored (records, version, times) in one ``find``; ``None`` for an absent one.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`.
+        """
+        return await self._run(self._ops.read_batch(memory_ids))
+
     # --------------------------------------------------------------------------------------------- write
+
+    @_traced.coroutine("create_batch")
+    async def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist, with their expiries, in one unordered ``insert_many``.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchCreates`: each create is conditional on the
+        memory being absent, as ``save(id, messages, 0)`` is (the unique ``_id``); ``None`` for one that
+        exists. An expired memory, and every memory of a store with history, go through :meth:`save`.
+        """
+        self._check_open(Operation.WRITE)
+        memories = list(memories)
+        if self._history is not None:
+            return [await self._create_one(memory) for memory in memories]
+        done = await self._run(self._ops.create_batch(memories))
+        versions = done.versions
+        for index in done.one_by_one:
+            versions[index] = await self._create_one(memories[index])
+        return versions
+
+    async def _create_one(self, memory: NewMemory) -> int | None:
+        try:
+            version = await self.save(memory.memory_id, memory.messages, 0)
+        except (ConcurrentUpdateError, CorruptedMemoryError):
+            return None  # there already, or damaged: nothing written
+        if memory.sets_expiry:
+            await self.expire_at(memory.memory_id, memory.expires_at)
+        return version
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
