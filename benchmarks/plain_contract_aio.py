@@ -17,8 +17,9 @@ The ``memory`` mode drives the store through ``chatmemory.aio.MessageWindowChatM
 save), beside the floor's read of the window and write of the turn, as ``plain_contract.py``'s does.
 The workload, the encoding and decoding, the medians and the table are ``plain_contract.py``'s. Client CPU
 is the whole process's, every thread's: aiosqlite runs SQLite on a thread of its own per connection, and
-the SQLite store from a URL runs its operations on worker threads (``chatmemory.aio.stores.sql_threads``);
-the event loop runs nothing else meanwhile. Figures only, no assertions: not run in CI.
+the SQLite store from a URL runs its operations on worker threads
+(``chatmemory.stores.sql.aio.ThreadExecutor``); the event loop runs nothing else meanwhile. Figures only,
+no assertions: not run in CI.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ side is sent four ways, each a run of its own, from the whole call down to what 
 
 * ``store``: ``update_messages`` as an application calls it;
 * ``operation``: the same operation run by the driver without the public method's telemetry wrapper
-  (``driver.run(store._update(...))``: the operation's generators, its write loop, the session);
+  (``executor.run(operations.update(...))``: the operation's generators, its write loop, the session);
 * ``session``: the diff planned as the operation plans it (the request, ``plan_diff``, the rendered
   statements bound), its batch sent by the driver's session (``Session.perform`` and ``end``: the
   writers' queue, the batch taken apart, each statement on the cursor, the connection kept), the
@@ -56,7 +56,9 @@ WARM_TURNS = 50
 
 
 def _planned(store: Any, memory_id: str, messages: Sequence[ChatMessage]) -> plan.DiffWrite:
-    diff = plan.plan_diff(store._request(validate_memory_id(memory_id), messages, None), store._cache.get(memory_id))
+    diff = plan.plan_diff(
+        store._operations.planner.request(validate_memory_id(memory_id), messages, None), store._cache.get(memory_id)
+    )
     if diff is None:
         raise SystemExit("the turn is not a diff of the cached snapshot: this benchmark measures only those")
     return diff
@@ -67,20 +69,22 @@ def turn_of(way: str, store: Any, memory_id: str) -> tuple[Callable[[Sequence[Ch
     if way == "store":
         return lambda messages: store.update_messages(memory_id, messages), None
     if way == "operation":
-        return lambda messages: store._driver.run(store._update(memory_id, messages)), None
+        return lambda messages: store._executor.run(store._operations.update(memory_id, messages)), None
     if way == "session":
 
         def by_session(messages: Sequence[ChatMessage]) -> None:
             diff = _planned(store, memory_id, messages)
-            session = store._driver.session()
-            counts = session.perform(Batch(tuple(store._diff_statements(diff)), store._begin_statement, None))
+            session = store._executor.session()
+            counts = session.perform(
+                Batch(tuple(store._operations.diff_statements(diff)), store._operations.begin, None)
+            )
             session.end(None)
             if counts[0] != 1:
                 raise SystemExit("the head update matched no row")
-            store._remember(memory_id, diff.state)
+            store._operations.remember(memory_id, diff.state)
 
         return by_session, None
-    pooled = store._driver._autocommit.raw_connection()
+    pooled = store._executor._autocommit.raw_connection()
     connection = pooled.dbapi_connection
 
     def by_cursor(messages: Sequence[ChatMessage]) -> None:
@@ -88,7 +92,7 @@ def turn_of(way: str, store: Any, memory_id: str) -> tuple[Callable[[Sequence[Ch
         cursor = connection.cursor()
         try:
             cursor.execute(store._begin)
-            for statement in store._diff_statements(diff):
+            for statement in store._operations.diff_statements(diff):
                 if statement.many:
                     cursor.executemany(statement.statement, statement.parameters)
                 else:
@@ -98,7 +102,7 @@ def turn_of(way: str, store: Any, memory_id: str) -> tuple[Callable[[Sequence[Ch
             cursor.execute("COMMIT")
         finally:
             cursor.close()
-        store._remember(memory_id, diff.state)
+        store._operations.remember(memory_id, diff.state)
 
     return by_cursor, pooled
 

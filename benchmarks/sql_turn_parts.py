@@ -6,7 +6,7 @@ The turn is ``plain_contract.py``'s (``update_messages`` of the whole window, th
 interleaved turn by turn with the same raw floor on the same server (``plain_contract.py``'s: one
 statement on PostgreSQL, a transaction of an ``INSERT`` and a ``DELETE`` on SQLite and MySQL/MariaDB).
 Inside the store's turn, each statement's time on the DBAPI cursor is measured as the executor sends it
-(``chatmemory.stores.sql.driver`` wrapped for the run: the executor's statement function and its joined
+(``chatmemory.stores.sql.executor`` wrapped for the run: the executor's statement function and its joined
 form's), so the table splits the store's turn into:
 
 * each statement kind (by its first word; ``BEGIN;...`` is a MySQL turn sent as one string, ``block`` a
@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
 
-import chatmemory.stores.sql.driver as sql_driver  # noqa: E402
+import chatmemory.stores.sql.executor as sql_executor  # noqa: E402
 
 sys.path.append(_HERE)
 from plain_contract import drop, floor_for, store_for  # noqa: E402
@@ -154,18 +154,18 @@ def one_run(url: str, window: int, turns: int) -> Run:
     pool_live: Totals = {}
     pool_hot: Totals = {}
     sink = [pool_live]
-    engine: Any = store._driver._autocommit
+    engine: Any = store._executor._autocommit
     engine.raw_connection = _pooled(sink, engine.raw_connection)
-    plain_end = sql_driver.Session.end
-    sql_driver.Session.end = _pooled(sink, plain_end)  # type: ignore[method-assign]
-    plain_execute = sql_driver.execute_driver_sql
-    sql_driver.execute_driver_sql = _timed(counting, _statement_name, _recorded(_statement_name, plain_execute))
-    driver: Any = store._driver
+    plain_end = sql_executor.Session.end
+    sql_executor.Session.end = _pooled(sink, plain_end)  # type: ignore[method-assign]
+    plain_execute = sql_executor.execute_driver_sql
+    sql_executor.execute_driver_sql = _timed(counting, _statement_name, _recorded(_statement_name, plain_execute))
+    driver: Any = store._executor
     driver._joined_results = functools.partial(
         _timed(
             counting,
             lambda batch: "BEGIN;... (one string)",
-            _recorded(lambda batch: "joined", sql_driver.joined_results),
+            _recorded(lambda batch: "joined", sql_executor.joined_results),
         ),
         dbapi_error=driver._dbapi_error,
     )
@@ -196,7 +196,7 @@ def one_run(url: str, window: int, turns: int) -> Run:
                 floor_turn[1] += cpu
         # The store's Python hot: the next turns with every statement answered at once, as it was last
         # answered in the live turns (the head update matched), so only the store's own code runs.
-        sql_driver.execute_driver_sql = _answered(_statement_name, plain_execute)
+        sql_executor.execute_driver_sql = _answered(_statement_name, plain_execute)
         driver._joined_results = _answered(lambda batch: "joined", driver._joined_results)
         nap = floor_turn[0] / (turns - skip)
         for index, (current, _, _) in enumerate(windows[turns:]):
@@ -209,8 +209,8 @@ def one_run(url: str, window: int, turns: int) -> Run:
             hot_turn[2 * napped] += time.perf_counter() - wall
             hot_turn[2 * napped + 1] += time.thread_time() - cpu
     finally:
-        sql_driver.execute_driver_sql = plain_execute
-        sql_driver.Session.end = plain_end  # type: ignore[method-assign]
+        sql_executor.execute_driver_sql = plain_execute
+        sql_executor.Session.end = plain_end  # type: ignore[method-assign]
         floor.close()
         drop(store, memory_id)
     live, hot = pool_live.get("pool", [0.0, 0.0]), pool_hot.get("pool", [0.0, 0.0])

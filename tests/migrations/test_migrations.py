@@ -211,7 +211,7 @@ def test_downgrading_0003_history_keeps_exactly_the_windows(sql_backend: SQLBack
     from alembic import command
 
     from chatmemory.migrations import _config, _connection
-    from chatmemory.stores.sql.schema_admin import schema_lock
+    from chatmemory.stores.sql.schema import schema_lock
 
     migrations.upgrade(sql_backend.url, table_prefix=prefix)
     system = SystemMessage("s")

@@ -39,8 +39,6 @@ DRIVER_MODULES = {
     "chatmemory.aio.stores.mongodb",
     "chatmemory.aio.stores.redis",
     "chatmemory.aio.stores.sql",
-    "chatmemory.aio.stores.sql_driver",
-    "chatmemory.aio.stores.sql_threads",
     # Redis: the blocking and the asyncio executor, and the blocking facade.
     "chatmemory.stores.redis.executor",
     "chatmemory.stores.redis.aio",
@@ -55,26 +53,16 @@ DRIVER_MODULES = {
     "chatmemory.stores.mongodb.base",
     "chatmemory.stores.mongodb.executor",
     "chatmemory.stores.mongodb.aio",
-    # SQL: statements, tables and engines are SQLAlchemy objects; the operations read its errors.
+    # SQL: the two executors, the facade and the base that builds engines, and the modules that are
+    # SQLAlchemy objects (dialects, tables, statements, engines).
     "chatmemory.stores.sql.store",
     "chatmemory.stores.sql.base",
-    "chatmemory.stores.sql.driver",
-    "chatmemory.stores.sql.operations",
-    "chatmemory.stores.sql.batch_reads",
-    "chatmemory.stores.sql.batch_creates",
-    "chatmemory.stores.sql.locked_operations",
-    "chatmemory.stores.sql.history_operations",
-    "chatmemory.stores.sql.page_statements",
-    "chatmemory.stores.sql.history_restore",
-    "chatmemory.stores.sql.rendered",
-    "chatmemory.stores.sql.turn_statement",
-    "chatmemory.stores.sql.clock",
-    "chatmemory.stores.sql.engine",
+    "chatmemory.stores.sql.executor",
+    "chatmemory.stores.sql.aio",
+    "chatmemory.stores.sql.dialect",
     "chatmemory.stores.sql.schema",
-    "chatmemory.stores.sql.schema_admin",
-    "chatmemory.stores.sql.sqlite_writers",
     "chatmemory.stores.sql.statements",
-    "chatmemory.stores.sql.writes",
+    "chatmemory.stores.sql.engine",
 }
 
 

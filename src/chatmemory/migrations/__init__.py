@@ -29,20 +29,18 @@ from sqlalchemy import Connection, Engine, create_engine, inspect  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 from chatmemory.core.errors import StoreError  # noqa: E402
-from chatmemory.stores.sql.engine import dialect_family  # noqa: E402
+from chatmemory.stores.sql.dialect import dialect_family  # noqa: E402
 from chatmemory.stores.sql.engine import normalize_url as _normalize_url  # noqa: E402
 from chatmemory.stores.sql.schema import (  # noqa: E402
     DEFAULT_TABLE_PREFIX,
     REQUIRED_SCHEMA_REVISION,
-    validate_partitions,
-    validate_table_prefix,
-    version_table_name,
-)
-from chatmemory.stores.sql.schema_admin import (  # noqa: E402
     SchemaAdmin,
     check_partitions_on,
     migrate_command,
     schema_lock,
+    validate_partitions,
+    validate_table_prefix,
+    version_table_name,
 )
 
 __all__ = [

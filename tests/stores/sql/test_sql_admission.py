@@ -16,8 +16,8 @@ from sqlalchemy.pool import NullPool
 
 from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
-from chatmemory.aio.stores.sql_driver import AsyncDriver, admission_for
 from chatmemory.core.messages import ChatMessage
+from chatmemory.stores.sql.aio import AsyncExecutor, admission_for
 from support.backends.sqlite import SQLBackend
 
 pytestmark = pytest.mark.asyncio
@@ -43,9 +43,9 @@ async def _play(store: AsyncSQLStore, tasks: int, turns: int) -> list[tuple[int,
     return order
 
 
-def _on_the_event_loop(sql_backend: SQLBackend, store: AsyncSQLStore) -> AsyncDriver:
-    driver = store._driver
-    if not isinstance(driver, AsyncDriver):
+def _on_the_event_loop(sql_backend: SQLBackend, store: AsyncSQLStore) -> AsyncExecutor:
+    driver = store._executor
+    if not isinstance(driver, AsyncExecutor):
         # SQLite from a URL: operations go to worker threads, queued in order by their executor.
         pytest.skip("SQLite runs its operations on worker threads, not on the event loop's pool")
     return driver

@@ -52,7 +52,7 @@ def checked_out(store: AsyncSQLStore) -> int:
     but for the one the store keeps for its next operation: those no call holds are leaked."""
     pools = {id(engine.pool): engine.pool for engine in (operations_engine(store), store.engine.sync_engine)}
     out = sum(int(pool.checkedout()) for pool in pools.values())  # type: ignore[attr-defined]
-    driver = store._driver
+    driver = store._executor
     return out - len(driver._sync._kept)
 
 
@@ -270,7 +270,7 @@ async def test_mariadb_connections_go_back_to_the_pool_without_rollback_unless_a
 
     async def counters() -> dict[str, int]:
         # The connection the store's operations use: the one it keeps between them.
-        kept = store._driver._sync
+        kept = store._executor._sync
         pooled = kept.checkout()
         try:
             return await counters_of(pooled.dbapi_connection.driver_connection)  # type: ignore[union-attr]

@@ -7,9 +7,17 @@ from typing import Any
 
 import pytest
 
-from chatmemory.core.driving import drive
-from chatmemory.stores.sql.batches import send_batch, send_in_order
-from chatmemory.stores.sql.commands import COMMIT, RELEASE, ROLLBACK, Batch, Command, Statement, Steps
+from chatmemory.core.driving import Steps, drive
+from chatmemory.stores.sql.commands import (
+    COMMIT,
+    RELEASE,
+    ROLLBACK,
+    Batch,
+    Command,
+    Statement,
+    send_batch,
+    send_in_order,
+)
 
 BEGIN = Statement("BEGIN")
 HEAD = Statement("UPDATE head", expect=1)

@@ -18,9 +18,9 @@ from chatmemory import SystemMessage, UserMessage
 from chatmemory.core.history import history_appends
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import loads_message
-from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.plan import CachedSnapshot, LockedHead, WriteRequest
-from chatmemory.stores.sql.window import WindowCover, cover_window
+from chatmemory.stores.sql import outcomes, plan
+from chatmemory.stores.sql.outcomes import CachedSnapshot, LockedHead
+from chatmemory.stores.sql.plan import WindowCover, WriteRequest, cover_window
 
 # ------------------------------------------------------------------------------------------ covers
 
@@ -248,7 +248,7 @@ def test_a_locked_write_of_messages_reads_the_window_it_does_not_know(history: b
     assert plan.window_needed(WriteRequest.of_messages("m", [UserMessage("a")], 7, None, history=history), None, head())
     landed = head(recent_writes=plan.write_entry(request.write_id, 7))
     assert not plan.window_needed(request, None, landed)
-    assert isinstance(plan.plan_locked(request, None, landed), plan.Written)
+    assert isinstance(plan.plan_locked(request, None, landed), outcomes.Written)
 
 
 def test_a_rewrite_with_history_keeps_the_rows_and_starts_past_them() -> None:

@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError
 
 from chatmemory import AiMessage, ChatMessage, UserMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
-from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT, SCALAR_DIFF_LIMIT
-from chatmemory.stores.sql.engine import MISSED_BLOCK_MESSAGE, is_missed_block
-from chatmemory.stores.sql.rendered import Joined, render
+from chatmemory.stores.sql.dialect import MISSED_BLOCK_MESSAGE, MYSQL, Joined, render
+from chatmemory.stores.sql.outcomes import Failure
+from chatmemory.stores.sql.plan import JOINED_PAYLOAD_LIMIT, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.schema import build_tables
 from chatmemory.stores.sql.statements import Statements
 from support.backends.mysql import open_backend
@@ -369,7 +369,10 @@ def test_only_the_blocks_own_signal_counts_as_a_missed_head() -> None:
     def error(*args: object) -> DBAPIError:
         return DBAPIError("statement", None, pymysql.OperationalError(*args))
 
-    assert is_missed_block(error(1644, MISSED_BLOCK_MESSAGE))
-    assert not is_missed_block(error(1644, "Unhandled user-defined exception condition"))  # a SIGNAL of another's
-    assert not is_missed_block(error(1062, MISSED_BLOCK_MESSAGE))
-    assert not is_missed_block(error(2013))
+    def missed(exc: DBAPIError) -> bool:
+        return MYSQL.failure(exc).kind is Failure.MISSED_BLOCK
+
+    assert missed(error(1644, MISSED_BLOCK_MESSAGE))
+    assert not missed(error(1644, "Unhandled user-defined exception condition"))  # a SIGNAL of another's
+    assert not missed(error(1062, MISSED_BLOCK_MESSAGE))
+    assert not missed(error(2013))

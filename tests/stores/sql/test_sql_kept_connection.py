@@ -38,7 +38,7 @@ def store(sql_backend: SQLBackend) -> Iterator[SQLChatMemoryStore]:
 
 def _kept(store: SQLChatMemoryStore) -> list[Any]:
     """The DBAPI connections the store keeps for its next call."""
-    return [pooled.dbapi_connection for pooled in store._driver._kept]
+    return [pooled.dbapi_connection for pooled in store._executor._kept]
 
 
 def _calls(store: SQLChatMemoryStore, memory_id: str, turns: int = 5) -> None:
@@ -124,7 +124,7 @@ def test_nothing_is_kept_while_something_listens_to_the_pools_checkouts(store: S
 def test_a_connection_left_in_a_transaction_is_not_kept(store: SQLChatMemoryStore) -> None:
     store.update_messages("m", texts("a"))
     store.get_messages("m")
-    driver = store._driver
+    driver = store._executor
     pooled = driver.checkout()
     cursor = pooled.cursor()
     cursor.execute(store._begin)
@@ -164,7 +164,7 @@ _SESSION_ID = {"postgres": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTIO
 
 def _session_id(store: SQLChatMemoryStore, query: str) -> int:
     """The server's id for the session the store's next call runs on (the connection it keeps)."""
-    driver = store._driver
+    driver = store._executor
     pooled = driver.checkout()
     cursor = pooled.cursor()
     cursor.execute(query)
@@ -224,7 +224,7 @@ def test_a_forked_child_never_uses_the_connection_its_parent_keeps(
 
 
 def _async_kept(store: AsyncSQLStore) -> list[Any]:
-    return [pooled.dbapi_connection for pooled in store._driver._sync._kept]
+    return [pooled.dbapi_connection for pooled in store._executor._sync._kept]
 
 
 def _operations_pool(store: AsyncSQLStore) -> Any:

@@ -17,8 +17,7 @@ def test_the_plan_imports_without_any_driver() -> None:
     hide = "; ".join(f"sys.modules[{name!r}] = None" for name in DRIVERS)
     code = (
         f"import sys; {hide}\n"
-        "from chatmemory.stores.sql import commands, diffed_writes, locked_writes, outcomes, plan, reads\n"
-        "from chatmemory.stores.sql import batches, write_requests\n"
+        "from chatmemory.stores.sql import commands, history, operations, outcomes, plan\n"
         "print('ok', plan.plan_diff.__name__)\n"
     )
     assert _run(code).split() == ["ok", "plan_diff"]

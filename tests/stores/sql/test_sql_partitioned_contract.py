@@ -14,7 +14,7 @@ from sqlalchemy import text
 from chatmemory import ChatMemoryStore, aio
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemoryStore
 from chatmemory.stores.sql import SQLChatMemoryStore
-from chatmemory.stores.sql.schema_admin import partitions_on
+from chatmemory.stores.sql.schema import partitions_on
 from chatmemory.testing import (
     AsyncChatMemoryStoreContract,
     AsyncHistoryStoreFactory,

@@ -22,7 +22,7 @@ from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLChatMemorySt
 from chatmemory.core.errors import StoreError
 from chatmemory.migrations import create_schema, current, drop_schema, head, upgrade
 from chatmemory.stores.sql import SQLChatMemoryStore
-from chatmemory.stores.sql.schema_admin import partitions_on
+from chatmemory.stores.sql.schema import partitions_on
 from support.backends import postgres
 
 pytestmark = pytest.mark.postgres

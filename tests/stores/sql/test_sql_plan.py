@@ -9,14 +9,14 @@ from hypothesis import strategies as st
 from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, UserMessage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message, loads_message
-from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.diffed_writes import JOINED_PAYLOAD_LIMIT, RUN
-from chatmemory.stores.sql.plan import CachedSnapshot, LockedHead, WriteRequest
+from chatmemory.stores.sql import outcomes, plan
+from chatmemory.stores.sql.outcomes import CachedSnapshot, LockedHead
+from chatmemory.stores.sql.plan import JOINED_PAYLOAD_LIMIT, RUN, WriteRequest
 
 
 def head_row(version: int, incarnation: int, next_seq: int, live: int = 1, window_start: int = 0) -> tuple[None, bytes]:
     """The window read's head row: ``seq`` NULL, the head's fields packed in ``payload``."""
-    return (None, plan.ReadHead(version, incarnation, next_seq, live, window_start).pack())
+    return (None, outcomes.ReadHead(version, incarnation, next_seq, live, window_start).pack())
 
 
 def texts(*words: str) -> tuple[ChatMessage, ...]:
@@ -47,48 +47,48 @@ def head(**fields: object) -> LockedHead:
 
 
 def test_a_read_without_a_head_row_asks_for_the_stray_read() -> None:
-    assert isinstance(plan.decode_read("m", [], None), plan.Headless)
-    assert isinstance(plan.raw_records([]), plan.Headless)
+    assert isinstance(outcomes.decode_read("m", [], None), outcomes.Headless)
+    assert isinstance(outcomes.raw_records([]), outcomes.Headless)
 
 
 def test_an_absent_memory_reads_empty_at_version_0() -> None:
-    result = plan.absent_read([])
-    assert isinstance(result, plan.ReadResult)
+    result = outcomes.absent_read([])
+    assert isinstance(result, outcomes.ReadResult)
     assert result.snapshot.messages == [] and result.snapshot.version == 0 and result.state is None
 
 
 def test_message_rows_without_a_head_are_corrupted_not_empty() -> None:
-    result = plan.absent_read([(0, b"{}"), (1, b"{}")])
-    assert isinstance(result, plan.Corrupted)
+    result = outcomes.absent_read([(0, b"{}"), (1, b"{}")])
+    assert isinstance(result, outcomes.Corrupted)
     assert "2 message rows" in result.detail
     assert isinstance(result.error("m"), CorruptedMemoryError)
-    assert plan.stray_records([(1, b"b"), (0, b"a")]) == [b"a", b"b"]  # an operator inspects them in order
+    assert outcomes.stray_records([(1, b"b"), (0, b"a")]) == [b"a", b"b"]  # an operator inspects them in order
 
 
 def test_an_expired_head_reads_empty() -> None:
-    result = plan.decode_read("m", [head_row(5, 1, 2, live=0)], None)
-    assert isinstance(result, plan.ReadResult) and result.snapshot.version == 0
-    assert plan.raw_records([head_row(5, 1, 2, live=0)]) == []
+    result = outcomes.decode_read("m", [head_row(5, 1, 2, live=0)], None)
+    assert isinstance(result, outcomes.ReadResult) and result.snapshot.version == 0
+    assert outcomes.raw_records([head_row(5, 1, 2, live=0)]) == []
 
 
 def test_a_live_head_without_messages_reads_empty_at_its_version() -> None:
-    result = plan.decode_read("m", [head_row(4, 1, 2, window_start=2)], None)
-    assert isinstance(result, plan.ReadResult) and result.snapshot.version == 4
+    result = outcomes.decode_read("m", [head_row(4, 1, 2, window_start=2)], None)
+    assert isinstance(result, outcomes.ReadResult) and result.snapshot.version == 4
     assert result.state == CachedSnapshot(4, 1, 2, (), (), 2)
 
 
 @pytest.mark.parametrize("packed", [b"8 42 7 1 3", "8 42 7 1 3", memoryview(b"8 42 7 1 3")])
 def test_the_packed_head_reads_from_any_driver_type(packed: object) -> None:
-    assert plan.ReadHead.unpack(packed) == plan.ReadHead(8, 42, 7, 1, 3)  # type: ignore[arg-type]
-    assert plan.ReadHead(8, 42, 7, 1, 3).pack() == b"8 42 7 1 3"
+    assert outcomes.ReadHead.unpack(packed) == outcomes.ReadHead(8, 42, 7, 1, 3)  # type: ignore[arg-type]
+    assert outcomes.ReadHead(8, 42, 7, 1, 3).pack() == b"8 42 7 1 3"
 
 
 def test_rows_the_cache_holds_are_reused_and_new_ones_decoded() -> None:
     cached = snapshot_of(texts("a", "b", "c"))
     new = UserMessage("d")
     rows = [head_row(8, 42, 7, window_start=4), (4, None), (5, None), (6, dumps_message(new))]
-    result = plan.decode_read("m", rows, cached)
-    assert isinstance(result, plan.ReadResult)
+    result = outcomes.decode_read("m", rows, cached)
+    assert isinstance(result, outcomes.ReadResult)
     assert result.snapshot.messages == [UserMessage("b"), UserMessage("c"), new]
     assert result.snapshot.messages[0] is cached.messages[1]
     assert result.state == CachedSnapshot(8, 42, 7, (4, 5, 6), (*cached.messages[1:], new), 4)
@@ -98,12 +98,12 @@ def test_an_unchanged_window_reads_as_the_cached_snapshot_in_any_row_order() -> 
     cached = snapshot_of(texts("a", "b", "c"))
     head = head_row(cached.version, cached.incarnation, cached.next_seq, window_start=cached.window_start)
     rows = [head, *((seq, None) for seq in cached.seqs)]
-    result = plan.decode_read("m", rows, cached)
-    assert isinstance(result, plan.ReadResult) and result.state is cached
+    result = outcomes.decode_read("m", rows, cached)
+    assert isinstance(result, outcomes.ReadResult) and result.state is cached
     assert result.snapshot.messages == list(cached.messages) and result.snapshot.version == cached.version
     assert all(got is held for got, held in zip(result.snapshot.messages, cached.messages, strict=True))
-    shuffled = plan.decode_read("m", [rows[2], rows[3], head, rows[1]], cached)
-    assert isinstance(shuffled, plan.ReadResult) and shuffled.state is cached
+    shuffled = outcomes.decode_read("m", [rows[2], rows[3], head, rows[1]], cached)
+    assert isinstance(shuffled, outcomes.ReadResult) and shuffled.state is cached
     assert shuffled.snapshot.messages == list(cached.messages)
 
 
@@ -111,12 +111,12 @@ def test_a_window_at_the_cached_version_with_other_rows_is_read_from_its_rows() 
     cached = snapshot_of(texts("a", "b", "c"))
     head = head_row(cached.version, cached.incarnation, cached.next_seq, window_start=cached.window_start)
     first, second, third = cached.seqs
-    fewer = plan.decode_read("m", [head, (first, None), (third, None)], cached)
-    assert isinstance(fewer, plan.ReadResult) and fewer.state is not None
+    fewer = outcomes.decode_read("m", [head, (first, None), (third, None)], cached)
+    assert isinstance(fewer, outcomes.ReadResult) and fewer.state is not None
     assert fewer.snapshot.messages == [cached.messages[0], cached.messages[2]] and fewer.state.seqs == (first, third)
     changed = (second, dumps_message(UserMessage("B")))
-    sent = plan.decode_read("m", [head, (first, None), changed, (third, None)], cached)
-    assert isinstance(sent, plan.ReadResult)
+    sent = outcomes.decode_read("m", [head, (first, None), changed, (third, None)], cached)
+    assert isinstance(sent, outcomes.ReadResult)
     assert sent.snapshot.messages == [cached.messages[0], UserMessage("B"), cached.messages[2]]
 
 
@@ -124,13 +124,13 @@ def test_a_row_the_cache_does_not_hold_asks_for_an_uncached_read() -> None:
     # A row deleted and put back by hand under another sequence number: no KeyError, a fresh read.
     cached = snapshot_of(texts("a", "b"))
     rows = [head_row(7, 42, 5), (3, None), (2, None)]
-    assert isinstance(plan.decode_read("m", rows, cached), plan.StaleCache)
+    assert isinstance(outcomes.decode_read("m", rows, cached), outcomes.StaleCache)
 
 
 def test_a_row_appended_by_hand_past_next_seq_moves_next_seq() -> None:
     rows = [head_row(7, 42, 5), *((seq, dumps_message(UserMessage(str(seq)))) for seq in (3, 4, 5))]
-    result = plan.decode_read("m", rows, None)
-    assert isinstance(result, plan.ReadResult) and result.state is not None
+    result = outcomes.decode_read("m", rows, None)
+    assert isinstance(result, outcomes.ReadResult) and result.state is not None
     assert result.state.next_seq == 6
 
 
@@ -159,14 +159,14 @@ def test_rows_in_any_order_read_as_the_window_in_seq_order(
     read: tuple[list[tuple[int | None, bytes | None]], CachedSnapshot | None, list[int]],
 ) -> None:
     rows, cached, seqs = read
-    result = plan.decode_read("m", rows, cached)
-    assert isinstance(result, plan.ReadResult) and result.state is not None
+    result = outcomes.decode_read("m", rows, cached)
+    assert isinstance(result, outcomes.ReadResult) and result.state is not None
     assert result.snapshot.messages == [UserMessage(f"m{seq}") for seq in seqs]
     assert result.snapshot.version == 4 and result.state.seqs == tuple(seqs)
     if cached is not None:  # the cached prefix is reused, not decoded again
         assert all(message is held for message, held in zip(result.state.messages, cached.messages, strict=False))
     sent = sorted((seq, payload) for seq, payload in rows if seq is not None and payload is not None)
-    assert plan.raw_records(rows) == [payload for _, payload in sent]
+    assert outcomes.raw_records(rows) == [payload for _, payload in sent]
 
 
 def test_read_parameters_send_every_payload_without_a_cache() -> None:
@@ -205,8 +205,8 @@ def test_a_steady_state_turn_is_a_diff_encoding_only_the_new_message() -> None:
     parameters = diff.head_parameters()
     assert parameters["p_expected"] == 7 and parameters["p_ttl"] == 60.0
     assert plan.find_write(parameters["p_entry"], request.write_id) == 8
-    assert plan.diff_outcome(diff, True) == plan.Written(8, diff.state)
-    assert plan.diff_outcome(diff, False) == plan.Conflict()
+    assert plan.diff_outcome(diff, True) == outcomes.Written(8, diff.state)
+    assert plan.diff_outcome(diff, False) == outcomes.Conflict()
 
 
 def test_a_turn_joins_into_one_mysql_query_only_when_its_payloads_fit() -> None:
@@ -266,13 +266,13 @@ def test_no_diff_without_a_matching_snapshot_or_for_a_rewrite() -> None:
 def test_a_locked_write_that_already_landed_reports_its_version() -> None:
     request = WriteRequest.of_messages("m", texts("a"), 3, None)
     recent = plan.write_entry("0" * 16, 6) + plan.write_entry(request.write_id, 5)
-    assert plan.plan_locked(request, None, head(recent_writes=recent)) == plan.Written(5, None)
+    assert plan.plan_locked(request, None, head(recent_writes=recent)) == outcomes.Written(5, None)
 
 
 def test_a_conditional_locked_write_at_another_version_conflicts() -> None:
     request = WriteRequest.of_messages("m", texts("a"), 3, None)
-    assert plan.plan_locked(request, None, head()) == plan.Conflict()
-    assert plan.plan_locked(request, None, head(present=False, version=0)) == plan.Conflict()
+    assert plan.plan_locked(request, None, head()) == outcomes.Conflict()
+    assert plan.plan_locked(request, None, head(present=False, version=0)) == outcomes.Conflict()
     with pytest.raises(ConcurrentUpdateError):
         raise plan.conflict_error(request)
 
@@ -297,14 +297,14 @@ def test_a_locked_write_takes_seqs_past_rows_appended_by_hand() -> None:
 
 def test_creating_a_memory_starts_at_the_server_clock_with_a_new_incarnation() -> None:
     request = WriteRequest.of_messages("m", texts("a", "b"), 0, 5.0)
-    decision = plan.plan_locked(request, None, plan.locked_head(None, 5_000_000))
+    decision = plan.plan_locked(request, None, outcomes.locked_head(None, 5_000_000))
     assert isinstance(decision, plan.LockedWrite)
     assert decision.insert_head and decision.version == 5_000_000
     assert decision.head["p_ttl"] == 5.0 and decision.head["p_recent"].startswith(request.write_id)
-    assert plan.stray_rows(decision, 0) is None
-    assert isinstance(plan.stray_rows(decision, 2), plan.Corrupted)
-    unconditional = plan.plan_locked(WriteRequest.of_records("m", [b"r"], None), None, plan.locked_head(None, 1))
-    assert isinstance(unconditional, plan.LockedWrite) and plan.stray_rows(unconditional, 2) is None
+    assert outcomes.stray_rows(decision, 0) is None
+    assert isinstance(outcomes.stray_rows(decision, 2), outcomes.Corrupted)
+    unconditional = plan.plan_locked(WriteRequest.of_records("m", [b"r"], None), None, outcomes.locked_head(None, 1))
+    assert isinstance(unconditional, plan.LockedWrite) and outcomes.stray_rows(unconditional, 2) is None
 
 
 def test_an_expired_memory_is_written_as_a_new_incarnation_above_its_old_versions() -> None:
@@ -322,7 +322,7 @@ def test_recent_writes_keep_the_last_eight(write_ids: list[str]) -> None:
     for version, write_id in enumerate(write_ids, start=1):
         request = WriteRequest("m", texts("a"), None, None, None, write_id)
         decision = plan.plan_locked(request, None, head(version=version - 1 or 1, recent_writes=recent))
-        if isinstance(decision, plan.Written):
+        if isinstance(decision, outcomes.Written):
             continue  # the same id drawn twice: the second is a resend
         assert isinstance(decision, plan.LockedWrite)
         recent = decision.head["p_recent"]

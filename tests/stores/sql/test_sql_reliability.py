@@ -527,7 +527,7 @@ async def test_an_asyncio_schema_check_on_a_dead_pooled_connection_is_sent_again
         assert await store.get_messages("fresh") == []
         assert proxy.cuts == 1
         # The dead one handed back; out of the pool at most the new one, which a store-made engine keeps.
-        kept = len(store._driver._sync._kept)
+        kept = len(store._executor._sync._kept)
         assert kept == (1 if engine is None else 0)
         assert store.engine.pool.checkedout() == kept  # type: ignore[attr-defined]
     if engine is not None:

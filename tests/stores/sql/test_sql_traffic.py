@@ -501,7 +501,7 @@ def _counters_of(dbapi_connection: Any) -> dict[str, int]:
 
 def _session_counters(store: SQLChatMemoryStore) -> dict[str, int]:
     """The counters of the connection the store's calls use: the one it keeps between them."""
-    driver = store._driver
+    driver = store._executor
     connection = driver.checkout()
     try:
         return _counters_of(connection.dbapi_connection)

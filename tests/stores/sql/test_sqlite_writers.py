@@ -26,8 +26,7 @@ from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.sql import SQLChatMemoryStore
-from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS
-from chatmemory.stores.sql.sqlite_writers import WriterQueue, writer_queue, writer_queue_for
+from chatmemory.stores.sql.engine import SQLITE_BUSY_TIMEOUT_SECONDS, WriterQueue, writer_queue, writer_queue_for
 
 pytestmark = pytest.mark.sqlite
 
@@ -126,7 +125,7 @@ def test_a_write_waits_for_the_transaction_under_way_before_it_begins(url: str, 
         statements.trace(second.engine)
         first.create_schema()
         second.update_messages("warm", texts("a"))  # its schema checked, its connection open
-        assert second._driver.session()._on_pooled()  # statements go to the pooled connection, as in use
+        assert second._executor.session()._on_pooled()  # statements go to the pooled connection, as in use
         inside, go = threading.Event(), threading.Event()
         with (
             ThreadPoolExecutor(1, thread_name_prefix="holder") as holders,

@@ -3,11 +3,11 @@
 Drivers, each behind the same extra as the sync store's: psycopg 3 in its async mode for PostgreSQL (the
 same ``postgresql+psycopg://`` URL); asyncmy for MySQL/MariaDB (``mysql://`` and ``mysql+pymysql://`` are
 mapped to ``mysql+asyncmy://``); for SQLite from a URL, the sync store's ``sqlite3`` engine on a worker
-thread of the store (:mod:`chatmemory.aio.stores.sql_threads`), with aiosqlite for ``engine`` and the
-schema commands. Every operation is the sync store's (:mod:`chatmemory.stores.sql.operations`), sent by
-:mod:`chatmemory.aio.stores.sql_driver`, so a memory written by one store is read and extended by the
-other. A cancelled call leaves the memory at its old or its new list. Why these drivers, and what a
-cancellation leaves: *The asyncio store* in ``docs/store-sql.md``.
+thread of the store, with aiosqlite for ``engine`` and the schema commands. Every operation is the sync
+store's (:mod:`chatmemory.stores.sql.operations`), sent by the executors of
+:mod:`chatmemory.stores.sql.aio`, so a memory written by one store is read and extended by the other. A
+cancelled call leaves the memory at its old or its new list. Why these drivers, and what a cancellation
+leaves: *The asyncio store* in ``docs/store-sql.md``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util import greenlet_spawn  # noqa: E402
 
 from chatmemory.aio.stores.loops import PerLoop  # noqa: E402
-from chatmemory.aio.stores.sql_driver import AsyncDriver  # noqa: E402
-from chatmemory.aio.stores.sql_threads import ThreadDriver  # noqa: E402
+from chatmemory.core.driving import Steps  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
@@ -42,22 +41,22 @@ from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.base.turns import AsyncLocalTurns  # noqa: E402
-from chatmemory.stores.sql.commands import Command, Steps  # noqa: E402
+from chatmemory.stores.sql.aio import AsyncExecutor, OnLoop, ThreadExecutor  # noqa: E402
+from chatmemory.stores.sql.base import SQLStoreBase  # noqa: E402
+from chatmemory.stores.sql.commands import Command  # noqa: E402
+from chatmemory.stores.sql.dialect import dialect_family, lost_connection  # noqa: E402
 from chatmemory.stores.sql.engine import (  # noqa: E402
     autocommit_options,
-    dialect_family,
     driver_options,
     engine_from_url,
     engine_isolation_level,
     install_connect_hooks,
-    lost_connection,
     missing_driver,
     normalize_url,
+    writer_queue_for,
 )
-from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
-from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
-from chatmemory.stores.sql.schema_admin import check_with, connect, revision_on  # noqa: E402
-from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
+from chatmemory.stores.sql.operations import Change, check_listing  # noqa: E402
+from chatmemory.stores.sql.schema import check_with, connect, revision_on  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -71,24 +70,7 @@ async def _no_server_lock(token: bytes) -> None:
 _T = TypeVar("_T")
 
 
-class _OnLoop:
-    """What the store sends with on one event loop: an engine of that loop, in autocommit, and its driver."""
-
-    __slots__ = ("autocommit", "driver", "engine", "schema_lock")
-
-    def __init__(self, engine: AsyncEngine, autocommit: AsyncEngine, driver: AsyncDriver) -> None:
-        self.engine = engine
-        self.autocommit = autocommit
-        self.driver = driver
-        self.schema_lock = asyncio.Lock()
-
-    async def close(self) -> None:
-        """Hand back the kept connection and close the pool's connections (the engine stays usable)."""
-        await self.driver.hand_back()
-        await self.engine.dispose()
-
-
-class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
+class SQLChatMemoryStore(AsyncStoreLifecycle, SQLStoreBase[AsyncEngine]):
     """A store in SQL tables; supports versioning, listing, TTL, schema commands and raw records.
 
     Create the tables with ``chatmemory migrate URL`` (or :func:`chatmemory.migrations.upgrade`), or with
@@ -184,9 +166,9 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         return self._engine
 
     async def _release(self) -> None:
-        driver = self.__dict__.get("_thread_driver")
-        if driver is not None:
-            await asyncio.to_thread(driver.shutdown)
+        executor = self.__dict__.get("_thread_executor")
+        if executor is not None:
+            await asyncio.to_thread(executor.shutdown)
         if self._thread_engine is not None:
             self._thread_engine.dispose()
         await self._per_loop.aclose()
@@ -215,7 +197,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         except ChatMemoryError:
             raise
         except SQLAlchemyError as exc:
-            raise self._schema.store_error(operation, None, exc) from exc
+            raise self._schema.store_error(operation, exc) from exc
 
     async def schema_revision(self) -> str | None:
         """The revision the store's tables are at (``None``: no tables yet)."""
@@ -274,28 +256,29 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             except ChatMemoryError:
                 raise
             except SQLAlchemyError as exc:
-                raise self._schema.store_error(Operation.SCHEMA, None, exc) from exc
+                raise self._schema.store_error(Operation.SCHEMA, exc) from exc
 
-    # -------------------------------------------------------------------------------------- the driver
+    # ------------------------------------------------------------------------------------ the executor
 
     @functools.cached_property
-    def _thread_driver(self) -> ThreadDriver:
+    def _thread_executor(self) -> ThreadExecutor:
         engine = self._thread_engine
         assert engine is not None, "only SQLite from a URL runs on worker threads"
         autocommit = engine.execution_options(**autocommit_options(engine_isolation_level(engine)))
-        return ThreadDriver(
+        return ThreadExecutor(
             engine,
             autocommit,
             self._check_schema_on_thread,
+            self._failure,
             keeps_connection=self._keeps_connection,
             writers=writer_queue_for(engine, self._engine_options),
         )
 
     @functools.cached_property
-    def _per_loop(self) -> PerLoop[_OnLoop]:
-        return PerLoop(self._for_loop, _OnLoop.close, closes_with_loop=self._owns_client)
+    def _per_loop(self) -> PerLoop[OnLoop]:
+        return PerLoop(self._for_loop, OnLoop.close, closes_with_loop=self._owns_client)
 
-    def _for_loop(self, first: bool) -> _OnLoop:
+    def _for_loop(self, first: bool) -> OnLoop:
         """The engine of a loop that first uses the store: the store's own on the first loop, a new one after."""
         if first:
             engine, autocommit = self._engine, self._autocommit
@@ -313,31 +296,33 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
                     "keeps an engine per event loop), or build one store per event loop"
                 ),
             )
-        driver = AsyncDriver(engine, autocommit, self._check_schema, keeps_connection=self._keeps_connection)
-        return _OnLoop(engine, autocommit, driver)
+        executor = AsyncExecutor(
+            engine, autocommit, self._check_schema, self._failure, keeps_connection=self._keeps_connection
+        )
+        return OnLoop(engine, autocommit, executor)
 
     @property
-    def _driver(self) -> AsyncDriver | ThreadDriver:
+    def _executor(self) -> AsyncExecutor | ThreadExecutor:
         """What sends the operations: the worker threads (SQLite from a URL), else the running loop's engine."""
         if self._thread_engine is not None:
-            return self._thread_driver
-        return self._per_loop.get().driver
+            return self._thread_executor
+        return self._per_loop.get().executor
 
-    async def _ready_driver(self) -> AsyncDriver | ThreadDriver:
-        """:attr:`_driver`, its loop's engine set to close when the loop shuts down."""
+    async def _ready_executor(self) -> AsyncExecutor | ThreadExecutor:
+        """:attr:`_executor`, its loop's engine set to close when the loop shuts down."""
         if self._thread_engine is not None:
-            return self._thread_driver
-        return (await self._per_loop.ready()).driver
+            return self._thread_executor
+        return (await self._per_loop.ready()).executor
 
     async def _run(self, steps: Steps[Command, _T]) -> _T:
-        return await (await self._ready_driver()).run(steps)
+        return await (await self._ready_executor()).run(steps)
 
     # ------------------------------------------------------------------------------------------- reads
 
     @_traced.coroutine("load")
     async def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
-        return await self._run(self._load(memory_id))
+        return await self._run(self._operations.load(memory_id))
 
     @_traced.coroutine("get")
     async def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -347,24 +332,24 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("read_raw")
     async def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
-        return await self._run(self._read_raw(memory_id))
+        return await self._run(self._operations.read_raw(memory_id))
 
     @_traced.coroutine("reseal")
     async def reseal(self, memory_id: str) -> Resealed:
         """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
-        return await self._run(self._reseal(memory_id))
+        return await self._run(self._operations.reseal(memory_id))
 
     @_traced.coroutine("memory_times")
     async def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
-        return await self._run(self._memory_times(memory_id))
+        return await self._run(self._operations.memory_times(memory_id))
 
     # ------------------------------------------------------------------------------------------ writes
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return await self._run(self._save(memory_id, messages, expected_version))
+        return await self._run(self._operations.save(memory_id, messages, expected_version))
 
     @_traced.coroutine("save")
     async def save_recorded(
@@ -375,12 +360,12 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         also_recorded: Sequence[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        return await self._run(self._save(memory_id, messages, expected_version, also_recorded))
+        return await self._run(self._operations.save(memory_id, messages, expected_version, also_recorded))
 
     @_traced.coroutine("update")
     async def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        await self._run(self._update(memory_id, messages))
+        await self._run(self._operations.update(memory_id, messages))
 
     @_traced.coroutine("write_raw")
     async def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -390,7 +375,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         plants corrupted data. With history it records nothing (the records are not history entries) and
         keeps the history the memory had.
         """
-        await self._run(self._write_raw(memory_id, records))
+        await self._run(self._operations.write_raw(memory_id, records))
 
     @_traced.coroutine("modify")
     async def modify(self, memory_id: str, change: Change) -> int:
@@ -413,7 +398,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         async with self._turns.hold(memory_id, _no_server_lock):
-            return await self._run(self._modify(memory_id, change))
+            return await self._run(self._operations.modify(memory_id, change))
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
@@ -422,7 +407,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
     @_traced.coroutine("delete")
     async def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
-        await self._run(self._delete(memory_id))
+        await self._run(self._operations.delete(memory_id))
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -434,7 +419,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Raises:
             ValueError: ``when`` is not an aware datetime.
         """
-        await self._run(self._expire_at(memory_id, when))
+        await self._run(self._operations.expire_at(memory_id, when))
 
     # ----------------------------------------------------------------------------------------- history
 
@@ -450,7 +435,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             HistoryNotEnabledError: the store was built without ``history=True``.
             CorruptedMemoryError: an entry does not decode.
         """
-        return await self._run(self._history_page(memory_id, after, limit, reverse))
+        return await self._run(self._operations.history_page(memory_id, after, limit, reverse))
 
     @_traced.coroutine("restore_history")
     async def restore_history(
@@ -466,7 +451,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
             HistoryNotEnabledError: the store was built without history.
             UnrestorableHistoryError: a memory without a head row and no ``window``.
         """
-        return await self._run(self._restore_history(memory_id, entries, window))
+        return await self._run(self._operations.restore_history(memory_id, entries, window))
 
     @_traced.coroutine("trim_history")
     async def trim_history(
@@ -481,7 +466,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return await self._run(self._trim(older_than, memory_id))
+        return await self._run(self._operations.trim(older_than, memory_id))
 
     # --------------------------------------------------------------------------------- listing and TTL
 
@@ -497,8 +482,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         would tax every turn; list by id to walk a very large store.
         """
         check_listing(order, page_size)
-        await self._run(self._ready(Operation.LIST))
-        pages = (await self._ready_driver()).iterate(self._pages(order, page_size))
+        await self._run(self._operations.ready(Operation.LIST))
+        pages = (await self._ready_executor()).iterate(self._operations.pages(order, page_size))
         try:
             async for memory_id in pages:
                 yield memory_id
@@ -512,4 +497,4 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLOperations[AsyncEngine]):
         Each batch scans the head table for expired rows (expiry times are not indexed, for the same
         reason as write times: see :meth:`memory_ids`); run it now and then, not per request.
         """
-        return await self._run(self._purge(batch_size))
+        return await self._run(self._operations.purge(batch_size))

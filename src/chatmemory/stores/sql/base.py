@@ -1,40 +1,37 @@
-"""What the sync and asyncio SQL stores share before any I/O: options, engine checks, statements, repr.
+"""What the sync and asyncio SQL stores share before any I/O: options, engine checks, the operations, repr.
 
-:class:`SQLStoreBase` checks the constructor's options, makes or adopts the engine (each executor says
-how), builds the statements once and holds the snapshot cache; the executors add only how they send a
-command. Nothing here sends anything.
+:class:`SQLStoreBase` checks the constructor's options, makes or adopts the engine (each facade says how),
+builds the statements once, and holds the snapshot cache and the store's
+:class:`~chatmemory.stores.sql.operations.Operations`; the facades add only the executor that sends their
+commands. Nothing here sends anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base import TTL, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import history_ttl_seconds
-from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Command, Sleep, Statement, Steps
-from chatmemory.stores.sql.engine import autocommit_options, begin_statement, dialect_family, engine_isolation_level
-from chatmemory.stores.sql.plan import CachedSnapshot, WriteRequest
+from chatmemory.stores.sql.dialect import dialect_of
+from chatmemory.stores.sql.engine import autocommit_options, engine_isolation_level
+from chatmemory.stores.sql.operations import Operations
+from chatmemory.stores.sql.outcomes import CachedSnapshot, SQLFailure
+from chatmemory.stores.sql.plan import Planner
 from chatmemory.stores.sql.schema import (
     DEFAULT_TABLE_PREFIX,
     REQUIRED_SCHEMA_REVISION,
+    SchemaAdmin,
     validate_partitions,
     validate_table_prefix,
 )
-from chatmemory.stores.sql.schema_admin import SchemaAdmin
 from chatmemory.stores.sql.statements import shared_statements
-from chatmemory.stores.sql.writes import WriteLoop
 
 __all__ = ["SQLStoreBase"]
 
-_DIALECTS = ("postgresql", "sqlite", "mysql")
-_T = TypeVar("_T")
 _Engine = TypeVar("_Engine")
 _Store = TypeVar("_Store", bound="SQLStoreBase[Any]")
 
@@ -103,16 +100,16 @@ class SQLStoreBase(Generic[_Engine]):
         else:
             raise TypeError(self._wrong_engine.format(kind=type(url_or_engine).__name__))
         engine: Any = self._engine
-        self._dialect = dialect_family(engine.dialect.name)
-        if self._dialect not in _DIALECTS:
+        family = dialect_of(engine.dialect.name)
+        if family is None:
             raise ValueError(self._wrong_dialect.format(name=engine.dialect.name))
+        self._dialect = family.name
         self._partitions = validate_partitions(partitions, self._dialect)
         # Every connection the store uses is in autocommit; its transactions BEGIN themselves. An engine
         # already in autocommit is used as it is (no isolation switch at each pool checkout).
         switch = autocommit_options(engine_isolation_level(engine))
         self._autocommit = engine.execution_options(**switch) if switch else engine
-        self._begin = begin_statement(self._dialect)
-        self._begin_statement = Statement(self._begin)
+        self._begin = family.begin
         self._statements = shared_statements(
             table_prefix,
             engine.dialect,
@@ -123,6 +120,10 @@ class SQLStoreBase(Generic[_Engine]):
         self._tables = self._statements.tables  # built once per prefix: later statements name these tables
         self._schema = SchemaAdmin(
             self._schema_engine(), engine.url, self._tables.prefix, self._dialect, self._partitions
+        )
+        planner = Planner(self._ttl, history, self._history_ttl, self._codec)
+        self._operations = Operations(
+            planner, self._statements, self._schema, self._cache, self._retry, self._check_open, self.__repr__
         )
 
     @classmethod
@@ -195,89 +196,6 @@ class SQLStoreBase(Generic[_Engine]):
             f"{self._repr_name}({url!r}, table_prefix={self._tables.prefix!r}, ttl={self._ttl!r}{history}{partitions})"
         )
 
-    # ----------------------------------------------------------------------------- for the operations
-
-    def _ready(self, operation: str, memory_id: str | None = None) -> Steps[Command, None]:
-        """Refuse a closed store; check the schema on the store's first operation."""
-        self._check_open(operation, memory_id)
-        if not self._schema.checked:
-            yield CHECK_SCHEMA
-
-    def _in_transaction(self, body: Steps[Command, _T]) -> Steps[Command, _T]:
-        """Run ``body`` in a transaction: ``BEGIN``, its statements, ``COMMIT``; ``ROLLBACK`` if it raises.
-
-        For a transaction of several rounds (it reads, then decides what to write); one whose statements
-        are known up front is one :class:`~chatmemory.stores.sql.commands.Batch` with ``begin``, which
-        ends the same way. A ``BEGIN`` or ``COMMIT`` that fails is not rolled back: nothing was begun, or
-        the outcome is unknown.
-        """
-        yield self._begin_statement
-        try:
-            result = yield from body
-        except Exception:
-            yield ROLLBACK
-            raise
-        yield COMMIT
-        return result
-
-    def _retried(
-        self, operation: str, memory_id: str | None, attempt: Callable[[], Steps[Command, _T]]
-    ) -> Steps[Command, _T]:
-        """Run ``attempt()`` until one is not cut short by a retryable driver error; return its result.
-
-        For operations that change rows and have no outcome to settle (a delete, a trim, a batch of a
-        purge): tried again as a write is (:class:`~chatmemory.stores.sql.writes.WriteLoop`: once on a new
-        connection after a lost one, and after conflicts within the retry policy). Any other driver error
-        is raised as a ``StoreError`` of ``operation``.
-        """
-        loop = WriteLoop(None, self._retry, self._dialect, operation, memory_id)
-        while True:
-            try:
-                with loop.errors():
-                    result = yield from attempt()
-            except SQLAlchemyError as exc:
-                raise self._schema.store_error(operation, memory_id, exc) from exc
-            if not loop.failed:
-                return result
-            yield from self._pause(loop)
-
-    def _pause(self, loop: WriteLoop) -> Steps[Command, None]:
-        """Between two attempts: hand the connection back, then back off as ``loop`` says."""
-        yield RELEASE
-        delay = loop.delay()
-        if delay:
-            yield Sleep(delay)
-
-    def _remember(self, memory_id: str, state: CachedSnapshot | None) -> None:
-        """Cache what a write left (or forget the memory when the write does not say)."""
-        if state is None:
-            self._cache.forget(memory_id)
-        else:
-            self._cache.put(memory_id, state)
-
-    def _require_history(self) -> None:
-        if not self._history:
-            raise HistoryNotEnabledError(repr(self))
-
-    def _request(
-        self,
-        memory_id: str,
-        messages: Iterable[ChatMessage],
-        expected_version: int | None,
-        also_recorded: Iterable[ChatMessage] = (),
-    ) -> WriteRequest:
-        return WriteRequest.of_messages(
-            memory_id,
-            messages,
-            expected_version,
-            self._ttl,
-            history=self._history,
-            history_ttl=self._history_ttl,
-            also_recorded=also_recorded,
-            codec=self._codec,
-        )
-
-    def _records_request(self, memory_id: str, records: Iterable[bytes]) -> WriteRequest:
-        return WriteRequest.of_records(
-            memory_id, records, self._ttl, history=self._history, history_ttl=self._history_ttl
-        )
+    def _failure(self, exc: SQLAlchemyError) -> SQLFailure:
+        """What the executors raise for a driver error: its kind, and the message the store reports."""
+        return self._operations.dialect.failure(exc, self._schema.max_allowed_packet)

@@ -1,21 +1,20 @@
-"""What a SQL store asks its executor to send, and what it gets back (pure: no driver, no I/O).
+"""What a SQL store's operations ask an executor to send, and how a batch is taken apart (pure: no driver).
 
-The store's operations (:mod:`~chatmemory.stores.sql.operations` and the modules it builds on) are
-written once, as generators that yield these commands and receive their results: the sync executor
-(:mod:`chatmemory.stores.sql.store`) sends each one with a SQLAlchemy ``Engine``, the asyncio one
-(:mod:`chatmemory.aio.stores.sql`) with an ``AsyncEngine``; a driver exception is thrown back in where the
-command was yielded. The first statement of an operation checks a connection out of the pool, held until
-the operation yields :data:`RELEASE` (the next statement then checks out another) or ends. Transactions
-are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``), sent by the operation, or by a
-:class:`Batch` that is a transaction of its own.
+The operations (:mod:`~chatmemory.stores.sql.operations`) yield these commands and receive their results;
+the executors (:mod:`~chatmemory.stores.sql.executor`, :mod:`~chatmemory.stores.sql.aio`) send them. The
+first statement of an operation checks a connection out of the pool, held until the operation yields
+:data:`RELEASE` or ends. Transactions are statements like any other (``BEGIN``, ``COMMIT``, ``ROLLBACK``),
+or a :class:`Batch` that is a transaction of its own, which both executors send through
+:func:`send_batch` (plain calls rather than a generator: a batch is sent on every turn).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeAlias
 
-from chatmemory.core.driving import Emit, ListingClosed, Sleep, Steps
+from chatmemory.core.driving import Emit, Sleep
 
 __all__ = [
     "CHECK_SCHEMA",
@@ -24,13 +23,13 @@ __all__ = [
     "ROLLBACK",
     "Batch",
     "Command",
-    "Emit",
-    "ListingClosed",
     "Result",
-    "Sleep",
+    "Send",
     "Statement",
-    "Steps",
+    "missed",
     "result_of",
+    "send_batch",
+    "send_in_order",
 ]
 
 
@@ -81,7 +80,7 @@ class Batch(NamedTuple):
     With :attr:`begin` the batch is a transaction of its own: ``begin`` first, ``COMMIT`` last; a
     statement that raises or misses its ``expect`` is followed by ``ROLLBACK`` instead, before the error
     (or the shorter list) goes back. A ``begin`` or ``COMMIT`` that raises is not rolled back: nothing
-    was begun, or the outcome is unknown. (:func:`~chatmemory.stores.sql.batches.send_batch` takes batches
+    was begun, or the outcome is unknown. (:func:`send_batch` takes batches
     apart, the same way for both executors.)
     """
 
@@ -93,7 +92,7 @@ class Batch(NamedTuple):
     back the results up to the first that missed its ``expect`` (what followed ran in the transaction the
     operation then rolls back; its errors are not raised). Otherwise it sends ``begin`` and the
     statements one by one, stopping as :class:`Batch` says. ``COMMIT`` or ``ROLLBACK`` follows as for
-    any transaction (:func:`~chatmemory.stores.sql.batches.send_batch`)."""
+    any transaction (:func:`send_batch`)."""
 
 
 class _Signal(enum.Enum):
@@ -123,3 +122,82 @@ def result_of(kind: Result, result: Any) -> Any:
     if kind is Result.SCALAR:
         return result.scalar()
     return result.scalars().all()
+
+
+Send = Callable[[Statement | Batch], Any]
+"""The executor's send: a :class:`Statement` (or a :class:`Batch` with a joined form, whole) → its result."""
+
+
+def send_batch(batch: Batch, send: Send) -> list[Any]:
+    """Send ``batch`` with ``send`` (statements, or the batch whole when it has a joined form); return its results.
+
+    A failure of ``send`` is answered as the batch says: a transaction is rolled back, then the error
+    goes on.
+    """
+    return _send_statements(batch, send) if batch.joined is None else _send_joined(batch, send)
+
+
+def _send_statements(batch: Batch, send: Send) -> list[Any]:
+    """Send ``batch``; return its results (fewer when one missed its ``expect``), or raise what failed.
+
+    In a transaction (``batch.begin``): a statement that raises or misses its ``expect`` is rolled back
+    (a failing ``ROLLBACK`` raises with the error it rolled back as its context); a ``BEGIN`` or
+    ``COMMIT`` that raises is not (nothing was begun, or the outcome is unknown).
+    """
+    begin = batch.begin
+    if begin is not None:
+        send(begin)
+    results: list[Any] = []
+    missed = False
+    try:
+        for statement in batch.statements:
+            reply = send(statement)
+            results.append(reply)
+            if statement.expect is not None and reply != statement.expect:
+                missed = True
+                break
+    except Exception:
+        if begin is not None:
+            send(ROLLBACK)
+        raise
+    if begin is not None:
+        send(ROLLBACK if missed else COMMIT)
+    return results
+
+
+def _send_joined(batch: Batch, send: Send) -> list[Any]:
+    """Send ``batch`` whole (its joined form), then ``COMMIT``, or ``ROLLBACK`` after a miss or an error."""
+    try:
+        results: list[Any] = send(batch)
+    except Exception:
+        send(ROLLBACK)
+        raise
+    send(ROLLBACK if missed(batch, results) else COMMIT)
+    return results
+
+
+def missed(batch: Batch, results: list[Any]) -> bool:
+    """Whether ``results`` stop short of ``batch`` or end with a statement that missed its ``expect``."""
+    if len(results) < len(batch.statements):
+        return True
+    return any(
+        statement.expect is not None and result != statement.expect
+        for statement, result in zip(batch.statements, results, strict=True)
+    )
+
+
+def send_in_order(batch: Batch, send: Callable[[Statement], Any]) -> list[Any]:
+    """``BEGIN`` and the statements of ``batch`` one by one, up to the first that misses its ``expect``.
+
+    How an executor sends a batch with a joined form on a connection that cannot run it as one string;
+    it returns what the joined form would (the results, up to that miss).
+    """
+    if batch.begin is not None:
+        send(batch.begin)
+    results: list[Any] = []
+    for statement in batch.statements:
+        reply = send(statement)
+        results.append(reply)
+        if statement.expect is not None and reply != statement.expect:
+            break
+    return results

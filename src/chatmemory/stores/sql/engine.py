@@ -1,48 +1,56 @@
-"""Engines for the SQL store: URL checks and normalisation, driver defaults, transactions, error kinds.
+"""Engines for the SQL store from URLs, their connect hooks and driver facts; SQLite's queue of writers.
 
-Shared by the sync store and the asyncio store, which differ only in the driver a URL maps to
+:func:`normalize_url` checks a store URL and gives it the driver chatmemory's extras install
 (``postgresql://``: psycopg 3, in its async mode on asyncio; ``mysql://`` and ``mariadb://``: PyMySQL,
-asyncmy on asyncio; ``sqlite://``: the standard ``sqlite3``, aiosqlite on asyncio).
-
-Every engine a store uses runs its connections in autocommit: the store's transactions issue ``BEGIN``
-themselves (``BEGIN IMMEDIATE`` on SQLite), so they are real transactions whatever engine a caller
-passes in — including one built with ``isolation_level="AUTOCOMMIT"`` — and a single-statement turn
-costs no ``BEGIN``/``COMMIT`` round trips.
+asyncmy on asyncio; ``sqlite://``: ``sqlite3``, aiosqlite on asyncio). Every engine a store uses runs its
+connections in autocommit: the store's transactions issue ``BEGIN`` themselves, so a single-statement
+turn costs no ``BEGIN``/``COMMIT`` round trips. SQLite writers of one file in one process take the
+file's turn (:class:`WriterQueue`) before ``BEGIN IMMEDIATE`` instead of polling for SQLite's lock, and
+hand it on once their ``COMMIT`` or ``ROLLBACK`` has run, when the ``BEGIN`` fails, or when the operation
+ends; only stores that make their engine from a file URL queue. Why, and what it costs: *SQL* in
+``docs/stores.md``.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sqlite3
 import threading
+import time
+import weakref
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.engine.default import DefaultDialect
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import PoolResetState
 
 from chatmemory.core.errors import MissingDependencyError
+from chatmemory.stores.sql.dialect import dialect_family
 
 __all__ = [
     "AUTOCOMMIT",
     "CONNECT_TIMEOUT_SECONDS",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "STOP_CHECK_SECONDS",
+    "FileTurn",
+    "TurnAbandoned",
+    "WriterQueue",
     "autocommit_options",
-    "begin_statement",
     "connects_in_autocommit",
-    "dialect_family",
+    "driver_options",
     "engine_from_url",
-    "is_conflict",
-    "is_disconnect",
-    "is_missed_block",
-    "is_packet_too_large",
-    "lost_connection",
+    "engine_isolation_level",
+    "in_transaction",
+    "install_connect_hooks",
+    "missing_driver",
     "normalize_url",
-    "snapshot_statements",
     "takes_multi_statements",
-    "transactional_isolation_level",
+    "writer_queue",
+    "writer_queue_for",
 ]
 
 AUTOCOMMIT = "AUTOCOMMIT"
@@ -51,19 +59,6 @@ CONNECT_TIMEOUT_SECONDS = 10
 ``connect_args={"connect_timeout": ...}`` overrides it)."""
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 """How long a SQLite write waits for another writer's lock (``BEGIN IMMEDIATE``)."""
-
-_CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "23505"})
-"""PostgreSQL: serialization failure, deadlock, unique violation (two writers creating one memory)."""
-_CONFLICT_MYSQL_CODES = frozenset({1062, 1213, 1205})
-"""MySQL/MariaDB: duplicate key, deadlock, lock wait timeout."""
-_PACKET_MYSQL_CODES = frozenset({1153, 1301, 2006, 2013})
-"""MySQL/MariaDB: packet too large, result larger than max_allowed_packet, server gone away, lost connection."""
-
-MISSED_BLOCK_MESSAGE = "chatmemory: the first statement of the block matched no row"
-"""What a MariaDB compound statement of the store signals when its first statement matched no row
-(:meth:`~chatmemory.stores.sql.rendered.Joined.atomic_block`): nothing else ran, and nothing is left open."""
-_SIGNAL_MYSQL_CODE = 1644
-"""MySQL/MariaDB: the error of a ``SIGNAL SQLSTATE '45000'`` that sets no ``MYSQL_ERRNO`` of its own."""
 
 _CLIENT_FOUND_ROWS = 1 << 1
 """MySQL protocol: report the rows an ``UPDATE`` matched, not those it changed (SQLAlchemy's default)."""
@@ -90,11 +85,6 @@ _OTHER_STORES = {
     "memory": "chatmemory.InMemoryChatMemoryStore",
 }
 _EXAMPLES = "postgresql+psycopg://user@host/db, mysql+pymysql://user@host/db or sqlite:///path/to/chat.db"
-
-
-def dialect_family(name: str) -> str:
-    """``postgresql``, ``mysql`` (MySQL and MariaDB) or ``sqlite`` for a SQLAlchemy dialect name."""
-    return "mysql" if name == "mariadb" else name
 
 
 def normalize_url(url: str, *, asynchronous: bool = False) -> URL:
@@ -352,72 +342,136 @@ def engine_isolation_level(engine: Any) -> object:
     return level
 
 
-def transactional_isolation_level(dialect: str) -> str:
-    """The isolation level of the schema engine (Alembic runs its migrations in transactions)."""
-    return "SERIALIZABLE" if dialect == "sqlite" else "READ COMMITTED"
+# --------------------------------------------------------------------------------- SQLite's writers
+
+STOP_CHECK_SECONDS = 0.02
+"""How often a writer that may be stopped (an asyncio task's, on a worker thread) looks whether it was."""
 
 
-def begin_statement(dialect: str) -> str:
-    """How a write transaction starts; on SQLite it takes the write lock at once.
+class TurnAbandoned(BaseException):
+    """A writer stopped waiting for its turn: its caller gave up (an asyncio task was cancelled).
 
-    SQLite transactions that read before they write fail with "database is locked" when two of them try
-    to upgrade their locks; ``BEGIN IMMEDIATE`` takes the write lock up front, waiting for it under the
-    busy timeout.
+    Nothing was begun. Like a cancellation, not an ``Exception``: the operation does not handle it.
     """
-    return "BEGIN IMMEDIATE" if dialect == "sqlite" else "BEGIN"
 
 
-def snapshot_statements(dialect: str) -> tuple[str, str | None]:
-    """How a read-only snapshot transaction starts: ``(begin, statement to send before it or None)``.
+class FileTurn:
+    """The turn to write one SQLite database file, shared by every store of this process on the file."""
 
-    Every statement of the transaction sees the database as of its first read, so a listing that pages
-    through it neither misses nor repeats a memory written meanwhile.
+    __slots__ = ("__weakref__", "lock", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        """The file's resolved path."""
+        self.lock = threading.Lock()
+        """Held by the writer whose turn it is."""
+
+
+class WriterQueue:
+    """One store's place in the queue of a SQLite file's writers.
+
+    Args:
+        turn: the file's turn, shared with the other stores on it.
+        timeout: the longest this store's writers wait for the turn, in seconds (its busy timeout).
     """
-    if dialect == "postgresql":
-        return "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", None
-    if dialect == "mysql":
-        return (
-            "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
-            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-        )
-    return "BEGIN", None
+
+    __slots__ = ("timeout", "turn")
+
+    def __init__(self, turn: FileTurn, timeout: float) -> None:
+        self.turn = turn
+        self.timeout = max(timeout, 0.0)
+
+    def enter(self, statement: str, stop: threading.Event | None = None) -> threading.Lock:
+        """Wait for the turn to write (up to :attr:`timeout`); the lock to release when the turn ends.
+
+        The lock itself is handed back, so that a writer releases the one it took, even in the child of
+        a fork (which renews the file's lock for its own writers).
+
+        Args:
+            statement: what the writer begins with (for the error).
+            stop: set when the writer's caller gives up: it then stops waiting (within
+                :data:`STOP_CHECK_SECONDS`), and a turn that came meanwhile goes on to the next writer.
+
+        Raises:
+            sqlalchemy.exc.OperationalError: the turn did not come within the timeout (``database is
+                locked``, as SQLite says when its busy timeout runs out), for ``statement``.
+            TurnAbandoned: ``stop`` was set.
+        """
+        lock = self.turn.lock
+        if lock.acquire(False):  # no other writer: no wait, timed or not
+            return lock
+        endless = self.timeout >= threading.TIMEOUT_MAX  # beyond what a lock's wait takes: no bound
+        if stop is None:
+            if not lock.acquire(timeout=-1 if endless else self.timeout):
+                raise _locked(statement)
+            return lock
+        deadline = None if endless else time.monotonic() + self.timeout
+        while not stop.is_set():
+            wait = STOP_CHECK_SECONDS if deadline is None else min(STOP_CHECK_SECONDS, deadline - time.monotonic())
+            if wait <= 0:
+                raise _locked(statement)
+            if lock.acquire(timeout=wait):
+                if not stop.is_set():
+                    return lock
+                lock.release()
+                break
+        raise TurnAbandoned
+
+    @property
+    def busy(self) -> bool:
+        """Whether a writer (of any store on the file) holds the turn."""
+        return self.turn.lock.locked()
 
 
-def _sqlstate(exc: DBAPIError) -> str | None:
-    state = getattr(exc.orig, "sqlstate", None)
-    return state if isinstance(state, str) else None
+def _locked(statement: str) -> OperationalError:
+    return OperationalError(statement, None, sqlite3.OperationalError("database is locked"))
 
 
-def _mysql_code(exc: DBAPIError) -> object:
-    args: tuple[Any, ...] = getattr(exc.orig, "args", ())
-    return args[0] if args else None
+_TURNS: weakref.WeakValueDictionary[str, FileTurn] = weakref.WeakValueDictionary()
+_MADE = threading.Lock()
 
 
-def is_conflict(dialect: str, exc: DBAPIError) -> bool:
-    """Whether ``exc`` means another writer got there first (retry or report a concurrent update)."""
-    if dialect == "postgresql":
-        return _sqlstate(exc) in _CONFLICT_SQLSTATES
-    if dialect == "mysql":
-        return _mysql_code(exc) in _CONFLICT_MYSQL_CODES
-    return False
+def writer_queue(url: URL, timeout: float) -> WriterQueue | None:
+    """A place in the queue of the SQLite file ``url`` names (its turn shared with every store on it).
+
+    ``None`` for a database in memory, which has no file to share (and no other connection to wait for).
+    The store's writers wait ``timeout`` seconds at most.
+    """
+    database = url.database
+    if not database or database == ":memory:" or url.query.get("mode") == "memory":
+        return None
+    if database.startswith("file:"):  # a URI filename (?uri=true): its path, without the query
+        database = database[len("file:") :].split("?", 1)[0]
+        if not database:
+            return None
+    path = os.path.realpath(database)
+    with _MADE:
+        turn = _TURNS.get(path)
+        if turn is None:
+            turn = _TURNS[path] = FileTurn(path)
+    return WriterQueue(turn, timeout)
 
 
-def is_missed_block(exc: DBAPIError) -> bool:
-    """Whether ``exc`` is the store's compound statement saying its first statement matched no row."""
-    args: tuple[Any, ...] = getattr(exc.orig, "args", ())
-    return len(args) > 1 and args[0] == _SIGNAL_MYSQL_CODE and args[1] == MISSED_BLOCK_MESSAGE
+def writer_queue_for(engine: Engine, engine_options: dict[str, Any] | None) -> WriterQueue | None:
+    """The writer queue of a store's sync ``engine`` (``None``: not a SQLite file, or an engine handed in).
+
+    Args:
+        engine: the sync engine the store's operations run on.
+        engine_options: the options the store made ``engine`` with from a URL (its busy timeout is their
+            ``connect_args["timeout"]``, else the store's default), or ``None`` for an engine handed in.
+    """
+    if engine_options is None or dialect_family(engine.dialect.name) != "sqlite":
+        return None
+    timeout = dict(engine_options.get("connect_args") or {}).get("timeout", SQLITE_BUSY_TIMEOUT_SECONDS)
+    return writer_queue(engine.url, float(timeout))
 
 
-def is_disconnect(exc: DBAPIError) -> bool:
-    """Whether the connection died under the call: its outcome is unknown, and a retry takes a new one."""
-    return bool(exc.connection_invalidated)
+def _renew_after_fork() -> None:
+    global _MADE
+    _MADE = threading.Lock()
+    for turn in list(_TURNS.values()):
+        turn.lock = threading.Lock()
 
 
-def lost_connection(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is a driver error whose connection died under the call (see :func:`is_disconnect`)."""
-    return isinstance(exc, DBAPIError) and is_disconnect(exc)
-
-
-def is_packet_too_large(dialect: str, exc: DBAPIError) -> bool:
-    """Whether a MySQL/MariaDB failure may be a statement over ``max_allowed_packet``."""
-    return dialect == "mysql" and _mysql_code(exc) in _PACKET_MYSQL_CODES
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork to inherit a held lock through
+    os.register_at_fork(after_in_child=_renew_after_fork)

@@ -1,61 +1,54 @@
 """A SQL store's operations, written once as generators of commands for both executors.
 
-Each operation (``_load``, ``_write``, ``_delete`` ...) yields :mod:`~chatmemory.stores.sql.commands`
-and receives their results; the sync executor (:mod:`chatmemory.stores.sql.store`) and the asyncio one
-(:mod:`chatmemory.aio.stores.sql`) only send them, so a decision here is made once for both. A driver
-exception is thrown back in where the command was yielded, so the ``try`` blocks below read as they
-would around a direct call. What each read and write sends is decided in
-:mod:`~chatmemory.stores.sql.plan`, when to try again in :mod:`~chatmemory.stores.sql.writes`; this
-module adds the order of the statements and the cache. Writes under the head row's lock are in
-:mod:`~chatmemory.stores.sql.locked_operations`, histories in :mod:`~chatmemory.stores.sql.history_operations`.
-The hot path takes one round each: a read is one statement; a diffed turn is one statement on PostgreSQL
-and elsewhere one :class:`~chatmemory.stores.sql.commands.Batch` that is a transaction of its own.
+:class:`Operations` holds the store's planner, statements, schema checks, dialect and snapshot cache; each
+method (``load``, ``save``, ``modify``, ``delete`` ...) yields :mod:`~chatmemory.stores.sql.commands` and
+receives their results, so a decision here is made once for the blocking and the asyncio executors. A
+driver failure comes back in at the ``yield`` as a :class:`~chatmemory.stores.sql.outcomes.SQLFailure`,
+which the operation retries (a lost connection once, conflicts and deadlocks within the retry budget:
+:class:`~chatmemory.stores.sql.outcomes.WriteLoop`) or reports as its own ``StoreError``. A read is one
+statement; a diffed turn is one statement on PostgreSQL and MariaDB, elsewhere one batch that is a
+transaction of its own; any other write goes under the head row's lock. Histories, restores and batch
+reads and creates are in :mod:`~chatmemory.stores.sql.history`.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 
-from sqlalchemy import select, update
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-
+from chatmemory.core.driving import Emit, Sleep, Steps
+from chatmemory.core.errors import CorruptedMemoryError, HistoryNotEnabledError, UnsupportedFormatVersionError
+from chatmemory.core.history import HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
-from chatmemory.stores.base import Operation
-from chatmemory.stores.sql import plan
-from chatmemory.stores.sql.commands import (
-    CHECK_SCHEMA,
-    RELEASE,
-    ROLLBACK,
-    Batch,
-    Command,
-    Emit,
-    Result,
-    Statement,
-    Steps,
-)
-from chatmemory.stores.sql.engine import is_missed_block, snapshot_statements
-from chatmemory.stores.sql.locked_operations import LockedOperations
-from chatmemory.stores.sql.plan import WriteRequest
-from chatmemory.stores.sql.times import expiry_parameter, times_of
-from chatmemory.stores.sql.writes import WriteLoop, retry_read
+from chatmemory.stored_memories import NewMemory, StoredMemory
+from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache
+from chatmemory.stores.sql import history, outcomes, plan
+from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Batch, Command, Result, Statement
+from chatmemory.stores.sql.outcomes import CachedSnapshot, Failure, ReadAttempts, SQLFailure, WriteLoop, times_of
+from chatmemory.stores.sql.plan import Planner, WriteRequest
 
-__all__ = ["SQLOperations", "check_batch_size", "check_listing"]
+if TYPE_CHECKING:
+    from chatmemory.stores.sql.schema import SchemaAdmin
+    from chatmemory.stores.sql.statements import Statements
 
-_Engine = TypeVar("_Engine")
+__all__ = ["Change", "Operations", "check_batch_size", "check_listing"]
+
+_T = TypeVar("_T")
+
+Change = Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]
+"""What :meth:`Operations.modify` is given: the stored messages to the new list, or ``None``."""
+
+_Outcome: TypeAlias = outcomes.Written | outcomes.Conflict | outcomes.Corrupted
 
 
 def check_listing(order: str, page_size: int) -> None:
-    """Refuse a listing order or page size the store does not take.
-
-    Raises:
-        ValueError: naming the argument.
-    """
+    """Refuse a listing order or page size the store does not take (``ValueError`` naming the argument)."""
     if order not in ("id", "newest"):
         raise ValueError("order must be 'id' or 'newest'")
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
@@ -63,160 +56,275 @@ def check_listing(order: str, page_size: int) -> None:
 
 
 def check_batch_size(batch_size: int) -> None:
-    """Refuse a purge batch size that is not a positive int.
-
-    Raises:
-        ValueError: naming the argument.
-    """
+    """Refuse a purge batch size that is not a positive int (``ValueError`` naming the argument)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError("batch_size must be an int >= 1")
 
 
-class SQLOperations(LockedOperations[_Engine]):
-    """Every operation of a SQL store as a command generator (the executors run them)."""
+class _Abort(Exception):
+    """Rolls a locked write's transaction back with an outcome (stray rows found)."""
 
-    # ------------------------------------------------------------------------------------------- reads
+    def __init__(self, outcome: outcomes.Corrupted) -> None:
+        super().__init__(type(outcome).__name__)
+        self.outcome = outcome
 
-    def _load(self, memory_id: str) -> Steps[Command, Snapshot]:
+
+class _HeadRow(NamedTuple):
+    """A row of the lock statement, as the driver hands it back (its columns in the statement's order)."""
+
+    version: int
+    incarnation: int
+    next_seq: int
+    live: int
+    recent_writes: str | None
+    max_seq: int | None
+    clock: int
+    history_live: int | None
+
+
+class Operations:
+    """Every operation of a SQL store as a command generator (the executors run them).
+
+    Args:
+        planner: the store's write settings (ttl, history, codec).
+        statements: the store's statements (and its dialect object, :attr:`Statements.family`).
+        schema: the store's schema checks (whether it was checked; MySQL's ``max_allowed_packet``).
+        cache: the snapshot cache.
+        retry: how long writers colliding on one memory retry.
+        check_open: refuses an operation of a closed store.
+        name: the store's ``repr`` (for errors naming the store).
+    """
+
+    def __init__(
+        self,
+        planner: Planner,
+        statements: Statements,
+        schema: SchemaAdmin,
+        cache: SnapshotCache[CachedSnapshot],
+        retry: RetryPolicy,
+        check_open: Callable[..., None],
+        name: Callable[[], str],
+    ) -> None:
+        self.planner = planner
+        self.statements = statements
+        self.tables = statements.tables
+        self.schema = schema
+        self.dialect = statements.family
+        self.cache = cache
+        self.retry = retry
+        self.check_open = check_open
+        self.name = name
+        self.codec = planner.codec
+        self.begin = Statement(self.dialect.begin)
+        """The ``BEGIN`` of a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def ready(self, operation: str, memory_id: str | None = None) -> Steps[Command, None]:
+        """Refuse a closed store; check the schema on the store's first operation."""
+        self.check_open(operation, memory_id)
+        if not self.schema.checked:
+            yield CHECK_SCHEMA
+
+    def in_transaction(self, body: Steps[Command, _T]) -> Steps[Command, _T]:
+        """Run ``body`` in a transaction: ``BEGIN``, its statements, ``COMMIT``; ``ROLLBACK`` if it raises.
+
+        (A ``BEGIN`` or ``COMMIT`` that fails is not rolled back: nothing was begun, or the outcome is unknown.)
+        """
+        yield self.begin
+        try:
+            result = yield from body
+        except Exception:
+            yield ROLLBACK
+            raise
+        yield COMMIT
+        return result
+
+    def retried(
+        self, operation: str, memory_id: str | None, attempt: Callable[[], Steps[Command, _T]]
+    ) -> Steps[Command, _T]:
+        """Run ``attempt()`` until one is not cut short by a retryable failure (as a write is); return its result.
+
+        For operations that change rows with no outcome to settle (a delete, a trim, a purge's batch); any
+        other failure is raised as a ``StoreError`` of ``operation``.
+        """
+        loop = WriteLoop(None, self.retry, operation, memory_id)
+        while True:
+            try:
+                return (yield from attempt())
+            except SQLFailure as failure:
+                if not loop.retryable(failure):
+                    raise failure.error(operation, memory_id) from failure.__cause__
+            yield from self.pause(loop)
+
+    def pause(self, loop: WriteLoop) -> Steps[Command, None]:
+        """Between two attempts: hand the connection back, then back off as ``loop`` says."""
+        yield RELEASE
+        delay = loop.delay()
+        if delay:
+            yield Sleep(delay)
+
+    def remember(self, memory_id: str, state: CachedSnapshot | None) -> None:
+        """Cache what a write left (or forget the memory when the write does not say)."""
+        if state is None:
+            self.cache.forget(memory_id)
+        else:
+            self.cache.put(memory_id, state)
+
+    def require_history(self) -> None:
+        """Refuse a history operation of a store without history."""
+        if not self.planner.history:
+            raise HistoryNotEnabledError(self.name())
+
+    def check_payloads(self, memory_id: str, payloads: Iterable[bytes]) -> None:
+        """Refuse, before sending, a message larger than MySQL's ``max_allowed_packet``."""
+        self.dialect.check_payloads(memory_id, payloads, self.schema.max_allowed_packet)
+
+    # -------------------------------------------------------------------------------------------- reads
+
+    def load(self, memory_id: str) -> Steps[Command, Snapshot]:
         """The messages of ``memory_id`` and their version: one query (again without the cache if stale)."""
         memory_id = validate_memory_id(memory_id)
-        self._check_open(Operation.READ, memory_id)  # _ready, inline on the hot path
-        if not self._schema.checked:
+        self.check_open(Operation.READ, memory_id)  # ready, inline on the hot path
+        if not self.schema.checked:
             yield CHECK_SCHEMA
-        read = self._statements.fast_read
-        for attempt in retry_read():
-            cached = self._cache.get(memory_id) if attempt.use_cache else None
+        read = self.statements.fast_read
+        for attempt in ReadAttempts():
+            cached = self.cache.get(memory_id) if attempt.use_cache else None
             try:
                 rows = yield Statement(read.sql, read.bind(plan.read_parameters(memory_id, cached)), Result.RECORDS)
-                result = plan.decode_read(memory_id, rows, cached, self._codec)
-                if isinstance(result, plan.Headless):
-                    strays = self._statements.fast_strays
+                result = outcomes.decode_read(memory_id, rows, cached, self.codec)
+                if isinstance(result, outcomes.Headless):
+                    strays = self.statements.fast_strays
                     found = yield Statement(strays.sql, strays.bind({"p_id": memory_id}), Result.RECORDS)
-                    result = plan.absent_read(found)
-            except SQLAlchemyError as exc:
-                if not attempt.lost(exc):
-                    raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
+                    result = outcomes.absent_read(found)
+            except SQLFailure as failure:
+                if not attempt.lost(failure):
+                    raise failure.error(Operation.READ, memory_id) from failure.__cause__
                 yield RELEASE  # read again, on a new connection
                 continue
-            if isinstance(result, plan.Corrupted):
-                self._cache.forget(memory_id)
+            if isinstance(result, outcomes.Corrupted):
+                self.cache.forget(memory_id)
                 raise result.error(memory_id)
-            if isinstance(result, plan.StaleCache):
-                self._cache.forget(memory_id)
+            if isinstance(result, outcomes.StaleCache):
+                self.cache.forget(memory_id)
                 attempt.stale()
                 continue
-            self._remember(memory_id, result.state)
+            self.remember(memory_id, result.state)
             return result.snapshot
         raise AssertionError("unreachable: the last read attempt raises")
 
-    def _read_raw(self, memory_id: str) -> Steps[Command, list[bytes]]:
+    def read_raw(self, memory_id: str) -> Steps[Command, list[bytes]]:
+        """The stored records of ``memory_id``, undecoded (those of rows without a head row too)."""
         memory_id = validate_memory_id(memory_id)
-        yield from self._ready(Operation.READ, memory_id)
+        yield from self.ready(Operation.READ, memory_id)
         try:
-            rows = yield Statement(self._statements.read, plan.read_parameters(memory_id, None), Result.ROWS)
-            records = plan.raw_records(rows)
-            if isinstance(records, plan.Headless):  # what an operator inspects: the rows without a head
-                records = plan.stray_records(
-                    (yield Statement(self._statements.strays, {"p_id": memory_id}, Result.ROWS))
+            rows = yield Statement(self.statements.read, plan.read_parameters(memory_id, None), Result.ROWS)
+            records = outcomes.raw_records(rows)
+            if isinstance(records, outcomes.Headless):  # what an operator inspects: the rows without a head
+                records = outcomes.stray_records(
+                    (yield Statement(self.statements.strays, {"p_id": memory_id}, Result.ROWS))
                 )
-        except SQLAlchemyError as exc:
-            raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
+        except SQLFailure as failure:
+            raise failure.error(Operation.READ, memory_id) from failure.__cause__
         return records
 
-    def _reseal(self, memory_id: str) -> Steps[Command, Resealed]:
+    def reseal(self, memory_id: str) -> Steps[Command, Resealed]:
         """Re-seal every row of ``memory_id`` (window and history) not under the primary key, row by row.
 
         Each row is replaced only if it still holds the payload read (rows are never rewritten in place,
         so a concurrent writer only adds or removes rows): versions and cached snapshots stay valid.
         """
         memory_id = validate_memory_id(memory_id)
-        codec = require_keyring(self._codec, repr(self))
-        yield from self._ready(Operation.WRITE, memory_id)
-        messages = self._tables.messages
+        codec = require_keyring(self.codec, self.name())
+        yield from self.ready(Operation.WRITE, memory_id)
+        statements = self.statements
         try:
-            rows = yield Statement(
-                select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id), {}, Result.ROWS
-            )
+            rows = yield Statement(statements.payloads_of(memory_id), {}, Result.ROWS)
             records = ((int(row.seq), bytes(row.payload)) for row in rows)
             changes, current = reseal_plan(codec, memory_id, records, positioned=True)
             done = 0
             for seq, old, new in changes:
-                same = (messages.c.memory_id == memory_id) & (messages.c.seq == seq) & (messages.c.payload == old)
-                done += yield Statement(update(messages).where(same).values(payload=new), {}, Result.ROWCOUNT)
-        except SQLAlchemyError as exc:
-            raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
+                done += yield Statement(statements.reseal_row(memory_id, seq, old, new), {}, Result.ROWCOUNT)
+        except SQLFailure as failure:
+            raise failure.error(Operation.WRITE, memory_id) from failure.__cause__
         return Resealed(done, current, len(changes) - done)
 
-    def _memory_times(self, memory_id: str) -> Steps[Command, MemoryTimes | None]:
+    def memory_times(self, memory_id: str) -> Steps[Command, MemoryTimes | None]:
+        """When ``memory_id`` was last written and when it expires; ``None`` if absent."""
         memory_id = validate_memory_id(memory_id)
-        yield from self._ready(Operation.READ, memory_id)
+        yield from self.ready(Operation.READ, memory_id)
         try:
-            row = yield Statement(self._statements.times, {"p_id": memory_id}, Result.FIRST)
-        except SQLAlchemyError as exc:
-            raise self._schema.store_error(Operation.READ, memory_id, exc) from exc
+            row = yield Statement(self.statements.times, {"p_id": memory_id}, Result.FIRST)
+        except SQLFailure as failure:
+            raise failure.error(Operation.READ, memory_id) from failure.__cause__
         return times_of(row)
 
-    # ------------------------------------------------------------------------------------------ writes
+    # ------------------------------------------------------------------------------------------- writes
 
     # The write's arguments are checked when its operation is made, before any command is sent.
 
-    def _save(
+    def save(
         self,
         memory_id: str,
         messages: Iterable[ChatMessage],
         expected_version: int,
         also_recorded: Iterable[ChatMessage] = (),
     ) -> Steps[Command, int]:
-        request = self._request(validate_memory_id(memory_id), messages, expected_version, also_recorded)
-        return self._write(request)
+        """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
+        return self.write(
+            self.planner.request(validate_memory_id(memory_id), messages, expected_version, also_recorded)
+        )
 
-    def _update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[Command, int]:
-        return self._write(self._request(validate_memory_id(memory_id), messages, None))
+    def update(self, memory_id: str, messages: Iterable[ChatMessage]) -> Steps[Command, int]:
+        """Replace the stored messages of ``memory_id``."""
+        return self.write(self.planner.request(validate_memory_id(memory_id), messages, None))
 
-    def _write_raw(self, memory_id: str, records: Iterable[bytes]) -> Steps[Command, int]:
-        return self._write(self._records_request(validate_memory_id(memory_id), records))
+    def write_raw(self, memory_id: str, records: Iterable[bytes]) -> Steps[Command, int]:
+        """Store records as they are."""
+        return self.write(self.planner.records_request(validate_memory_id(memory_id), records))
 
-    def _write(self, request: WriteRequest) -> Steps[Command, int]:
+    def write(self, request: WriteRequest) -> Steps[Command, int]:
         """Write ``request``: a diff against the cached snapshot if it has one, else under the lock."""
-        self._check_open(Operation.WRITE, request.memory_id)  # _ready, inline on the hot path
-        if not self._schema.checked:
+        self.check_open(Operation.WRITE, request.memory_id)  # ready, inline on the hot path
+        if not self.schema.checked:
             yield CHECK_SCHEMA
-        loop = WriteLoop(request, self._retry, self._dialect)
+        loop = WriteLoop(request, self.retry)
         while True:
-            outcome: plan.Written | plan.Conflict | plan.Corrupted | None = None
-            cached = self._cache.get(request.memory_id)
+            outcome: _Outcome | None = None
+            cached = self.cache.get(request.memory_id)
             diff = plan.plan_diff(request, cached) if loop.may_diff else None
             try:
                 if diff is not None:
-                    outcome = yield from self._write_diff(diff)
+                    outcome = yield from self.write_diff(diff)
                 else:
-                    outcome = yield from self._write_locked(request, cached)
-            except SQLAlchemyError as exc:
-                if not loop.retryable(exc):
-                    raise self._schema.store_error(Operation.WRITE, request.memory_id, exc) from exc
+                    outcome = yield from self.write_locked(request, cached)
+            except SQLFailure as failure:
+                if not loop.retryable(failure):
+                    raise failure.error(Operation.WRITE, request.memory_id) from failure.__cause__
             if outcome is not None:
-                written = loop.settle(outcome, diffed=diff is not None)
+                written = loop.settle(outcome)
                 if written is not None:
-                    self._remember(request.memory_id, written.state)
+                    self.remember(request.memory_id, written.state)
                     return written.version
-            yield from self._pause(loop)
+            yield from self.pause(loop)
 
-    def _write_diff(self, diff: plan.DiffWrite) -> Steps[Command, plan.Written | plan.Conflict]:
+    def write_diff(self, diff: plan.DiffWrite) -> Steps[Command, outcomes.Written | outcomes.Conflict]:
         """A diffed write: one statement on PostgreSQL and MariaDB, else one batch (one string on MySQL)."""
-        self._schema.check_payloads(diff.request.memory_id, diff.payloads)
-        statements = self._statements
-        if statements.has_diff_statement:
+        self.check_payloads(diff.request.memory_id, diff.payloads)
+        statements = self.statements
+        if self.dialect.has_diff_statement:
             turn = statements.diff_postgresql(*diff.shape)
             row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)
             return plan.diff_outcome(diff, row is not None)
-        joinable = statements.joins_turns and diff.joinable(self._schema.max_allowed_packet)
+        joinable = self.dialect.joins_turns and diff.joinable(self.schema.max_allowed_packet)
         if joinable and statements.blocks_turns:
             block = statements.block_turn(diff.removal, len(diff.payloads), diff.request.recorded)
             if block is not None:  # MariaDB: one compound statement, a transaction of its own
                 try:
                     yield Statement(block.sql, block.bind(diff.joined_parameters())[0])
-                except DBAPIError as exc:
-                    if not is_missed_block(exc):
+                except SQLFailure as failure:
+                    if failure.kind is not Failure.MISSED_BLOCK:
                         raise
                     return plan.diff_outcome(diff, False)  # the head was not at the cached version
                 return plan.diff_outcome(diff, True)
@@ -229,63 +337,263 @@ class SQLOperations(LockedOperations[_Engine]):
             batch.extend(Statement(part.sql, bound) for part, bound in zip(rest, parameters[1:], strict=True))
             joined: Statement | None = Statement(rendered.sql, whole)
         else:
-            batch = self._diff_statements(diff)
+            batch = self.diff_statements(diff)
             joined = None
         # One transaction; a head update that matched no row (a stale snapshot) rolls it back.
-        counts = yield Batch(tuple(batch), self._begin_statement, joined)
+        counts = yield Batch(tuple(batch), self.begin, joined)
         return plan.diff_outcome(diff, counts[0] == 1)
 
-    def _delete(self, memory_id: str) -> Steps[Command, None]:
+    def diff_statements(self, diff: plan.DiffWrite) -> list[Statement]:
+        """A diffed write as statements: the head update (which must match one row), the removal, the insert."""
+        statements = self.statements
+        bump = statements.fast_bump_head
+        batch = [Statement(bump.sql, bump.bind(diff.head_parameters()), expect=1)]
+        if diff.removed_seqs:
+            removal = statements.removal(diff.removal)
+            batch.append(Statement(removal.sql, removal.bind(diff.removal_parameters())))
+        if diff.payloads:
+            insert = statements.fast_insert_history if diff.request.recorded else statements.fast_insert_messages
+            batch.append(Statement(insert.sql, insert.bind_many(diff.rows()), many=True))
+        return batch
+
+    def delete(self, memory_id: str) -> Steps[Command, None]:
         """Remove ``memory_id`` and its messages in one transaction (tried again on conflicts)."""
         memory_id = validate_memory_id(memory_id)
-        yield from self._ready(Operation.DELETE, memory_id)
-        statements, key, begin = self._statements, {"p_id": memory_id}, self._begin_statement
+        yield from self.ready(Operation.DELETE, memory_id)
+        statements, key = self.statements, {"p_id": memory_id}
         # The head row first: writers lock it before any message row, so this order cannot deadlock.
-        batch = Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), begin)
+        batch = Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), self.begin)
 
         def attempt() -> Steps[Command, Any]:
             return (yield batch)
 
-        yield from self._retried(Operation.DELETE, memory_id, attempt)
-        self._cache.forget(memory_id)
+        yield from self.retried(Operation.DELETE, memory_id, attempt)
+        self.cache.forget(memory_id)
 
-    def _expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[Command, None]:
+    def expire_at(self, memory_id: str, when: datetime.datetime | None) -> Steps[Command, None]:
         """One statement on the head row (an absent or expired memory is left as it is)."""
         memory_id = validate_memory_id(memory_id)
-        parameters = {"p_id": memory_id, "p_expires_at": expiry_parameter(when, self._dialect)}
-        yield from self._ready(Operation.WRITE, memory_id)
+        parameters = {"p_id": memory_id, "p_expires_at": self.dialect.expiry(when)}
+        yield from self.ready(Operation.WRITE, memory_id)
         try:
-            yield Statement(self._statements.set_expiry, parameters)
-        except SQLAlchemyError as exc:
-            raise self._schema.store_error(Operation.WRITE, memory_id, exc) from exc
-        self._cache.forget(memory_id)
+            yield Statement(self.statements.set_expiry, parameters)
+        except SQLFailure as failure:
+            raise failure.error(Operation.WRITE, memory_id) from failure.__cause__
+        self.cache.forget(memory_id)
 
-    # ----------------------------------------------------------------------------------- listing and TTL
+    # --------------------------------------------------------------------------------- under the lock
 
-    def _pages(self, order: str, page_size: int) -> Steps[Command, None]:
+    def write_locked(self, request: WriteRequest, cached: CachedSnapshot | None) -> Steps[Command, _Outcome]:
+        """One attempt of a write under the head row's lock, in a transaction of its own."""
+        try:
+            return (yield from self.in_transaction(self._locked_write(request, cached)))
+        except _Abort as aborted:
+            return aborted.outcome
+
+    def _locked_write(self, request: WriteRequest, cached: CachedSnapshot | None) -> Steps[Command, _Outcome]:
+        head = yield from self.lock_head(request.memory_id)
+        if plan.window_needed(request, cached, head):
+            # Read under the lock, the stored window lets the write change only the rows that differ. It
+            # is read whole, every payload decoded (not filled in from a stale snapshot): a row damaged
+            # since is then found, and replaced with the others, as an unconditional write promises.
+            try:
+                current: outcomes.ReadResult | outcomes.Corrupted | None = yield from self.locked_window(
+                    request.memory_id, head, cached if request.history else None
+                )
+            except (CorruptedMemoryError, UnsupportedFormatVersionError):
+                if request.history:  # what it adds to the history depends on what is stored
+                    raise
+                current = None  # rows it cannot decode: the write replaces them whole, as it does any rows
+            cached = current.state if isinstance(current, outcomes.ReadResult) else None
+        return (yield from self.decide(request, cached, head))
+
+    def decide(
+        self, request: WriteRequest, cached: CachedSnapshot | None, head: outcomes.LockedHead
+    ) -> Steps[Command, outcomes.Written | outcomes.Conflict]:
+        """Plan the write under the lock and run its statements (unless it landed already or conflicts)."""
+        decision = plan.plan_locked(request, cached, head)
+        if not isinstance(decision, plan.LockedWrite):
+            return decision
+        yield from self.apply(request.memory_id, decision)
+        return outcomes.Written(decision.version, decision.state)
+
+    def lock_head(self, memory_id: str) -> Steps[Command, outcomes.LockedHead]:
+        """Lock the head row of ``memory_id`` (with the server's clock), or read the clock when there is none."""
+        statements = self.statements
+        lock = statements.fast_lock_head
+        found = yield Statement(lock.sql, lock.bind({"p_id": memory_id}), Result.FIRST)
+        row: Any = None if found is None else _HeadRow._make(found)
+        # No head row: only the server's clock is needed, read touching no table (a statement naming another
+        # memory's rows would leave the memory's shard on a database distributed by memory_id).
+        clock = None if row is not None else (yield Statement(statements.server_clock, None, Result.SCALAR))
+        return outcomes.locked_head(row, clock)
+
+    def apply(self, memory_id: str, decision: plan.LockedWrite) -> Steps[Command, None]:
+        """Run a locked write's statements in the open transaction; stray rows abort it."""
+        statements = self.statements
+        self.check_payloads(memory_id, (row["payload"] for row in decision.rows))
+        if decision.insert_head:
+            yield Statement(statements.insert_head, decision.head)
+            damage = outcomes.stray_rows(decision, (yield Statement(statements.delete_all, decision.head)))
+            if damage is not None:
+                raise _Abort(damage)
+        else:
+            if decision.delete_all:
+                yield Statement(statements.delete_all, decision.head)
+            elif decision.deleted_seqs:
+                yield Statement(statements.delete_seqs, decision.delete_parameters())
+            if decision.flagged_seqs:
+                yield Statement(statements.flag_seqs, decision.flag_parameters())
+            yield Statement(statements.rewrite_head, decision.head)
+        if decision.rows:
+            yield Statement(
+                statements.insert_history if decision.recorded else statements.insert_messages, decision.rows
+            )
+        if decision.flagged_new:
+            yield Statement(statements.flag_seqs, decision.flag_new_parameters())
+
+    def locked_window(
+        self, memory_id: str, head: outcomes.LockedHead, cached: CachedSnapshot | None
+    ) -> Steps[Command, outcomes.ReadResult | outcomes.Corrupted]:
+        """The stored window, read under the head row's lock (again without the cache if it was stale)."""
+        rows = yield from self._read_locked(memory_id, cached, head)
+        current = outcomes.locked_read(memory_id, head, cached, rows, self.codec)
+        if isinstance(current, outcomes.StaleCache):
+            rows = yield from self._read_locked(memory_id, None, head)
+            current = outcomes.locked_read(memory_id, head, None, rows, self.codec)
+        if isinstance(current, outcomes.StaleCache):  # pragma: no cover - every payload was sent
+            raise AssertionError("a read without the cache cannot find it stale")
+        return current
+
+    def _read_locked(
+        self, memory_id: str, cached: CachedSnapshot | None, head: outcomes.LockedHead
+    ) -> Steps[Command, Sequence[Any]]:
+        if not (head.present and head.live):
+            return []
+        rows: Sequence[Any] = yield Statement(
+            self.statements.read, plan.read_parameters(memory_id, cached), Result.ROWS
+        )
+        return rows
+
+    # ------------------------------------------------------------------------------------------- modify
+
+    def modify(self, memory_id: str, change: Change) -> Steps[Command, int]:
+        """Read, change and write ``memory_id`` under its head row's lock; return the version it is at."""
+        memory_id = validate_memory_id(memory_id)
+        yield from self.ready(Operation.WRITE, memory_id)
+        loop = WriteLoop(None, self.retry, Operation.WRITE, memory_id)
+        while True:
+            outcome: outcomes.Written | outcomes.Unchanged | outcomes.Conflict | outcomes.Corrupted | None = None
+            try:
+                outcome = yield from self._modify_once(memory_id, change)
+            except SQLFailure as failure:
+                if not loop.retryable(failure):
+                    raise failure.error(Operation.WRITE, memory_id) from failure.__cause__
+            if isinstance(outcome, outcomes.Corrupted):
+                raise outcome.error(memory_id)
+            if isinstance(outcome, outcomes.Unchanged):
+                return outcome.version
+            if isinstance(outcome, outcomes.Written):
+                self.remember(memory_id, outcome.state)
+                return outcome.version
+            if isinstance(outcome, outcomes.Conflict):
+                # Two writers creating the memory at once: read it again.
+                loop.conflicted()
+            yield from self.pause(loop)
+
+    def _modify_once(
+        self, memory_id: str, change: Change
+    ) -> Steps[Command, outcomes.Written | outcomes.Unchanged | outcomes.Conflict | outcomes.Corrupted]:
+        """One attempt of ``modify``, in a transaction of its own (which its last statement may end itself)."""
+        cached = self.cache.get(memory_id)
+        yield self.begin
+        try:
+            outcome, ended = yield from self._modify_locked(memory_id, change, cached)
+        except _Abort as aborted:
+            yield ROLLBACK
+            return aborted.outcome
+        except Exception:
+            yield ROLLBACK
+            raise
+        if not ended:
+            yield COMMIT
+        return outcome
+
+    def _modify_locked(
+        self, memory_id: str, change: Change, cached: CachedSnapshot | None
+    ) -> Steps[Command, tuple[outcomes.Written | outcomes.Unchanged | outcomes.Conflict | outcomes.Corrupted, bool]]:
+        """Lock, read (unless the cache is the locked head's window), change and write; and whether it committed."""
+        head = yield from self.lock_head(memory_id)
+        current: outcomes.ReadResult | outcomes.Corrupted | None = outcomes.cached_window(head, cached)
+        if current is None:  # the cache does not describe the locked head: read the window under the lock
+            current = yield from self.locked_window(memory_id, head, cached)
+        if isinstance(current, outcomes.Corrupted):
+            return current, False
+        new, also_recorded = recorded_parts(change(list(current.snapshot.messages)))
+        if new is None:
+            return outcomes.Unchanged(current.snapshot.version), False
+        request = self.planner.request(memory_id, new, current.snapshot.version, also_recorded)
+        diff = plan.plan_diff(request, current.state) if plan.diffs_under_lock(head, current.state) else None
+        if diff is not None:
+            return (yield from self._diff_locked(diff))
+        return (yield from self.decide(request, current.state, head)), False
+
+    def _diff_locked(self, diff: plan.DiffWrite) -> Steps[Command, tuple[outcomes.Written | outcomes.Conflict, bool]]:
+        """A diffed write in the open transaction, under the head row's lock; and whether it ended the transaction.
+
+        The hot path's statements (on MySQL/MariaDB as one string where the connection runs one, followed
+        by ``COMMIT``, or ``ROLLBACK`` after a miss). The head was found at the diff's version under the
+        lock, so its update matches unless the memory expired meanwhile: then nothing was changed and the
+        attempt is a conflict (the cache is forgotten: the next one reads).
+        """
+        memory_id = diff.request.memory_id
+        self.check_payloads(memory_id, diff.payloads)
+        statements = self.statements
+        ended = False
+        if self.dialect.has_diff_statement:
+            turn = statements.diff_postgresql(*diff.shape)
+            matched = (yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)) is not None
+        else:
+            batch = self.diff_statements(diff)
+            joined = None
+            if self.dialect.joins_turns and diff.joinable(self.schema.max_allowed_packet):
+                rendered = statements.joined_turn(diff.removal, len(diff.payloads), diff.request.recorded)
+                if rendered is not None:  # its parts without the BEGIN: the transaction is open
+                    whole, _ = rendered.bind(diff.joined_parameters())
+                    joined = Statement(statements.joined_parts(rendered).sql, whole)
+            counts = yield Batch(tuple(batch), None, joined)
+            matched = bool(counts) and counts[0] == 1
+            ended = joined is not None  # a joined batch ends with COMMIT, or ROLLBACK after a miss
+        if not matched:
+            self.cache.forget(memory_id)
+        return plan.diff_outcome(diff, matched), ended
+
+    # --------------------------------------------------------------------------------- listing and TTL
+
+    def pages(self, order: str, page_size: int) -> Steps[Command, None]:
         """Emit the live ids page by page (keyset pagination); newest first, all pages in one snapshot.
 
         By id each page is read on a connection of its own, handed back before its ids are; newest first
         one connection holds the snapshot until the listing ends, however it ends.
         """
-        begin, setup = snapshot_statements(self._dialect) if order == "newest" else (None, None)
+        begin, setup = self.dialect.snapshot if order == "newest" else (None, None)
         try:
             if setup is not None:
                 yield Statement(setup)
             if begin is not None:
                 yield Statement(begin)
-        except SQLAlchemyError as exc:
-            raise self._schema.store_error(Operation.LIST, None, exc) from exc
+        except SQLFailure as failure:
+            raise failure.error(Operation.LIST, None) from failure.__cause__
         try:
             after: tuple[Any, ...] | None = None
             while True:
-                self._check_open(Operation.LIST)
-                statement = self._statements.list_page(order, after is not None, page_size)
+                self.check_open(Operation.LIST)
+                statement = self.statements.list_page(order, after is not None, page_size)
                 parameters = {} if after is None else dict(zip(("p_after_id", "p_after_updated"), after, strict=True))
                 try:
                     rows = yield Statement(statement, parameters, Result.ROWS)
-                except SQLAlchemyError as exc:
-                    raise self._schema.store_error(Operation.LIST, None, exc) from exc
+                except SQLFailure as failure:
+                    raise failure.error(Operation.LIST, None) from failure.__cause__
                 if begin is None:
                     yield RELEASE
                 yield Emit(tuple(row.memory_id for row in rows))
@@ -299,26 +607,26 @@ class SQLOperations(LockedOperations[_Engine]):
         if begin is not None:
             yield ROLLBACK
 
-    def _purge(self, batch_size: int) -> Steps[Command, int]:
+    def purge(self, batch_size: int) -> Steps[Command, int]:
         """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
 
-        Each transaction is tried again as a write is (once on a new connection after a lost one, and
-        after conflicts); after a lost reply to its ``COMMIT``, its memories are not counted.
+        Each transaction is tried again as a write is; after a lost reply to its ``COMMIT``, its memories
+        are not counted.
         """
         check_batch_size(batch_size)
-        yield from self._ready(Operation.PURGE)
+        yield from self.ready(Operation.PURGE)
         purged = 0
         while True:
-            ids = yield from self._retried(
-                Operation.PURGE, None, lambda: self._in_transaction(self._purge_batch(batch_size))
+            ids = yield from self.retried(
+                Operation.PURGE, None, lambda: self.in_transaction(self._purge_batch(batch_size))
             )
-            self._cache.forget(*ids)
+            self.cache.forget(*ids)
             purged += len(ids)
             if len(ids) < batch_size:
                 return purged
 
     def _purge_batch(self, batch_size: int) -> Steps[Command, list[str]]:
-        statements = self._statements
+        statements = self.statements
         ids: list[str] = yield Statement(statements.lock_expired(batch_size), None, Result.SCALARS)
         if ids:
             parameters = {"p_ids": ids}
@@ -326,3 +634,29 @@ class SQLOperations(LockedOperations[_Engine]):
                 (Statement(statements.delete_heads, parameters), Statement(statements.delete_messages_of, parameters))
             )
         return ids
+
+    # ------------------------------------------------------------------------ histories and batches
+
+    def history_page(self, memory_id: str, after: int | None, limit: int, reverse: bool) -> Steps[Command, HistoryPage]:
+        """One page of the history of ``memory_id`` (:func:`~chatmemory.stores.sql.history.history_page`)."""
+        return history.history_page(self, memory_id, after, limit, reverse)
+
+    def trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
+        """Remove history entries written before ``older_than`` (:func:`~chatmemory.stores.sql.history.trim`)."""
+        return history.trim(self, older_than, memory_id)
+
+    def restore_history(
+        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
+    ) -> Steps[Command, int]:
+        """Add the entries the history lacks (:func:`~chatmemory.stores.sql.history.restore_history`)."""
+        return history.restore_history(self, memory_id, entries, window)
+
+    def read_batch(self, memory_ids: Sequence[str]) -> Steps[Command, list[StoredMemory | None]]:
+        """``memory_ids`` as stored (:func:`~chatmemory.stores.sql.history.read_batch`)."""
+        return history.read_batch(self, memory_ids)
+
+    def create_batch(
+        self, requests: Sequence[WriteRequest], memories: Sequence[NewMemory]
+    ) -> Steps[Command, history.BatchCreate]:
+        """Create the absent ``memories`` in one transaction (:func:`~chatmemory.stores.sql.history.create_batch`)."""
+        return history.create_batch(self, requests, memories)

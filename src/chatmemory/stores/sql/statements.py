@@ -1,25 +1,27 @@
-"""The statements of the SQL store, built once per store so SQLAlchemy compiles each only once.
+"""The statements of the SQL store, one builder per table and operation, built once per store and dialect.
 
 Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses). Times
-come from the server's clock (:mod:`chatmemory.stores.sql.clock`); a store with a ``ttl`` passes it as
+come from the server's clock (:mod:`~chatmemory.stores.sql.dialect`); a store with a ``ttl`` passes it as
 ``p_ttl`` (and one with a ``history_ttl`` that as ``p_history_ttl``). The window is the rows its head
-row's ranges enclose and that are not marked evicted (see :mod:`chatmemory.stores.sql.window`); every
-write sets the ranges. A store with history marks rows instead of deleting them, and stamps the rows it
-adds with the head row's write time. Statements whose shape depends on their arguments are built in
-:mod:`~chatmemory.stores.sql.page_statements` (listing, purging, history pages, trims) and
-:mod:`~chatmemory.stores.sql.turn_statement` (the PostgreSQL turn); the hot ones are rendered once
-(:mod:`~chatmemory.stores.sql.rendered`).
+row's ranges enclose and that are not marked evicted (:func:`~chatmemory.stores.sql.plan.cover_window`).
+A store with history marks rows instead of deleting them, and stamps the rows it adds with the head row's
+write time. :class:`Statements` holds a store's reads and writes (the hot ones rendered once in the
+driver's SQL), :class:`BatchStatements`, :class:`CreateStatements` and :class:`RestoreStatements` those
+of operators' tools.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
     CompoundSelect,
     Delete,
@@ -29,12 +31,10 @@ from sqlalchemy import (
     LargeBinary,
     Select,
     String,
-    TextClause,
     Update,
     and_,
     bindparam,
     case,
-    cast,
     delete,
     func,
     insert,
@@ -42,23 +42,35 @@ from sqlalchemy import (
     null,
     or_,
     select,
-    text,
     type_coerce,
     union_all,
     update,
 )
 
-from chatmemory.stores.sql import page_statements
-from chatmemory.stores.sql.clock import ServerClockMicros, ServerExpiry, ServerNow, live
-from chatmemory.stores.sql.diffed_writes import RUN, SCALAR_DIFF_LIMIT
-from chatmemory.stores.sql.rendered import Joined, Rendered, render
+from chatmemory.stores.sql.dialect import (
+    POSTGRESQL,
+    IdsIn,
+    Joined,
+    Rendered,
+    ServerClockMicros,
+    ServerExpiry,
+    ServerNow,
+    dialect_of,
+    live,
+    render,
+)
+from chatmemory.stores.sql.plan import RUN, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables, build_tables
-from chatmemory.stores.sql.turn_statement import diff_turn
 
-__all__ = ["Joined", "Rendered", "Statements", "render", "shared_statements", "stray_read", "window_read"]
-
-_MARIADB_BLOCKS = (10, 1, 1)
-"""The first MariaDB to run compound statements (``BEGIN NOT ATOMIC``) outside stored programs."""
+__all__ = [
+    "BatchStatements",
+    "CreateStatements",
+    "RestoreStatements",
+    "Statements",
+    "shared_statements",
+    "stray_read",
+    "window_read",
+]
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
@@ -88,6 +100,11 @@ class Statements:
         self._tables = tables
         self._dialect = dialect
         self._history = history
+        self._expires = expires
+        family = dialect_of(dialect.name)
+        assert family is not None, "the store checks its database first"
+        self.family = family
+        """What differs on this database (the flags of :attr:`has_diff_statement`, :attr:`joins_turns`)."""
         memories, messages = tables.memories, tables.messages
         stamp = memories.c.updated_at.type
         memory_id = memories.c.memory_id == bindparam("p_id")
@@ -215,7 +232,6 @@ class Statements:
         self.delete_messages_of: Delete = delete(messages).where(
             messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
         )
-        self.max_allowed_packet: TextClause = text("SELECT @@max_allowed_packet")
         self._diffs: dict[tuple[int, int], str] = {}
         self._diffs_lock = threading.Lock()
         # The statements of a steady-state turn and read, rendered once (see Rendered).
@@ -237,6 +253,42 @@ class Statements:
         them as MySQL's go, in one multi-statement string and a ``COMMIT`` (how that path is tested on
         MariaDB)."""
 
+    @functools.cached_property
+    def fast_lock_head(self) -> Rendered:
+        """:attr:`lock_head`, rendered (at the store's first locked write)."""
+        return render(self.lock_head, self._dialect)
+
+    @functools.cached_property
+    def batch(self) -> BatchStatements:
+        """The statements of a batch read."""
+        return BatchStatements(self._tables)
+
+    @functools.cached_property
+    def creates(self) -> CreateStatements:
+        """The statements of a batch create."""
+        return CreateStatements(self._tables, expires=self._expires)
+
+    @functools.cached_property
+    def restore(self) -> RestoreStatements:
+        """The statements of a history restore."""
+        return RestoreStatements.of(self._tables)
+
+    def payloads_of(self, memory_id: str) -> Select[Any]:
+        """Every row of ``memory_id``, as ``(seq, payload)`` (a reseal's read)."""
+        messages = self._tables.messages
+        return select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id)
+
+    def reseal_row(self, memory_id: str, seq: int, old: object, new: object) -> Update:
+        """Replace the payload of a row, only if it still holds ``old``."""
+        messages = self._tables.messages
+        same = (messages.c.memory_id == memory_id) & (messages.c.seq == seq) & (messages.c.payload == old)
+        return update(messages).where(same).values(payload=new)
+
+    @staticmethod
+    def joined_parts(joined: Joined) -> Joined:
+        """The parts of ``joined`` as one string without its ``BEGIN`` (for a transaction already open)."""
+        return Joined.of(joined.parts)
+
     @property
     def tables(self) -> SchemaTables:
         """The tables the statements name (the store builds its other statements on these too)."""
@@ -250,6 +302,8 @@ class Statements:
         clone._diffs_lock = threading.Lock()
         clone._removals = {}
         clone._joined = {}
+        for cached in ("fast_lock_head", "batch", "creates", "restore"):
+            clone.__dict__.pop(cached, None)
         return clone
 
     def removal(self, count: int) -> Rendered:
@@ -280,21 +334,12 @@ class Statements:
     @property
     def joins_turns(self) -> bool:
         """Whether a diffed turn can also go as one multi-statement string (:meth:`joined_turn`): MySQL/MariaDB."""
-        return self._dialect.name in ("mysql", "mariadb")
+        return self.family.joins_turns
 
     @property
     def blocks_turns(self) -> bool:
-        """Whether a diffed turn goes as one compound statement (:meth:`block_turn`): MariaDB 10.1.1 and later.
-
-        Known once the dialect has seen the server (a store's first connection, made before any turn
-        can be diffed).
-        """
-        dialect: Any = self._dialect
-        return (
-            self.blocks_mariadb_turns
-            and bool(getattr(dialect, "is_mariadb", False))
-            and (dialect.server_version_info or (0,)) >= _MARIADB_BLOCKS
-        )
+        """Whether a diffed turn goes as one compound statement (:meth:`block_turn`): MariaDB 10.1.1 and later."""
+        return self.blocks_mariadb_turns and self.family.blocks_turns(self._dialect)
 
     def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
         """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
@@ -354,15 +399,6 @@ class Statements:
             rows.append(row)
         return insert(messages).values(rows)
 
-    def history_page(self, reverse: bool, after: bool) -> Select[Any]:
-        """One page of a memory's history entries (see :func:`~chatmemory.stores.sql.page_statements.history_page`)."""
-        return page_statements.history_page(self._tables, self._history_live, reverse, after)
-
-    def trim(self, one_memory: bool) -> tuple[Delete, Update]:
-        """Trim history entries before ``p_cutoff`` (see :func:`~chatmemory.stores.sql.page_statements.trim`)."""
-        return page_statements.trim(self._tables, self._in_window, one_memory)
-
-    @property
     def has_diff_statement(self) -> bool:
         """Whether a diffed turn runs as one statement (:meth:`diff_postgresql`)."""
         return self._dialect.name == "postgresql"
@@ -378,7 +414,7 @@ class Statements:
         shape = (deleted, appended) if max(deleted, appended) <= SCALAR_DIFF_LIMIT else (-1, -1)
         statement = self._diffs.get(shape)
         if statement is None:
-            compiled = diff_turn(self._tables, self.bump_head, self._history, *shape).compile(
+            compiled = POSTGRESQL.diff_turn(self._tables, self.bump_head, self._history, *shape).compile(
                 dialect=self._dialect, compile_kwargs={"render_postcompile": True}
             )
             statement = str(compiled)
@@ -387,12 +423,84 @@ class Statements:
         return statement
 
     def list_page(self, order: str, after: bool, page_size: int) -> Select[Any]:
-        """One page of live ids (see :func:`~chatmemory.stores.sql.page_statements.list_page`)."""
-        return page_statements.list_page(self._tables, self._live, order, after, page_size)
+        """One page of live ids by id, or newest first, after the last id (and time) of the previous page."""
+        memories = self._tables.memories
+        statement = select(memories.c.memory_id, memories.c.updated_at).where(self._live)
+        after_id = bindparam("p_after_id", type_=MemoryIdType())
+        if order == "id":
+            if after:
+                statement = statement.where(memories.c.memory_id > after_id)
+            return statement.order_by(memories.c.memory_id).limit(page_size)
+        if after:
+            after_updated = bindparam("p_after_updated", type_=memories.c.updated_at.type)
+            older: ColumnElement[bool] = or_(
+                memories.c.updated_at < after_updated,
+                and_(memories.c.updated_at == after_updated, memories.c.memory_id < after_id),
+            )
+            statement = statement.where(older)
+        return statement.order_by(memories.c.updated_at.desc(), memories.c.memory_id.desc()).limit(page_size)
 
     def lock_expired(self, batch_size: int) -> Select[Any]:
-        """Up to ``batch_size`` expired ids, locked until the purge commits (see :mod:`.page_statements`)."""
-        return page_statements.lock_expired(self._tables, self._now, batch_size)
+        """Up to ``batch_size`` expired ids, locked (skipping rows a writer holds) until the purge commits.
+
+        Unordered: without an index on ``expires_at`` (see the schema) the scan stops at the batch's last id.
+        """
+        memories, now = self._tables.memories, self._now
+        # A memory whose history outlives its window (history_ttl) stays until the history expires too.
+        history_gone = or_(memories.c.history_expires_at.is_(None), memories.c.history_expires_at <= now)
+        return (
+            select(memories.c.memory_id)
+            .where(memories.c.expires_at <= now, history_gone)
+            .limit(batch_size)
+            .with_for_update(skip_locked=True)
+        )
+
+    def history_page(self, reverse: bool, after: bool) -> Select[Any]:
+        """One page of a memory's history entries by sequence (``p_limit`` rows, after ``p_after``).
+
+        The entries are the rows with a write time, while the window is live or its history outlives it.
+        """
+        memories, messages = self._tables.memories, self._tables.messages
+        statement = (
+            select(messages.c.seq, messages.c.payload, messages.c.written_at)
+            .select_from(memories.join(messages, messages.c.memory_id == memories.c.memory_id))
+            .where(
+                memories.c.memory_id == bindparam("p_id"),
+                messages.c.written_at.is_not(None),
+                self._history_live,
+            )
+        )
+        if after:
+            bound = bindparam("p_after", type_=BigInteger())
+            statement = statement.where(messages.c.seq < bound if reverse else messages.c.seq > bound)
+        order = messages.c.seq.desc() if reverse else messages.c.seq
+        return statement.order_by(order).limit(bindparam("p_limit", type_=Integer()))
+
+    def trim(self, one_memory: bool) -> tuple[Delete, Update]:
+        """Trim history entries written before ``p_cutoff`` (of ``p_id``, or of all memories).
+
+        Two statements, run in this order in one transaction: delete the rows outside their window, then
+        take the write time off the (window) rows left, which are then no longer history entries.
+        """
+        memories, messages = self._tables.memories, self._tables.messages
+        in_window = (
+            select(literal_column("1"))
+            .select_from(memories)
+            .where(memories.c.memory_id == messages.c.memory_id, self._in_window)
+            .exists()
+        )
+        statement = delete(messages).where(
+            messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type), ~in_window
+        )
+        unrecord = (
+            update(messages)
+            .where(messages.c.written_at < bindparam("p_cutoff", type_=messages.c.written_at.type))
+            .values(written_at=null())
+        )
+        if one_memory:
+            statement = statement.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
+            unrecord = unrecord.where(messages.c.memory_id == bindparam("p_id", type_=MemoryIdType()))
+        return statement, unrecord
 
 
 _SHARED_SIZE = 32
@@ -468,7 +576,9 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
     is_live = live(memories.c.expires_at, stamp)
     head_live = case((is_live, literal_column("1")), else_=literal_column("0"))
     fields = (memories.c.version, memories.c.incarnation, memories.c.next_seq, head_live, memories.c.window_start)
-    packed = type_coerce(_packed(dialect.name, fields), LargeBinary())
+    family = dialect_of(dialect.name)
+    assert family is not None
+    packed = type_coerce(family.packed(fields), LargeBinary())
     head = select(null().label("seq"), packed.label("payload")).where(memories.c.memory_id == memory_id)
     known = and_(
         memories.c.incarnation == bindparam("p_known_incarnation", type_=BigInteger()),
@@ -504,14 +614,121 @@ def stray_read(tables: SchemaTables) -> Select[Any]:
     return select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id, ~head.exists())
 
 
-def _packed(dialect: str, fields: tuple[ColumnElement[Any], ...]) -> ColumnElement[Any]:
-    """``fields`` (integers, none ``NULL``) as one value: their digits separated by spaces, as bytes."""
-    if dialect == "sqlite":
-        joined = fields[0]
-        for field in fields[1:]:
-            joined = joined.op("||")(literal_column("' '")).op("||")(field)
-        return cast(joined, LargeBinary())
-    text_form = func.concat_ws(literal_column("' '"), *fields)
-    if dialect == "postgresql":
-        return func.convert_to(text_form, literal_column("'UTF8'"))
-    return text_form
+# ------------------------------------------------------------------ batches and restores (operators' tools)
+
+
+class BatchStatements:
+    """The statements of a batch read on one store's tables (the ids bound as ``p_ids``, a list: see :class:`IdsIn`)."""
+
+    def __init__(self, tables: SchemaTables) -> None:
+        memories, messages = tables.memories, tables.messages
+        is_live = live(memories.c.expires_at, memories.c.updated_at.type)
+        self.heads: Select[Any] = select(
+            memories.c.memory_id,
+            memories.c.version,
+            memories.c.updated_at,
+            memories.c.expires_at,
+            case((is_live, literal_column("1")), else_=literal_column("0")).label("live"),
+        ).where(IdsIn(memories.c.memory_id))
+        """Every head row of the batch, live or not (one that is not is an absent memory, not damage)."""
+
+        def rows_in(cover: Any) -> Select[Any]:
+            # The id as stored (bytes): read_batch maps it back to the id it asked for, not a decode per row.
+            return (
+                select(type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
+                .select_from(memories.join(messages, and_(messages.c.memory_id == memories.c.memory_id, cover)))
+                .where(IdsIn(memories.c.memory_id), is_live, messages.c.evicted.is_(None))
+            )
+
+        window = rows_in(messages.c.seq >= memories.c.window_start)
+        # Only heads with a pinned range (few): said outright, so a plan filters the heads before the join.
+        pinned = rows_in(
+            and_(
+                messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
+                messages.c.seq < memories.c.window_start,
+            )
+        ).where(memories.c.pin_start.is_not(None))
+        self.rows = window.union_all(pinned)
+        """The window's message rows of every live memory of the batch, in any order."""
+        head: Select[Any] = (
+            select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
+        )
+        self.strays: Select[Any] = select(messages.c.memory_id, messages.c.seq, messages.c.payload).where(
+            IdsIn(messages.c.memory_id), ~head.exists()
+        )
+        """The message rows of ids without a head row (damage)."""
+
+
+class CreateStatements:
+    """The statements of a batch create on one store's tables (``expires``: the store has a ttl)."""
+
+    def __init__(self, tables: SchemaTables, *, expires: bool) -> None:
+        memories, messages = tables.memories, tables.messages
+        ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
+        stamp = memories.c.updated_at.type
+        is_live = live(memories.c.expires_at, stamp)
+        self.heads: Select[Any] = select(
+            memories.c.memory_id, case((is_live, literal_column("1")), else_=literal_column("0")).label("live")
+        ).where(memories.c.memory_id.in_(ids))
+        """The head rows of the batch, live or not."""
+        head: Select[Any] = (
+            select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
+        )
+        self.strays: Select[Any] = (
+            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
+        )
+        """The ids of the batch with message rows and no head row (damage)."""
+        now = ServerNow(stamp)
+        store_expiry: Any = ServerExpiry(stamp) if expires else literal_column("NULL")
+        # The memory's own expiry when it asks for one (NULL: never), else the store's, in the insert itself.
+        expiry = case(
+            (
+                bindparam("p_sets_expiry", type_=Integer()) == 1,
+                bindparam("p_expires_at", type_=memories.c.expires_at.type),
+            ),
+            else_=store_expiry,
+        )
+        self.insert_heads: Insert = insert(memories).values(
+            memory_id=bindparam("p_id"),
+            version=bindparam("p_version"),
+            incarnation=bindparam("p_incarnation"),
+            next_seq=bindparam("p_next_seq"),
+            created_at=now,
+            updated_at=now,
+            expires_at=expiry,
+            recent_writes=bindparam("p_recent"),
+            window_start=bindparam("p_window_start"),
+            pin_start=bindparam("p_pin_start"),
+            pin_end=bindparam("p_pin_end"),
+        )
+        self.insert_messages: Insert = insert(messages)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreStatements:
+    """The statements of a restore, for one store's tables."""
+
+    present: Select[Any]
+    """The seqs among ``p_seqs`` that a memory's rows hold, with their write time (``NULL``: not an entry)."""
+    insert_entries: Insert
+    """Rows with their own write time (``written_at``, ``evicted``)."""
+    bump_head: Update
+    """A new version, and ``next_seq`` at least ``p_next_seq``."""
+
+    @classmethod
+    def of(cls, tables: SchemaTables) -> RestoreStatements:
+        """The statements for ``tables``."""
+        memories, messages = tables.memories, tables.messages
+        present = select(messages.c.seq, messages.c.written_at).where(
+            messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
+        )
+        floor = bindparam("p_next_seq", type_=BigInteger())
+        bump = (
+            update(memories)
+            .where(memories.c.memory_id == bindparam("p_id"))
+            .values(
+                version=memories.c.version + literal_column("1"),
+                next_seq=case((memories.c.next_seq < floor, floor), else_=memories.c.next_seq),
+            )
+        )
+        return cls(present, insert(messages), bump)

@@ -4,11 +4,11 @@ One row per message keyed by ``(memory_id, seq)`` and a head row per memory (see
 :mod:`chatmemory.stores.sql.schema`). A write diffs by sequence: it deletes the evicted rows and inserts
 only the new tail, so a steady-state turn costs the same whatever the window size (on PostgreSQL one
 statement of data-modifying CTEs; elsewhere one short transaction). With ``history=True`` it deletes
-nothing: the head row's window ranges move past the rows it evicts (:mod:`chatmemory.stores.sql.window`),
+nothing: the head row's window ranges move past the rows it evicts (:func:`~chatmemory.stores.sql.plan.cover_window`),
 which stay as the history, and the rows it adds carry the write's time.
 
 The operations are written once for this store and the asyncio one
-(:mod:`~chatmemory.stores.sql.operations`); :mod:`~chatmemory.stores.sql.driver` sends their commands.
+(:mod:`~chatmemory.stores.sql.operations`); :mod:`~chatmemory.stores.sql.executor` sends their commands.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from chatmemory.stores._optional import require
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 
 from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency check
-from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError  # noqa: E402
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
@@ -37,13 +36,10 @@ from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
 from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
 from chatmemory.stores.base.turns import LocalTurns  # noqa: E402
-from chatmemory.stores.sql.batch_creates import CreateStatements, create_together  # noqa: E402
-from chatmemory.stores.sql.batch_reads import BatchStatements, read_batch  # noqa: E402
-from chatmemory.stores.sql.driver import SyncDriver  # noqa: E402
-from chatmemory.stores.sql.engine import engine_from_url  # noqa: E402
-from chatmemory.stores.sql.locked_operations import Change  # noqa: E402
-from chatmemory.stores.sql.operations import SQLOperations, check_listing  # noqa: E402
-from chatmemory.stores.sql.sqlite_writers import writer_queue_for  # noqa: E402
+from chatmemory.stores.sql.base import SQLStoreBase  # noqa: E402
+from chatmemory.stores.sql.engine import engine_from_url, writer_queue_for  # noqa: E402
+from chatmemory.stores.sql.executor import Executor  # noqa: E402
+from chatmemory.stores.sql.operations import Change, check_listing  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
@@ -55,7 +51,7 @@ def _no_server_lock(token: bytes) -> None:
 _traced = StoreTelemetry("sql", __name__)
 
 
-class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
+class SQLChatMemoryStore(StoreLifecycle, SQLStoreBase[Engine]):
     """A store in SQL tables; supports versioning, listing, TTL, schema commands and raw records.
 
     Create the tables with ``chatmemory migrate URL`` (or :func:`chatmemory.migrations.upgrade`), or with
@@ -142,8 +138,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         return self._engine
 
     def _release(self) -> None:
-        if "_driver" in self.__dict__:
-            self._driver.hand_back()
+        if "_executor" in self.__dict__:
+            self._executor.hand_back()
         self._engine.pool.dispose()  # its connections closed (the engine itself goes with the store)
 
     # -------------------------------------------------------------------------------------------- schema
@@ -170,7 +166,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         self._schema.drop()
         self._cache.clear()
 
-    # ---------------------------------------------------------------------------------------- the driver
+    # -------------------------------------------------------------------------------------- the executor
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Connection]:
@@ -185,11 +181,12 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             connection.exec_driver_sql("COMMIT")
 
     @functools.cached_property
-    def _driver(self) -> SyncDriver:
-        return SyncDriver(
+    def _executor(self) -> Executor:
+        return Executor(
             self._engine,
             self._autocommit,
             self._schema.check,
+            self._failure,
             keeps_connection=self._keeps_connection,
             writers=writer_queue_for(self._engine, self._engine_options),
         )
@@ -199,7 +196,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     @_traced("load")
     def load(self, memory_id: str) -> Snapshot:
         """The messages of ``memory_id`` and their version (one query)."""
-        return self._driver.run(self._load(memory_id))
+        return self._executor.run(self._operations.load(memory_id))
 
     @_traced("get")
     def get_messages(self, memory_id: str) -> list[ChatMessage]:
@@ -209,17 +206,17 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     @_traced("read_raw")
     def read_raw(self, memory_id: str) -> list[bytes]:
         """The stored records of ``memory_id``, undecoded (also those of message rows without a head row)."""
-        return self._driver.run(self._read_raw(memory_id))
+        return self._executor.run(self._operations.read_raw(memory_id))
 
     @_traced("reseal")
     def reseal(self, memory_id: str) -> Resealed:
         """Re-seal every record of ``memory_id`` under the primary key (see :class:`~chatmemory.SupportsReseal`)."""
-        return self._driver.run(self._reseal(memory_id))
+        return self._executor.run(self._operations.reseal(memory_id))
 
     @_traced("memory_times")
     def memory_times(self, memory_id: str) -> MemoryTimes | None:
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
-        return self._driver.run(self._memory_times(memory_id))
+        return self._executor.run(self._operations.memory_times(memory_id))
 
     @_traced("read_batch")
     def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
@@ -228,17 +225,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         See :class:`chatmemory.stored_memories.SupportsBatchReads`; ids without a head row take a third
         statement, which shows their stray rows as damage.
         """
-        self._check_open(Operation.READ)
-        return self._driver.run(
-            read_batch(self._batch_statements, memory_ids, checked=self._schema.checked, store_error=self._read_error)
-        )
-
-    @functools.cached_property
-    def _batch_statements(self) -> BatchStatements:
-        return BatchStatements(self._tables)
-
-    def _read_error(self, exc: SQLAlchemyError) -> StoreError:
-        return self._schema.store_error(Operation.READ, None, exc)
+        return self._executor.run(self._operations.read_batch(memory_ids))
 
     # --------------------------------------------------------------------------------------------- writes
 
@@ -255,23 +242,11 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         memories = list(memories)
         if self._history:
             return [self._create_one(memory) for memory in memories]
-        requests = [self._request(validate_memory_id(memory.memory_id), memory.messages, 0) for memory in memories]
+        planner = self._operations.planner
+        requests = [planner.request(validate_memory_id(memory.memory_id), memory.messages, 0) for memory in memories]
         if not requests:
             return []
-        if not self._schema.checked:
-            self._driver.run(self._ready(Operation.WRITE))
-        done = self._driver.run(
-            create_together(
-                self._create_statements,
-                self._statements.server_clock,
-                requests,
-                memories,
-                dialect=self._dialect,
-                begin=self._begin_statement,
-                check_payloads=self._schema.check_payloads,
-                store_error=self._write_error,
-            )
-        )
+        done = self._executor.run(self._operations.create_batch(requests, memories))
         self._cache.forget(*(request.memory_id for request in requests))
         versions = done.versions
         for index in done.one_by_one:
@@ -287,17 +262,10 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             self.expire_at(memory.memory_id, memory.expires_at)
         return version
 
-    @functools.cached_property
-    def _create_statements(self) -> CreateStatements:
-        return CreateStatements(self._tables, expires=self._ttl is not None)
-
-    def _write_error(self, exc: SQLAlchemyError) -> StoreError:
-        return self._schema.store_error(Operation.WRITE, None, exc)
-
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
         """Write ``messages`` if ``memory_id`` is still at ``expected_version``; return the new version."""
-        return self._driver.run(self._save(memory_id, messages, expected_version))
+        return self._executor.run(self._operations.save(memory_id, messages, expected_version))
 
     @_traced("save")
     def save_recorded(
@@ -308,12 +276,12 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         also_recorded: Sequence[ChatMessage],
     ) -> int:
         """``save`` recording ``also_recorded`` before what it appends (see ``SupportsRecordedWrites``)."""
-        return self._driver.run(self._save(memory_id, messages, expected_version, also_recorded))
+        return self._executor.run(self._operations.save(memory_id, messages, expected_version, also_recorded))
 
     @_traced("update")
     def update_messages(self, memory_id: str, messages: Iterable[ChatMessage]) -> None:
         """Replace the stored messages of ``memory_id``."""
-        self._driver.run(self._update(memory_id, messages))
+        self._executor.run(self._operations.update(memory_id, messages))
 
     @_traced("write_raw")
     def write_raw(self, memory_id: str, records: Sequence[bytes]) -> None:
@@ -323,7 +291,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         plants corrupted data. With history it records nothing (the records are not history entries) and
         keeps the history the memory had.
         """
-        self._driver.run(self._write_raw(memory_id, records))
+        self._executor.run(self._operations.write_raw(memory_id, records))
 
     @_traced("modify")
     def modify(self, memory_id: str, change: Change) -> int:
@@ -346,7 +314,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         """
         memory_id = validate_memory_id(memory_id)  # one turn for UUID(x) and str(UUID(x))
         with self._turns.hold(memory_id, _no_server_lock):
-            return self._driver.run(self._modify(memory_id, change))
+            return self._executor.run(self._operations.modify(memory_id, change))
 
     def contended(self, memory_id: str) -> bool:
         """Whether writers of this process queued for ``memory_id`` lately (see ``SupportsContentionHint``)."""
@@ -355,7 +323,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
     @_traced("delete")
     def delete_messages(self, memory_id: str) -> None:
         """Remove ``memory_id`` and its messages; idempotent."""
-        self._driver.run(self._delete(memory_id))
+        self._executor.run(self._operations.delete(memory_id))
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:
@@ -367,7 +335,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         Raises:
             ValueError: ``when`` is not an aware datetime.
         """
-        self._driver.run(self._expire_at(memory_id, when))
+        self._executor.run(self._operations.expire_at(memory_id, when))
 
     # -------------------------------------------------------------------------------------------- history
 
@@ -383,7 +351,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             HistoryNotEnabledError: the store was built without ``history=True``.
             CorruptedMemoryError: an entry does not decode.
         """
-        return self._driver.run(self._history_page(memory_id, after, limit, reverse))
+        return self._executor.run(self._operations.history_page(memory_id, after, limit, reverse))
 
     @_traced("restore_history")
     def restore_history(
@@ -399,7 +367,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
             HistoryNotEnabledError: the store was built without history.
             UnrestorableHistoryError: a memory without a head row and no ``window``.
         """
-        return self._driver.run(self._restore_history(memory_id, entries, window))
+        return self._executor.run(self._operations.restore_history(memory_id, entries, window))
 
     @_traced("trim_history")
     def trim_history(self, *, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None = None) -> int:
@@ -412,7 +380,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         Raises:
             HistoryNotEnabledError: the store was built without ``history=True``.
         """
-        return self._driver.run(self._trim(older_than, memory_id))
+        return self._executor.run(self._operations.trim(older_than, memory_id))
 
     # ------------------------------------------------------------------------------------ listing and TTL
 
@@ -428,8 +396,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         would tax every turn; list by id to walk a very large store.
         """
         check_listing(order, page_size)
-        self._driver.run(self._ready(Operation.LIST))
-        return self._driver.iterate(self._pages(order, page_size))
+        self._executor.run(self._operations.ready(Operation.LIST))
+        return self._executor.iterate(self._operations.pages(order, page_size))
 
     @_traced("purge_expired")
     def purge_expired(self, *, batch_size: int = 1000) -> int:
@@ -438,4 +406,4 @@ class SQLChatMemoryStore(StoreLifecycle, SQLOperations[Engine]):
         Each batch scans the head table for expired rows (expiry times are not indexed, for the same
         reason as write times: see :meth:`memory_ids`); run it now and then, not per request.
         """
-        return self._driver.run(self._purge(batch_size))
+        return self._executor.run(self._operations.purge(batch_size))

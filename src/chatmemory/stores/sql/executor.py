@@ -1,14 +1,14 @@
-"""How the sync SQL store sends commands: a SQLAlchemy ``Engine``, hot statements on the DBAPI cursor.
+"""The blocking SQL executor: a SQLAlchemy ``Engine``, hot statements on the DBAPI cursor, driver errors translated.
 
-:class:`SyncDriver` runs an operation of :mod:`~chatmemory.stores.sql.operations` to its end: it sends
-each command the operation yields on the connection the operation holds (checked out by its first
-statement, handed back at :data:`~chatmemory.stores.sql.commands.RELEASE` or at the end), and hands back
-the result, or throws the driver's exception back in. Driver SQL goes straight to the DBAPI cursor
-(through ``exec_driver_sql`` when cursor events are listened to), and a SQLAlchemy ``Connection`` is put
-around the pooled connection only where one is needed. A store that made its engine keeps the connection
-an operation ended with for the next one (:meth:`SyncDriver.keep`, :meth:`SyncDriver.hand_back`). The
-asyncio executor (:mod:`chatmemory.aio.stores.sql_driver`) runs this module's :class:`Session` in a
-greenlet. When each path is taken, and which connections are kept: *SQL* in ``docs/stores.md``.
+:class:`Executor` runs an operation to its end with :func:`~chatmemory.core.driving.drive`: each command
+goes on the connection the operation holds (checked out by its first statement, handed back at
+``RELEASE`` or at the end, on every exit path). A driver exception never reaches an operation:
+:meth:`Session.perform` raises it as a :class:`~chatmemory.stores.sql.outcomes.SQLFailure` (its kind, the
+driver's exception its cause). Driver SQL goes straight to the DBAPI cursor (through ``exec_driver_sql``
+when cursor events are listened to); a SQLAlchemy ``Connection`` is put around the pooled connection only
+where one is needed. A store that made its engine keeps the connection an operation ended with for the
+next one (:meth:`Executor.keep`). The asyncio executors (:mod:`~chatmemory.stores.sql.aio`) run this
+module's :class:`Session`. When each path is taken: *SQL* in ``docs/stores.md``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
 
-from chatmemory.core.driving import drive, drive_iter
-from chatmemory.stores.sql.batches import send_batch, send_in_order
+from chatmemory.core.driving import Sleep, Steps, drive, drive_iter
 from chatmemory.stores.sql.commands import (
     CHECK_SCHEMA,
     COMMIT,
@@ -34,32 +34,29 @@ from chatmemory.stores.sql.commands import (
     Batch,
     Command,
     Result,
-    Sleep,
     Statement,
-    Steps,
     result_of,
+    send_batch,
+    send_in_order,
 )
-from chatmemory.stores.sql.engine import (
-    begin_statement,
-    connects_in_autocommit,
-    in_transaction,
-    takes_multi_statements,
-)
-from chatmemory.stores.sql.sqlite_writers import WriterQueue
+from chatmemory.stores.sql.dialect import SQLITE
+from chatmemory.stores.sql.engine import WriterQueue, connects_in_autocommit, in_transaction, takes_multi_statements
+from chatmemory.stores.sql.outcomes import SQLFailure
 
-__all__ = ["QueuedSession", "Session", "SyncDriver", "execute_driver_sql", "joined_results", "max_overflow"]
+__all__ = ["Executor", "QueuedSession", "Session", "execute_driver_sql", "joined_results", "max_overflow"]
 
 _T = TypeVar("_T")
 _A = TypeVar("_A")
 
 
-class SyncDriver:
+class Executor:
     """Sends the commands of one store's operations with ``engine``.
 
     Args:
         engine: the store's engine (whose event listeners decide the path of driver SQL).
         autocommit: the engine in autocommit, which operations check connections out of.
         check_schema: checks the schema revision (once per store), for :data:`CHECK_SCHEMA`.
+        failure: the store's error for a driver exception (the dialect's :class:`SQLFailure`).
         sleep: waits a retry's backoff, for :class:`Sleep` (the asyncio executor's awaits ``asyncio.sleep``).
         keeps_connection: whether the connection an operation ended with may be kept for the next one
             (a store-made engine's: see :meth:`keep`).
@@ -73,6 +70,7 @@ class SyncDriver:
         "_check_schema",
         "_dbapi_error",
         "_engine",
+        "_failure",
         "_joined_results",
         "_keeping",
         "_keeps",
@@ -87,6 +85,7 @@ class SyncDriver:
         engine: Engine,
         autocommit: Engine,
         check_schema: Callable[[Callable[[str], list[Any] | None] | None], None],
+        failure: Callable[[SQLAlchemyError], SQLFailure],
         sleep: Callable[[float], None] = time.sleep,
         *,
         keeps_connection: bool = False,
@@ -96,6 +95,7 @@ class SyncDriver:
         self._writers = writers
         self._autocommit = autocommit
         self._check_schema = check_schema
+        self._failure = failure
         self._sleep = sleep
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._pooled = connects_in_autocommit(autocommit)
@@ -158,7 +158,7 @@ class SyncDriver:
             pooled.close()
 
     def run(self, steps: Steps[Command, _T]) -> _T:
-        """Send each command ``steps`` yields; a driver error goes back in where it was yielded."""
+        """Send each command ``steps`` yields; a failure goes back in (as a chatmemory error) where it was yielded."""
         session = self.session()
         try:
             result = drive(steps, session.perform)
@@ -196,25 +196,28 @@ class Session:
 
     __slots__ = ("_connection", "_driver", "_pooled")
 
-    def __init__(self, driver: SyncDriver) -> None:
+    def __init__(self, driver: Executor) -> None:
         self._driver = driver
         self._connection: Connection | None = None
         self._pooled: PoolProxiedConnection | None = None
 
     def perform(self, command: Any) -> Any:
-        """Send ``command``; return what the operation receives."""
-        if type(command) is Statement:
-            return self.send(command)
-        if type(command) is Batch:
-            return self.send_batch(command)
-        if command is RELEASE:
-            self.end(None)
-        elif command is CHECK_SCHEMA:
-            self._driver._check_schema(self._quick_rows if self._on_pooled() else None)
-        elif isinstance(command, Sleep):
-            self._driver._sleep(command.seconds)
-        else:  # pragma: no cover - every command is handled above
-            raise TypeError(f"not a command: {command!r}")
+        """Send ``command``; return what the operation receives. A driver error is raised as a :class:`SQLFailure`."""
+        try:
+            if type(command) is Statement:
+                return self.send(command)
+            if type(command) is Batch:
+                return self.send_batch(command)
+            if command is RELEASE:
+                self.end(None)
+            elif command is CHECK_SCHEMA:
+                self._driver._check_schema(self._quick_rows if self._on_pooled() else None)
+            elif isinstance(command, Sleep):
+                self._driver._sleep(command.seconds)
+            else:  # pragma: no cover - every command is handled above
+                raise TypeError(f"not a command: {command!r}")
+        except SQLAlchemyError as exc:
+            raise self._driver._failure(exc) from exc
         return None
 
     def send(self, command: Statement) -> Any:
@@ -239,7 +242,7 @@ class Session:
         return self._on_cursor(execute_driver_sql, command, command)
 
     def send_batch(self, batch: Batch) -> list[Any]:
-        """Send ``batch`` as :func:`~chatmemory.stores.sql.batches.send_batch` says; return its results.
+        """Send ``batch`` as :func:`~chatmemory.stores.sql.commands.send_batch` says; return its results.
 
         On the pooled connection alone (see the module), its statements share one cursor.
         """
@@ -394,7 +397,7 @@ class Session:
 
 
 class QueuedSession(Session):
-    """A session whose transactions take a SQLite file's writer queue first (see :mod:`.sqlite_writers`).
+    """A session whose transactions take a SQLite file's writer queue first (an engine module ``WriterQueue``).
 
     The queue is taken before ``BEGIN IMMEDIATE`` is sent (a batch that is a transaction of its own takes
     it for the whole batch), and given back once ``COMMIT`` or ``ROLLBACK`` has run (failed or not), when
@@ -403,14 +406,14 @@ class QueuedSession(Session):
 
     __slots__ = ("_held", "_queue", "stop")
 
-    def __init__(self, driver: SyncDriver, queue: WriterQueue) -> None:
+    def __init__(self, driver: Executor, queue: WriterQueue) -> None:
         Session.__init__(self, driver)
         self._queue = queue
         self._held: threading.Lock | None = None
         """The lock of the turn this session holds, if it does."""
         self.stop: threading.Event | None = None
         """Set when the operation's caller gives up (the asyncio executor's): a wait for the turn then
-        ends with :class:`~chatmemory.stores.sql.sqlite_writers.TurnAbandoned`."""
+        ends with :class:`~chatmemory.stores.sql.engine.TurnAbandoned`."""
 
     def send(self, command: Statement) -> Any:
         """Send a statement as :meth:`Session.send` does; from ``BEGIN IMMEDIATE`` on, in the queue's turn."""
@@ -466,14 +469,14 @@ class QueuedSession(Session):
             held.release()
 
 
-_BEGINS = begin_statement("sqlite")
+_BEGINS = SQLITE.begin
 """How a SQLite write transaction begins: the very string the store's operations send (compared by identity)."""
 
 
 _KEEPING_POOLS = frozenset({"QueuePool", "AsyncAdaptedQueuePool"})
 """The pools a store keeps a connection of between operations (by name: not a subclass of the caller's)."""
 
-_KEEPING: weakref.WeakSet[SyncDriver] = weakref.WeakSet()
+_KEEPING: weakref.WeakSet[Executor] = weakref.WeakSet()
 """The drivers that may keep a connection, for :func:`_forget_kept_connections` after a fork."""
 
 _INHERITED: list[PoolProxiedConnection] = []
