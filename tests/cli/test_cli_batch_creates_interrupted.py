@@ -77,7 +77,7 @@ def stopping(store: Any, stop: Stop, monkeypatch: pytest.MonkeyPatch, backend: s
     else:
         from sqlalchemy.exc import OperationalError
 
-        from chatmemory.stores.sql.driver import Session
+        from chatmemory.stores.sql.executor import Session
 
         stop.lost = lambda: OperationalError("INSERT", {}, Exception("lost (injected)"))  # type: ignore[method-assign]
         targets = [(Session, "send")]

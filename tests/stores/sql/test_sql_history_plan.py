@@ -198,7 +198,8 @@ def test_an_eviction_from_the_middle_with_history_marks_the_row() -> None:
     diff = plan.plan_diff(request, snapshot((10, 11, 12, 13, 14, 15), messages, 10))
     assert diff is not None
     assert diff.deleted_seqs == () and len(diff.flagged_seqs) == 1 and diff.shape == (1, 0)
-    assert diff.delete_parameters() == {"p_id": "m", "p_seqs": list(diff.flagged_seqs)}
+    assert diff.removed_seqs == diff.flagged_seqs  # marked, not deleted: the removal names them
+    assert diff.removal_parameters() == {"p_id": "m", "p_d0": diff.flagged_seqs[0]}
 
 
 def test_without_history_the_evicted_rows_are_deleted_and_rows_are_not_stamped() -> None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from chatmemory import ConcurrentUpdateError, CorruptedMemoryError, UserMessage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message, loads_message
+from chatmemory.stores.base import RetryPolicy
 from chatmemory.stores.sql import outcomes, plan
 from chatmemory.stores.sql.outcomes import CachedSnapshot, LockedHead
 from chatmemory.stores.sql.plan import JOINED_PAYLOAD_LIMIT, RUN, WriteRequest
@@ -274,7 +275,7 @@ def test_a_conditional_locked_write_at_another_version_conflicts() -> None:
     assert plan.plan_locked(request, None, head()) == outcomes.Conflict()
     assert plan.plan_locked(request, None, head(present=False, version=0)) == outcomes.Conflict()
     with pytest.raises(ConcurrentUpdateError):
-        raise plan.conflict_error(request)
+        outcomes.WriteLoop(request, RetryPolicy()).settle(outcomes.Conflict())
 
 
 def test_a_locked_write_diffs_against_a_snapshot_of_the_locked_version() -> None:

@@ -66,5 +66,5 @@ def test_an_error_that_is_neither_a_conflict_nor_a_lost_connection_goes_through(
     other = _failure(DBAPIError("DELETE ...", {}, Exception(1146, "Table doesn't exist")))
     assert not loop.retryable(other)
     error = other.error(Operation.TRIM, None)
-    assert str(error) == "trimming the history failed: (builtins.Exception) (1146, \"Table doesn't exist\")"
+    assert str(error) == 'trimming the history failed: (builtins.Exception) (1146, "Table doesn\'t exist")'
     assert isinstance(error.__cause__, DBAPIError)

@@ -55,7 +55,8 @@ from chatmemory.stores.sql.engine import (  # noqa: E402
     normalize_url,
     writer_queue_for,
 )
-from chatmemory.stores.sql.operations import Change, check_listing  # noqa: E402
+from chatmemory.stores.sql.operations import Change  # noqa: E402
+from chatmemory.stores.sql.plan import check_listing  # noqa: E402
 from chatmemory.stores.sql.schema import check_with, connect, revision_on  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
@@ -180,7 +181,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLStoreBase[AsyncEngine]):
     async def _connect(self, operation: str) -> AsyncIterator[AsyncConnection]:
         """A pooled autocommit connection for a schema command; driver errors become StoreErrors.
 
-        Taken as the sync store takes its own (:func:`~chatmemory.stores.sql.schema_admin.connect`), so
+        Taken as the sync store takes its own (:func:`~chatmemory.stores.sql.schema.connect`), so
         that a driver error while autocommit is set is wrapped, and its connection handed back.
         """
         try:

@@ -1,14 +1,13 @@
 """The SQL store: PostgreSQL (psycopg 3), SQLite, MySQL/MariaDB (PyMySQL) through SQLAlchemy 2 Core.
 
 A head row per memory and a row per message (:mod:`~chatmemory.stores.sql.schema`). What the store
-decides is pure (:mod:`~chatmemory.stores.sql.plan`); every operation is written once as a generator of
-:mod:`~chatmemory.stores.sql.commands` (:mod:`~chatmemory.stores.sql.operations`), which the sync store,
-:mod:`~chatmemory.stores.sql.store`, sends with :mod:`~chatmemory.stores.sql.driver` (the asyncio one is
-:mod:`chatmemory.aio.stores.sql`). ``SQLChatMemoryStore`` is imported on first use, so that ``plan``
-imports without SQLAlchemy installed; without it, ``from chatmemory.stores.sql import SQLChatMemoryStore``
-raises :class:`~chatmemory.MissingDependencyError` naming the extra.
-
-Guide: ``docs/store-sql.md``; where each part lives: *SQL* in ``docs/stores.md``.
+decides is pure (:mod:`~chatmemory.stores.sql.plan`, :mod:`~chatmemory.stores.sql.outcomes`); every
+operation is written once as a generator of :mod:`~chatmemory.stores.sql.commands`
+(:mod:`~chatmemory.stores.sql.operations`), which the sync store, :mod:`~chatmemory.stores.sql.store`,
+sends with :mod:`~chatmemory.stores.sql.executor` (the asyncio one, :mod:`chatmemory.aio.stores.sql`,
+with :mod:`~chatmemory.stores.sql.aio`). ``SQLChatMemoryStore`` is imported on first use, so that the
+plans import without SQLAlchemy; without it, ``from chatmemory.stores.sql import SQLChatMemoryStore``
+raises :class:`~chatmemory.MissingDependencyError` naming the extra. Guide: ``docs/store-sql.md``.
 """
 
 from __future__ import annotations

@@ -8,8 +8,11 @@ commands. Nothing here sends anything.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from sqlalchemy import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
 from chatmemory.core.memory_id import validate_memory_id
@@ -25,12 +28,13 @@ from chatmemory.stores.sql.schema import (
     DEFAULT_TABLE_PREFIX,
     REQUIRED_SCHEMA_REVISION,
     SchemaAdmin,
+    build_tables,
     validate_partitions,
     validate_table_prefix,
 )
-from chatmemory.stores.sql.statements import shared_statements
+from chatmemory.stores.sql.statements import Statements
 
-__all__ = ["SQLStoreBase"]
+__all__ = ["SQLStoreBase", "shared_statements"]
 
 _Engine = TypeVar("_Engine")
 _Store = TypeVar("_Store", bound="SQLStoreBase[Any]")
@@ -199,3 +203,46 @@ class SQLStoreBase(Generic[_Engine]):
     def _failure(self, exc: SQLAlchemyError) -> SQLFailure:
         """What the executors raise for a driver error: its kind, and the message the store reports."""
         return self._operations.dialect.failure(exc, self._schema.max_allowed_packet)
+
+
+_SHARED_SIZE = 32
+"""How many stores' statement sets (dialect, table prefix, options) a process keeps built."""
+_shared: OrderedDict[tuple[Any, ...], Statements] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def shared_statements(
+    prefix: str, dialect: Dialect, *, expires: bool, history: bool = False, history_expires: bool = False
+) -> Statements:
+    """:class:`Statements` for a store, built once per process for its dialect, table prefix and options.
+
+    Building and rendering them costs milliseconds of CPU, felt by every store opened from a URL (a CLI
+    command, a short-lived worker). The statements are the same for every store of one key; each store
+    gets its own copy of the set, with its own dialect and its own lazily rendered shapes (those rendered
+    after the first connection may depend on the server the dialect has seen). The tables of ``prefix``
+    are built with the set (:attr:`Statements.tables`): a statement the store builds must name the same
+    ``Table`` objects.
+    """
+    key = (
+        type(dialect),
+        dialect.name,
+        dialect.driver,
+        dialect.paramstyle,
+        getattr(dialect, "server_version_info", None),
+        prefix,
+        expires,
+        history,
+        history_expires,
+    )
+    with _shared_lock:
+        built = _shared.get(key)
+        if built is not None:
+            _shared.move_to_end(key)
+    if built is None:
+        tables = build_tables(prefix)
+        built = Statements(tables, dialect, expires=expires, history=history, history_expires=history_expires)
+        with _shared_lock:
+            _shared[key] = built
+            while len(_shared) > _SHARED_SIZE:
+                _shared.popitem(last=False)
+    return built.for_store(dialect)

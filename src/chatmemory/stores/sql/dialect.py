@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,6 +26,7 @@ from sqlalchemy import (
     Float,
     LargeBinary,
     Select,
+    TypeDecorator,
     Update,
     any_,
     bindparam,
@@ -38,13 +39,12 @@ from sqlalchemy import (
     union_all,
     update,
 )
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.exc import CompileError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.type_api import TypeEngine
 
-from chatmemory.core.errors import StoreError
 from chatmemory.stores.sql.outcomes import Failure, SQLFailure
 
 if TYPE_CHECKING:  # the schema's module imports this one
@@ -56,6 +56,7 @@ __all__ = [
     "POSTGRESQL",
     "SQLITE",
     "IdsIn",
+    "MemoryIdType",
     "Joined",
     "Rendered",
     "SQLDialect",
@@ -70,14 +71,43 @@ __all__ = [
 ]
 
 MISSED_BLOCK_MESSAGE = "chatmemory: the first statement of the block matched no row"
-"""What a MariaDB compound statement of the store signals when its first statement matched no row
-(:meth:`Joined.atomic_block`): nothing else ran, and nothing is left open."""
+"""What the store's MariaDB compound statement signals when its first statement matched no row."""
 _SIGNAL_MYSQL_CODE = 1644
 """MySQL/MariaDB: the error of a ``SIGNAL SQLSTATE '45000'`` that sets no ``MYSQL_ERRNO`` of its own."""
 _MARIADB_BLOCKS = (10, 1, 1)
 """The first MariaDB to run compound statements (``BEGIN NOT ATOMIC``) outside stored programs."""
 _FLOOR = datetime.datetime(1970, 1, 2, tzinfo=datetime.timezone.utc)
 """The earliest expiry sent: every column type holds it, and any earlier time expires the memory just as well."""
+
+
+MEMORY_ID_BYTES = 1020
+"""255 characters of at most 4 UTF-8 bytes each."""
+
+
+class MemoryIdType(TypeDecorator[str]):
+    """A memory id, stored as its UTF-8 bytes (lone surrogates kept with ``surrogatepass``)."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """``VARBINARY(1020)`` on MySQL/MariaDB (a key column needs a length), bytes elsewhere."""
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.VARBINARY(MEMORY_ID_BYTES))
+        return dialect.type_descriptor(LargeBinary())
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
+        """The id as UTF-8 bytes."""
+        return None if value is None else value.encode("utf-8", "surrogatepass")
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        """The id from its UTF-8 bytes."""
+        return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
+
+    @property
+    def python_type(self) -> type[str]:
+        """``str``."""
+        return str
 
 
 def dialect_family(name: str) -> str:
@@ -93,16 +123,19 @@ class SQLDialect:
     begin: ClassVar[str] = "BEGIN"
     """How a write transaction starts."""
     snapshot: ClassVar[tuple[str, str | None]] = ("BEGIN", None)
-    """How a read-only snapshot transaction starts (a listing's): ``(begin, statement sent before it)``;
-    every statement of it sees the database as of its first read."""
-    schema_isolation: ClassVar[str] = "READ COMMITTED"
-    """The isolation level of the schema engine (Alembic runs its migrations in transactions)."""
+    """How a listing's read-only snapshot transaction starts: ``(begin, statement sent before it)``."""
     has_diff_statement: ClassVar[bool] = False
     """Whether a diffed turn runs as one statement (PostgreSQL's data-modifying CTEs)."""
     joins_turns: ClassVar[bool] = False
     """Whether a diffed turn can also go as one multi-statement string (MySQL/MariaDB)."""
     aware_timestamps: ClassVar[bool] = False
     """Whether timestamp columns take aware times (else naive UTC, as the server's clock writes them)."""
+    now_sql: ClassVar[str]
+    """The server's time, in the format of the store's timestamps (UTC): writes never use the writer's clock."""
+    expiry_sql: ClassVar[str]
+    """The server's time plus ``{ttl}`` seconds."""
+    micros_sql: ClassVar[str]
+    """The server's clock in microseconds since the epoch (the version rule's clock)."""
 
     def blocks_turns(self, dialect: Any) -> bool:
         """Whether a diffed turn goes as one compound statement on the server ``dialect`` has seen (MariaDB)."""
@@ -146,30 +179,14 @@ class SQLDialect:
             )
         return SQLFailure(kind, detail)
 
-    def check_payloads(self, memory_id: str, payloads: Iterable[bytes], limit: int | None) -> None:
-        """Refuse, before sending, a message larger than the server's ``max_allowed_packet`` (``limit``; MySQL).
-
-        Raises:
-            StoreError: naming ``max_allowed_packet``, its value and the message's size.
-        """
-        if limit is None:
-            return
-        largest = max((_sent_size(payload) for payload in payloads if len(payload) * 2 + 1024 > limit), default=0)
-        if largest + 1024 > limit:
-            raise StoreError(
-                "writing the memory",
-                memory_id,
-                f"a message of {largest} bytes (escaped) does not fit in the server's max_allowed_packet of "
-                f"{limit} bytes; "
-                "raise max_allowed_packet on the server (e.g. SET GLOBAL max_allowed_packet = 1073741824, and "
-                "in its configuration) or store smaller messages",
-            )
-
 
 class PostgreSQLDialect(SQLDialect):
     """PostgreSQL (psycopg 3): a diffed turn is one statement of data-modifying CTEs (:meth:`diff_turn`)."""
 
     name = "postgresql"
+    now_sql = "now()"
+    expiry_sql = "(now() + make_interval(secs => {ttl}))"
+    micros_sql = "CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT)"
     snapshot = ("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", None)
     has_diff_statement = True
     aware_timestamps = True
@@ -189,7 +206,7 @@ class PostgreSQLDialect(SQLDialect):
         return self._CONFLICTS.get(state, Failure.OTHER) if isinstance(state, str) else Failure.OTHER
 
     def diff_turn(self, tables: SchemaTables, bump_head: Update, history: bool, deleted: int, appended: int) -> Any:
-        """A whole steady-state turn as one statement (see :func:`_diff_turn`)."""
+        """A whole steady-state turn as one statement (:func:`_diff_turn`)."""
         return _diff_turn(tables, bump_head, history, deleted, appended)
 
 
@@ -197,6 +214,9 @@ class MySQLDialect(SQLDialect):
     """MySQL and MariaDB (PyMySQL, asyncmy): a diffed turn as one string, or one MariaDB compound statement."""
 
     name = "mysql"
+    now_sql = "UTC_TIMESTAMP(6)"
+    expiry_sql = "TIMESTAMPADD(MICROSECOND, CAST({ttl} * 1000000 AS SIGNED), UTC_TIMESTAMP(6))"
+    micros_sql = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
     snapshot = (
         "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
@@ -232,8 +252,11 @@ class SQLiteDialect(SQLDialect):
     """
 
     name = "sqlite"
+    # No sub-millisecond clock in SQL; the zeros make its text sort and parse like SQLAlchemy's fractions.
+    now_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')"
+    expiry_sql = "(strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || {ttl} || ' seconds') || '000')"
+    micros_sql = "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
     begin = "BEGIN IMMEDIATE"
-    schema_isolation = "SERIALIZABLE"
 
     def packed(self, fields: Sequence[ColumnElement[Any]]) -> ColumnElement[Any]:
         """See :meth:`SQLDialect.packed`."""
@@ -268,16 +291,7 @@ def _mysql_code(exc: DBAPIError) -> object:
     return args[0] if args else None
 
 
-def _sent_size(payload: bytes) -> int:
-    """The bytes a payload takes in a statement: escaped quotes, backslashes and control bytes count twice."""
-    return len(payload) + sum(payload.count(byte) for byte in (b"\x00", b"\n", b"\r", b"\x1a", b"'", b'"', b"\\"))
-
-
 # ------------------------------------------------------------------------------------ the server's clock
-
-# SQLite has no sub-millisecond clock in SQL; the zeros make its text sort and parse like the
-# six-digit fractions SQLAlchemy writes for DateTime values.
-_SQLITE_NOW = "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')"
 
 
 class ServerNow(FunctionElement[Any]):
@@ -310,62 +324,27 @@ class ServerClockMicros(FunctionElement[int]):
     inherit_cache = True
 
 
+def _family(compiler: Any) -> SQLDialect:
+    family = dialect_of(compiler.dialect.name)
+    if family is None:  # pragma: no cover - the store checks its database first
+        raise CompileError(f"the SQL store does not run on {compiler.dialect.name!r}")
+    return family
+
+
 @compiles(ServerNow)
-def _now_default(element: ServerNow, compiler: Any, **kw: Any) -> str:
-    return "CURRENT_TIMESTAMP"
+def _now(element: ServerNow, compiler: Any, **kw: Any) -> str:
+    family = dialect_of(compiler.dialect.name)
+    return "CURRENT_TIMESTAMP" if family is None else family.now_sql
 
 
-@compiles(ServerNow, "postgresql")
-def _now_postgresql(element: ServerNow, compiler: Any, **kw: Any) -> str:
-    return "now()"
+@compiles(ServerExpiry)
+def _expiry(element: ServerExpiry, compiler: Any, **kw: Any) -> str:
+    return _family(compiler).expiry_sql.format(ttl=compiler.process(element.clauses, **kw))
 
 
-@compiles(ServerNow, "mysql")
-@compiles(ServerNow, "mariadb")
-def _now_mysql(element: ServerNow, compiler: Any, **kw: Any) -> str:
-    return "UTC_TIMESTAMP(6)"
-
-
-@compiles(ServerNow, "sqlite")
-def _now_sqlite(element: ServerNow, compiler: Any, **kw: Any) -> str:
-    return _SQLITE_NOW
-
-
-def _ttl(element: ServerExpiry, compiler: Any, **kw: Any) -> str:
-    rendered: str = compiler.process(element.clauses, **kw)
-    return rendered
-
-
-@compiles(ServerExpiry, "postgresql")
-def _expiry_postgresql(element: ServerExpiry, compiler: Any, **kw: Any) -> str:
-    return f"(now() + make_interval(secs => {_ttl(element, compiler, **kw)}))"
-
-
-@compiles(ServerExpiry, "mysql")
-@compiles(ServerExpiry, "mariadb")
-def _expiry_mysql(element: ServerExpiry, compiler: Any, **kw: Any) -> str:
-    return f"TIMESTAMPADD(MICROSECOND, CAST({_ttl(element, compiler, **kw)} * 1000000 AS SIGNED), UTC_TIMESTAMP(6))"
-
-
-@compiles(ServerExpiry, "sqlite")
-def _expiry_sqlite(element: ServerExpiry, compiler: Any, **kw: Any) -> str:
-    return f"(strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || {_ttl(element, compiler, **kw)} || ' seconds') || '000')"
-
-
-@compiles(ServerClockMicros, "postgresql")
-def _micros_postgresql(element: ServerClockMicros, compiler: Any, **kw: Any) -> str:
-    return "CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT)"
-
-
-@compiles(ServerClockMicros, "mysql")
-@compiles(ServerClockMicros, "mariadb")
-def _micros_mysql(element: ServerClockMicros, compiler: Any, **kw: Any) -> str:
-    return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
-
-
-@compiles(ServerClockMicros, "sqlite")
-def _micros_sqlite(element: ServerClockMicros, compiler: Any, **kw: Any) -> str:
-    return "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
+@compiles(ServerClockMicros)
+def _micros(element: ServerClockMicros, compiler: Any, **kw: Any) -> str:
+    return _family(compiler).micros_sql
 
 
 def live(expires_at: ColumnElement[Any], type_: TypeEngine[Any]) -> ColumnElement[bool]:
@@ -380,9 +359,6 @@ class IdsIn(FunctionElement[bool]):
     type = Boolean()
     inherit_cache = True
     _is_implicitly_boolean = True  # a predicate as it is: not compared with 1 where booleans are integers
-
-    def __init__(self, column: Any) -> None:
-        super().__init__(column)
 
 
 def _column_of(element: IdsIn) -> Any:
@@ -405,12 +381,11 @@ def _ids_any(element: IdsIn, compiler: Any, **kw: Any) -> str:
 
 
 def _diff_turn(tables: SchemaTables, bump_head: Update, history: bool, deleted: int, appended: int) -> Select[Any]:
-    """A whole steady-state turn as one statement: bump the head, delete the evicted, insert the tail.
+    """A whole steady-state turn as one statement of data-modifying CTEs: bump the head, delete, insert.
 
-    The deletes and inserts run only if the head row matched (they read the UPDATE's RETURNING), so a
-    stale version changes nothing and returns no row. ``deleted == appended == -1``: any number of
-    rows, passed as arrays; otherwise rows are parameters ``p_d<i>`` (sequence numbers to delete) and
-    ``p_s<i>``/``p_b<i>`` (sequence number and payload to insert).
+    The deletes and inserts run only if the head row matched (they read the UPDATE's RETURNING), so a stale
+    version changes nothing and returns no row. Rows are ``p_d<i>`` (to delete) and ``p_s<i>``/``p_b<i>``
+    (to insert), or arrays of any number when ``deleted == appended == -1``.
     """
     memories, messages = tables.memories, tables.messages
     head = bump_head.returning(memories.c.version).cte("head")
@@ -429,8 +404,6 @@ def _diff_turn(tables: SchemaTables, bump_head: Update, history: bool, deleted: 
         else:
             ctes.append(delete(messages).where(messages.c.memory_id == bindparam("p_id"), seqs, matched).cte("deleted"))
     if appended:
-        from chatmemory.stores.sql.schema import MemoryIdType  # the schema's module imports this one
-
         memory_id = bindparam("p_id", type_=MemoryIdType())
         # History entries are stamped now(): the transaction's start, the head row's updated_at.
         stamp: list[Any] = [ServerNow(messages.c.written_at.type)] if history else []
@@ -466,17 +439,10 @@ def _diff_turn(tables: SchemaTables, bump_head: Update, history: bool, deleted: 
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """A statement rendered once in the driver's SQL, with what turns named parameters into the driver's.
+    """A statement rendered once in the driver's SQL, with its parameter names, processors and defaults.
 
-    Executors run :attr:`sql` with ``exec_driver_sql`` and :meth:`bind` (one row) or :meth:`bind_many`:
-    no compile-cache lookup, parameter construction or post-compile step per execution.
-
-    Attributes:
-        sql: the statement in the driver's paramstyle.
-        names: the parameter names (in the statement's order when :attr:`positional`).
-        positional: whether the driver takes a tuple (else a mapping).
-        processors: bind processors by parameter name (a memory id's encoding, a blob wrapper).
-        defaults: values of parameters the statement fixes itself.
+    Sent with :meth:`bind` or :meth:`bind_many` (``positional``: the driver takes tuples): no compile-cache
+    lookup or post-compile step per execution; only processors that change what the driver gets run.
     """
 
     sql: str
@@ -529,17 +495,11 @@ class Rendered:
 
 @dataclass(frozen=True, slots=True)
 class Joined:
-    """Statements rendered once and sent as one string: one round trip for all of them.
+    """Statements (``parts``) rendered once and sent as one string (``sql``): one round trip for all.
 
-    Either ``;``-separated (:meth:`of`), which MySQL/MariaDB run when the connection was opened with
-    multiple statements allowed (``CLIENT.MULTI_STATEMENTS``), answering with one result per statement;
-    or one MariaDB compound statement (:meth:`atomic_block`), which any connection runs, answered with
-    one result (or its error). Every part binds its parameters from the same named values, so a name the
-    parts share (``p_id``) is one value.
-
-    Attributes:
-        sql: the string sent.
-        parts: the statements, in order.
+    Either ``;``-separated (:meth:`of`), which MySQL/MariaDB run on a connection that allows multiple
+    statements, one result per statement; or one MariaDB compound statement (:meth:`atomic_block`), one
+    result (or its error). Every part binds from the same named values (``p_id`` is one value).
     """
 
     sql: str
@@ -555,13 +515,10 @@ class Joined:
     def atomic_block(cls, parts: Sequence[Rendered]) -> Joined:
         """``parts`` as one MariaDB compound statement, a transaction of its own (one statement, one result).
 
-        The block begins a transaction and runs the first part; only if that changed exactly one row
-        (``ROW_COUNT()``) does it run the other parts and commit. Otherwise it signals
-        :data:`~chatmemory.stores.sql.engine.MISSED_BLOCK_MESSAGE` (``SQLSTATE '45000'``, error 1644,
-        :func:`~chatmemory.stores.sql.engine.is_missed_block`): the client learns of the miss from the
-        error, not from the rows the block reports, whose count MariaDB does not document for compound
-        statements. An error in any part, that signal included, rolls the transaction back before it
-        goes to the client (the exit handler), so the block leaves no transaction open whatever happens.
+        It runs the other parts and commits only if the first changed exactly one row (``ROW_COUNT()``);
+        otherwise it signals :data:`MISSED_BLOCK_MESSAGE` (error 1644: a ``Failure.MISSED_BLOCK``), as
+        MariaDB does not document the row count of a compound statement. Any error rolls the transaction
+        back before it reaches the client (the exit handler): no transaction is left open.
         """
         head, *rest = (part.sql for part in _one_paramstyle(parts))
         guarded = "".join(f"{text}; " for text in rest)
@@ -622,14 +579,10 @@ _SAMPLE_BYTES = b"chatmemory \x00\xff"
 def _lean_processor(bind_type: Any, given: Callable[[Any], Any]) -> Callable[[Any], Any] | None:
     """``given``, or what does the same for the driver with less work (``None``: nothing to do).
 
-    The values a rendered statement binds are the store's own: memory ids are ``str`` (never ``None``) and
-    payloads ``bytes``. A binary processor that hands the driver the bytes themselves, or a ``memoryview`` of them
-    (which ``sqlite3`` binds as it binds the bytes), is dropped; a memory id's processor that gives bytes so
-    (its encoding, then such a wrapper) becomes the encoding alone. Any other processor (psycopg's
-    ``Binary`` wrapper, say) is kept as it is.
+    Memory ids are ``str`` and payloads ``bytes``: a binary processor that hands the driver the bytes (or
+    a ``memoryview`` of them) is dropped, and a memory id's that gives bytes so becomes the encoding alone.
+    Any other (psycopg's ``Binary`` wrapper, say) is kept as it is.
     """
-    from chatmemory.stores.sql.schema import MemoryIdType  # the schema's module imports this one
-
     if isinstance(bind_type, MemoryIdType):
         return _ENCODE_ID if _passes_bytes(given(_SAMPLE_ID), _ENCODE_ID(_SAMPLE_ID)) else given
     if isinstance(bind_type, LargeBinary):

@@ -60,7 +60,7 @@ class Executor:
         sleep: waits a retry's backoff, for :class:`Sleep` (the asyncio executor's awaits ``asyncio.sleep``).
         keeps_connection: whether the connection an operation ended with may be kept for the next one
             (a store-made engine's: see :meth:`keep`).
-        writers: the writer queue of a SQLite file (:mod:`~chatmemory.stores.sql.sqlite_writers`), which
+        writers: the writer queue of a SQLite file (:class:`~chatmemory.stores.sql.engine.WriterQueue`), which
             each transaction takes first; ``None``: none.
     """
 
@@ -285,7 +285,7 @@ class Session:
 
         The schema check's first try: a failed statement leaves nothing to end in autocommit, but the
         connection is handed back invalidated (a lost one is never reused) and the check answered on
-        another (see :meth:`~chatmemory.stores.sql.schema_admin.SchemaAdmin.check`).
+        another (see :meth:`~chatmemory.stores.sql.schema.SchemaAdmin.check`).
         """
         try:
             pooled = self._checked_out()

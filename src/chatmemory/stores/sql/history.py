@@ -406,15 +406,15 @@ def _first_copies(requests: Sequence[WriteRequest]) -> tuple[int, ...]:
 def _create_together(
     ops: Operations, requests: Sequence[WriteRequest], memories: Sequence[NewMemory]
 ) -> Steps[Command, BatchCreate]:
-    statements = ops.statements.creates
+    statements = ops.statements.batch
     ids = sorted({request.memory_id for request in requests})
     expiries = [ops.dialect.expiry(memory.expires_at) if memory.sets_expiry else None for memory in memories]
-    heads = yield Statement(statements.heads, {"p_ids": ids}, Result.ROWS)
+    heads = yield Statement(statements.create_heads, {"p_ids": ids}, Result.ROWS)
     present = {row[0]: bool(row[1]) for row in heads}
     headless = [memory_id for memory_id in ids if memory_id not in present]
     strays: set[str] = set()
     if headless:
-        strays = set((yield Statement(statements.strays, {"p_ids": headless}, Result.SCALARS)))
+        strays = set((yield Statement(statements.create_strays, {"p_ids": headless}, Result.SCALARS)))
     clock = yield Statement(ops.statements.server_clock, None, Result.SCALAR)
     absent = LockedHead(False, 0, 0, 0, False, None, None, int(clock))
     versions: list[int | None] = []

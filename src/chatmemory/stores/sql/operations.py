@@ -15,29 +15,27 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from chatmemory.core.driving import Emit, Sleep, Steps
 from chatmemory.core.errors import CorruptedMemoryError, HistoryNotEnabledError, UnsupportedFormatVersionError
-from chatmemory.core.history import HistoryEntry, HistoryPage
 from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
-from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache
 from chatmemory.stores.sql import history, outcomes, plan
 from chatmemory.stores.sql.commands import CHECK_SCHEMA, COMMIT, RELEASE, ROLLBACK, Batch, Command, Result, Statement
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Failure, ReadAttempts, SQLFailure, WriteLoop, times_of
-from chatmemory.stores.sql.plan import Planner, WriteRequest
+from chatmemory.stores.sql.plan import Planner, WriteRequest, check_batch_size
 
 if TYPE_CHECKING:
     from chatmemory.stores.sql.schema import SchemaAdmin
     from chatmemory.stores.sql.statements import Statements
 
-__all__ = ["Change", "Operations", "check_batch_size", "check_listing"]
+__all__ = ["Change", "Operations"]
 
 _T = TypeVar("_T")
 
@@ -45,20 +43,6 @@ Change = Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]
 """What :meth:`Operations.modify` is given: the stored messages to the new list, or ``None``."""
 
 _Outcome: TypeAlias = outcomes.Written | outcomes.Conflict | outcomes.Corrupted
-
-
-def check_listing(order: str, page_size: int) -> None:
-    """Refuse a listing order or page size the store does not take (``ValueError`` naming the argument)."""
-    if order not in ("id", "newest"):
-        raise ValueError("order must be 'id' or 'newest'")
-    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-        raise ValueError("page_size must be an int >= 1")
-
-
-def check_batch_size(batch_size: int) -> None:
-    """Refuse a purge batch size that is not a positive int (``ValueError`` naming the argument)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError("batch_size must be an int >= 1")
 
 
 class _Abort(Exception):
@@ -69,30 +53,12 @@ class _Abort(Exception):
         self.outcome = outcome
 
 
-class _HeadRow(NamedTuple):
-    """A row of the lock statement, as the driver hands it back (its columns in the statement's order)."""
-
-    version: int
-    incarnation: int
-    next_seq: int
-    live: int
-    recent_writes: str | None
-    max_seq: int | None
-    clock: int
-    history_live: int | None
-
-
 class Operations:
     """Every operation of a SQL store as a command generator (the executors run them).
 
-    Args:
-        planner: the store's write settings (ttl, history, codec).
-        statements: the store's statements (and its dialect object, :attr:`Statements.family`).
-        schema: the store's schema checks (whether it was checked; MySQL's ``max_allowed_packet``).
-        cache: the snapshot cache.
-        retry: how long writers colliding on one memory retry.
-        check_open: refuses an operation of a closed store.
-        name: the store's ``repr`` (for errors naming the store).
+    Built with the store's planner, statements (and their dialect object), schema checks (whether the
+    schema was checked; MySQL's ``max_allowed_packet``), snapshot cache, retry policy, the check that
+    refuses a closed store, and its ``repr`` (for errors naming it).
     """
 
     def __init__(
@@ -127,10 +93,7 @@ class Operations:
             yield CHECK_SCHEMA
 
     def in_transaction(self, body: Steps[Command, _T]) -> Steps[Command, _T]:
-        """Run ``body`` in a transaction: ``BEGIN``, its statements, ``COMMIT``; ``ROLLBACK`` if it raises.
-
-        (A ``BEGIN`` or ``COMMIT`` that fails is not rolled back: nothing was begun, or the outcome is unknown.)
-        """
+        """Run ``body`` between ``BEGIN`` and ``COMMIT``; ``ROLLBACK`` if it raises (not if they fail)."""
         yield self.begin
         try:
             result = yield from body
@@ -143,10 +106,9 @@ class Operations:
     def retried(
         self, operation: str, memory_id: str | None, attempt: Callable[[], Steps[Command, _T]]
     ) -> Steps[Command, _T]:
-        """Run ``attempt()`` until one is not cut short by a retryable failure (as a write is); return its result.
+        """Run ``attempt()`` (a delete, a trim, a purge's batch) until no retryable failure cuts it short.
 
-        For operations that change rows with no outcome to settle (a delete, a trim, a purge's batch); any
-        other failure is raised as a ``StoreError`` of ``operation``.
+        Any other failure is raised as a ``StoreError`` of ``operation``.
         """
         loop = WriteLoop(None, self.retry, operation, memory_id)
         while True:
@@ -178,7 +140,7 @@ class Operations:
 
     def check_payloads(self, memory_id: str, payloads: Iterable[bytes]) -> None:
         """Refuse, before sending, a message larger than MySQL's ``max_allowed_packet``."""
-        self.dialect.check_payloads(memory_id, payloads, self.schema.max_allowed_packet)
+        self.schema.check_payloads(memory_id, payloads)
 
     # -------------------------------------------------------------------------------------------- reads
 
@@ -230,10 +192,9 @@ class Operations:
         return records
 
     def reseal(self, memory_id: str) -> Steps[Command, Resealed]:
-        """Re-seal every row of ``memory_id`` (window and history) not under the primary key, row by row.
+        """Re-seal every row of ``memory_id`` not under the primary key, each only if it still holds what was read.
 
-        Each row is replaced only if it still holds the payload read (rows are never rewritten in place,
-        so a concurrent writer only adds or removes rows): versions and cached snapshots stay valid.
+        Rows are never rewritten in place (a writer only adds or removes rows): versions and caches stay valid.
         """
         memory_id = validate_memory_id(memory_id)
         codec = require_keyring(self.codec, self.name())
@@ -422,7 +383,7 @@ class Operations:
         statements = self.statements
         lock = statements.fast_lock_head
         found = yield Statement(lock.sql, lock.bind({"p_id": memory_id}), Result.FIRST)
-        row: Any = None if found is None else _HeadRow._make(found)
+        row = None if found is None else outcomes.HeadRow._make(found)
         # No head row: only the server's clock is needed, read touching no table (a statement naming another
         # memory's rows would leave the memory's shard on a database distributed by memory_id).
         clock = None if row is not None else (yield Statement(statements.server_clock, None, Result.SCALAR))
@@ -441,16 +402,16 @@ class Operations:
             if decision.delete_all:
                 yield Statement(statements.delete_all, decision.head)
             elif decision.deleted_seqs:
-                yield Statement(statements.delete_seqs, decision.delete_parameters())
+                yield Statement(statements.delete_seqs, decision.seqs_parameters(decision.deleted_seqs))
             if decision.flagged_seqs:
-                yield Statement(statements.flag_seqs, decision.flag_parameters())
+                yield Statement(statements.flag_seqs, decision.seqs_parameters(decision.flagged_seqs))
             yield Statement(statements.rewrite_head, decision.head)
         if decision.rows:
             yield Statement(
                 statements.insert_history if decision.recorded else statements.insert_messages, decision.rows
             )
         if decision.flagged_new:
-            yield Statement(statements.flag_seqs, decision.flag_new_parameters())
+            yield Statement(statements.flag_seqs, decision.seqs_parameters(decision.flagged_new))
 
     def locked_window(
         self, memory_id: str, head: outcomes.LockedHead, cached: CachedSnapshot | None
@@ -539,12 +500,10 @@ class Operations:
         return (yield from self.decide(request, current.state, head)), False
 
     def _diff_locked(self, diff: plan.DiffWrite) -> Steps[Command, tuple[outcomes.Written | outcomes.Conflict, bool]]:
-        """A diffed write in the open transaction, under the head row's lock; and whether it ended the transaction.
+        """A diffed write in the open transaction, under the lock; and whether it ended it (a joined string does).
 
-        The hot path's statements (on MySQL/MariaDB as one string where the connection runs one, followed
-        by ``COMMIT``, or ``ROLLBACK`` after a miss). The head was found at the diff's version under the
-        lock, so its update matches unless the memory expired meanwhile: then nothing was changed and the
-        attempt is a conflict (the cache is forgotten: the next one reads).
+        The head is at the diff's version, so its update matches unless the memory expired meanwhile: then
+        nothing changed and the attempt is a conflict (the cache is forgotten: the next one reads).
         """
         memory_id = diff.request.memory_id
         self.check_payloads(memory_id, diff.payloads)
@@ -573,8 +532,7 @@ class Operations:
     def pages(self, order: str, page_size: int) -> Steps[Command, None]:
         """Emit the live ids page by page (keyset pagination); newest first, all pages in one snapshot.
 
-        By id each page is read on a connection of its own, handed back before its ids are; newest first
-        one connection holds the snapshot until the listing ends, however it ends.
+        By id each page is read on a connection of its own; newest first one holds the snapshot to the end.
         """
         begin, setup = self.dialect.snapshot if order == "newest" else (None, None)
         try:
@@ -608,11 +566,7 @@ class Operations:
             yield ROLLBACK
 
     def purge(self, batch_size: int) -> Steps[Command, int]:
-        """Delete expired memories in transactions of ``batch_size`` memories; return how many went.
-
-        Each transaction is tried again as a write is; after a lost reply to its ``COMMIT``, its memories
-        are not counted.
-        """
+        """Delete expired memories in transactions of ``batch_size`` (each retried as a write); return how many."""
         check_batch_size(batch_size)
         yield from self.ready(Operation.PURGE)
         purged = 0
@@ -637,26 +591,8 @@ class Operations:
 
     # ------------------------------------------------------------------------ histories and batches
 
-    def history_page(self, memory_id: str, after: int | None, limit: int, reverse: bool) -> Steps[Command, HistoryPage]:
-        """One page of the history of ``memory_id`` (:func:`~chatmemory.stores.sql.history.history_page`)."""
-        return history.history_page(self, memory_id, after, limit, reverse)
-
-    def trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
-        """Remove history entries written before ``older_than`` (:func:`~chatmemory.stores.sql.history.trim`)."""
-        return history.trim(self, older_than, memory_id)
-
-    def restore_history(
-        self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
-    ) -> Steps[Command, int]:
-        """Add the entries the history lacks (:func:`~chatmemory.stores.sql.history.restore_history`)."""
-        return history.restore_history(self, memory_id, entries, window)
-
-    def read_batch(self, memory_ids: Sequence[str]) -> Steps[Command, list[StoredMemory | None]]:
-        """``memory_ids`` as stored (:func:`~chatmemory.stores.sql.history.read_batch`)."""
-        return history.read_batch(self, memory_ids)
-
-    def create_batch(
-        self, requests: Sequence[WriteRequest], memories: Sequence[NewMemory]
-    ) -> Steps[Command, history.BatchCreate]:
-        """Create the absent ``memories`` in one transaction (:func:`~chatmemory.stores.sql.history.create_batch`)."""
-        return history.create_batch(self, requests, memories)
+    history_page = history.history_page
+    trim = history.trim
+    restore_history = history.restore_history
+    read_batch = history.read_batch
+    create_batch = history.create_batch

@@ -14,7 +14,7 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import gt, itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from chatmemory import telemetry
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
@@ -99,7 +99,7 @@ class SQLFailure(StoreError):
 class CachedSnapshot:
     """The stored state of one memory at one version: message ``i`` is the row with sequence ``seqs[i]``.
 
-    ``window_start`` is the head row's (see :mod:`~chatmemory.stores.sql.window`): the window's rows below
+    ``window_start`` is the head row's (see :func:`~chatmemory.stores.sql.plan.cover_window`): the window's rows below
     it form its pinned run.
     """
 
@@ -159,7 +159,7 @@ class Headless:
 
     The window read leaves headless rows out (they cost every read a probe); the executor then sends the
     stray read (:attr:`~chatmemory.stores.sql.statements.Statements.fast_strays`) and
-    :func:`~chatmemory.stores.sql.reads.absent_read` says which it is.
+    :func:`absent_read` says which it is.
     """
 
 
@@ -334,8 +334,8 @@ class LockedHead:
     history_live: bool = False
 
 
-class HeadRow(Protocol):
-    """A row of the lock statement."""
+class HeadRow(NamedTuple):
+    """A row of the lock statement, as the driver hands it back (its columns in the statement's order)."""
 
     version: int
     incarnation: int

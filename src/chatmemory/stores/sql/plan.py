@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatmemory import telemetry
-from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.sequence_diff import diff_messages, window_shift
 from chatmemory.serialization.records import PLAIN, RecordCodec
@@ -35,7 +34,8 @@ __all__ = [
     "Planner",
     "WindowCover",
     "WriteRequest",
-    "conflict_error",
+    "check_batch_size",
+    "check_listing",
     "cover_window",
     "diff_outcome",
     "diffs_under_lock",
@@ -108,11 +108,6 @@ ENTRY_DIGITS = 32
 """Characters of one ``recent_writes`` entry: the write id, then the version it made."""
 
 
-def conflict_error(request: WriteRequest) -> ConcurrentUpdateError:
-    """The exception a conditional write that lost raises."""
-    return ConcurrentUpdateError(request.memory_id, request.expected_version)
-
-
 def new_write_id() -> str:
     """A random id naming one write (16 hexadecimal digits)."""
     return os.urandom(_WRITE_ID_DIGITS // 2).hex()
@@ -153,13 +148,11 @@ class WriteRequest:
     history: bool = False
     history_ttl: float | None = None
     also_recorded: tuple[ChatMessage, ...] = ()
-    """History-only messages (evicted within the add that wrote them): rows before the appended ones,
-    outside the window."""
+    """History-only messages (evicted within the add that wrote them), outside the window before the rest."""
     codec: RecordCodec = PLAIN
-    """How the messages become stored records (plain, or sealed by a ``Keyring``)."""
 
     def encode(self, message: ChatMessage, seq: int) -> bytes:
-        """The stored record of ``message`` in this write's memory, in the row of sequence ``seq``."""
+        """The stored record of ``message`` in the row of sequence ``seq`` (plain, or sealed by a keyring)."""
         return self.codec.dumps(message, self.memory_id, seq)
 
     @classmethod
@@ -175,12 +168,7 @@ class WriteRequest:
         also_recorded: Iterable[ChatMessage] = (),
         codec: RecordCodec = PLAIN,
     ) -> WriteRequest:
-        """A write of ``messages`` (any iterable, consumed once; each checked to be a message).
-
-        ``history``: keep what the write evicts and record what it adds; ``history_ttl``: seconds the
-        history outlives this write (``None``: it expires with the window); ``also_recorded``: with
-        history, messages recorded before what it adds (ignored without).
-        """
+        """A write of ``messages`` (each checked); with ``history``, ``also_recorded`` are recorded first."""
         extra = checked_messages(also_recorded) if history else ()
         return cls(
             memory_id,
@@ -204,11 +192,7 @@ class WriteRequest:
         history: bool = False,
         history_ttl: float | None = None,
     ) -> WriteRequest:
-        """An unconditional write of raw ``dumps_message`` records, stored as they are.
-
-        With history the window's old rows are kept, but the records are not history entries (a raw
-        write imports or plants data; it records nothing).
-        """
+        """An unconditional write of raw records, stored as they are (with history: recording nothing)."""
         return cls(
             memory_id,
             None,
@@ -255,11 +239,7 @@ def message_rows(
 def removed_seqs(
     request: WriteRequest, evicted: tuple[int, ...], cover: WindowCover
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(rows to delete, rows to mark evicted) of a write evicting ``evicted`` and leaving ``cover``.
-
-    Without history the evicted rows are deleted; with history they stay, and only those the new
-    cover still encloses are marked evicted.
-    """
+    """(rows to delete, rows to mark evicted): with history those ``cover`` still encloses are marked instead."""
     if request.history:
         return (), tuple(seq for seq in evicted if cover.covers(seq))
     return evicted, ()
@@ -267,12 +247,7 @@ def removed_seqs(
 
 @dataclass(frozen=True, slots=True)
 class WindowCover:
-    """The ranges of sequence numbers holding a window: ``[pin_start, pin_end]`` (if any) and ``[start, ∞)``.
-
-    Attributes:
-        start: the first sequence number of the open range (past every row when the window ends in the pin).
-        pin: ``(pin_start, pin_end)``, both inclusive, or ``None``.
-    """
+    """The ranges of sequence numbers holding a window: ``pin`` (both inclusive, if any) and ``[start, ∞)``."""
 
     start: int
     pin: tuple[int, int] | None = None
@@ -290,16 +265,10 @@ class WindowCover:
 
 
 def cover_window(seqs: Sequence[int], old_start: int, next_seq: int) -> WindowCover:
-    """The cover of a window after a write.
+    """The ranges inside the old ones that hold the window's rows ``seqs`` (ascending) and the fewest others.
 
-    Args:
-        seqs: the sequence numbers of the new window's rows, ascending (kept rows, then new ones).
-        old_start: the ``window_start`` before the write (kept rows below it lie in the old pinned run);
-            for a write that replaces the whole window, the first new sequence number.
-        next_seq: the sequence number the next new row will get (past every row of the memory).
-
-    Returns:
-        The ranges inside the old ones that hold ``seqs`` and the fewest other sequence numbers.
+    ``old_start``: the ``window_start`` before the write (rows below it lie in the old pin; a rewrite's
+    first new sequence number); ``next_seq``: past every row. Why: *The window's rows* in ``docs/store-sql.md``.
     """
     count = len(seqs)
     if not count:
@@ -322,22 +291,18 @@ def cover_window(seqs: Sequence[int], old_start: int, next_seq: int) -> WindowCo
 SCALAR_DIFF_LIMIT = 8
 """The most rows a PostgreSQL turn deletes or inserts that still get one parameter each."""
 JOINED_PAYLOAD_LIMIT = 512 * 1024
-"""The most payload bytes a MySQL/MariaDB turn sends as one query, a multi-statement string or MariaDB's
-compound statement (escaped, up to twice as many): larger turns go statement by statement, their rows in
-inserts PyMySQL keeps under 1 MB."""
+"""The most payload bytes a MySQL/MariaDB turn sends as one query (larger ones go statement by statement)."""
 RUN = -1
-"""The :attr:`DiffWrite.removal` of consecutive rows: one range, ``p_first`` to ``p_last``. A steady-state
-turn evicts the oldest rows of its window, so it is almost always one; SQLite runs a range markedly faster
-than ``IN`` (a list it first builds into a temporary index)."""
+"""The :attr:`DiffWrite.removal` of consecutive rows (a steady turn's): one range, ``p_first`` to ``p_last``,
+which SQLite runs markedly faster than ``IN`` (a list it first builds into a temporary index)."""
 
 
 @dataclass(frozen=True, slots=True)
 class DiffWrite:
-    """A write that deletes (or marks) and appends rows against a cached snapshot, conditioned on its version.
+    """A write that deletes (or, with history, marks) and appends rows against a cached snapshot, at its version.
 
-    On PostgreSQL it is one statement (:meth:`postgresql_parameters`); elsewhere the head update
-    (:meth:`head_parameters`), which must match one row, then the deletes (without history) or marks
-    (with history: ``flagged_seqs``, evicted rows the new cover still encloses) and inserts.
+    On PostgreSQL one statement (:meth:`postgresql_parameters`); elsewhere the head update, which must
+    match one row (:meth:`head_parameters`), the removal and the insert.
     """
 
     request: WriteRequest
@@ -349,8 +314,7 @@ class DiffWrite:
     cover: WindowCover
     flagged_seqs: tuple[int, ...]
     removed_seqs: tuple[int, ...]
-    """The rows the write deletes (without history: :attr:`deleted_seqs`) or marks evicted (with history:
-    :attr:`flagged_seqs`)."""
+    """The rows it deletes (:attr:`deleted_seqs`) or, with history, marks evicted (:attr:`flagged_seqs`)."""
     removal: int
     """How :attr:`removed_seqs` are named: :data:`RUN` for consecutive rows, else their count (``p_d0``…)."""
 
@@ -360,12 +324,7 @@ class DiffWrite:
         return len(self.deleted_seqs) + len(self.flagged_seqs), len(self.payloads)
 
     def joinable(self, max_packet: int | None) -> bool:
-        """Whether the turn is small enough to go as one query (multi-statement, or MariaDB's compound statement).
-
-        Args:
-            max_packet: the server's ``max_allowed_packet``, if known: the query, its payloads escaped
-                (at most twice their size) and its SQL, must fit in it.
-        """
+        """Whether the turn is small enough to go as one query (its payloads escaped within ``max_packet``)."""
         size = sum(map(len, self.payloads))
         return size <= JOINED_PAYLOAD_LIMIT and (max_packet is None or 2 * size + 65536 <= max_packet)
 
@@ -380,10 +339,6 @@ class DiffWrite:
         }
         parameters.update(self.cover.parameters())
         return self.request.with_ttl(parameters)
-
-    def delete_parameters(self) -> dict[str, Any]:
-        """Parameters of the delete (or the mark) of the evicted rows."""
-        return {"p_id": self.request.memory_id, "p_seqs": list(self.removed_seqs)}
 
     def removal_parameters(self) -> dict[str, Any]:
         """Parameters of the delete (or mark) of :attr:`removed_seqs`, named as :attr:`removal` says."""
@@ -431,9 +386,8 @@ class DiffWrite:
 def plan_diff(request: WriteRequest, cached: CachedSnapshot | None) -> DiffWrite | None:
     """The diffed write of ``request`` against ``cached``, or ``None`` when the locked path must write.
 
-    A conditional write diffs only against a snapshot of its expected version; an unconditional one
-    against any cached snapshot (conditioned on that snapshot's version: if it is stale, the write falls
-    back to the locked path). Only the appended messages are encoded.
+    A conditional write diffs only against a snapshot of its expected version; an unconditional one against
+    any (conditioned on its version: if stale, the write falls back). Only appended messages are encoded.
     """
     if request.messages is None or cached is None or request.also_recorded:
         return None  # history-only rows take the locked path (rare: an add evicting its own messages)
@@ -487,12 +441,9 @@ def diff_outcome(plan: DiffWrite, matched: bool) -> Written | Conflict:
 class LockedWrite:
     """The statements of a write under the head row's lock, in order, and what they leave.
 
-    * ``insert_head``: there was no head row: insert it first (a writer creating the memory at the same
-      time then fails on the unique key: a conflict, not damage), then delete stray rows
-      (:func:`stray_rows` decides whether they are damage), then insert the rows;
-    * otherwise: delete all rows (``delete_all``: a rewrite or a new incarnation, without history) or
-      only ``deleted_seqs``, mark ``flagged_seqs`` evicted (with history), update the head with
-      :attr:`head`, then insert the rows (``recorded``: as history entries).
+    ``insert_head`` (no head row): insert it (a writer creating the memory meanwhile then fails on the
+    key: a conflict), delete stray rows (damage?), insert the rows. Otherwise: delete all rows
+    (``delete_all``) or ``deleted_seqs``, mark ``flagged_seqs``, update the head, insert the rows.
     """
 
     insert_head: bool
@@ -509,27 +460,16 @@ class LockedWrite:
     """Rows this write inserts already outside the window (history-only) that its ranges enclose: marked
     evicted once inserted."""
 
-    def delete_parameters(self) -> dict[str, Any]:
-        """Parameters of the delete of the evicted rows."""
-        return {"p_id": self.head["p_id"], "p_seqs": list(self.deleted_seqs)}
-
-    def flag_parameters(self) -> dict[str, Any]:
-        """Parameters of the mark of the evicted rows the window's ranges still enclose."""
-        return {"p_id": self.head["p_id"], "p_seqs": list(self.flagged_seqs)}
-
-    def flag_new_parameters(self) -> dict[str, Any]:
-        """Parameters of the mark of :attr:`flagged_new`, after the insert."""
-        return {"p_id": self.head["p_id"], "p_seqs": list(self.flagged_new)}
+    def seqs_parameters(self, seqs: tuple[int, ...]) -> dict[str, Any]:
+        """Parameters of the delete or mark of rows ``seqs`` (:attr:`deleted_seqs`, :attr:`flagged_seqs` ...)."""
+        return {"p_id": self.head["p_id"], "p_seqs": list(seqs)}
 
 
 def window_needed(request: WriteRequest, cached: CachedSnapshot | None, head: LockedHead) -> bool:
     """Whether a locked write reads the stored window first (under the lock), to write only what changed.
 
-    For a write of messages to a live memory the cached snapshot does not describe (none cached, or
-    another writer's since): with the window read, the write deletes and inserts only the rows that
-    differ, as a diffed turn does, instead of replacing every row (and, with history, it records only
-    what it adds). Rows that cannot be decoded leave it to replace them whole. Not for a write that
-    landed already or conflicts (:func:`plan_locked` says so before it looks at any row).
+    For a write of messages to a live memory the cached snapshot does not describe, that neither landed
+    already nor conflicts: it then changes only the rows that differ, as a diffed turn does.
     """
     if not (request.messages is not None and head.present and head.live):
         return False
@@ -641,3 +581,20 @@ def diffs_under_lock(head: LockedHead, state: CachedSnapshot | None) -> bool:
     if (state.version, state.incarnation, state.next_seq) != (head.version, head.incarnation, head.next_seq):
         return False
     return head.max_seq is None or head.max_seq < head.next_seq
+
+
+# ------------------------------------------------------------------------------------- arguments
+
+
+def check_listing(order: str, page_size: int) -> None:
+    """Refuse a listing order or page size the store does not take (``ValueError`` naming the argument)."""
+    if order not in ("id", "newest"):
+        raise ValueError("order must be 'id' or 'newest'")
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+        raise ValueError("page_size must be an int >= 1")
+
+
+def check_batch_size(batch_size: int) -> None:
+    """Refuse a purge batch size that is not a positive int (``ValueError`` naming the argument)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError("batch_size must be an int >= 1")

@@ -38,7 +38,6 @@ from sqlalchemy import (  # noqa: E402 - after the dependency check, so a missin
     SmallInteger,
     String,
     Table,
-    TypeDecorator,
     inspect,
     select,
     text,
@@ -51,7 +50,7 @@ from sqlalchemy.types import TypeEngine  # noqa: E402
 
 from chatmemory.core.errors import SchemaVersionError, StoreError  # noqa: E402
 from chatmemory.stores.base.operations import Operation  # noqa: E402
-from chatmemory.stores.sql.dialect import SQLITE, dialect_family, dialect_of, lost_connection  # noqa: E402
+from chatmemory.stores.sql.dialect import SQLITE, MemoryIdType, dialect_family, dialect_of, lost_connection  # noqa: E402
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",
@@ -86,8 +85,6 @@ DEFAULT_TABLE_PREFIX = "chatmemory_"
 RECENT_WRITES_LENGTH = 256
 """Characters of ``recent_writes``: eight entries of 32 hexadecimal digits (write id, then version)."""
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
-MEMORY_ID_BYTES = 1020
-"""255 characters of at most 4 UTF-8 bytes each."""
 
 
 def validate_table_prefix(prefix: str) -> str:
@@ -130,32 +127,6 @@ def partition_names(prefix: str, partitions: int) -> list[str]:
 def version_table_name(prefix: str) -> str:
     """The Alembic version table of a prefix: each prefix migrates on its own."""
     return f"{validate_table_prefix(prefix)}alembic_version"
-
-
-class MemoryIdType(TypeDecorator[str]):
-    """A memory id, stored as its UTF-8 bytes (lone surrogates kept with ``surrogatepass``)."""
-
-    impl = LargeBinary
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        """``VARBINARY(1020)`` on MySQL/MariaDB (a key column needs a length), bytes elsewhere."""
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.VARBINARY(MEMORY_ID_BYTES))
-        return dialect.type_descriptor(LargeBinary())
-
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> bytes | None:
-        """The id as UTF-8 bytes."""
-        return None if value is None else value.encode("utf-8", "surrogatepass")
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
-        """The id from its UTF-8 bytes."""
-        return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
-
-    @property
-    def python_type(self) -> type[str]:
-        """``str``."""
-        return str
 
 
 def payload_type() -> TypeEngine[bytes]:
@@ -568,6 +539,31 @@ class SchemaAdmin:
         except SQLAlchemyError as exc:
             raise self.store_error(operation, exc) from exc
 
+    def check_payloads(self, memory_id: str, payloads: Iterable[bytes]) -> None:
+        """MySQL/MariaDB: refuse, before sending, a message larger than the server's ``max_allowed_packet``.
+
+        Raises:
+            StoreError: naming ``max_allowed_packet``, its value and the message's size.
+        """
+        limit = self.max_allowed_packet
+        if limit is None:
+            return
+        largest = max((_sent_size(payload) for payload in payloads if len(payload) * 2 + 1024 > limit), default=0)
+        if largest + 1024 > limit:
+            raise StoreError(
+                "writing the memory",
+                memory_id,
+                f"a message of {largest} bytes (escaped) does not fit in the server's max_allowed_packet of "
+                f"{limit} bytes; "
+                "raise max_allowed_packet on the server (e.g. SET GLOBAL max_allowed_packet = 1073741824, and "
+                "in its configuration) or store smaller messages",
+            )
+
     def store_error(self, operation: str, exc: SQLAlchemyError) -> StoreError:
         """A driver error of a schema command as the store's error (the caller sets the cause)."""
         return self._family.failure(exc, self.max_allowed_packet).error(operation, None)
+
+
+def _sent_size(payload: bytes) -> int:
+    """The bytes a payload takes in a statement: escaped quotes, backslashes and control bytes count twice."""
+    return len(payload) + sum(payload.count(byte) for byte in (b"\x00", b"\n", b"\r", b"\x1a", b"'", b'"', b"\\"))

@@ -1,13 +1,11 @@
 """The statements of the SQL store, one builder per table and operation, built once per store and dialect.
 
-Parameters are named ``p_*`` (SQLAlchemy reserves column names for the SET and VALUES clauses). Times
-come from the server's clock (:mod:`~chatmemory.stores.sql.dialect`); a store with a ``ttl`` passes it as
-``p_ttl`` (and one with a ``history_ttl`` that as ``p_history_ttl``). The window is the rows its head
-row's ranges enclose and that are not marked evicted (:func:`~chatmemory.stores.sql.plan.cover_window`).
-A store with history marks rows instead of deleting them, and stamps the rows it adds with the head row's
-write time. :class:`Statements` holds a store's reads and writes (the hot ones rendered once in the
-driver's SQL), :class:`BatchStatements`, :class:`CreateStatements` and :class:`RestoreStatements` those
-of operators' tools.
+Parameters are named ``p_*``; times come from the server's clock (:mod:`~chatmemory.stores.sql.dialect`),
+a store with a ``ttl`` passing it as ``p_ttl`` (and ``p_history_ttl``). The window is the rows its head
+row's ranges enclose that are not marked evicted; a store with history marks rows instead of deleting
+them and stamps those it adds with the head's write time. :class:`Statements` holds a store's reads and
+writes (the hot ones rendered once in the driver's SQL); :class:`BatchStatements` and
+:class:`RestoreStatements` those of operators' tools.
 """
 
 from __future__ import annotations
@@ -15,8 +13,6 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -51,6 +47,7 @@ from chatmemory.stores.sql.dialect import (
     POSTGRESQL,
     IdsIn,
     Joined,
+    MemoryIdType,
     Rendered,
     ServerClockMicros,
     ServerExpiry,
@@ -60,14 +57,12 @@ from chatmemory.stores.sql.dialect import (
     render,
 )
 from chatmemory.stores.sql.plan import RUN, SCALAR_DIFF_LIMIT
-from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, MemoryIdType, SchemaTables, build_tables
+from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, SchemaTables
 
 __all__ = [
     "BatchStatements",
-    "CreateStatements",
     "RestoreStatements",
     "Statements",
-    "shared_statements",
     "stray_read",
     "window_read",
 ]
@@ -79,13 +74,8 @@ _ENTRY = 32
 class Statements:
     """Every statement the store runs, for one table prefix, dialect and expiry setting.
 
-    Args:
-        tables: the store's tables.
-        dialect: the engine's dialect.
-        expires: whether memories expire (writes then set ``expires_at`` to the server's time + ``p_ttl``).
-        history: whether the store keeps history (writes mark evicted rows instead of deleting them).
-        history_expires: whether histories outlive windows (writes then set ``history_expires_at`` to the
-            server's time + ``p_history_ttl``).
+    ``expires``: writes set ``expires_at`` to the server's time + ``p_ttl``; ``history``: writes mark
+    evicted rows instead of deleting them; ``history_expires``: they set ``history_expires_at`` too.
     """
 
     def __init__(
@@ -97,14 +87,15 @@ class Statements:
         history: bool = False,
         history_expires: bool = False,
     ) -> None:
-        self._tables = tables
+        self._tables = self.tables = tables
+        """The tables the statements name (any other statement of the store names these too)."""
         self._dialect = dialect
         self._history = history
         self._expires = expires
         family = dialect_of(dialect.name)
         assert family is not None, "the store checks its database first"
         self.family = family
-        """What differs on this database (the flags of :attr:`has_diff_statement`, :attr:`joins_turns`)."""
+        """What differs on this database (how a diffed turn goes, how transactions begin)."""
         memories, messages = tables.memories, tables.messages
         stamp = memories.c.updated_at.type
         memory_id = memories.c.memory_id == bindparam("p_id")
@@ -137,9 +128,7 @@ class Statements:
 
         head_live = case((self._live, literal_column("1")), else_=literal_column("0"))
         self.read: CompoundSelect[Any] = window_read(tables, dialect)
-        """All of a memory in one statement (see :func:`window_read`)."""
         self.strays: Select[Any] = stray_read(tables)
-        """The rows of a memory without a head row (see :func:`stray_read`)."""
 
         max_seq = select(func.max(messages.c.seq)).where(messages.c.memory_id == bindparam("p_id")).scalar_subquery()
         self.lock_head: Select[Any] = (
@@ -234,24 +223,17 @@ class Statements:
         )
         self._diffs: dict[tuple[int, int], str] = {}
         self._diffs_lock = threading.Lock()
-        # The statements of a steady-state turn and read, rendered once (see Rendered).
+        # The statements of a steady-state turn and read, rendered once (rows: memory_id, seq, payload).
         self.fast_read = render(self.read, dialect)
-        """:attr:`read`, rendered."""
         self.fast_strays = render(self.strays, dialect)
-        """:attr:`strays`, rendered."""
         self.fast_bump_head = render(self.bump_head, dialect)
-        """:attr:`bump_head`, rendered."""
         row_columns = ["memory_id", "seq", "payload"]
         self.fast_insert_messages = render(self.insert_messages, dialect, row_columns)
-        """:attr:`insert_messages`, rendered (rows of ``memory_id``, ``seq``, ``payload``)."""
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
-        """:attr:`insert_history`, rendered (rows also name their head as ``p_head``)."""
         self._removals: dict[int, Rendered] = {}
         self._joined: dict[tuple[int, int, bool, bool], Joined] = {}
         self.blocks_mariadb_turns = True
-        """Whether MariaDB's diffed turns go as compound statements (:attr:`blocks_turns`); ``False`` sends
-        them as MySQL's go, in one multi-statement string and a ``COMMIT`` (how that path is tested on
-        MariaDB)."""
+        """Whether MariaDB's turns may go as compound statements (``False``: as MySQL's, in tests)."""
 
     @functools.cached_property
     def fast_lock_head(self) -> Rendered:
@@ -260,18 +242,13 @@ class Statements:
 
     @functools.cached_property
     def batch(self) -> BatchStatements:
-        """The statements of a batch read."""
-        return BatchStatements(self._tables)
-
-    @functools.cached_property
-    def creates(self) -> CreateStatements:
-        """The statements of a batch create."""
-        return CreateStatements(self._tables, expires=self._expires)
+        """The statements of a batch read or create."""
+        return BatchStatements(self._tables, expires=self._expires)
 
     @functools.cached_property
     def restore(self) -> RestoreStatements:
         """The statements of a history restore."""
-        return RestoreStatements.of(self._tables)
+        return RestoreStatements(self._tables)
 
     def payloads_of(self, memory_id: str) -> Select[Any]:
         """Every row of ``memory_id``, as ``(seq, payload)`` (a reseal's read)."""
@@ -289,28 +266,22 @@ class Statements:
         """The parts of ``joined`` as one string without its ``BEGIN`` (for a transaction already open)."""
         return Joined.of(joined.parts)
 
-    @property
-    def tables(self) -> SchemaTables:
-        """The tables the statements name (the store builds its other statements on these too)."""
-        return self._tables
-
     def for_store(self, dialect: Dialect) -> Statements:
-        """A copy for another store of the same key (see :func:`shared_statements`): nothing rendered lazily shared."""
+        """A copy for another store of the same key: nothing rendered lazily is shared."""
         clone = copy.copy(self)
         clone._dialect = dialect
         clone._diffs = {}
         clone._diffs_lock = threading.Lock()
         clone._removals = {}
         clone._joined = {}
-        for cached in ("fast_lock_head", "batch", "creates", "restore"):
+        for cached in ("fast_lock_head", "batch", "restore"):
             clone.__dict__.pop(cached, None)
         return clone
 
     def removal(self, count: int) -> Rendered:
-        """The delete (or, with history, the mark) of rows of ``p_id``, rendered once per ``count``.
+        """The delete (or, with history, the mark) of ``count`` rows ``p_d0``… of ``p_id``, rendered once.
 
-        ``count`` rows ``p_d0``…, or, for :data:`~chatmemory.stores.sql.diffed_writes.RUN`, the rows from
-        ``p_first`` to ``p_last`` (see :attr:`~chatmemory.stores.sql.diffed_writes.DiffWrite.removal`).
+        For :data:`~chatmemory.stores.sql.plan.RUN`, the rows from ``p_first`` to ``p_last``.
         """
         rendered = self._removals.get(count)
         if rendered is None:
@@ -332,11 +303,6 @@ class Statements:
         return rendered
 
     @property
-    def joins_turns(self) -> bool:
-        """Whether a diffed turn can also go as one multi-statement string (:meth:`joined_turn`): MySQL/MariaDB."""
-        return self.family.joins_turns
-
-    @property
     def blocks_turns(self) -> bool:
         """Whether a diffed turn goes as one compound statement (:meth:`block_turn`): MariaDB 10.1.1 and later."""
         return self.blocks_mariadb_turns and self.family.blocks_turns(self._dialect)
@@ -344,24 +310,19 @@ class Statements:
     def joined_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
         """The transaction of a diffed turn as one string, or ``None`` for a turn too large to render so.
 
-        ``BEGIN``, the conditional head update, the delete (or mark) of ``removed`` rows (a
-        :meth:`removal`) and one
-        insert of ``appended`` rows (``p_s0``/``p_b0``…; ``recorded``: history entries, stamped with
-        the head's write time): one round trip where the transaction otherwise takes five, then
-        ``COMMIT``. Rendered once per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way (at most 162
-        strings); larger turns, rare, are sent statement by statement. Bind it with the values of
-        :meth:`~chatmemory.stores.sql.diffed_writes.DiffWrite.joined_parameters`.
+        ``BEGIN``, the head update, the delete (or mark) of ``removed`` rows and one insert of ``appended``
+        (``recorded``: history entries): one round trip where it otherwise takes five, then ``COMMIT``.
+        Rendered once per shape, up to ``SCALAR_DIFF_LIMIT`` rows each way; bound with
+        :meth:`~chatmemory.stores.sql.plan.DiffWrite.joined_parameters`.
         """
         return self._turn_as_one(removed, appended, recorded, block=False)
 
     def block_turn(self, removed: int, appended: int, recorded: bool) -> Joined | None:
         """A diffed turn as one MariaDB compound statement, or ``None`` for a turn too large to render so.
 
-        The parts of :meth:`joined_turn` in a :meth:`~chatmemory.stores.sql.rendered.Joined.atomic_block`:
-        the head update, then, only if it matched its row, the delete (or mark) and the insert, and the
-        ``COMMIT``; one round trip and one result, where the multi-statement string answers with one
-        result per statement and still needs a ``COMMIT`` of its own (PyMySQL spends tens of
-        microseconds of the client's CPU on each). Bound as :meth:`joined_turn` is.
+        The parts of :meth:`joined_turn` in a :meth:`~chatmemory.stores.sql.dialect.Joined.atomic_block`:
+        one round trip and one result (a multi-statement string answers with one per statement, and PyMySQL
+        spends tens of microseconds of CPU on each). Bound as :meth:`joined_turn` is.
         """
         return self._turn_as_one(removed, appended, recorded, block=True)
 
@@ -399,17 +360,11 @@ class Statements:
             rows.append(row)
         return insert(messages).values(rows)
 
-    def has_diff_statement(self) -> bool:
-        """Whether a diffed turn runs as one statement (:meth:`diff_postgresql`)."""
-        return self._dialect.name == "postgresql"
-
     def diff_postgresql(self, deleted: int, appended: int) -> str:
         """The one-statement turn deleting ``deleted`` rows and inserting ``appended``, in the driver's SQL.
 
-        Compiled once per shape: the hottest statement skips SQLAlchemy's per-execution compile-cache
-        lookup and bind processing (the caller passes the id as UTF-8 bytes). Turns of up to
-        ``SCALAR_DIFF_LIMIT`` rows each way take one scalar parameter per row; PostgreSQL runs them
-        markedly faster than ``= ANY(array)`` and ``unnest(array, array)``, which larger turns use.
+        Compiled once per shape (the caller passes the id as UTF-8 bytes). Up to ``SCALAR_DIFF_LIMIT``
+        rows each way take a parameter per row, markedly faster than the arrays larger turns use.
         """
         shape = (deleted, appended) if max(deleted, appended) <= SCALAR_DIFF_LIMIT else (-1, -1)
         statement = self._diffs.get(shape)
@@ -441,10 +396,7 @@ class Statements:
         return statement.order_by(memories.c.updated_at.desc(), memories.c.memory_id.desc()).limit(page_size)
 
     def lock_expired(self, batch_size: int) -> Select[Any]:
-        """Up to ``batch_size`` expired ids, locked (skipping rows a writer holds) until the purge commits.
-
-        Unordered: without an index on ``expires_at`` (see the schema) the scan stops at the batch's last id.
-        """
+        """Up to ``batch_size`` expired ids (unordered: no index), locked until the purge commits."""
         memories, now = self._tables.memories, self._now
         # A memory whose history outlives its window (history_ttl) stays until the history expires too.
         history_gone = or_(memories.c.history_expires_at.is_(None), memories.c.history_expires_at <= now)
@@ -456,10 +408,7 @@ class Statements:
         )
 
     def history_page(self, reverse: bool, after: bool) -> Select[Any]:
-        """One page of a memory's history entries by sequence (``p_limit`` rows, after ``p_after``).
-
-        The entries are the rows with a write time, while the window is live or its history outlives it.
-        """
+        """One page of history entries (rows with a write time) by sequence: ``p_limit`` after ``p_after``."""
         memories, messages = self._tables.memories, self._tables.messages
         statement = (
             select(messages.c.seq, messages.c.payload, messages.c.written_at)
@@ -477,11 +426,7 @@ class Statements:
         return statement.order_by(order).limit(bindparam("p_limit", type_=Integer()))
 
     def trim(self, one_memory: bool) -> tuple[Delete, Update]:
-        """Trim history entries written before ``p_cutoff`` (of ``p_id``, or of all memories).
-
-        Two statements, run in this order in one transaction: delete the rows outside their window, then
-        take the write time off the (window) rows left, which are then no longer history entries.
-        """
+        """Trim entries before ``p_cutoff``: delete those outside the window, then unrecord those left in it."""
         memories, messages = self._tables.memories, self._tables.messages
         in_window = (
             select(literal_column("1"))
@@ -503,72 +448,16 @@ class Statements:
         return statement, unrecord
 
 
-_SHARED_SIZE = 32
-"""How many stores' statement sets (dialect, table prefix, options) a process keeps built."""
-_shared: OrderedDict[tuple[Any, ...], Statements] = OrderedDict()
-_shared_lock = threading.Lock()
-
-
-def shared_statements(
-    prefix: str, dialect: Dialect, *, expires: bool, history: bool = False, history_expires: bool = False
-) -> Statements:
-    """:class:`Statements` for a store, built once per process for its dialect, table prefix and options.
-
-    Building and rendering them costs milliseconds of CPU, felt by every store opened from a URL (a CLI
-    command, a short-lived worker). The statements are the same for every store of one key; each store
-    gets its own copy of the set, with its own dialect and its own lazily rendered shapes (those rendered
-    after the first connection may depend on the server the dialect has seen). The tables of ``prefix``
-    are built with the set (:attr:`Statements.tables`): a statement the store builds must name the same
-    ``Table`` objects.
-    """
-    key = (
-        type(dialect),
-        dialect.name,
-        dialect.driver,
-        dialect.paramstyle,
-        getattr(dialect, "server_version_info", None),
-        prefix,
-        expires,
-        history,
-        history_expires,
-    )
-    with _shared_lock:
-        built = _shared.get(key)
-        if built is not None:
-            _shared.move_to_end(key)
-    if built is None:
-        tables = build_tables(prefix)
-        built = Statements(tables, dialect, expires=expires, history=history, history_expires=history_expires)
-        with _shared_lock:
-            _shared[key] = built
-            while len(_shared) > _SHARED_SIZE:
-                _shared.popitem(last=False)
-    return built.for_store(dialect)
-
-
 def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
     """The window read: every state of a memory in one statement, as ``(seq, payload)`` rows in any order.
 
-    Three branches of one ``UNION ALL``, so the head row and its message rows are one snapshot:
-
-    * the head row (none if the memory is absent): ``seq`` is ``NULL`` and ``payload`` carries its
-      ``version incarnation next_seq live window_start`` as ASCII digits separated by spaces (``live``:
-      1, or 0 once it has expired; see :class:`~chatmemory.stores.sql.reads.ReadHead`);
-    * the window's message rows from ``window_start`` on, then those of its pinned run (below
-      ``window_start``), only if the head is live: two branches rather than one ``OR``, so that each is
-      a range of the primary key, which skips the rows (and the dead index entries) before the window;
-      a row the store already decoded comes without its payload: within one incarnation every row below
-      the next sequence number the store saw was in that snapshot (``p_known_incarnation``,
-      ``p_known_next``; see :func:`~chatmemory.stores.sql.reads.decode_read`).
-
-    Message rows of a memory without a head row are damage, reported, never read as empty: a read that
-    finds no head row sends :func:`stray_read` next. A branch for them here cost every read of a present
-    memory a probe of its own (11 µs a read on PostgreSQL, 34 µs on MariaDB); now only a read of an
-    absent memory pays, with a second statement.
-
-    Why this shape: one round trip; two narrow columns instead of the head's five repeated on every
-    row; and no ``ORDER BY``: sorting a join's result made MariaDB build a temporary table (on disk, for
-    the ``LONGBLOB`` payload) on every read. The decoder sorts the rows when they do not come in order.
+    One ``UNION ALL``, so the head and its rows are one snapshot: the head row (``seq`` ``NULL``, its
+    fields packed in ``payload``: :class:`~chatmemory.stores.sql.outcomes.ReadHead`); then, if it is live,
+    the rows from ``window_start`` on and those of its pinned run, two ranges of the primary key rather
+    than one ``OR``. A row the store decoded already comes without its payload (within one incarnation,
+    every row below the next sequence number it saw: ``p_known_incarnation``, ``p_known_next``). Rows
+    without a head row are left to :func:`stray_read` (a probe here cost every read 11-34 µs). No ``ORDER
+    BY``: it made MariaDB sort in a temporary table on disk; the decoder sorts rows out of order.
     """
     memories, messages = tables.memories.alias("h"), tables.messages.alias("m")
     stamp = memories.c.updated_at.type
@@ -585,21 +474,27 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
         messages.c.seq < bindparam("p_known_next", type_=BigInteger()),
     )
 
-    def rows_in(cover: ColumnElement[bool]) -> Select[Any]:
-        return (
-            select(messages.c.seq, case((known, null()), else_=messages.c.payload).label("payload"))
-            .select_from(memories.join(messages, and_(messages.c.memory_id == memories.c.memory_id, cover)))
-            .where(memories.c.memory_id == memory_id, is_live, messages.c.evicted.is_(None))
-        )
-
-    window = rows_in(messages.c.seq >= memories.c.window_start)
-    pinned = rows_in(
-        and_(
-            messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
-            messages.c.seq < memories.c.window_start,
-        )
+    payload = case((known, null()), else_=messages.c.payload).label("payload")
+    window, pinned = _window_rows(
+        memories, messages, (messages.c.seq, payload), memories.c.memory_id == memory_id, is_live
     )
     return union_all(head, window, pinned)
+
+
+def _window_rows(memories: Any, messages: Any, columns: Any, *where: Any) -> tuple[Select[Any], Select[Any]]:
+    """The window's rows from ``window_start`` on, and those of its pinned run: two ranges of the primary key."""
+
+    def rows_in(cover: ColumnElement[bool]) -> Select[Any]:
+        return (
+            select(*columns)
+            .select_from(memories.join(messages, and_(messages.c.memory_id == memories.c.memory_id, cover)))
+            .where(*where, messages.c.evicted.is_(None))
+        )
+
+    pinned = and_(
+        messages.c.seq.between(memories.c.pin_start, memories.c.pin_end), messages.c.seq < memories.c.window_start
+    )
+    return rows_in(messages.c.seq >= memories.c.window_start), rows_in(pinned)
 
 
 def stray_read(tables: SchemaTables) -> Select[Any]:
@@ -618,11 +513,15 @@ def stray_read(tables: SchemaTables) -> Select[Any]:
 
 
 class BatchStatements:
-    """The statements of a batch read on one store's tables (the ids bound as ``p_ids``, a list: see :class:`IdsIn`)."""
+    """The statements of a batch read and a batch create on one store's tables (ids bound as ``p_ids``).
 
-    def __init__(self, tables: SchemaTables) -> None:
+    ``expires``: the store has a ttl, the expiry of a created memory that asks for none.
+    """
+
+    def __init__(self, tables: SchemaTables, *, expires: bool) -> None:
         memories, messages = tables.memories, tables.messages
-        is_live = live(memories.c.expires_at, memories.c.updated_at.type)
+        stamp = memories.c.updated_at.type
+        is_live = live(memories.c.expires_at, stamp)
         self.heads: Select[Any] = select(
             memories.c.memory_id,
             memories.c.version,
@@ -632,23 +531,11 @@ class BatchStatements:
         ).where(IdsIn(memories.c.memory_id))
         """Every head row of the batch, live or not (one that is not is an absent memory, not damage)."""
 
-        def rows_in(cover: Any) -> Select[Any]:
-            # The id as stored (bytes): read_batch maps it back to the id it asked for, not a decode per row.
-            return (
-                select(type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
-                .select_from(memories.join(messages, and_(messages.c.memory_id == memories.c.memory_id, cover)))
-                .where(IdsIn(memories.c.memory_id), is_live, messages.c.evicted.is_(None))
-            )
-
-        window = rows_in(messages.c.seq >= memories.c.window_start)
+        # The id as stored (bytes): read_batch maps it back to the id it asked for, not a decode per row.
+        columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
+        window, pinned = _window_rows(memories, messages, columns, IdsIn(memories.c.memory_id), is_live)
         # Only heads with a pinned range (few): said outright, so a plan filters the heads before the join.
-        pinned = rows_in(
-            and_(
-                messages.c.seq.between(memories.c.pin_start, memories.c.pin_end),
-                messages.c.seq < memories.c.window_start,
-            )
-        ).where(memories.c.pin_start.is_not(None))
-        self.rows = window.union_all(pinned)
+        self.rows = window.union_all(pinned.where(memories.c.pin_start.is_not(None)))
         """The window's message rows of every live memory of the batch, in any order."""
         head: Select[Any] = (
             select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
@@ -657,24 +544,12 @@ class BatchStatements:
             IdsIn(messages.c.memory_id), ~head.exists()
         )
         """The message rows of ids without a head row (damage)."""
-
-
-class CreateStatements:
-    """The statements of a batch create on one store's tables (``expires``: the store has a ttl)."""
-
-    def __init__(self, tables: SchemaTables, *, expires: bool) -> None:
-        memories, messages = tables.memories, tables.messages
         ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
-        stamp = memories.c.updated_at.type
-        is_live = live(memories.c.expires_at, stamp)
-        self.heads: Select[Any] = select(
+        self.create_heads: Select[Any] = select(
             memories.c.memory_id, case((is_live, literal_column("1")), else_=literal_column("0")).label("live")
         ).where(memories.c.memory_id.in_(ids))
-        """The head rows of the batch, live or not."""
-        head: Select[Any] = (
-            select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
-        )
-        self.strays: Select[Any] = (
+        """A batch create's head rows, live or not."""
+        self.create_strays: Select[Any] = (
             select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
         )
         """The ids of the batch with message rows and no head row (damage)."""
@@ -688,42 +563,31 @@ class CreateStatements:
             ),
             else_=store_expiry,
         )
+        named = ("version", "incarnation", "next_seq", "window_start", "pin_start", "pin_end")
         self.insert_heads: Insert = insert(memories).values(
             memory_id=bindparam("p_id"),
-            version=bindparam("p_version"),
-            incarnation=bindparam("p_incarnation"),
-            next_seq=bindparam("p_next_seq"),
             created_at=now,
             updated_at=now,
             expires_at=expiry,
             recent_writes=bindparam("p_recent"),
-            window_start=bindparam("p_window_start"),
-            pin_start=bindparam("p_pin_start"),
-            pin_end=bindparam("p_pin_end"),
+            **{name: bindparam(f"p_{name}") for name in named},
         )
         self.insert_messages: Insert = insert(messages)
 
 
-@dataclass(frozen=True, slots=True)
 class RestoreStatements:
-    """The statements of a restore, for one store's tables."""
+    """The statements of a history restore on one store's tables."""
 
-    present: Select[Any]
-    """The seqs among ``p_seqs`` that a memory's rows hold, with their write time (``NULL``: not an entry)."""
-    insert_entries: Insert
-    """Rows with their own write time (``written_at``, ``evicted``)."""
-    bump_head: Update
-    """A new version, and ``next_seq`` at least ``p_next_seq``."""
-
-    @classmethod
-    def of(cls, tables: SchemaTables) -> RestoreStatements:
-        """The statements for ``tables``."""
+    def __init__(self, tables: SchemaTables) -> None:
         memories, messages = tables.memories, tables.messages
-        present = select(messages.c.seq, messages.c.written_at).where(
+        self.present: Select[Any] = select(messages.c.seq, messages.c.written_at).where(
             messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
         )
+        """The seqs among ``p_seqs`` that a memory's rows hold, with their write time (``NULL``: not an entry)."""
+        self.insert_entries: Insert = insert(messages)
+        """Rows with their own write time (``written_at``, ``evicted``)."""
         floor = bindparam("p_next_seq", type_=BigInteger())
-        bump = (
+        self.bump_head: Update = (
             update(memories)
             .where(memories.c.memory_id == bindparam("p_id"))
             .values(
@@ -731,4 +595,4 @@ class RestoreStatements:
                 next_seq=case((memories.c.next_seq < floor, floor), else_=memories.c.next_seq),
             )
         )
-        return cls(present, insert(messages), bump)
+        """A new version, and ``next_seq`` at least ``p_next_seq``."""

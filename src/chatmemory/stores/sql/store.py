@@ -39,7 +39,8 @@ from chatmemory.stores.base.turns import LocalTurns  # noqa: E402
 from chatmemory.stores.sql.base import SQLStoreBase  # noqa: E402
 from chatmemory.stores.sql.engine import engine_from_url, writer_queue_for  # noqa: E402
 from chatmemory.stores.sql.executor import Executor  # noqa: E402
-from chatmemory.stores.sql.operations import Change, check_listing  # noqa: E402
+from chatmemory.stores.sql.operations import Change  # noqa: E402
+from chatmemory.stores.sql.plan import check_listing  # noqa: E402
 
 __all__ = ["SQLChatMemoryStore"]
 
