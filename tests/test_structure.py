@@ -63,6 +63,11 @@ def test_no_module_docstring_is_over_12_lines(structure: ModuleType, modules: di
     assert [(m.name, m.docstring_lines) for m in structure.long_docstrings(modules)] == []
 
 
+def test_every_backend_folder_has_the_shape_s_modules(structure: ModuleType) -> None:
+    # plan, commands, outcomes, operations, executor, aio, store (and base): one role per file name.
+    assert structure.missing_from_shape() == {backend: [] for backend in structure.BACKENDS}
+
+
 def _package(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / "src" / "chatmemory" / name
