@@ -46,7 +46,7 @@ from plain_contract import drop, floor_for, store_for  # noqa: E402
 from workload import sliding_windows  # noqa: E402
 
 from chatmemory import ChatMessage  # noqa: E402
-from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
+from chatmemory.core.store import validate_memory_id  # noqa: E402
 from chatmemory.stores.sql import plan  # noqa: E402
 from chatmemory.stores.sql.commands import Batch  # noqa: E402
 

@@ -35,7 +35,7 @@ if "--no-otel" in sys.argv:
     sys.modules["opentelemetry"] = None  # type: ignore[assignment]  # as if opentelemetry-api were absent
 
 from chatmemory import ChatMessage, InMemoryChatMemoryStore, telemetry  # noqa: E402
-from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.base.facade import StoreTelemetry  # noqa: E402
 
 sys.path.append(_HERE)
 from measure import message  # noqa: E402

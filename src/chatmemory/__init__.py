@@ -23,7 +23,6 @@ from chatmemory.core.errors import (
 )
 from chatmemory.core.history import HistoryEntry, HistoryPage, SupportsHistory
 from chatmemory.core.memory import ChatMemory, MessageWindowChatMemory, TokenWindowChatMemory
-from chatmemory.core.memory_id import MAX_MEMORY_ID_LENGTH, MemoryId, validate_memory_id
 from chatmemory.core.messages import (
     AiMessage,
     AudioContent,
@@ -41,7 +40,9 @@ from chatmemory.core.messages import (
 )
 from chatmemory.core.provider import ChatMemoryProvider
 from chatmemory.core.store import (
+    MAX_MEMORY_ID_LENGTH,
     ChatMemoryStore,
+    MemoryId,
     Snapshot,
     SupportsContentionHint,
     SupportsExpiryPurge,
@@ -52,6 +53,7 @@ from chatmemory.core.store import (
     SupportsSchema,
     SupportsTTL,
     SupportsVersioning,
+    validate_memory_id,
 )
 from chatmemory.core.summarizing_memory import SummarizingChatMemory
 from chatmemory.core.token_estimators import (

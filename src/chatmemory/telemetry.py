@@ -6,7 +6,7 @@ application, spans and metrics are no-ops. Memory ids go on spans only when the 
 (:func:`configure` or ``CHATMEMORY_OTEL_RECORD_MEMORY_IDS=1``), never on metrics.
 
 Stores report each public call with :func:`operation` (through the decorators of
-:mod:`chatmemory.stores.base.telemetry`); shared code reports into the running one with :func:`note`,
+:mod:`chatmemory.stores.base.facade`); shared code reports into the running one with :func:`note`,
 :func:`note_write`, :func:`retried`, :func:`conflicted` and :func:`retries_exhausted`. The spans, metrics
 and an example: docs/telemetry.md.
 """

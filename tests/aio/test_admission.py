@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from chatmemory import telemetry
-from chatmemory.aio.stores.admission import Admission
 from chatmemory.core.errors import StoreError
+from chatmemory.stores.base.aio import Admission
 
 pytestmark = pytest.mark.asyncio
 

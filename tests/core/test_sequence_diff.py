@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatmemory import SystemMessage, UserMessage
-from chatmemory.core.sequence_diff import diff_messages, window_shift
+from chatmemory.core.window import diff_messages, window_shift
 
 EXAMPLES = 200
 

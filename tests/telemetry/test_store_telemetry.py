@@ -26,7 +26,7 @@ from chatmemory import (
     UserMessage,
 )
 from chatmemory.stores.base import RetryPolicy
-from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.facade import StoreTelemetry
 from chatmemory.stores.mongodb import MongoChatMemoryStore
 from chatmemory.stores.redis import RedisChatMemoryStore
 from chatmemory.stores.sql import SQLChatMemoryStore

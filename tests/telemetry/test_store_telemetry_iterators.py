@@ -1,6 +1,6 @@
 """A store method that yields (``memory_ids``) is one operation from its first item to its end, sync and async.
 
-The decorators in ``chatmemory.stores.base.telemetry`` are exercised on a small class of their own, so each
+The decorators in ``chatmemory.stores.base.facade`` are exercised on a small class of their own, so each
 way an iteration can end is checked: run to its end, stopped early by the caller, failed part-way.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from chatmemory import StoreError
-from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.facade import StoreTelemetry
 from telemetry.recording import Recorded
 
 _traced = StoreTelemetry("example", "chatmemory.stores.example")

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 from chatmemory.aio.memory import run_steps_async
 from chatmemory.core.edits import Edit, edit_steps, insertion, prepare_edits, removal
-from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.stores.base.retry import RetryPolicy
+from chatmemory.core.retry import RetryPolicy
+from chatmemory.core.store import MemoryId, validate_memory_id
 
 __all__ = ["apply_edit", "insert_messages", "remove_message"]
 

@@ -21,7 +21,7 @@ from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, r
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Reporter, stdout_console
 from chatmemory.cli.stores import namespace_options, store_kind
 from chatmemory.core.history import MAX_HISTORY_PAGE, HistoryEntry, SupportsHistory
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import validate_memory_id
 
 __all__ = ["history", "parse_age", "trim_history"]
 

@@ -17,7 +17,6 @@ from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, r
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Reporter, stdout_console
 from chatmemory.cli.stores import namespace_options, store_kind
 from chatmemory.core.errors import SerializationError
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.store import (
     ChatMemoryStore,
     SupportsExpiryPurge,
@@ -26,6 +25,7 @@ from chatmemory.core.store import (
     SupportsSchema,
     SupportsTTL,
     SupportsVersioning,
+    validate_memory_id,
 )
 from chatmemory.inspection import SUMMARY_BATCH, MemorySummary, read_raw_records, summarize_many
 from chatmemory.memory_times import SupportsExpiryAt, SupportsMemoryTimes

@@ -12,8 +12,13 @@ from chatmemory.cli.app import cli, namespace_flags, opened_store, quiet_flag, r
 from chatmemory.cli.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Reporter
 from chatmemory.cli.stores import namespace_options, store_kind, url_for_display
 from chatmemory.core.errors import ChatMemoryError, SerializationError, install_hint
-from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.store import SupportsExpiryPurge, SupportsListing, SupportsReseal, SupportsVersioning
+from chatmemory.core.store import (
+    SupportsExpiryPurge,
+    SupportsListing,
+    SupportsReseal,
+    SupportsVersioning,
+    validate_memory_id,
+)
 
 __all__ = ["delete", "demo", "migrate", "purge_expired", "rekey"]
 

@@ -30,8 +30,7 @@ from chatmemory.cli.stores import (
     url_for_display,
 )
 from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, StoreError
-from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.store import ChatMemoryStore
+from chatmemory.core.store import ChatMemoryStore, validate_memory_id
 from chatmemory.memory_times import SupportsExpiryAt
 from chatmemory.stored_memories import SupportsBatchCreates, SupportsBatchReads
 from chatmemory.transfer import (

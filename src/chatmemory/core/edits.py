@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from chatmemory.core.errors import ConcurrentUpdateError
-from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.memory_steps import Load, Modify, Save, Sleep, Step, Steps, run_steps
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.retry import RetryPolicy
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import MemoryId, Snapshot, validate_memory_id
 
 __all__ = [
     "Edit",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from importlib import metadata
+from typing import Final
 
 __all__ = [
     "ChatMemoryError",
@@ -12,6 +13,7 @@ __all__ = [
     "EncryptionError",
     "EncryptionKeyError",
     "MissingDependencyError",
+    "Operation",
     "PlaintextRecordError",
     "SchemaVersionError",
     "SerializationError",
@@ -246,3 +248,17 @@ class MessageTooLargeError(ChatMemoryError):
             f"a message of {size} {unit} does not fit memory {memory_id!r}, whose window holds at most {limit} "
             f"{unit}; nothing was written. Shorten or split the message, or raise the limit"
         )
+
+
+class Operation:
+    """Operation names, one wording for every backend: ``StoreError(Operation.READ, memory_id, detail)``."""
+
+    CONNECT: Final = "connecting to the store"
+    READ: Final = "reading the memory"
+    WRITE: Final = "writing the memory"
+    DELETE: Final = "deleting the memory"
+    LIST: Final = "listing memory ids"
+    PURGE: Final = "purging expired memories"
+    TRIM: Final = "trimming the history"
+    SCHEMA: Final = "checking the schema"
+    CLOSE: Final = "closing the store"

@@ -2,7 +2,7 @@
 
 A store built with ``history=True`` keeps, per memory id, an append-only log of the messages its writes
 added, evicted ones included; the window behaves exactly as without history. Each write records the
-messages it appends after the kept ones (the sequence diff of :mod:`chatmemory.core.sequence_diff`), with
+messages it appends after the kept ones (the sequence diff of :mod:`chatmemory.core.window`), with
 strictly increasing sequence numbers and one ``written_at`` on the store's clock; nothing in the history is
 ever changed. This module holds its types and protocols: :class:`SupportsHistory` (reading, paged by
 sequence; trimming) and :class:`SupportsHistoryRestore` (putting entries back as they were).
@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from chatmemory.core.errors import ChatMemoryError
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.window import diff_messages
 
 __all__ = [
     "DEFAULT_HISTORY_PAGE",

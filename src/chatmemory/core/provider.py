@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from chatmemory.core.lru import LRU
 from chatmemory.core.memory import ChatMemory
-from chatmemory.core.memory_id import MemoryId, validate_memory_id
+from chatmemory.core.store import MemoryId, validate_memory_id
 
 __all__ = ["ChatMemoryProvider", "MemoryProvider"]
 

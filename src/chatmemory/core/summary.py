@@ -17,7 +17,6 @@ from typing import TypeVar
 
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.core.lru import LRU
-from chatmemory.core.memory_id import MemoryId
 from chatmemory.core.memory_steps import (
     EvictHook,
     GetMessages,
@@ -35,7 +34,7 @@ from chatmemory.core.memory_steps import (
 )
 from chatmemory.core.messages import ChatMessage, SystemMessage, TextContent, UserMessage
 from chatmemory.core.retry import RetryPolicy
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import MemoryId, Snapshot
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.window import MessageWeight, StartOn, TotalWeight, WindowUpdate, count_one, evict
 from chatmemory.core.window_memory import (

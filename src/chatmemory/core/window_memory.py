@@ -14,7 +14,6 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from chatmemory.core.errors import install_hint
 from chatmemory.core.lru import LRU
-from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.memory_steps import (
     OVERSIZED_POLICIES,
     EvictHook,
@@ -30,7 +29,13 @@ from chatmemory.core.memory_steps import (
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.recorded_writes import SupportsRecordedWrites
 from chatmemory.core.retry import RetryPolicy
-from chatmemory.core.store import SupportsContentionHint, SupportsLockedUpdate, SupportsVersioning
+from chatmemory.core.store import (
+    MemoryId,
+    SupportsContentionHint,
+    SupportsLockedUpdate,
+    SupportsVersioning,
+    validate_memory_id,
+)
 from chatmemory.core.token_estimators import SimpleTokenCountEstimator, TokenCountEstimator
 from chatmemory.core.tokens.framing import FramedEstimator
 from chatmemory.core.window import (

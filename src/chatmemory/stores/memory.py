@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from chatmemory import telemetry
-from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError
+from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError, Operation
 from chatmemory.core.history import (
     DEFAULT_HISTORY_PAGE,
     HistoryEntry,
@@ -20,17 +20,14 @@ from chatmemory.core.history import (
     trim_cutoff,
 )
 from chatmemory.core.memory import use_default_store
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
-from chatmemory.core.sequence_diff import SequenceDiff, diff_messages
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Snapshot, validate_memory_id
+from chatmemory.core.window import SequenceDiff, diff_messages
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.native import dumps_message
 from chatmemory.serialization.records import RecordCodec, Resealed, codec_of, require_keyring, reseal_plan
-from chatmemory.stores.base.lifecycle import StoreLifecycle
-from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.facade import StoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds
-from chatmemory.stores.base.telemetry import StoreTelemetry
 
 __all__ = ["InMemoryChatMemoryStore"]
 

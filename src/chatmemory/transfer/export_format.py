@@ -22,8 +22,8 @@ import orjson
 
 from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError
 from chatmemory.core.history import HistoryEntry
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization import native
 from chatmemory.serialization.native import dumps_message, loads_message
 

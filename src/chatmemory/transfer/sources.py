@@ -22,8 +22,7 @@ from chatmemory.core.errors import (
     StoreError,
 )
 from chatmemory.core.history import MAX_HISTORY_PAGE, HistoryEntry, SupportsHistory
-from chatmemory.core.memory_id import validate_memory_id
-from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsVersioning
+from chatmemory.core.store import ChatMemoryStore, SupportsListing, SupportsVersioning, validate_memory_id
 from chatmemory.memory_times import SupportsMemoryTimes
 from chatmemory.serialization.records import PLAIN, RecordCodec, codec_of_store
 from chatmemory.stored_memories import StoredMemory, SupportsBatchReads

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from chatmemory import ConcurrentUpdateError, HistoryNotEnabledError, UserMessage
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.errors import Operation
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization import langchain4j
 from chatmemory.serialization.native import dumps_message
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.commands import Get, Script

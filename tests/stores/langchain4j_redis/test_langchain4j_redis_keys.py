@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from chatmemory import CorruptedMemoryError, UserMessage
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization import langchain4j
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore

@@ -32,7 +32,7 @@ import pytest
 from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore as AsyncStore
 from chatmemory.core.driving import drive
-from chatmemory.stores.base.operations import Operation
+from chatmemory.core.errors import Operation
 from chatmemory.stores.langchain4j_redis import LangChain4jRedisChatMemoryStore
 from chatmemory.stores.langchain4j_redis.commands import Script
 from chatmemory.stores.redis import Redis, ReplicationError

@@ -12,14 +12,12 @@ from __future__ import annotations
 import datetime
 from collections.abc import AsyncIterator, Iterable
 
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Change, Snapshot
+from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.stores._optional import require
-from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
-from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.facade import AsyncStoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.turns import modify_in_turn_async
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")

@@ -11,13 +11,13 @@ import datetime
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Snapshot
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import RecordCodec, Resealed
-from chatmemory.stores.base.lifecycle import AsyncStoreLifecycle
-from chatmemory.stores.base.operations import Operation
+from chatmemory.stores.base.facade import AsyncStoreLifecycle
 from chatmemory.stores.base.options import TTL
 from chatmemory.stores.memory import InMemoryChatMemoryStore as SyncInMemoryChatMemoryStore
 

@@ -30,16 +30,18 @@ from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine  # noqa: E402
 from sqlalchemy.util import greenlet_spawn  # noqa: E402
 
-from chatmemory.aio.stores.loops import PerLoop  # noqa: E402
 from chatmemory.core.driving import Steps  # noqa: E402
 from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
-from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
-from chatmemory.core.store import Snapshot  # noqa: E402
+from chatmemory.core.store import (  # noqa: E402
+    Snapshot,
+    validate_memory_id,
+)
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
-from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.base.aio import PerLoop  # noqa: E402
+from chatmemory.stores.base.facade import StoreTelemetry  # noqa: E402
 from chatmemory.stores.base.turns import AsyncLocalTurns  # noqa: E402
 from chatmemory.stores.sql.aio import AsyncExecutor, OnLoop, ThreadExecutor  # noqa: E402
 from chatmemory.stores.sql.base import SQLStoreBase  # noqa: E402

@@ -17,7 +17,6 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from chatmemory.core.errors import ConcurrentUpdateError, SerializationError
-from chatmemory.core.memory_id import MemoryId, validate_memory_id
 from chatmemory.core.memory_steps import (
     DeleteMessages,
     GetMessages,
@@ -31,11 +30,11 @@ from chatmemory.core.memory_steps import (
     run_steps,
 )
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import SupportsLockedUpdate, SupportsVersioning
+from chatmemory.core.retry import RetryPolicy
+from chatmemory.core.store import MemoryId, SupportsLockedUpdate, SupportsVersioning, validate_memory_id
 from chatmemory.core.token_estimators import TokenCountEstimator
 from chatmemory.core.window_memory import Limit, check_store
 from chatmemory.integrations.langchain.messages import from_langchain, to_langchain
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = ["ChatMemoryHistory"]
 

@@ -22,11 +22,11 @@ from llama_index.core.storage.chat_store.base import BaseChatStore
 from chatmemory.core import edits
 from chatmemory.core.edits import Edit, Edited, insert_at, remove_at
 from chatmemory.core.errors import SerializationError
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.retry import RetryPolicy
+from chatmemory.core.store import validate_memory_id
 from chatmemory.core.window_memory import check_store
 from chatmemory.integrations.llama_index.messages import from_llama_index, to_llama_index
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = ["ChatMemoryChatStore"]
 

@@ -29,11 +29,11 @@ from chatmemory.core.memory_steps import (
     WindowRules,
 )
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import Snapshot
 from chatmemory.core.window import WindowUpdate
 from chatmemory.integrations.openai_agents.item_cache import ItemCache
 from chatmemory.integrations.openai_agents.items import Popped, append_items, pop_last_item
-from chatmemory.stores.base.retry import RetryPolicy
 
 __all__ = ["Known", "add_items_steps", "clear_steps", "get_items_steps", "pop_item_steps"]
 

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-from chatmemory.stores.base.retry import RetryPolicy
+from chatmemory.core.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_LOCK_LEASE",

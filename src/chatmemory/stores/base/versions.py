@@ -1,19 +1,24 @@
-"""The version rule: versions are microsecond timestamps that never repeat for a memory id.
+"""Versions: the rule every store's versions follow, and the snapshot cache a store keeps by version.
 
-A memory created again after a delete or an expiry must never repeat a version it had, yet its old
-record is gone. Starting every write at the clock (or one above the previous version, whichever is
-larger) keeps versions growing across incarnations: a memory would need a million writes a second,
-sustained, to run ahead of the clock. Where the database has a clock, a backend reads it there (in the
-same statement or script as the write) so that a client whose clock is wrong cannot lower versions; the
-client clock below is for backends without one.
+Versions are microsecond timestamps that never repeat for a memory id, even across a delete or an expiry
+(every write starts at the clock, or one above the previous version); a backend with a clock reads it
+in the write itself. The :class:`SnapshotCache` keeps the last state a store read or wrote per memory,
+so that a turn sends only its diff; every diffed write is conditional on the version and the
+incarnation (a token that changes when the memory is rewritten whole or created again), so a remembered
+state that no longer describes the stored data is never acted on.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar
 
-__all__ = ["new_incarnation", "next_version", "version_clock"]
+from chatmemory.core.lru import LRU
+from chatmemory.stores.base.options import validate_snapshot_cache_size
+
+__all__ = ["CachedState", "SnapshotCache", "new_incarnation", "next_version", "version_clock"]
 
 
 def version_clock() -> int:
@@ -29,3 +34,55 @@ def next_version(previous: int = 0, *, clock: int | None = None) -> int:
 def new_incarnation() -> int:
     """A random 62-bit token naming one incarnation of a memory (checked by every diffed write)."""
     return random.getrandbits(62)
+
+
+class CachedState(Protocol):
+    """What a backend remembers of one memory: at least its version and incarnation."""
+
+    @property
+    def version(self) -> int:
+        """The version the state was read or written at."""
+        ...
+
+    @property
+    def incarnation(self) -> Hashable:
+        """The token of the memory's incarnation the state belongs to."""
+        ...
+
+
+S = TypeVar("S", bound=CachedState)
+
+
+class SnapshotCache(Generic[S]):
+    """A thread-safe, bounded (least recently used) map of memory id to a backend's cached state.
+
+    Args:
+        size: how many memories to remember (``0``: none; every write then sends the whole list).
+    """
+
+    get: Callable[[str], S | None]
+    """The remembered state of a memory id, if any (the LRU's own method: read on every operation)."""
+
+    def __init__(self, size: int) -> None:
+        self._entries: LRU[str, S] = LRU(validate_snapshot_cache_size(size))
+        self.get = self._entries.get
+
+    def put(self, memory_id: str, state: S) -> None:
+        """Remember ``state`` unless a newer state of the same incarnation is remembered already.
+
+        Threads sharing a store race here after their writes; the newest state wins.
+        """
+        self._entries.put(
+            memory_id,
+            state,
+            unless=lambda current: current.incarnation == state.incarnation and current.version > state.version,
+        )
+
+    def forget(self, *memory_ids: str) -> None:
+        """Drop what is remembered of ``memory_ids``."""
+        for memory_id in memory_ids:
+            self._entries.pop(memory_id)
+
+    def clear(self) -> None:
+        """Drop everything."""
+        self._entries.clear()

@@ -14,8 +14,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive_async
-from chatmemory.core.errors import StoreError
-from chatmemory.stores.base.operations import Operation
+from chatmemory.core.errors import Operation, StoreError
 from chatmemory.stores.base.turns import AsyncLocalTurns
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan
 from chatmemory.stores.langchain4j_redis.executor import layout_error

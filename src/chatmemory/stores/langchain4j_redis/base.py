@@ -13,11 +13,10 @@ from collections.abc import Generator
 from typing import Any, TypeVar, cast
 
 from chatmemory.core.driving import Steps
-from chatmemory.core.errors import HistoryNotEnabledError, StoreError
+from chatmemory.core.errors import HistoryNotEnabledError, Operation, StoreError
 from chatmemory.core.history import HistoryQuery, history_query
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import validate_memory_id
 from chatmemory.stores._optional import require
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 from chatmemory.stores.langchain4j_redis.commands import Command

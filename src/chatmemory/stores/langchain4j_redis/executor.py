@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive
-from chatmemory.core.errors import StoreError
-from chatmemory.stores.base.operations import Operation
+from chatmemory.core.errors import Operation, StoreError
 from chatmemory.stores.base.turns import LocalTurns
 from chatmemory.stores.langchain4j_redis.commands import Command, LayoutWrite, Scan
 from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of

@@ -15,7 +15,7 @@ from __future__ import annotations
 import binascii
 import functools
 
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import validate_memory_id
 
 __all__ = [
     "HISTORY_MARK",

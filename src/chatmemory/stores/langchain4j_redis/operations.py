@@ -18,14 +18,12 @@ from typing import TypeVar
 
 from chatmemory import telemetry
 from chatmemory.core.driving import Sleep, Steps
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, Operation, StoreError
 from chatmemory.core.history import HistoryPage, HistoryQuery, history_appends
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.recorded_writes import recorded_parts
-from chatmemory.core.store import Change, Snapshot
+from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.serialization.native import dumps_message
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.langchain4j_redis.commands import Command, Get, Scan, Script, Set, SetIfAbsent
 from chatmemory.stores.langchain4j_redis.keys import (

@@ -9,13 +9,11 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Iterator
 
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Change, Snapshot
-from chatmemory.stores.base.lifecycle import StoreLifecycle
-from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.core.store import Change, Snapshot, validate_memory_id
+from chatmemory.stores.base.facade import StoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.turns import modify_in_turn
 from chatmemory.stores.langchain4j_redis.base import LangChain4jStoreBase
 from chatmemory.stores.langchain4j_redis.executor import LangChain4jExecutor

@@ -3,8 +3,8 @@
 :class:`AsyncExecutor` sends each command an operation yields and runs a ``Sleep`` with ``asyncio.sleep``;
 a driver failure is made the store's error (:func:`~chatmemory.stores.mongodb.executor.failure`) before it
 is thrown back in. Commands are admitted first come, first served, as many at once as the client's pool
-has connections (:mod:`chatmemory.aio.stores.admission`); built from a URL, the store keeps a client per
-event loop (:mod:`chatmemory.aio.stores.loops`). The public class is
+has connections (:mod:`chatmemory.stores.base.aio`); built from a URL, the store keeps a client per
+event loop (:mod:`chatmemory.stores.base.aio`). The public class is
 :class:`chatmemory.aio.stores.mongodb.MongoChatMemoryStore`.
 """
 
@@ -15,12 +15,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from chatmemory.aio.stores.admission import Admission
-from chatmemory.aio.stores.loops import PerLoop
 from chatmemory.core.driving import Sleep, Steps, drive_async
 from chatmemory.core.errors import StoreError
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation
+from chatmemory.stores.base.aio import Admission, PerLoop
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 

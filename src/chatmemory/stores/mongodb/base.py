@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from chatmemory.core.errors import StoreError
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds

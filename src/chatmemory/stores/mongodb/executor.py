@@ -14,8 +14,8 @@ import time
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive
+from chatmemory.core.errors import Operation
 from chatmemory.stores._optional import require
-from chatmemory.stores.base.operations import Operation
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 

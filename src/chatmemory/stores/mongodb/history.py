@@ -17,11 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from chatmemory.core.errors import CorruptedMemoryError
+from chatmemory.core.errors import CorruptedMemoryError, Operation
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery, UnrestorableHistoryError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.records import PLAIN, RecordCodec
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.mongodb.commands import Command, Result, Target, call
 from chatmemory.stores.mongodb.layout import (
     COPY_AT_BYTES,

@@ -20,11 +20,10 @@ from operator import is_
 from typing import Any, Final, TypeGuard
 
 from chatmemory import telemetry
-from chatmemory.core.errors import CorruptedMemoryError, StoreError
+from chatmemory.core.errors import CorruptedMemoryError, Operation, StoreError
 from chatmemory.core.messages import ChatMessage, SystemMessage, checked_messages
-from chatmemory.core.sequence_diff import diff_messages
+from chatmemory.core.window import diff_messages
 from chatmemory.serialization.records import PLAIN, RecordCodec
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.mongodb.commands import Result, Target, call
 
 Document = dict[str, Any]

@@ -20,10 +20,9 @@ from chatmemory import telemetry
 from chatmemory.core.driving import Sleep, Steps
 from chatmemory.core.errors import ConcurrentUpdateError, HistoryNotEnabledError, SerializationError, StoreError
 from chatmemory.core.history import HistoryEntry, HistoryPage, checked_restore, history_query, trim_cutoff
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
-from chatmemory.core.store import Change, Snapshot
+from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stored_memories import NewMemory, StoredMemory

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from chatmemory import telemetry
-from chatmemory.core.errors import CorruptedMemoryError, StoreError
+from chatmemory.core.errors import CorruptedMemoryError, Operation, StoreError
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.stored_memories import StoredMemory
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.mongodb.commands import Command, Result, Target, call
 from chatmemory.stores.mongodb.layout import WRITE_PROJECTION, Document, MemoryState, MongoLayout, Record, raw_records
 

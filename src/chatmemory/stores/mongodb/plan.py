@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from chatmemory import telemetry
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import history_appends
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.base.versions import new_incarnation, next_version
 from chatmemory.stores.mongodb.commands import Command, Result, Target, call

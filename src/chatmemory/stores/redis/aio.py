@@ -5,7 +5,7 @@ driver exception (:func:`~.executor.store_error`) before it is thrown back into 
 runs with ``asyncio.sleep``. As in :mod:`.executor`: ``EVAL`` after ``NOSCRIPT``, a command sent again
 while a cluster slot migrates, a write with its ``WAIT`` on one connection of the slot's owner, a batch
 in one pipeline. A :class:`RedisGate` initializes a cluster client once and admits commands in order, no
-more at once than the client has connections (:mod:`chatmemory.aio.stores.admission`); :class:`GatedClient`
+more at once than the client has connections (:mod:`chatmemory.stores.base.aio`); :class:`GatedClient`
 keeps a client and its gate per event loop. Why: *The Redis gate* in ``docs/asyncio.md``. The
 LangChain4j-layout asyncio store sends with these too.
 """
@@ -17,11 +17,9 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from chatmemory.aio.stores.admission import Admission
-from chatmemory.aio.stores.loops import PerLoop
 from chatmemory.core.driving import Sleep, Steps, drive_async
-from chatmemory.core.errors import StoreError
-from chatmemory.stores.base.operations import Operation
+from chatmemory.core.errors import Operation, StoreError
+from chatmemory.stores.base.aio import Admission, PerLoop
 from chatmemory.stores.redis.base import ClientTarget, StoreOptions
 from chatmemory.stores.redis.commands import Acknowledged, Command, Pipelined, Request, Scan, ScriptCall
 from chatmemory.stores.redis.executor import (
@@ -123,7 +121,7 @@ async def _close(on: _OnLoop) -> None:
 class GatedClient:
     """What the asyncio Redis stores do with their clients: one per event loop, sent through a :class:`RedisGate`.
 
-    A store built from a URL makes a client per event loop (:class:`~chatmemory.aio.stores.loops.PerLoop`),
+    A store built from a URL makes a client per event loop (:class:`~chatmemory.stores.base.aio.PerLoop`),
     so ``asyncio.run`` twice, or several threads each running its own loop, share one store. A client the
     caller passed in serves the first loop only: on another the store raises
     :class:`~chatmemory.core.errors.StoreError` at once, naming the fix.

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from chatmemory.core.driving import Steps
 from chatmemory.core.errors import HistoryNotEnabledError
 from chatmemory.core.history import HistoryEntry, HistoryQuery, checked_restore, history_query
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base.options import (
     TTL,
@@ -27,8 +27,8 @@ from chatmemory.stores.base.options import (
     validate_prefix,
     validate_snapshot_cache_size,
 )
-from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
+from chatmemory.stores.base.versions import SnapshotCache
 from chatmemory.stores.redis.commands import Command, Replication, positive_seconds
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.operations import Operations

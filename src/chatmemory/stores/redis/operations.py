@@ -18,18 +18,16 @@ from typing import Any, TypeVar
 
 from chatmemory import telemetry
 from chatmemory.core.driving import Sleep, Steps
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, Operation, StoreError
 from chatmemory.core.history import HistoryEntry, HistoryPage, HistoryQuery
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
 from chatmemory.core.recorded_writes import recorded_parts
-from chatmemory.core.store import Change, Snapshot
+from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stored_memories import NewMemory, StoredMemory
-from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.snapshot_cache import SnapshotCache
 from chatmemory.stores.base.turns import LockOptions
+from chatmemory.stores.base.versions import SnapshotCache
 from chatmemory.stores.redis.commands import (
     Acknowledged,
     Call,

@@ -22,11 +22,11 @@ from enum import Enum
 from typing import NamedTuple
 
 from chatmemory import telemetry
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import HistoryEntry, HistoryQuery, UnrestorableHistoryError, trim_cutoff
 from chatmemory.core.messages import ChatMessage, require_message
-from chatmemory.core.sequence_diff import diff_messages, window_shift
+from chatmemory.core.window import diff_messages, window_shift
 from chatmemory.serialization.records import PLAIN, RecordCodec
-from chatmemory.stores.base.operations import Operation
 from chatmemory.stores.redis.commands import ScriptCall
 from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.outcomes import (

@@ -12,17 +12,14 @@ import datetime
 from collections.abc import Iterable, Iterator, Sequence
 
 from chatmemory.core.driving import drive
-from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.errors import ConcurrentUpdateError, Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.store import Change, Snapshot
+from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
 from chatmemory.stored_memories import NewMemory, StoredMemory
-from chatmemory.stores.base.lifecycle import StoreLifecycle
-from chatmemory.stores.base.operations import Operation
-from chatmemory.stores.base.telemetry import StoreTelemetry
+from chatmemory.stores.base.facade import StoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 from chatmemory.stores.redis.base import RedisStoreBase
 from chatmemory.stores.redis.executor import DRIVER_ERRORS, RedisExecutor, store_error

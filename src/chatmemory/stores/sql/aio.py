@@ -3,7 +3,7 @@
 :class:`AsyncExecutor` drives an operation on the ``AsyncEngine``'s ``sync_engine`` in one greenlet (as
 ``AsyncConnection.run_sync`` does): the same commands sent the same way (driver errors translated as the
 blocking executor's), a retry's backoff awaiting ``asyncio.sleep``; on a bounded queue pool, operations
-are admitted in the order they began, ``pool_size`` at a time (:mod:`chatmemory.aio.stores.admission`).
+are admitted in the order they began, ``pool_size`` at a time (:mod:`chatmemory.stores.base.aio`).
 :class:`ThreadExecutor` (SQLite from a URL) drives each operation on a worker thread of the store with
 the ``sqlite3`` engine, where aiosqlite would make every cursor, statement and commit a trip of its own.
 A cancelled operation leaves its connection invalidated or back in the pool before the cancellation goes
@@ -25,8 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import Pool, QueuePool
 from sqlalchemy.util import greenlet_spawn
 
-from chatmemory.aio.stores.admission import Admission
 from chatmemory.core.driving import Steps, drive, drive_async_iter
+from chatmemory.stores.base.aio import Admission
 from chatmemory.stores.sql.commands import Command
 from chatmemory.stores.sql.engine import WriterQueue
 from chatmemory.stores.sql.executor import Executor, QueuedSession, Session, max_overflow

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from sqlalchemy import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 
-from chatmemory.core.memory_id import validate_memory_id
+from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization.records import RecordCodec, codec_of
 from chatmemory.stores.base import TTL, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import history_ttl_seconds

@@ -29,8 +29,8 @@ from chatmemory.core.history import (
     history_query,
     trim_cutoff,
 )
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage, checked_messages
+from chatmemory.core.store import validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory, StoredMemory

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from chatmemory.core.driving import Emit, Sleep, Steps
 from chatmemory.core.errors import CorruptedMemoryError, HistoryNotEnabledError, UnsupportedFormatVersionError
-from chatmemory.core.memory_id import validate_memory_id
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.recorded_writes import recorded_parts
-from chatmemory.core.store import Snapshot
+from chatmemory.core.store import Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed, require_keyring, reseal_plan
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import gt, itemgetter
@@ -456,7 +457,9 @@ class WriteLoop:
         self._request = request
         self._operation = operation
         self._memory_id = memory_id if request is None else request.memory_id
-        self._attempts: Attempts = policy.start()
+        self._policy = policy
+        self._started = time.monotonic()
+        self._attempts: Attempts | None = None  # made at the first retry: most writes never need one
         self._disconnects = 0
         self._last_error: SQLFailure | None = None
         self._conflicted = False
@@ -510,14 +513,17 @@ class WriteLoop:
         error, self._last_error = self._last_error, None
         conflicted, self._conflicted = self._conflicted, False
         if (error is None and not conflicted) or (error is not None and error.kind is Failure.LOST):
-            self._attempts.again()
+            Attempts.again()
             return 0.0
-        delay = self._attempts.backoff()
+        attempts = self._attempts
+        if attempts is None:
+            attempts = self._attempts = self._policy.start(started=self._started)
+        delay = attempts.backoff()
         if delay is None:
             raise StoreError(
                 self._operation,
                 self._memory_id,
-                f"conflicted with other writers on each of {self._attempts.count} attempts",
+                f"conflicted with other writers on each of {attempts.count} attempts",
             ) from (None if error is None else error.__cause__)
         return delay
 

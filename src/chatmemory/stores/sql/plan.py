@@ -19,7 +19,7 @@ from typing import Any
 
 from chatmemory import telemetry
 from chatmemory.core.messages import ChatMessage, checked_messages
-from chatmemory.core.sequence_diff import diff_messages, window_shift
+from chatmemory.core.window import diff_messages, window_shift
 from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stores.base.versions import new_incarnation, next_version
 from chatmemory.stores.sql.outcomes import CachedSnapshot, Conflict, LockedHead, Written

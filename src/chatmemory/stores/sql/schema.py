@@ -48,8 +48,11 @@ from sqlalchemy.engine import URL  # noqa: E402
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError  # noqa: E402
 from sqlalchemy.types import TypeEngine  # noqa: E402
 
-from chatmemory.core.errors import SchemaVersionError, StoreError  # noqa: E402
-from chatmemory.stores.base.operations import Operation  # noqa: E402
+from chatmemory.core.errors import (  # noqa: E402
+    Operation,
+    SchemaVersionError,
+    StoreError,
+)
 from chatmemory.stores.sql.dialect import SQLITE, MemoryIdType, dialect_family, dialect_of, lost_connection  # noqa: E402
 
 __all__ = [

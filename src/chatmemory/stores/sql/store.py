@@ -28,13 +28,15 @@ from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency c
 
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
-from chatmemory.core.memory_id import validate_memory_id  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
-from chatmemory.core.store import Snapshot  # noqa: E402
+from chatmemory.core.store import (  # noqa: E402
+    Snapshot,
+    validate_memory_id,
+)
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
 from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
-from chatmemory.stores.base.telemetry import StoreTelemetry  # noqa: E402
+from chatmemory.stores.base.facade import StoreTelemetry  # noqa: E402
 from chatmemory.stores.base.turns import LocalTurns  # noqa: E402
 from chatmemory.stores.sql.base import SQLStoreBase  # noqa: E402
 from chatmemory.stores.sql.engine import engine_from_url, writer_queue_for  # noqa: E402

@@ -1,15 +1,12 @@
-"""One span, latency sample and DEBUG line per public store call, as decorators every executor shares.
+"""What every public store class shares: closing and ``with``, and one span, latency sample and DEBUG line per call.
 
-An executor names its backend and logger once (``_traced = StoreTelemetry("redis", __name__)``) and
-decorates each public method with one line: ``@_traced("load")``, ``@_traced.iterator("list")``, and on
-asyncio :meth:`StoreTelemetry.coroutine` and :meth:`StoreTelemetry.async_iterator`. The decorator opens
-:func:`chatmemory.telemetry.operation` around the call (the memory id is its first argument), records
-``attempts=1``, the result's version (``load``, ``save``, ``modify``) or count (``purge_expired``), and
-counts a :class:`~chatmemory.ConcurrentUpdateError` leaving the call as a conflict. The rest is reported
-from shared, sans-IO code while the operation is current: the retry policy counts retries and attempts
-(:mod:`~chatmemory.stores.base.retry`), plans note what a write sends (:func:`chatmemory.telemetry.note_write`)
-and what a read received. A store method calling another public method of the same store
-(``get_messages`` calling ``load``) stays one operation.
+:class:`StoreLifecycle` / :class:`AsyncStoreLifecycle`: ``close()`` releases what the store owns once; a
+later call raises ``StoreError``. :class:`StoreTelemetry`: an executor names its backend and logger once
+(``_traced = StoreTelemetry("redis", __name__)``) and decorates each public method with one line
+(``@_traced("load")``, ``.iterator``, ``.coroutine``, ``.async_iterator``): the call runs inside
+:func:`chatmemory.telemetry.operation`, with ``attempts=1``, the result's version or count, and a
+:class:`~chatmemory.ConcurrentUpdateError` counted as a conflict; a public method calling another of
+the same store stays one operation.
 """
 
 from __future__ import annotations
@@ -17,14 +14,95 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from chatmemory.core.errors import ConcurrentUpdateError
+from chatmemory.core.errors import ConcurrentUpdateError, StoreError
 from chatmemory.core.history import HistoryPage
 from chatmemory.core.store import Snapshot
 from chatmemory.telemetry import Operation, _current, operation
 
-__all__ = ["StoreTelemetry"]
+__all__ = ["AsyncStoreLifecycle", "StoreLifecycle", "StoreTelemetry"]
+
+_Sync = TypeVar("_Sync", bound="StoreLifecycle")
+_Async = TypeVar("_Async", bound="AsyncStoreLifecycle")
+
+_CLOSED = "the store is closed; create a new store (a closed store never reconnects)"
+
+
+class StoreLifecycle:
+    """Mixin: ``close()`` releases what the store owns once; any later use raises ``StoreError``.
+
+    A subclass sets ``self._owns_client`` in ``__init__`` and implements :meth:`_release` (close the
+    client, dispose of the engine) and calls :meth:`_check_open` at the start of each operation.
+    """
+
+    _closed: bool = False
+    _owns_client: bool = False
+
+    def _release(self) -> None:
+        """Close the client or engine the store built itself; called once, by :meth:`close`."""
+
+    def _check_open(self, operation: str, memory_id: str | None = None) -> None:
+        if self._closed:
+            raise StoreError(operation, memory_id, _CLOSED)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the client or engine if the store built it from a URL; one passed in is left open."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._release()
+
+    def __enter__(self: _Sync) -> _Sync:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class AsyncStoreLifecycle:
+    """The asyncio twin of :class:`StoreLifecycle`: ``await store.aclose()`` and ``async with store``."""
+
+    _closed: bool = False
+    _owns_client: bool = False
+
+    async def _release(self) -> None:
+        """Close the client or engine the store built itself; awaited once, by :meth:`aclose`."""
+
+    def _check_open(self, operation: str, memory_id: str | None = None) -> None:
+        if self._closed:
+            raise StoreError(operation, memory_id, _CLOSED)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    async def aclose(self) -> None:
+        """Close the client or engine if the store built it from a URL; one passed in is left open."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await self._release()
+
+    async def __aenter__(self: _Async) -> _Async:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
 
 S = TypeVar("S")
 P = ParamSpec("P")
