@@ -41,7 +41,10 @@ class Result(enum.Enum):
     ROWS = "rows"
     """Every row, each readable by column label (a SQLAlchemy statement's)."""
     RECORDS = "records"
-    """Every row of driver SQL, each a sequence of its columns (the window read's ``(seq, payload)``)."""
+    """Every row as the driver gives it, each a sequence of its columns (the window read's ``(seq, payload)``).
+
+    For a SQLAlchemy statement too: no result processing and no SQLAlchemy row per record (a batch
+    read's message rows, whose columns need none)."""
     FIRST = "first"
     """The first row, or ``None``."""
     SCALAR = "scalar"
@@ -115,8 +118,13 @@ def result_of(kind: Result, result: Any) -> Any:
     """What an operation receives, as ``kind`` says, from a SQLAlchemy result (sync or asyncio, buffered)."""
     if kind is Result.ROWCOUNT:
         return int(result.rowcount)
-    if kind is Result.ROWS or kind is Result.RECORDS:
+    if kind is Result.ROWS:
         return result.all()
+    if kind is Result.RECORDS:
+        try:
+            return result.cursor.fetchall()
+        finally:
+            result.close()
     if kind is Result.FIRST:
         return result.first()
     if kind is Result.SCALAR:

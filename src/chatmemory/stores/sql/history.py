@@ -335,7 +335,7 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
         headless = sorted(set(ids) - {row[0] for row in heads})
         if live_heads:
             stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in live_heads}
-            rows = yield Statement(statements.rows, {"p_ids": list(live_heads)}, Result.ROWS)
+            rows = yield Statement(statements.rows, {"p_ids": list(live_heads)}, Result.RECORDS)
             for raw_id, seq, payload in rows:
                 records[stored_ids[bytes(raw_id)]].append((seq, bytes(payload)))
         if headless:
