@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from chatmemory.core.errors import CorruptedMemoryError, EncryptionKeyError, PlaintextRecordError
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.optional import require
 from chatmemory.serialization.native import dumps_message, loads_message
 from chatmemory.serialization.records import SEALED_MAGIC, RecordCodec
-from chatmemory.stores._optional import require
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

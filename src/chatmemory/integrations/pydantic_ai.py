@@ -37,8 +37,8 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.core.optional import require
 from chatmemory.serialization.leftovers import thaw
-from chatmemory.stores._optional import require
 
 require("pydantic_ai", feature="chatmemory.integrations.pydantic_ai", extra="pydantic-ai")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 
 require("alembic", feature="chatmemory migrations", extra="sql")
 

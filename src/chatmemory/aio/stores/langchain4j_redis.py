@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterable
 from chatmemory.core.errors import Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryPage
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.optional import require
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
-from chatmemory.stores._optional import require
 from chatmemory.stores.base.facade import AsyncStoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.turns import modify_in_turn_async
 

@@ -19,11 +19,11 @@ from chatmemory.core.driving import Steps, drive_async
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
+from chatmemory.core.optional import require
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
 from chatmemory.stored_memories import NewMemory, StoredMemory
-from chatmemory.stores._optional import require
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.facade import StoreTelemetry
 from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async

@@ -11,7 +11,7 @@ it raises :class:`~chatmemory.MissingDependencyError` naming the command).
 
 from __future__ import annotations
 
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 
 require("langchain_core", feature="chatmemory.integrations.langchain", extra="langchain")
 

@@ -33,8 +33,8 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.core.optional import require
 from chatmemory.serialization.leftovers import thaw
-from chatmemory.stores._optional import require
 
 require("langchain_core", feature="chatmemory.integrations.langchain", extra="langchain")
 

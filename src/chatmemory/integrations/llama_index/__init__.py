@@ -11,7 +11,7 @@ without it raises :class:`~chatmemory.MissingDependencyError` naming the command
 
 from __future__ import annotations
 
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 
 require("llama_index.core", feature="chatmemory.integrations.llama_index", extra="llama-index")
 

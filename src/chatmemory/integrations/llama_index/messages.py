@@ -35,8 +35,8 @@ from chatmemory.core.messages import (
     UserMessage,
     VideoContent,
 )
+from chatmemory.core.optional import require
 from chatmemory.serialization.leftovers import thaw
-from chatmemory.stores._optional import require
 
 require("llama_index.core", feature="chatmemory.integrations.llama_index", extra="llama-index")
 

@@ -11,6 +11,7 @@ from typing import Any
 from chatmemory.aio.memory import MessageWindowChatMemory, TokenWindowChatMemory, run_steps_async
 from chatmemory.aio.store import ChatMemoryStore, SupportsLockedUpdate, SupportsVersioning
 from chatmemory.core.memory_steps import WindowRules
+from chatmemory.core.optional import require
 from chatmemory.core.retry import RetryPolicy
 from chatmemory.core.store import validate_memory_id
 from chatmemory.core.token_estimators import TokenCountEstimator
@@ -25,7 +26,6 @@ from chatmemory.integrations.openai_agents.steps import (
     get_items_steps,
     pop_item_steps,
 )
-from chatmemory.stores._optional import require
 
 _session_settings = require("agents.memory.session_settings", feature="ChatMemorySession", extra="openai-agents")
 SessionSettings = _session_settings.SessionSettings

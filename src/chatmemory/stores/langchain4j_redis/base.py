@@ -15,8 +15,8 @@ from typing import Any, TypeVar, cast
 from chatmemory.core.driving import Steps
 from chatmemory.core.errors import HistoryNotEnabledError, Operation, StoreError
 from chatmemory.core.history import HistoryQuery, history_query
+from chatmemory.core.optional import require
 from chatmemory.core.store import validate_memory_id
-from chatmemory.stores._optional import require
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 from chatmemory.stores.langchain4j_redis.commands import Command

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive_async
 from chatmemory.core.errors import StoreError
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 from chatmemory.stores.base import Operation
 from chatmemory.stores.base.aio import Admission, PerLoop
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from chatmemory.core.errors import StoreError
+from chatmemory.core.optional import require
 from chatmemory.core.store import validate_memory_id
 from chatmemory.serialization.records import RecordCodec, codec_of
-from chatmemory.stores._optional import require
 from chatmemory.stores.base import Operation, RetryPolicy, SnapshotCache, ttl_seconds
 from chatmemory.stores.base.options import TTL, history_ttl_seconds
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions

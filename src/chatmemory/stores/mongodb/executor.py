@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive
 from chatmemory.core.errors import Operation
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive
 from chatmemory.core.errors import ChatMemoryError, CorruptedMemoryError, Operation, StoreError
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 from chatmemory.stores.redis.base import ClientTarget, StoreOptions
 from chatmemory.stores.redis.commands import Acknowledged, Command, Pipelined, Request, Scan, ScriptCall
 from chatmemory.stores.redis.operations import acknowledged

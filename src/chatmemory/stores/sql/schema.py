@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from chatmemory.stores._optional import require
+from chatmemory.core.optional import require
 
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 

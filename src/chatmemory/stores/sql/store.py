@@ -19,8 +19,8 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
+from chatmemory.core.optional import require
 from chatmemory.serialization.records import Resealed
-from chatmemory.stores._optional import require
 
 require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 
