@@ -45,15 +45,10 @@ MODULE_PAIRS = [
 # The asyncio name of a sync member, where Python's convention renames it (``aclose``, as in contextlib).
 RENAMED = {"close": "aclose"}
 
-# The reasons of the differences that remain (one line each).
-_BATCHES = "read_batch and create_batch serve the sync transfer commands (chatmemory import/export) only"
-
-# Differences known today, each with why. Keys are what ``differences()`` reports. Align a pair and its
-# entry must go (the test fails while it stays); a new difference fails until aligned or listed here.
-KNOWN_DIFFERENCES: dict[str, str] = {
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.create_batch: only in sync": _BATCHES,
-    "chatmemory.aio.stores.sql.SQLChatMemoryStore.read_batch: only in sync": _BATCHES,
-}
+# Differences known today, each with why (none at present). Keys are what ``differences()`` reports. Align
+# a pair and its entry must go (the test fails while it stays); a new difference fails until aligned or
+# listed here.
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
 # The modules a protocol's cross-reference may name: the twins' homes and the packages exporting them.

@@ -1,16 +1,20 @@
-"""Batch reads and creates of the asyncio Redis store (a server and a cluster) and MongoDB store.
+"""Batch reads and creates of the asyncio Redis (a server and a cluster), MongoDB and SQL stores.
 
 The expectations of ``test_read_batch.py`` and ``test_create_batch.py``, awaited: a batch read gives each
 memory as the one-memory reads give it (and as the blocking store's batch read gives it), absent and
 expired ones as ``None``, damage reported, never raised; a batch create leaves each memory as
 ``save(id, messages, 0)`` then ``expire_at`` would, and leaves a memory that exists alone. A store with
 history creates one by one, a Redis store that waits for replicas too (each write acknowledged). Each
-batch goes to the server in the commands the blocking store sends for it.
+batch goes to the server in the commands the blocking store sends for it. The SQL store runs on SQLite
+from a URL (its worker threads), on an aiosqlite ``AsyncEngine`` passed in, on PostgreSQL (psycopg's
+async mode) and on MariaDB (asyncmy).
 """
 
 from __future__ import annotations
 
 import datetime
+import importlib
+import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -18,17 +22,22 @@ from typing import Any, TypeAlias
 
 import pytest
 from pymongo import MongoClient, monitoring
+from sqlalchemy import Engine, event
 
 from chatmemory import AiMessage, StoreError, SystemMessage, UserMessage
 from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoStore
 from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisStore
+from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stored_memories import NewMemory
 from chatmemory.stores.mongodb import MongoChatMemoryStore
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster, ReplicationError
+from chatmemory.stores.sql import SQLChatMemoryStore
+from chatmemory.stores.sql.engine import engine_from_url
 from support.backends.mongodb import DATABASE, open_async_backend
 from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, private_server, redis_url
+from support.backends.sqlite import AsyncSQLBackend
 from support.mongo7_guard import Mongo7Guard
 
 pytestmark = pytest.mark.asyncio
@@ -37,9 +46,9 @@ UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
 TOLERANCE = datetime.timedelta(seconds=2)
 
-AsyncStore: TypeAlias = "AsyncRedisStore | AsyncMongoStore"
-BlockingStore: TypeAlias = "RedisChatMemoryStore | MongoChatMemoryStore"
-Client: TypeAlias = "Redis | RedisCluster | MongoClient[Any]"
+AsyncStore: TypeAlias = "AsyncRedisStore | AsyncMongoStore | AsyncSQLStore"
+BlockingStore: TypeAlias = "RedisChatMemoryStore | MongoChatMemoryStore | SQLChatMemoryStore"
+Client: TypeAlias = "Redis | RedisCluster | MongoClient[Any] | Engine"
 Make = Callable[..., Awaitable[AsyncStore]]
 Blocking = Callable[[], BlockingStore]
 
@@ -48,6 +57,15 @@ REDIS_KINDS = [
     pytest.param("cluster", marks=pytest.mark.redis_cluster),
 ]
 MONGODB_KINDS = [pytest.param("mongodb", marks=pytest.mark.mongodb)]
+# The asyncio SQL store from a SQLite URL (sqlite3 on its worker threads), on an aiosqlite AsyncEngine
+# passed in, on PostgreSQL (psycopg async) and on MariaDB (asyncmy): each kind a module of support.backends.
+SQL_KINDS = [
+    pytest.param("sqlite", marks=pytest.mark.sqlite),
+    pytest.param("sqlite_aiosqlite", marks=pytest.mark.sqlite),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+SQL_KIND_NAMES = frozenset(str(param.values[0]) for param in SQL_KINDS)
 
 
 def window(n: int) -> list[Any]:
@@ -86,14 +104,35 @@ class Sent(monitoring.CommandListener):
         return taken
 
 
-@pytest.fixture(params=[*REDIS_KINDS, *MONGODB_KINDS])
+@pytest.fixture(params=[*REDIS_KINDS, *MONGODB_KINDS, *SQL_KINDS])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="module")
+def sql_backends() -> Iterator[dict[str, AsyncSQLBackend]]:
+    """The SQL backends the module's tests opened (a SQLite file each, or a server), closed at its end."""
+    opened: dict[str, AsyncSQLBackend] = {}
+    yield opened
+    for backend in opened.values():
+        backend.close()
+
+
 @pytest.fixture
-def url(kind: str) -> str:
+def sql_backend(kind: str, sql_backends: dict[str, AsyncSQLBackend]) -> AsyncSQLBackend | None:
+    """The SQL backend of ``kind`` (``None`` for the other stores)."""
+    if kind not in SQL_KIND_NAMES:
+        return None
+    if kind not in sql_backends:
+        sql_backends[kind] = importlib.import_module(f"support.backends.{kind}").open_async_backend()
+    return sql_backends[kind]
+
+
+@pytest.fixture
+def url(kind: str, sql_backend: AsyncSQLBackend | None) -> str:
     """The URL the asyncio stores are built from (for MongoDB, with the test backend's client options)."""
+    if sql_backend is not None:
+        return sql_backend.url
     if kind == "mongodb":
         return open_async_backend().url
     return cluster_url() if kind == "cluster" else redis_url()
@@ -101,7 +140,13 @@ def url(kind: str) -> str:
 
 @pytest.fixture
 def sync_client(kind: str, url: str) -> Iterator[Client]:
+    """A blocking client of the same server: for SQL, the engine a blocking store would make from the URL."""
     made: Client
+    if kind in SQL_KIND_NAMES:
+        made = engine_from_url(url.replace("sqlite+aiosqlite://", "sqlite://", 1), {})  # the file through sqlite3
+        yield made
+        made.dispose()
+        return
     if kind == "mongodb":
         made = MongoClient(url)
     elif kind == "cluster":
@@ -113,7 +158,9 @@ def sync_client(kind: str, url: str) -> Iterator[Client]:
 
 
 def fresh_place(kind: str) -> str:
-    """Where a store keeps memories no other test sees: a Redis key prefix, a MongoDB collection."""
+    """Where a store keeps memories no other test sees: a Redis key prefix, a MongoDB collection, SQL tables."""
+    if kind in SQL_KIND_NAMES:
+        return f"b{uuid.uuid4().hex[:12]}_"
     return f"memories_{uuid.uuid4().hex}" if kind == "mongodb" else fresh_prefix()
 
 
@@ -130,15 +177,27 @@ def sent() -> Sent:
 
 
 @pytest.fixture
-async def make(kind: str, url: str, sync_client: Client, guard: Mongo7Guard, sent: Sent) -> AsyncIterator[Make]:
-    """Builds asyncio stores from the URL, each in a fresh place unless given one; closes and drops them."""
+async def make(
+    kind: str,
+    url: str,
+    sync_client: Client,
+    sql_backend: AsyncSQLBackend | None,
+    guard: Mongo7Guard,
+    sent: Sent,
+) -> AsyncIterator[Make]:
+    """Builds asyncio stores from the URL (SQL: as the backend does), each in a fresh place unless given one;
+    closes and drops them."""
     made: list[AsyncStore] = []
     places: list[str] = []
 
     async def build(place: str | None = None, **options: Any) -> AsyncStore:
         places.append(place or fresh_place(kind))
         store: AsyncStore
-        if kind == "mongodb":
+        if sql_backend is not None:
+            built = await sql_backend.make_store(table_prefix=places[-1], **options)
+            assert isinstance(built, AsyncSQLStore)
+            store = built
+        elif kind == "mongodb":
             listeners = {"event_listeners": [guard, sent]}
             store = AsyncMongoStore(url, database=DATABASE, collection=places[-1], client_options=listeners, **options)
         else:
@@ -149,8 +208,13 @@ async def make(kind: str, url: str, sync_client: Client, guard: Mongo7Guard, sen
     yield build
     for store in made:
         await store.aclose()
+        if isinstance(store, AsyncSQLStore):
+            await store.engine.dispose()  # an engine passed in stays open when the store closes
     for place in places:
-        if isinstance(sync_client, MongoClient):
+        if isinstance(sync_client, Engine):
+            with SQLChatMemoryStore(sync_client, table_prefix=place) as dropping:
+                dropping.drop_schema()
+        elif isinstance(sync_client, MongoClient):
             database = sync_client[DATABASE]
             for name in database.list_collection_names():
                 if name.startswith(place):
@@ -172,23 +236,38 @@ async def store(make: Make, place: str) -> AsyncStore:
 
 
 @pytest.fixture
-def blocking(sync_client: Client, place: str) -> Blocking:
-    """Builds the blocking store of the ``store`` fixture's memories."""
+def blocking(sync_client: Client, place: str) -> Iterator[Blocking]:
+    """Builds the blocking store of the ``store`` fixture's memories (closed after the test)."""
+    made: list[BlockingStore] = []
 
     def build() -> BlockingStore:
-        if isinstance(sync_client, MongoClient):
-            return MongoChatMemoryStore(sync_client, database=DATABASE, collection=place)
-        return RedisChatMemoryStore(sync_client, key_prefix=place)
+        store: BlockingStore
+        if isinstance(sync_client, Engine):
+            store = SQLChatMemoryStore(sync_client, table_prefix=place)
+        elif isinstance(sync_client, MongoClient):
+            store = MongoChatMemoryStore(sync_client, database=DATABASE, collection=place)
+        else:
+            store = RedisChatMemoryStore(sync_client, key_prefix=place)
+        made.append(store)
+        return store
 
-    return build
+    yield build
+    for store in made:
+        store.close()
 
 
 async def damage(store: AsyncStore, sync_client: Client, memory_id: str) -> None:
     """Break ``memory_id`` beyond what a read accepts (as ``test_read_batch.py`` does)."""
     if isinstance(store, AsyncMongoStore):
         await store.collection.update_one({"_id": memory_id}, {"$set": {"messages": 3}})
+    elif isinstance(store, AsyncSQLStore):  # its message rows without their head row
+        assert isinstance(sync_client, Engine)
+        memories = store._tables.memories
+        with SQLChatMemoryStore(sync_client, table_prefix=store.table_prefix) as breaking:
+            with breaking._transaction() as connection:
+                connection.execute(memories.delete().where(memories.c.memory_id == memory_id))
     else:
-        assert not isinstance(sync_client, MongoClient)
+        assert isinstance(sync_client, (Redis, RedisCluster))
         sync_client.delete(store._key_space.keys_of(memory_id).meta)
 
 
@@ -242,7 +321,7 @@ async def test_a_damaged_memory_is_reported_with_its_damage_never_left_out(
     fine, broken = await store.read_batch(["fine", "broken"])
     assert fine is not None and fine.damage is None and len(fine.records) == 3
     assert broken is not None and broken.damage
-    if isinstance(store, AsyncRedisStore):  # a MongoDB document whose messages are no array has no records
+    if not isinstance(store, AsyncMongoStore):  # a MongoDB document whose messages are no array has no records
         assert broken.records == await store.read_raw("broken")
     assert blocking().read_batch(["fine", "broken"]) == [fine, broken]
 
@@ -432,3 +511,88 @@ async def test_scripts_the_server_forgot_are_sent_again_in_full() -> None:
             assert there is not None and there.records == [dumps_message(m) for m in window(2)]
             assert new is not None and new.version == versions[1] and new.times is not None
             assert new.times.expires_at is None
+
+
+class Statements:
+    """The statements an engine sends to the tables of one prefix, the prefix taken out (and whether many).
+
+    Named placeholders read as positional ones: asyncmy's are ``%s`` where PyMySQL's are ``%(name)s``.
+    """
+
+    def __init__(self, engine: Engine, prefix: str) -> None:
+        self._engine = engine
+        self._prefix = prefix
+        self.sent: list[tuple[str, bool]] = []  # by one thread at a time: the stores' calls are awaited in turn
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if self._prefix in statement:
+            plain = re.sub(r"%\([^)]*\)s", "%s", statement.replace(self._prefix, "<prefix>"))
+            self.sent.append((plain, executemany))
+
+    def take(self) -> list[tuple[str, bool]]:
+        taken, self.sent = self.sent, []
+        return taken
+
+    def remove(self) -> None:
+        event.remove(self._engine, "before_cursor_execute", self._seen)
+
+
+@pytest.mark.parametrize("kind", SQL_KINDS, indirect=True)
+async def test_a_batch_goes_in_the_statements_the_blocking_store_sends(
+    make: Make, kind: str, sync_client: Engine
+) -> None:
+    """A batch read is a ``SELECT`` of the head rows and one of their rows, a batch create one transaction
+    of the lookups and one ``executemany`` each of head and message rows: from the asyncio store as from
+    the blocking one, on each driver."""
+    at = datetime.datetime.now(UTC) + HOUR
+    steps: list[Callable[[Any], Any]] = [
+        lambda store: store.update_messages("there", window(2)),
+        lambda store: store.create_batch([NewMemory("a", window(1)), NewMemory("b", window(2), True, at)]),
+        lambda store: store.create_batch([NewMemory("there", window(1)), NewMemory("c", window(3))]),
+        lambda store: store.read_batch(["a", "b", "c", "there", "absent"]),
+    ]
+    store = await make()
+    assert isinstance(store, AsyncSQLStore)
+    await store.load("warm")  # the schema checked before the statements are counted
+    statements = Statements(store._thread_engine or store.engine.sync_engine, store.table_prefix)
+    try:
+        awaited = [(await step(store), statements.take()) for step in steps]
+    finally:
+        statements.remove()
+    place = fresh_place(kind)
+    await make(place)  # its tables
+    with SQLChatMemoryStore(sync_client, table_prefix=place) as blocking:
+        blocking.load("warm")
+        blocking_statements = Statements(sync_client, place)
+        try:
+            blocked = [(step(blocking), blocking_statements.take()) for step in steps]
+        finally:
+            blocking_statements.remove()
+    assert [sent for _, sent in awaited] == [sent for _, sent in blocked]
+    created = [[version is None for version in value] for value, _ in awaited[1:3]]
+    assert created == [[version is None for version in value] for value, _ in blocked[1:3]]
+    assert created == [[False, False], [True, False]]  # versions are the database's clock: they differ
+    assert sum(many for _, many in awaited[1][1]) == 2  # the head rows and the message rows, each in one
+    assert len(awaited[3][1]) == 3  # heads, their rows, and the stray rows of the absent id
+    read = awaited[3][0]
+    assert [stored is None for stored in read] == [False, False, False, False, True]
+    assert read[1].times is not None and close_to(read[1].times.expires_at, at)
+
+
+@pytest.mark.parametrize("kind", SQL_KINDS, indirect=True)
+async def test_rows_without_their_head_row_are_left_as_the_blocking_store_leaves_them(
+    store: AsyncSQLStore, sync_client: Engine, blocking: Blocking
+) -> None:
+    """Stray rows send their id through ``save`` one by one, which refuses it: ``None``, nothing written."""
+    await store.update_messages("strays", window(3))
+    await damage(store, sync_client, "strays")
+    rows = await store.read_raw("strays")
+    versions = await store.create_batch([NewMemory("strays", window(1)), NewMemory("new", window(2))])
+    assert versions[0] is None and versions[1] is not None
+    assert await store.read_raw("strays") == rows
+    strays, new = await store.read_batch(["strays", "new"])
+    assert strays is not None and strays.damage and strays.records == rows
+    assert new is not None and new.version == versions[1]
+    assert blocking().create_batch([NewMemory("strays", window(1))]) == [None]
+    assert blocking().read_batch(["strays", "new"]) == [strays, new]

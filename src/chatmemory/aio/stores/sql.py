@@ -20,8 +20,8 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
+from chatmemory.core.optional import require
 from chatmemory.serialization.records import Resealed
-from chatmemory.stores._optional import require
 
 require("sqlalchemy", feature="chatmemory.aio.stores.sql.SQLChatMemoryStore", extra="sql")
 
@@ -31,7 +31,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util import greenlet_spawn  # noqa: E402
 
 from chatmemory.core.driving import Steps  # noqa: E402
-from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
+from chatmemory.core.errors import (  # noqa: E402
+    ChatMemoryError,
+    ConcurrentUpdateError,
+    CorruptedMemoryError,
+    StoreError,
+)
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import (  # noqa: E402
@@ -39,6 +44,7 @@ from chatmemory.core.store import (  # noqa: E402
     validate_memory_id,
 )
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
+from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.aio import PerLoop  # noqa: E402
 from chatmemory.stores.base.facade import StoreTelemetry  # noqa: E402
@@ -347,7 +353,49 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLStoreBase[AsyncEngine]):
         """When ``memory_id`` was last written and when it expires (the database's clock); ``None`` if absent."""
         return await self._run(self._operations.memory_times(memory_id))
 
+    @_traced.coroutine("read_batch")
+    async def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
+        """``memory_ids`` as stored (records, version, times) in two statements; ``None`` for an absent one.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`; ids without a head row take a third
+        statement, which shows their stray rows as damage.
+        """
+        return await self._run(self._operations.read_batch(memory_ids))
+
     # ------------------------------------------------------------------------------------------ writes
+
+    @_traced.coroutine("create_batch")
+    async def create_batch(self, memories: Sequence[NewMemory]) -> list[int | None]:
+        """Create the ``memories`` that do not exist, with their expiries, in one transaction.
+
+        See :class:`chatmemory.stored_memories.SupportsBatchCreates`: each create is conditional on the
+        memory being absent, as ``save(id, messages, 0)`` is; ``None`` for one that exists (or is
+        damaged). An expired memory, one with stray rows, every memory of a store with history, and the
+        whole batch after another writer created one of them meanwhile, go through :meth:`save` one by one.
+        """
+        self._check_open(Operation.WRITE)
+        memories = list(memories)
+        if self._history:
+            return [await self._create_one(memory) for memory in memories]
+        planner = self._operations.planner
+        requests = [planner.request(validate_memory_id(memory.memory_id), memory.messages, 0) for memory in memories]
+        if not requests:
+            return []
+        done = await self._run(self._operations.create_batch(requests, memories))
+        self._cache.forget(*(request.memory_id for request in requests))
+        versions = done.versions
+        for index in done.one_by_one:
+            versions[index] = await self._create_one(memories[index])
+        return versions
+
+    async def _create_one(self, memory: NewMemory) -> int | None:
+        try:
+            version = await self.save(memory.memory_id, memory.messages, 0)
+        except (ConcurrentUpdateError, CorruptedMemoryError):
+            return None  # there already, or damaged: nothing written
+        if memory.sets_expiry:
+            await self.expire_at(memory.memory_id, memory.expires_at)
+        return version
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
