@@ -14,10 +14,11 @@ How the commands use them: docs/cli.md#how-import-and-copy-write-a-memory.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError
 from chatmemory.core.messages import ChatMessage
 from chatmemory.memory_times import MemoryTimes
 
@@ -76,6 +77,50 @@ class NewMemory:
     messages: Sequence[ChatMessage]
     sets_expiry: bool = False
     expires_at: datetime.datetime | None = None
+
+
+class _SavesAndExpires(Protocol):
+    def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int, /) -> int: ...
+
+    def expire_at(self, memory_id: str, when: datetime.datetime | None, /) -> None: ...
+
+
+class _SavesAndExpiresAsync(Protocol):
+    async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int, /) -> int: ...
+
+    async def expire_at(self, memory_id: str, when: datetime.datetime | None, /) -> None: ...
+
+
+def _skipped(skips_damaged: bool) -> tuple[type[Exception], ...]:
+    return (ConcurrentUpdateError, CorruptedMemoryError) if skips_damaged else (ConcurrentUpdateError,)
+
+
+def create_one(store: _SavesAndExpires, memory: NewMemory, *, skips_damaged: bool = True) -> int | None:
+    """Create ``memory`` through ``store``'s own writes: ``save(id, messages, 0)``, then ``expire_at``.
+
+    ``None`` (nothing written) when the memory exists, or is damaged if ``skips_damaged``; a store whose
+    ``save`` reports damage otherwise passes ``False`` and the :class:`CorruptedMemoryError` propagates.
+    """
+    try:
+        version = store.save(memory.memory_id, memory.messages, 0)
+    except _skipped(skips_damaged):
+        return None
+    if memory.sets_expiry:
+        store.expire_at(memory.memory_id, memory.expires_at)
+    return version
+
+
+async def create_one_async(
+    store: _SavesAndExpiresAsync, memory: NewMemory, *, skips_damaged: bool = True
+) -> int | None:
+    """:func:`create_one` with an asyncio store."""
+    try:
+        version = await store.save(memory.memory_id, memory.messages, 0)
+    except _skipped(skips_damaged):
+        return None
+    if memory.sets_expiry:
+        await store.expire_at(memory.memory_id, memory.expires_at)
+    return version
 
 
 @runtime_checkable

@@ -16,14 +16,14 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Steps, drive_async
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.optional import require
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
-from chatmemory.stored_memories import NewMemory, StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory, create_one_async
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation
 from chatmemory.stores.base.facade import StoreTelemetry
 from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
@@ -211,21 +211,12 @@ class MongoChatMemoryStore(AsyncStoreLifecycle, MongoStoreBase[AsyncMongoClient[
         self._check_open(Operation.WRITE)
         memories = list(memories)
         if self._history is not None:
-            return [await self._create_one(memory) for memory in memories]
+            return [await create_one_async(self, memory) for memory in memories]
         done = await self._run(self._ops.create_batch(memories))
         versions = done.versions
         for index in done.one_by_one:
-            versions[index] = await self._create_one(memories[index])
+            versions[index] = await create_one_async(self, memories[index])
         return versions
-
-    async def _create_one(self, memory: NewMemory) -> int | None:
-        try:
-            version = await self.save(memory.memory_id, memory.messages, 0)
-        except (ConcurrentUpdateError, CorruptedMemoryError):
-            return None  # there already, or damaged: nothing written
-        if memory.sets_expiry:
-            await self.expire_at(memory.memory_id, memory.expires_at)
-        return version
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:

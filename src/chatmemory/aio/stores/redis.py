@@ -13,13 +13,13 @@ import datetime
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 from chatmemory.core.driving import drive_async
-from chatmemory.core.errors import ConcurrentUpdateError, Operation
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
-from chatmemory.stored_memories import NewMemory, StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory, create_one_async
 from chatmemory.stores.base.facade import AsyncStoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.turns import AsyncLocalTurns, modify_in_turn_async
 from chatmemory.stores.redis.base import RedisStoreBase
@@ -230,18 +230,9 @@ class RedisChatMemoryStore(AsyncRedisExecutor, AsyncStoreLifecycle, RedisStoreBa
         self._check_open(Operation.WRITE)
         if self._options.replication is not None:
             # Writes that wait for replicas go one by one, each acknowledged as every write of this store is.
-            return [await self._create_one(memory) for memory in memories]
+            return [await create_one_async(self, memory, skips_damaged=False) for memory in memories]
         # The executor sends a Pipelined batch in one pipeline, and any other command as _drive would.
         return await drive_async(self._operations.create_batch(memories), self._perform)
-
-    async def _create_one(self, memory: NewMemory) -> int | None:
-        try:
-            version = await self.save(memory.memory_id, memory.messages, 0)
-        except ConcurrentUpdateError:
-            return None
-        if memory.sets_expiry:
-            await self.expire_at(memory.memory_id, memory.expires_at)
-        return version
 
     @_traced.coroutine("expire_at")
     async def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:

@@ -31,12 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util import greenlet_spawn  # noqa: E402
 
 from chatmemory.core.driving import Steps  # noqa: E402
-from chatmemory.core.errors import (  # noqa: E402
-    ChatMemoryError,
-    ConcurrentUpdateError,
-    CorruptedMemoryError,
-    StoreError,
-)
+from chatmemory.core.errors import ChatMemoryError, StoreError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import (  # noqa: E402
@@ -44,7 +39,7 @@ from chatmemory.core.store import (  # noqa: E402
     validate_memory_id,
 )
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
-from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
+from chatmemory.stored_memories import NewMemory, StoredMemory, create_one_async  # noqa: E402
 from chatmemory.stores.base import AsyncStoreLifecycle, Operation  # noqa: E402
 from chatmemory.stores.base.aio import PerLoop  # noqa: E402
 from chatmemory.stores.base.facade import StoreTelemetry  # noqa: E402
@@ -376,7 +371,7 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLStoreBase[AsyncEngine]):
         self._check_open(Operation.WRITE)
         memories = list(memories)
         if self._history:
-            return [await self._create_one(memory) for memory in memories]
+            return [await create_one_async(self, memory) for memory in memories]
         planner = self._operations.planner
         requests = [planner.request(validate_memory_id(memory.memory_id), memory.messages, 0) for memory in memories]
         if not requests:
@@ -385,17 +380,8 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLStoreBase[AsyncEngine]):
         self._cache.forget(*(request.memory_id for request in requests))
         versions = done.versions
         for index in done.one_by_one:
-            versions[index] = await self._create_one(memories[index])
+            versions[index] = await create_one_async(self, memories[index])
         return versions
-
-    async def _create_one(self, memory: NewMemory) -> int | None:
-        try:
-            version = await self.save(memory.memory_id, memory.messages, 0)
-        except (ConcurrentUpdateError, CorruptedMemoryError):
-            return None  # there already, or damaged: nothing written
-        if memory.sets_expiry:
-            await self.expire_at(memory.memory_id, memory.expires_at)
-        return version
 
     @_traced.coroutine("save")
     async def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:

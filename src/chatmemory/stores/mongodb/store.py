@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Steps, drive
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, StoreError
+from chatmemory.core.errors import StoreError
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.optional import require
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
-from chatmemory.stored_memories import NewMemory, StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory, create_one
 from chatmemory.stores.base import Operation, StoreLifecycle
 from chatmemory.stores.base.facade import StoreTelemetry
 from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
@@ -205,21 +205,12 @@ class MongoChatMemoryStore(StoreLifecycle, MongoStoreBase[MongoClient[Any]]):
         self._check_open(Operation.WRITE)
         memories = list(memories)
         if self._history is not None:
-            return [self._create_one(memory) for memory in memories]
+            return [create_one(self, memory) for memory in memories]
         done = self._run(self._ops.create_batch(memories))
         versions = done.versions
         for index in done.one_by_one:
-            versions[index] = self._create_one(memories[index])
+            versions[index] = create_one(self, memories[index])
         return versions
-
-    def _create_one(self, memory: NewMemory) -> int | None:
-        try:
-            version = self.save(memory.memory_id, memory.messages, 0)
-        except (ConcurrentUpdateError, CorruptedMemoryError):
-            return None  # there already, or damaged: nothing written
-        if memory.sets_expiry:
-            self.expire_at(memory.memory_id, memory.expires_at)
-        return version
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:

@@ -12,13 +12,13 @@ import datetime
 from collections.abc import Iterable, Iterator, Sequence
 
 from chatmemory.core.driving import drive
-from chatmemory.core.errors import ConcurrentUpdateError, Operation
+from chatmemory.core.errors import Operation
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.memory_times import MemoryTimes
 from chatmemory.serialization.records import Resealed
-from chatmemory.stored_memories import NewMemory, StoredMemory
+from chatmemory.stored_memories import NewMemory, StoredMemory, create_one
 from chatmemory.stores.base.facade import StoreLifecycle, StoreTelemetry
 from chatmemory.stores.base.turns import LocalTurns, modify_in_turn
 from chatmemory.stores.redis.base import RedisStoreBase
@@ -221,17 +221,8 @@ class RedisChatMemoryStore(RedisExecutor, StoreLifecycle, RedisStoreBase[Redis |
         self._check_open(Operation.WRITE)
         if self._options.replication is not None:
             # Writes that wait for replicas go one by one, each acknowledged as every write of this store is.
-            return [self._create_one(memory) for memory in memories]
+            return [create_one(self, memory, skips_damaged=False) for memory in memories]
         return drive(self._operations.create_batch(memories), self._perform_or_pipeline)
-
-    def _create_one(self, memory: NewMemory) -> int | None:
-        try:
-            version = self.save(memory.memory_id, memory.messages, 0)
-        except ConcurrentUpdateError:
-            return None
-        if memory.sets_expiry:
-            self.expire_at(memory.memory_id, memory.expires_at)
-        return version
 
     @_traced("expire_at")
     def expire_at(self, memory_id: str, when: datetime.datetime | None) -> None:

@@ -26,7 +26,6 @@ require("sqlalchemy", feature="SQLChatMemoryStore", extra="sql")
 
 from sqlalchemy import Connection, Engine  # noqa: E402 - after the dependency check
 
-from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError  # noqa: E402
 from chatmemory.core.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage  # noqa: E402
 from chatmemory.core.messages import ChatMessage  # noqa: E402
 from chatmemory.core.store import (  # noqa: E402
@@ -34,7 +33,7 @@ from chatmemory.core.store import (  # noqa: E402
     validate_memory_id,
 )
 from chatmemory.memory_times import MemoryTimes  # noqa: E402
-from chatmemory.stored_memories import NewMemory, StoredMemory  # noqa: E402
+from chatmemory.stored_memories import NewMemory, StoredMemory, create_one  # noqa: E402
 from chatmemory.stores.base import Operation, StoreLifecycle  # noqa: E402
 from chatmemory.stores.base.facade import StoreTelemetry  # noqa: E402
 from chatmemory.stores.base.turns import LocalTurns  # noqa: E402
@@ -244,7 +243,7 @@ class SQLChatMemoryStore(StoreLifecycle, SQLStoreBase[Engine]):
         self._check_open(Operation.WRITE)
         memories = list(memories)
         if self._history:
-            return [self._create_one(memory) for memory in memories]
+            return [create_one(self, memory) for memory in memories]
         planner = self._operations.planner
         requests = [planner.request(validate_memory_id(memory.memory_id), memory.messages, 0) for memory in memories]
         if not requests:
@@ -253,17 +252,8 @@ class SQLChatMemoryStore(StoreLifecycle, SQLStoreBase[Engine]):
         self._cache.forget(*(request.memory_id for request in requests))
         versions = done.versions
         for index in done.one_by_one:
-            versions[index] = self._create_one(memories[index])
+            versions[index] = create_one(self, memories[index])
         return versions
-
-    def _create_one(self, memory: NewMemory) -> int | None:
-        try:
-            version = self.save(memory.memory_id, memory.messages, 0)
-        except (ConcurrentUpdateError, CorruptedMemoryError):
-            return None  # there already, or damaged: nothing written
-        if memory.sets_expiry:
-            self.expire_at(memory.memory_id, memory.expires_at)
-        return version
 
     @_traced("save")
     def save(self, memory_id: str, messages: Iterable[ChatMessage], expected_version: int) -> int:
