@@ -13,8 +13,7 @@ from collections.abc import Generator
 from typing import Any, TypeVar, cast
 
 from chatmemory.core.driving import Steps
-from chatmemory.core.errors import HistoryNotEnabledError, Operation, StoreError
-from chatmemory.core.history import HistoryQuery, history_query
+from chatmemory.core.errors import Operation, StoreError
 from chatmemory.core.optional import require
 from chatmemory.core.store import validate_memory_id
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
@@ -24,10 +23,9 @@ from chatmemory.stores.langchain4j_redis.keys import key
 from chatmemory.stores.langchain4j_redis.operations import Operations
 from chatmemory.stores.langchain4j_redis.outcomes import replayed
 from chatmemory.stores.langchain4j_redis.plan import KnownValues, VersionBook, check_client, client_url, pinning
-from chatmemory.stores.redis.base import DEFAULT_REPLICAS_TIMEOUT, ClientHolder
+from chatmemory.stores.redis.base import DEFAULT_REPLICAS_TIMEOUT, ClientHolder, HistoryArguments
 from chatmemory.stores.redis.commands import Acknowledged, Replication
 from chatmemory.stores.redis.operations import acknowledged
-from chatmemory.stores.redis.plan import trim_args
 
 require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
@@ -42,7 +40,7 @@ _Store = TypeVar("_Store", bound="LangChain4jStoreBase[Any]")
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
-class LangChain4jStoreBase(ClientHolder[_Client]):
+class LangChain4jStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
     """The state every LangChain4j-layout store keeps, checked at construction (see the executors' arguments).
 
     Raises:
@@ -84,7 +82,7 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history_ttl = history_seconds
         history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
-        self._operations = Operations(
+        self._operations: Operations = Operations(
             self._prefix, self._ttl_ms, self._lock_options, book, KnownValues(version_book_size), history, history_ms
         )
         self._hold(url_or_client, self._client_from_url, self._check)
@@ -162,32 +160,6 @@ class LangChain4jStoreBase(ClientHolder[_Client]):
         assert self._replication is not None
         waiting = acknowledged(step, self._replication, pin=pinning(operation, self._prefix), replayed=replayed)
         return cast("Generator[Command | Acknowledged, object, _T]", waiting)
-
-    def _history_query(self, after: int | None, limit: int, reverse: bool) -> HistoryQuery:
-        """The page :meth:`history` reads, checked before anything is sent.
-
-        Raises:
-            HistoryNotEnabledError: the store was built without ``history=True``.
-        """
-        query = history_query(after, limit, reverse)
-        self._require_history()
-        return query
-
-    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
-        """The trim of one memory's history, or of every memory's, its arguments checked now.
-
-        Raises:
-            HistoryNotEnabledError: the store was built without ``history=True``.
-        """
-        args = trim_args(older_than)
-        self._require_history()
-        if memory_id is not None:
-            return self._operations.trim(memory_id, args)
-        return self._operations.trim_all(args)
-
-    def _require_history(self) -> None:
-        if not self._operations.keeps_history:
-            raise HistoryNotEnabledError(repr(self))
 
     def __repr__(self) -> str:
         history = "" if not self.keeps_history else f", history=True, history_ttl={self._history_ttl!r}"

@@ -20,7 +20,7 @@ from chatmemory.stores.langchain4j_redis.commands import Command, LayoutWrite, S
 from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of
 from chatmemory.stores.langchain4j_redis.outcomes import ReplyError
 from chatmemory.stores.redis.commands import Acknowledged, Replication
-from chatmemory.stores.redis.executor import DRIVER_ERRORS, send, send_acknowledged, send_resending
+from chatmemory.stores.redis.executor import DRIVER_ERRORS, send_one
 
 from redis.cluster import RedisCluster  # isort: skip - after redis.executor checked that the extra is installed
 from redis.exceptions import ResponseError  # isort: skip
@@ -74,13 +74,9 @@ class LangChain4jExecutor:
             time.sleep(command.seconds)
             return None
         try:
-            if isinstance(command, Acknowledged):
-                return send_acknowledged(self._client, command)
             if isinstance(command, Scan):
                 return set(self._scan(command.pattern, command.type))
-            if self._cluster:
-                return send_resending(self._client, command)
-            return send(self._client, command)
+            return send_one(self._client, self._cluster, command)
         except DRIVER_ERRORS as exc:
             raise layout_error(exc, command) from exc
 

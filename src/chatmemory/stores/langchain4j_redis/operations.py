@@ -17,11 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from chatmemory import telemetry
-from chatmemory.core.driving import Sleep, Steps
+from chatmemory.core.driving import Steps
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, Operation, StoreError
 from chatmemory.core.history import HistoryPage, HistoryQuery, history_appends
 from chatmemory.core.messages import ChatMessage
-from chatmemory.core.recorded_writes import recorded_parts
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.base.turns import LockOptions
@@ -56,6 +55,7 @@ from chatmemory.stores.langchain4j_redis.plan import (
     message_list,
     plan_write,
 )
+from chatmemory.stores.redis.operations import change_until_saved, take_lock
 from chatmemory.stores.redis.outcomes import history_page, history_records
 from chatmemory.stores.redis.plan import history_read_args
 from chatmemory.stores.redis.scripts import HISTORY, TRIM, UNLOCK
@@ -188,12 +188,7 @@ class Operations:
         """
         options = self.lock_options
         take = SetIfAbsent(lock_key(self.key_of(memory_id)), token, options.lease_ms, Operation.WRITE, memory_id)
-        waiting = options.polling().start()
-        while not (yield take):
-            delay = waiting.backoff()
-            if delay is None:
-                raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
-            yield Sleep(delay)
+        yield from take_lock(take, memory_id, options)
 
     def locked_change(self, memory_id: str, change: Change) -> Steps[Command, int]:
         """Apply ``change`` to the stored value and save it at the version read, over again until it lands.
@@ -203,15 +198,7 @@ class Operations:
         one more read. The save stays a compare-and-set, so a holder whose lease ran out cannot overwrite
         what the next holder wrote.
         """
-        while True:
-            snapshot = yield from self.load(memory_id)
-            new, also_recorded = recorded_parts(change(list(snapshot.messages)))
-            if new is None:
-                return snapshot.version
-            try:
-                return (yield from self.save(memory_id, new, snapshot.version, also_recorded))
-            except ConcurrentUpdateError:
-                telemetry.retried()
+        return (yield from change_until_saved(self, memory_id, change))
 
     def unlock(self, memory_id: str, token: bytes) -> Steps[Command, None]:
         """Give back the lease lock of ``memory_id`` if ``token`` still holds it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from chatmemory.core.driving import Steps
 from chatmemory.core.errors import HistoryNotEnabledError
@@ -42,11 +42,14 @@ __all__ = [
     "DEFAULT_SOCKET_TIMEOUT",
     "ClientHolder",
     "ClientTarget",
+    "HistoryArguments",
     "RedisStoreBase",
     "StoreOptions",
 ]
 
 _Client = TypeVar("_Client")
+_Command = TypeVar("_Command")
+_Command_co = TypeVar("_Command_co", covariant=True)
 _Store = TypeVar("_Store", bound="RedisStoreBase[Any]")
 
 DECODING_CLIENT = (
@@ -211,7 +214,50 @@ class ClientHolder(Generic[_Client]):
         return self._client
 
 
-class RedisStoreBase(ClientHolder[_Client]):
+class _Trims(Protocol[_Command_co]):
+    def trim(self, memory_id: str, args: tuple[bytes, ...], /) -> Steps[_Command_co, int]: ...
+
+    def trim_all(self, args: tuple[bytes, ...], /) -> Steps[_Command_co, int]: ...
+
+
+class HistoryArguments(Generic[_Command]):
+    """The history methods' argument checks, shared by the Redis and the LangChain4j-layout store bases."""
+
+    _operations: _Trims[_Command]
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this store was built with history on."""
+        raise NotImplementedError
+
+    def _require_history(self) -> None:
+        if not self.keeps_history:
+            raise HistoryNotEnabledError(repr(self))
+
+    def _history_query(self, after: int | None, limit: int, reverse: bool) -> HistoryQuery:
+        """The page :meth:`history` reads, checked before anything is sent.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        query = history_query(after, limit, reverse)
+        self._require_history()
+        return query
+
+    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[_Command, int]:
+        """The trim of one memory's history, or of every memory's, its arguments checked now.
+
+        Raises:
+            HistoryNotEnabledError: the store was built without ``history=True``.
+        """
+        args = trim_args(older_than)
+        self._require_history()
+        if memory_id is not None:
+            return self._operations.trim(memory_id, args)
+        return self._operations.trim_all(args)
+
+
+class RedisStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
     """The state every Redis store keeps, checked at construction (see the executors for the arguments).
 
     Raises:
@@ -264,7 +310,7 @@ class RedisStoreBase(ClientHolder[_Client]):
             options.history_ttl,
             codec_of(encryption),
         )
-        self._operations = Operations(self._planner, self._cache)
+        self._operations: Operations = Operations(self._planner, self._cache)
         self._hold(url_or_client, self._from_url, _check_client)
 
     @property
@@ -316,20 +362,6 @@ class RedisStoreBase(ClientHolder[_Client]):
 
     # ------------------------------------------------------------------- the history methods' arguments
 
-    def _require_history(self) -> None:
-        if not self._options.history:
-            raise HistoryNotEnabledError(repr(self))
-
-    def _history_query(self, after: int | None, limit: int, reverse: bool) -> HistoryQuery:
-        """The page :meth:`history` reads, checked before anything is sent.
-
-        Raises:
-            HistoryNotEnabledError: the store was built without ``history=True``.
-        """
-        query = history_query(after, limit, reverse)
-        self._require_history()
-        return query
-
     def _restore(
         self, memory_id: str, entries: Sequence[HistoryEntry], window: Sequence[ChatMessage] | None
     ) -> Steps[Command, int]:
@@ -344,18 +376,6 @@ class RedisStoreBase(ClientHolder[_Client]):
         messages = None if window is None else checked_messages(window)
         self._require_history()
         return self._operations.restore(memory_id, restored, messages)
-
-    def _trim(self, older_than: datetime.datetime | datetime.timedelta, memory_id: str | None) -> Steps[Command, int]:
-        """The trim of one memory's history, or of every memory's, its arguments checked now.
-
-        Raises:
-            HistoryNotEnabledError: the store was built without ``history=True``.
-        """
-        args = trim_args(older_than)
-        self._require_history()
-        if memory_id is not None:
-            return self._operations.trim(memory_id, args)
-        return self._operations.trim_all(args)
 
     def __repr__(self) -> str:
         options = self._options

@@ -49,6 +49,7 @@ __all__ = [
     "redirects",
     "send",
     "send_acknowledged",
+    "send_one",
     "send_pipelined",
     "send_resending",
     "store_error",
@@ -187,6 +188,17 @@ def send_acknowledged(client: Redis | RedisCluster, command: Acknowledged) -> tu
             refresh = isinstance(step, Refresh)
 
 
+def send_one(client: Any, cluster: bool, command: Request | Acknowledged) -> Any:
+    """Send ``command`` as both Redis layouts' executors do; its reply.
+
+    A write with its ``WAIT`` (:func:`send_acknowledged`); else, on a cluster, sent again while its slot
+    migrates (:func:`send_resending`); else once (:func:`send`).
+    """
+    if isinstance(command, Acknowledged):
+        return send_acknowledged(client, command)
+    return send_resending(client, command) if cluster else send(client, command)
+
+
 def _cluster_attempt(
     cluster: Any, command: Acknowledged, asked: Any, refresh: bool
 ) -> tuple[tuple[object, int] | None, Exception | None]:
@@ -237,13 +249,9 @@ class RedisExecutor:
             time.sleep(command.seconds)
             return None
         try:
-            if isinstance(command, Acknowledged):
-                return send_acknowledged(self._client, command)
             if isinstance(command, Scan):
                 return set(self._scan(command.pattern))
-            if self._cluster:
-                return send_resending(self._client, command)
-            return send(self._client, command)
+            return send_one(self._client, self._cluster, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
 

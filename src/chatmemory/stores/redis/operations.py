@@ -14,7 +14,7 @@ records nothing. :func:`acknowledged` runs an operation with its writes waiting 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from chatmemory import telemetry
 from chatmemory.core.driving import Sleep, Steps
@@ -58,9 +58,11 @@ from chatmemory.stores.redis.outcomes import (
 from chatmemory.stores.redis.plan import Planner, WritePlan, expire_at_call, stored_call
 from chatmemory.stores.redis.scripts import EXPIRE, RESEAL, RESTORE, TRIM, UNLOCK, WRITE
 
-__all__ = ["Operations", "acknowledged"]
+__all__ = ["Operations", "acknowledged", "change_until_saved", "take_lock"]
 
 _T = TypeVar("_T")
+_C = TypeVar("_C")
+_C_co = TypeVar("_C_co", covariant=True)
 
 
 class _Known:
@@ -230,12 +232,7 @@ class Operations:
         memory_id = validate_memory_id(memory_id)
         key = self.planner.key_space.keys_of(memory_id).lock
         take = Call("execute_command", ("SET", key, token, "NX", "PX", options.lease_ms), Operation.WRITE, memory_id)
-        waiting = options.polling().start()
-        while not (yield take):
-            delay = waiting.backoff()
-            if delay is None:
-                raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
-            yield Sleep(delay)
+        yield from take_lock(take, memory_id, options)
 
     def locked_change(self, memory_id: str, change: Change) -> Steps[Command, int]:
         """Apply ``change`` to what is stored and write it at the version read, over again until it lands.
@@ -244,15 +241,7 @@ class Operations:
         queued (an optimistic first attempt, a plain update), and each costs one more read. The write stays
         conditional, so a holder whose lease ran out cannot overwrite what the next holder wrote.
         """
-        while True:
-            snapshot = yield from self.load(memory_id)
-            new, also_recorded = recorded_parts(change(list(snapshot.messages)))
-            if new is None:
-                return snapshot.version
-            try:
-                return (yield from self.save(memory_id, new, snapshot.version, also_recorded))
-            except ConcurrentUpdateError:
-                telemetry.retried()
+        return (yield from change_until_saved(self, memory_id, change))
 
     def unlock(self, memory_id: str, token: bytes) -> Steps[Command, None]:
         """Give back the lease lock of ``memory_id`` if ``token`` still holds it."""
@@ -490,6 +479,42 @@ def _record_start(memory_id: str, entry: bytes) -> int:
     if len(parts) != 3:
         raise CorruptedMemoryError(memory_id, "a history entry lacks its sequence or time")
     return len(parts[0]) + len(parts[1]) + 2
+
+
+# ---------------------------------------------------------- taking turns, shared with the LangChain4j layout
+def take_lock(take: _C, memory_id: str, options: LockOptions) -> Steps[_C | Sleep, None]:
+    """Send ``take`` (a ``SET NX PX`` of the lock key) until it lands, sleeping between tries.
+
+    Raises:
+        ConcurrentUpdateError: the lock stayed taken for ``options.wait`` seconds.
+    """
+    waiting = options.polling().start()
+    while not (yield take):
+        delay = waiting.backoff()
+        if delay is None:
+            raise ConcurrentUpdateError(memory_id, attempts=waiting.count)
+        yield Sleep(delay)
+
+
+class _LoadsAndSaves(Protocol[_C_co]):
+    def load(self, memory_id: str, /) -> Steps[_C_co, Snapshot]: ...
+
+    def save(
+        self, memory_id: str, new: Iterable[ChatMessage], version: int, recorded: Sequence[ChatMessage], /
+    ) -> Steps[_C_co, int]: ...
+
+
+def change_until_saved(operations: _LoadsAndSaves[_C], memory_id: str, change: Change) -> Steps[_C, int]:
+    """Apply ``change`` to what ``operations`` loads and save it at the version read, until a save lands."""
+    while True:
+        snapshot = yield from operations.load(memory_id)
+        new, also_recorded = recorded_parts(change(list(snapshot.messages)))
+        if new is None:
+            return snapshot.version
+        try:
+            return (yield from operations.save(memory_id, new, snapshot.version, also_recorded))
+        except ConcurrentUpdateError:
+            telemetry.retried()
 
 
 def _bytes(record: bytes | str) -> bytes:
