@@ -24,7 +24,7 @@ import pytest
 from pymongo import MongoClient, monitoring
 from sqlalchemy import Engine, event
 
-from chatmemory import AiMessage, StoreError, SystemMessage, UserMessage
+from chatmemory import StoreError, UserMessage
 from chatmemory.aio.stores.mongodb import MongoChatMemoryStore as AsyncMongoStore
 from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncRedisStore
 from chatmemory.aio.stores.sql import SQLChatMemoryStore as AsyncSQLStore
@@ -38,13 +38,13 @@ from chatmemory.stores.sql.engine import engine_from_url
 from support.backends.mongodb import DATABASE, open_async_backend
 from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, private_server, redis_url
 from support.backends.sqlite import AsyncSQLBackend
+from support.batches import close_to, window
 from support.mongo7_guard import Mongo7Guard
 
 pytestmark = pytest.mark.asyncio
 
 UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
-TOLERANCE = datetime.timedelta(seconds=2)
 
 AsyncStore: TypeAlias = "AsyncRedisStore | AsyncMongoStore | AsyncSQLStore"
 BlockingStore: TypeAlias = "RedisChatMemoryStore | MongoChatMemoryStore | SQLChatMemoryStore"
@@ -68,14 +68,14 @@ SQL_KINDS = [
 SQL_KIND_NAMES = frozenset(str(param.values[0]) for param in SQL_KINDS)
 
 
-def window(n: int) -> list[Any]:
-    return [SystemMessage("be brief"), *(UserMessage(f"q{i}") if i % 2 else AiMessage(f"a{i}") for i in range(n))]
-
-
-def close_to(found: datetime.datetime | None, wanted: datetime.datetime | None) -> bool:
-    if wanted is None or found is None:
-        return found is wanted
-    return abs(found - wanted) < TOLERANCE
+def batch_steps(at: datetime.datetime) -> list[Callable[[Any], Any]]:
+    """What a store is asked, in order, to see the commands its batches go in (``b`` to expire ``at``)."""
+    return [
+        lambda store: store.update_messages("there", window(2)),
+        lambda store: store.create_batch([NewMemory("a", window(1)), NewMemory("b", window(2), True, at)]),
+        lambda store: store.create_batch([NewMemory("there", window(1)), NewMemory("c", window(3))]),
+        lambda store: store.read_batch(["a", "b", "c", "there", "absent"]),
+    ]
 
 
 class Sent(monitoring.CommandListener):
@@ -451,12 +451,7 @@ async def test_a_batch_goes_in_the_commands_the_blocking_store_sends(make: Make,
     """A batch read is one ``find``, a batch create one unordered ``insert_many`` (and one ``find`` of the
     refused ids), on MongoDB as from the blocking store."""
     at = datetime.datetime.now(UTC) + HOUR
-    steps: list[Callable[[Any], Any]] = [
-        lambda store: store.update_messages("there", window(2)),
-        lambda store: store.create_batch([NewMemory("a", window(1)), NewMemory("b", window(2), True, at)]),
-        lambda store: store.create_batch([NewMemory("there", window(1)), NewMemory("c", window(3))]),
-        lambda store: store.read_batch(["a", "b", "c", "there", "absent"]),
-    ]
+    steps = batch_steps(at)
     store = await make()
     awaited = [(await step(store), sent.take()) for step in steps]
     blocking_sent = Sent()
@@ -546,12 +541,7 @@ async def test_a_batch_goes_in_the_statements_the_blocking_store_sends(
     of the lookups and one ``executemany`` each of head and message rows: from the asyncio store as from
     the blocking one, on each driver."""
     at = datetime.datetime.now(UTC) + HOUR
-    steps: list[Callable[[Any], Any]] = [
-        lambda store: store.update_messages("there", window(2)),
-        lambda store: store.create_batch([NewMemory("a", window(1)), NewMemory("b", window(2), True, at)]),
-        lambda store: store.create_batch([NewMemory("there", window(1)), NewMemory("c", window(3))]),
-        lambda store: store.read_batch(["a", "b", "c", "there", "absent"]),
-    ]
+    steps = batch_steps(at)
     store = await make()
     assert isinstance(store, AsyncSQLStore)
     await store.load("warm")  # the schema checked before the statements are counted

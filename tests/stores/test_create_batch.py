@@ -12,30 +12,19 @@ from typing import Any
 
 import pytest
 
-from chatmemory import AiMessage, SystemMessage, UserMessage
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.stored_memories import NewMemory, SupportsBatchCreates
 from support.backends import Backend
+from support.batches import close_to, window
 
 UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
-TOLERANCE = datetime.timedelta(seconds=2)
 
 
 def creating(store: Any) -> Any:
     if not isinstance(store, SupportsBatchCreates):
         pytest.skip(f"{type(store).__name__} has no batch creates")
     return store
-
-
-def window(n: int) -> list[Any]:
-    return [SystemMessage("be brief"), *(UserMessage(f"q{i}") if i % 2 else AiMessage(f"a{i}") for i in range(n))]
-
-
-def close_to(found: datetime.datetime | None, wanted: datetime.datetime | None) -> bool:
-    if wanted is None or found is None:
-        return found is wanted
-    return abs(found - wanted) < TOLERANCE
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "ttl"])

@@ -43,25 +43,10 @@ from chatmemory.stores.mongodb.layout import (
 )
 from chatmemory.stores.mongodb.outcomes import DUPLICATE_KEY, WritePlan
 from chatmemory.stores.mongodb.plan import MongoPlanner
+from support.mongo_plans import plan_save
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
 CONFIG = HistoryConfig(ttl=None, history_ttl=None)
-
-
-def plan_save(
-    memory_id: str,
-    messages: list[Any],
-    expected_version: int,
-    cached: MemoryState | None,
-    ttl: float | None,
-    *,
-    server_now: datetime.datetime | None = None,
-    history: HistoryConfig | None = None,
-    refreshed: datetime.datetime | None = None,
-) -> WritePlan:
-    """A store's planner (``ttl``, ``history``) asked for a save."""
-    planner = MongoPlanner(ttl, history)
-    return planner.save(memory_id, messages, expected_version, cached, server_now=server_now, refreshed=refreshed)
 
 
 def plan_raw_write(memory_id: str, records: list[bytes], ttl: float | None, history: HistoryConfig) -> WritePlan:

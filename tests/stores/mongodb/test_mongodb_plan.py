@@ -17,7 +17,6 @@ from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.mongodb.layout import (
     WRITES_KEPT,
     HeadTrim,
-    HistoryConfig,
     MemoryState,
     MongoLayout,
     decode_document,
@@ -42,20 +41,7 @@ from chatmemory.stores.mongodb.outcomes import (
 )
 from chatmemory.stores.mongodb.plan import MAX_AGE, MongoPlanner, ServerClock, expired
 from support.mongo_pipeline import EPOCH, apply_update, evaluate, matches
-
-
-def plan_save(
-    memory_id: str,
-    messages: list[Any],
-    expected_version: int,
-    cached: MemoryState | None,
-    ttl: float | None,
-    *,
-    server_now: datetime.datetime | None = None,
-    history: HistoryConfig | None = None,
-) -> WritePlan:
-    """A store's planner (``ttl``, ``history``) asked for a save."""
-    return MongoPlanner(ttl, history).save(memory_id, messages, expected_version, cached, server_now=server_now)
+from support.mongo_plans import plan_save
 
 
 def plan_replace(memory_id: str, messages: list[Any], ttl: float | None) -> WritePlan:
