@@ -32,7 +32,14 @@ from chatmemory.stores.langchain4j_redis.keys import (
     write_ids_key,
 )
 from chatmemory.stores.langchain4j_redis.operations import Operations
-from chatmemory.stores.langchain4j_redis.plan import WRITE_HISTORY_SCRIPT_SHA, KnownValues, VersionBook, digest, encode
+from chatmemory.stores.langchain4j_redis.plan import (
+    WRITE_HISTORY_SCRIPT_SHA,
+    KnownValues,
+    Planner,
+    VersionBook,
+    digest,
+    encode,
+)
 from chatmemory.stores.redis import Redis, RedisCluster
 from support.backends.langchain4j_redis import drop_prefix
 from support.backends.redis import cluster_url, redis_url
@@ -156,7 +163,7 @@ def test_a_store_without_history_writes_no_history_key(client: Redis | RedisClus
 
 
 def _steps() -> Operations:
-    return Operations(b"p:", 60_000, LockOptions(), VersionBook(8), KnownValues(8), history=True)
+    return Operations(Planner(b"p:", 60_000, LockOptions(), history=True), VersionBook(8), KnownValues(8))
 
 
 def _recorded(command: object) -> list[bytes]:

@@ -13,13 +13,13 @@ from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of
 from chatmemory.stores.langchain4j_redis.outcomes import written_version
 from chatmemory.stores.langchain4j_redis.plan import (
     EXACT_CONTENT_ATTRIBUTE,
+    Planner,
     VersionBook,
     WriteIds,
     client_url,
     decode,
     digest,
     encode,
-    plan_write,
 )
 from serialization.strategies import message_lists
 
@@ -39,18 +39,20 @@ def test_a_value_read_again_keeps_its_version_and_a_write_gets_a_greater_one() -
 
 def test_a_write_plan_carries_the_hash_of_the_value_read_and_its_own_write_id() -> None:
     book = VersionBook(8)
+    planner = Planner(b"p:", ttl_ms=0)
     version = book.read("m", digest(b"[]"))
-    plan = plan_write(book, b"p:", "m", [UserMessage("hi")], version, ttl_ms=0, write_id=b"w1")
+    plan = planner.write("m", [UserMessage("hi")], version, book)
     assert (plan.key, plan.expected_digest, plan.new_digest) == (b"p:m", digest(b"[]"), digest(plan.value))
-    assert plan.script_args() == (digest(b"[]"), plan.value, b"w1", b"0")
+    assert plan.script_args() == (digest(b"[]"), plan.value, plan.write_id, b"0")
+    assert planner.write("m", [UserMessage("hi")], version, book).write_id != plan.write_id
     assert written_version(book, "m", plan, 1, version) > version
     with pytest.raises(ConcurrentUpdateError, match="'m'"):
         written_version(book, "m", plan, 0, version)
     with pytest.raises(ConcurrentUpdateError):
-        plan_write(book, b"p:", "m", [], version, ttl_ms=0, write_id=b"w2")  # not the current version any more
+        planner.write("m", [], version, book)  # not the current version any more
     book.forget("m")
     with pytest.raises(ConcurrentUpdateError):
-        plan_write(book, b"p:", "m", [], book.read("m", digest(b"[]")) + 1, ttl_ms=0, write_id=b"w3")
+        planner.write("m", [], book.read("m", digest(b"[]")) + 1, book)
 
 
 def test_write_ids_are_never_repeated_within_a_store_or_across_stores() -> None:

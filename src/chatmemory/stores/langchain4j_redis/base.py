@@ -1,9 +1,10 @@
 """What the sync and asyncio LangChain4j-layout stores share before any I/O: options, client, operations, repr.
 
 :class:`LangChain4jStoreBase` checks the constructor's options, builds or adopts the client and holds the
-operations (:class:`~chatmemory.stores.langchain4j_redis.operations.Operations`, with the version book and
-the known values); the executors (:mod:`.executor`, :mod:`.aio`) build on it. This module imports
-redis-py's exceptions (a client built from a URL may fail), never sends anything.
+planner (:class:`~chatmemory.stores.langchain4j_redis.plan.Planner`) and the operations
+(:class:`~chatmemory.stores.langchain4j_redis.operations.Operations`, with the version book and the known
+values); the executors (:mod:`.executor`, :mod:`.aio`) build on it. This module imports redis-py's
+exceptions (a client built from a URL may fail), never sends anything.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from chatmemory.core.store import validate_memory_id
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
 from chatmemory.stores.langchain4j_redis.commands import Command
-from chatmemory.stores.langchain4j_redis.keys import key
 from chatmemory.stores.langchain4j_redis.operations import Operations
 from chatmemory.stores.langchain4j_redis.outcomes import replayed
-from chatmemory.stores.langchain4j_redis.plan import KnownValues, VersionBook, check_client, client_url, pinning
+from chatmemory.stores.langchain4j_redis.plan import KnownValues, Planner, VersionBook, check_client, client_url
 from chatmemory.stores.redis.base import DEFAULT_REPLICAS_TIMEOUT, ClientHolder, HistoryArguments
 from chatmemory.stores.redis.commands import Acknowledged, Replication
 from chatmemory.stores.redis.operations import acknowledged
@@ -77,14 +77,13 @@ class LangChain4jStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
         self._replication = Replication.validate(replicas_to_ack, replicas_timeout)
         self._prefix = key_prefix.encode("utf-8")
         self._ttl = ttl_seconds(ttl)
-        self._ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
+        ttl_ms = 0 if self._ttl is None else max(1, round(self._ttl * 1000))
         book = VersionBook(version_book_size)
         history_seconds = history_ttl_seconds(history, history_ttl, self._ttl)
         self._history_ttl = history_seconds
         history_ms = None if history_seconds is None else max(1, round(history_seconds * 1000))
-        self._operations: Operations = Operations(
-            self._prefix, self._ttl_ms, self._lock_options, book, KnownValues(version_book_size), history, history_ms
-        )
+        self._planner = Planner(self._prefix, ttl_ms, self._lock_options, history, history_ms)
+        self._operations: Operations = Operations(self._planner, book, KnownValues(version_book_size))
         self._hold(url_or_client, self._client_from_url, self._check)
 
     def _check(self, client: Any) -> None:
@@ -136,11 +135,11 @@ class LangChain4jStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
     @property
     def keeps_history(self) -> bool:
         """Whether this store was built with history on."""
-        return self._operations.keeps_history
+        return self._planner.keeps_history
 
     def key_of(self, memory_id: str) -> bytes:
         """The Redis key of ``memory_id``."""
-        return key(self._prefix, validate_memory_id(memory_id))
+        return self._planner.key_of(validate_memory_id(memory_id))
 
     def invalidate(self, memory_id: str) -> None:
         """Forget the version handed out for ``memory_id`` (a save at it then conflicts)."""
@@ -158,7 +157,7 @@ class LangChain4jStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
             ReplicationError: the operation's write landed but fewer replicas acknowledged it in time.
         """
         assert self._replication is not None
-        waiting = acknowledged(step, self._replication, pin=pinning(operation, self._prefix), replayed=replayed)
+        waiting = acknowledged(step, self._replication, pin=self._planner.pinning(operation), replayed=replayed)
         return cast("Generator[Command | Acknowledged, object, _T]", waiting)
 
     def __repr__(self) -> str:

@@ -19,16 +19,13 @@ from typing import TypeVar
 from chatmemory import telemetry
 from chatmemory.core.driving import Steps
 from chatmemory.core.errors import ConcurrentUpdateError, CorruptedMemoryError, Operation, StoreError
-from chatmemory.core.history import HistoryPage, HistoryQuery, history_appends
+from chatmemory.core.history import HistoryPage, HistoryQuery
 from chatmemory.core.messages import ChatMessage
 from chatmemory.core.store import Change, Snapshot, validate_memory_id
-from chatmemory.serialization.native import dumps_message
-from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.langchain4j_redis.commands import Command, Get, Scan, Script, Set, SetIfAbsent
 from chatmemory.stores.langchain4j_redis.keys import (
     any_history_pattern,
     history_key,
-    key,
     legacy_history_key,
     lock_key,
     memory_id_of_history_key,
@@ -41,19 +38,15 @@ from chatmemory.stores.langchain4j_redis.plan import (
     ADOPT_HISTORY_SCRIPT_SHA,
     DELETE_SCRIPT,
     DELETE_SCRIPT_SHA,
-    WRITE_HISTORY_SCRIPT,
-    WRITE_HISTORY_SCRIPT_SHA,
     WRITE_SCRIPT,
     WRITE_SCRIPT_SHA,
     KnownValues,
+    Planner,
     VersionBook,
-    WriteIds,
-    WritePlan,
     decode,
     digest,
     encode,
     message_list,
-    plan_write,
 )
 from chatmemory.stores.redis.operations import change_until_saved, take_lock
 from chatmemory.stores.redis.outcomes import history_page, history_records
@@ -69,37 +62,24 @@ class Operations:
     """Every operation of a LangChain4j-layout store, as a command generator (the executors run them).
 
     Args:
-        prefix: the key prefix, encoded.
-        ttl_ms: the value's expiry in ms (``0``: none).
-        lock: the lease lock's options.
+        planner: the store's planner (key prefix, expiries, lock options, history).
         book: the store's version book.
         known: the store's known values.
-        history: keep a history beside each value.
-        history_ttl_ms: the history's expiry in ms, ``None`` for the value's.
     """
 
-    def __init__(
-        self,
-        prefix: bytes,
-        ttl_ms: int,
-        lock: LockOptions,
-        book: VersionBook,
-        known: KnownValues,
-        history: bool = False,
-        history_ttl_ms: int | None = None,
-    ) -> None:
-        self.prefix = prefix
-        self.ttl_ms = ttl_ms
-        self.lock_options = lock
+    def __init__(self, planner: Planner, book: VersionBook, known: KnownValues) -> None:
+        self.planner = planner
         self.book = book
         self.known = known
-        self.write_ids = WriteIds()
-        self.keeps_history = history
-        self._history_ttl_arg = b"" if history_ttl_ms is None else b"%d" % history_ttl_ms
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether the store keeps a history beside each value."""
+        return self.planner.keeps_history
 
     def key_of(self, memory_id: str) -> bytes:
         """The Redis key of ``memory_id`` (validated here)."""
-        return key(self.prefix, validate_memory_id(memory_id))
+        return self.planner.key_of(validate_memory_id(memory_id))
 
     # ---------------------------------------------------------------------------------------------- read
 
@@ -145,8 +125,7 @@ class Operations:
         if self.keeps_history:
             step = self._save_recorded(memory_id, listed, expected_version, message_list(also_recorded))
             return (yield from _recorded(memory_id, step))
-        write_id = self.write_ids.next()
-        plan = plan_write(self.book, self.prefix, memory_id, listed, expected_version, self.ttl_ms, write_id)
+        plan = self.planner.write(memory_id, listed, expected_version, self.book)
         keys = (plan.key, write_ids_key(plan.key))
         reply = yield Script(WRITE_SCRIPT, WRITE_SCRIPT_SHA, keys, plan.script_args(), Operation.WRITE, memory_id)
         version = written_version(self.book, memory_id, plan, reply, expected_version)
@@ -162,7 +141,7 @@ class Operations:
         listed = message_list(messages)
         value = encode(listed)
         try:
-            yield Set(self.key_of(memory_id), value, self.ttl_ms or None, Operation.WRITE, memory_id)
+            yield Set(self.key_of(memory_id), value, self.planner.ttl_ms or None, Operation.WRITE, memory_id)
         finally:
             self.book.forget(memory_id)
         self.known.put(memory_id, digest(value), listed)
@@ -186,7 +165,7 @@ class Operations:
         Raises:
             ConcurrentUpdateError: the lock stayed taken for ``lock_wait`` seconds.
         """
-        options = self.lock_options
+        options = self.planner.lock
         take = SetIfAbsent(lock_key(self.key_of(memory_id)), token, options.lease_ms, Operation.WRITE, memory_id)
         yield from take_lock(take, memory_id, options)
 
@@ -207,23 +186,6 @@ class Operations:
 
     # ------------------------------------------------------------------------------------------- history
 
-    def _history_write(
-        self,
-        memory_id: str,
-        expected: bytes,
-        old: Sequence[ChatMessage],
-        new: list[ChatMessage],
-        also_recorded: Sequence[ChatMessage] = (),
-    ) -> tuple[WritePlan, Script]:
-        value = encode(new)
-        memory_key = key(self.prefix, memory_id)
-        plan = WritePlan(memory_key, expected, value, digest(value), self.ttl_ms, self.write_ids.next())
-        records = [dumps_message(message) for message in (*also_recorded, *history_appends(old, new))]
-        args = (*plan.script_args(), self._history_ttl_arg, *records)
-        keys = (memory_key, history_key(memory_key), write_ids_key(memory_key), legacy_history_key(memory_key))
-        script = Script(WRITE_HISTORY_SCRIPT, WRITE_HISTORY_SCRIPT_SHA, keys, args, Operation.WRITE, memory_id)
-        return plan, script
-
     def _save_recorded(
         self, memory_id: str, new: list[ChatMessage], expected_version: int, also_recorded: Sequence[ChatMessage]
     ) -> Steps[Command, int]:
@@ -232,11 +194,11 @@ class Operations:
             raise ConcurrentUpdateError(memory_id, expected_version)
         old = () if not expected else self.known.get(memory_id, expected)
         if old is None:
-            value = yield Get(key(self.prefix, memory_id), Operation.WRITE, memory_id)
+            value = yield Get(self.planner.key_of(memory_id), Operation.WRITE, memory_id)
             if not isinstance(value, bytes) or digest(value) != expected:
                 raise ConcurrentUpdateError(memory_id, expected_version)
             old = tuple(decode(value, memory_id))
-        plan, script = self._history_write(memory_id, expected, old, new, also_recorded)
+        plan, script = self.planner.history_write(memory_id, expected, old, new, also_recorded)
         version = written_version(self.book, memory_id, plan, (yield script), expected_version)
         self.known.put(memory_id, plan.new_digest, new)
         return version
@@ -244,7 +206,7 @@ class Operations:
     def _update_recorded(self, memory_id: str, new: list[ChatMessage]) -> Steps[Command, None]:
         self.book.forget(memory_id)
         while True:
-            value = yield Get(key(self.prefix, memory_id), Operation.WRITE, memory_id)
+            value = yield Get(self.planner.key_of(memory_id), Operation.WRITE, memory_id)
             old: Sequence[ChatMessage] = ()
             value_digest = digest(value if isinstance(value, bytes) else None)
             if isinstance(value, bytes):
@@ -256,7 +218,7 @@ class Operations:
                         old = decode(value, memory_id)
                     except CorruptedMemoryError:
                         old = ()  # replaced whole; every new message is recorded
-            plan, script = self._history_write(memory_id, value_digest, old, new)
+            plan, script = self.planner.history_write(memory_id, value_digest, old, new)
             if (yield script) in (WRITTEN, WRITTEN_BEFORE):
                 self.known.put(memory_id, plan.new_digest, new)
                 return
@@ -267,7 +229,7 @@ class Operations:
         return (yield from _recorded(memory_id, self._history(memory_id, query)))
 
     def _history(self, memory_id: str, query: HistoryQuery) -> Steps[Command, HistoryPage]:
-        memory_key = key(self.prefix, memory_id)
+        memory_key = self.planner.key_of(memory_id)
         args = history_read_args(query)
         read = Script(HISTORY.source, HISTORY.sha, (history_key(memory_key),), args, Operation.READ, memory_id)
         records = history_records(Operation.READ, memory_id, (yield read))
@@ -282,7 +244,7 @@ class Operations:
         return (yield from _recorded(memory_id, self._trim(memory_id, args)))
 
     def _trim(self, memory_id: str, args: tuple[bytes, ...]) -> Steps[Command, int]:
-        memory_key = key(self.prefix, memory_id)
+        memory_key = self.planner.key_of(memory_id)
         yield _adoption(memory_key, Operation.WRITE, memory_id)
         reply = yield Script(TRIM.source, TRIM.sha, (history_key(memory_key),), args, Operation.WRITE, memory_id)
         if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
@@ -291,10 +253,10 @@ class Operations:
 
     def trim_all(self, args: tuple[bytes, ...]) -> Steps[Command, int]:
         """Trim the history of every memory under the prefix, this store's and earlier stores' alike."""
-        keys: set[bytes] = yield Scan(any_history_pattern(self.prefix), "list", Operation.LIST)
+        prefix = self.planner.prefix
+        keys: set[bytes] = yield Scan(any_history_pattern(prefix), "list", Operation.LIST)
         owners = {
-            memory_id_of_history_key(each, self.prefix) or memory_id_of_legacy_history_key(each, self.prefix)
-            for each in keys
+            memory_id_of_history_key(each, prefix) or memory_id_of_legacy_history_key(each, prefix) for each in keys
         }
         removed = 0
         for owner in owners:

@@ -6,7 +6,8 @@ the key holds exactly what a Java ``ChatMemoryStore`` writes (LangChain4j's ``me
 it has not read. A :class:`VersionBook` gives each value a store object reads or writes a version and
 remembers which hash it stands for; :class:`KnownValues` the messages of each hash; every write carries an
 id of its own (:class:`WriteIds`), so a resend after a lost reply is told apart from another writer's
-equal write. :func:`pinning` says which writes wait for replicas. What this means for callers:
+equal write. A :class:`Planner` holds the store's configuration and turns a request into what to send;
+:meth:`Planner.pinning` says which writes wait for replicas. What this means for callers:
 *Versions and write ids* and *Exact messages* in ``docs/store-langchain4j.md``.
 """
 
@@ -24,13 +25,23 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from chatmemory import telemetry
-from chatmemory.core.errors import ConcurrentUpdateError, SerializationError
+from chatmemory.core.errors import ConcurrentUpdateError, Operation, SerializationError
+from chatmemory.core.history import history_appends
 from chatmemory.core.lru import LRU
 from chatmemory.core.messages import ChatMessage, Content, ImageContent, PdfFileContent, UserMessage, checked_messages
 from chatmemory.serialization import langchain4j
+from chatmemory.serialization.native import dumps_message
+from chatmemory.stores.base.turns import LockOptions
 from chatmemory.stores.base.versions import next_version
 from chatmemory.stores.langchain4j_redis.commands import LayoutWrite, Script, Set
-from chatmemory.stores.langchain4j_redis.keys import key, memory_id_of, memory_id_of_history_key
+from chatmemory.stores.langchain4j_redis.keys import (
+    history_key,
+    key,
+    legacy_history_key,
+    memory_id_of,
+    memory_id_of_history_key,
+    write_ids_key,
+)
 from chatmemory.stores.redis.scripts import TRIM
 
 __all__ = [
@@ -45,6 +56,7 @@ __all__ = [
     "WRITE_SCRIPT",
     "WRITE_SCRIPT_SHA",
     "KnownValues",
+    "Planner",
     "VersionBook",
     "WriteIds",
     "WritePlan",
@@ -54,8 +66,6 @@ __all__ = [
     "digest",
     "encode",
     "message_list",
-    "pinning",
-    "plan_write",
 ]
 
 
@@ -179,28 +189,6 @@ class WritePlan:
     def script_args(self) -> tuple[bytes, ...]:
         """The script's ARGV."""
         return (self.expected_digest, self.value, self.write_id, b"%d" % self.ttl_ms)
-
-
-def plan_write(
-    book: VersionBook,
-    prefix: bytes,
-    memory_id: str,
-    messages: list[ChatMessage],
-    expected_version: int,
-    ttl_ms: int,
-    write_id: bytes,
-) -> WritePlan:
-    """The compare-and-set that saves ``messages`` at ``expected_version``.
-
-    Raises:
-        ConcurrentUpdateError: ``expected_version`` is not the version this store knows the memory at.
-        SerializationError: a message LangChain4j's format cannot hold.
-    """
-    expected = book.expected_digest(memory_id, expected_version)
-    if expected is None:
-        raise ConcurrentUpdateError(memory_id, expected_version)
-    value = encode(messages)
-    return WritePlan(key(prefix, memory_id), expected, value, digest(value), ttl_ms, write_id)
 
 
 def check_client(client: object, owns: bool, store: str) -> None:
@@ -364,21 +352,87 @@ for: the lease lock (``SET NX``, unlock) and the adoption of a history kept wher
 (adopted again if lost)."""
 
 
-def pinning(operation: str, prefix: bytes) -> Callable[[object], LayoutWrite | None]:
-    """What to wait for among the commands of an operation (``operation``, for the errors) under ``prefix``.
+# ------------------------------------------------------------------------------------------ the planner
 
-    The compare-and-set scripts (with and without history), the delete script, a history trim and the
-    plain ``SET`` of ``update_messages``, as :class:`~.commands.LayoutWrite` (see
-    :func:`chatmemory.stores.redis.operations.acknowledged`).
+
+class Planner:
+    """What a LangChain4j-layout store sends, from its configuration and a request (plus the version book).
+
+    Args:
+        prefix: the key prefix, encoded.
+        ttl_ms: the value's expiry in ms (``0``: none).
+        lock: the lease lock's options.
+        history: keep a history beside each value.
+        history_ttl_ms: the history's expiry in ms, ``None`` for the value's.
     """
 
-    def pin(command: object) -> LayoutWrite | None:
-        if isinstance(command, Set):
-            return LayoutWrite(command, operation, memory_id_of(command.key, prefix) or "")
-        if not isinstance(command, Script) or command.sha not in _WAITED:
-            return None
-        found = command.keys[0]  # a trim's is the history's key, the others' the memory's
-        owner = memory_id_of_history_key(found, prefix) if command.sha == TRIM.sha else memory_id_of(found, prefix)
-        return LayoutWrite(command, operation, owner or "")
+    def __init__(
+        self,
+        prefix: bytes,
+        ttl_ms: int = 0,
+        lock: LockOptions | None = None,
+        history: bool = False,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        self.prefix = prefix
+        self.ttl_ms = ttl_ms
+        self.lock = lock if lock is not None else LockOptions()
+        self.keeps_history = history
+        self._history_ttl_arg = b"" if history_ttl_ms is None else b"%d" % history_ttl_ms
+        self._write_ids = WriteIds()
 
-    return pin
+    def key_of(self, memory_id: str) -> bytes:
+        """The Redis key of ``memory_id`` (already validated)."""
+        return key(self.prefix, memory_id)
+
+    def write(self, memory_id: str, messages: list[ChatMessage], expected_version: int, book: VersionBook) -> WritePlan:
+        """The compare-and-set that saves ``messages`` at ``expected_version`` (known to ``book``).
+
+        Raises:
+            ConcurrentUpdateError: ``expected_version`` is not the version this store knows the memory at.
+            SerializationError: a message LangChain4j's format cannot hold.
+        """
+        expected = book.expected_digest(memory_id, expected_version)
+        if expected is None:
+            raise ConcurrentUpdateError(memory_id, expected_version)
+        value = encode(messages)
+        return WritePlan(self.key_of(memory_id), expected, value, digest(value), self.ttl_ms, self._write_ids.next())
+
+    def history_write(
+        self,
+        memory_id: str,
+        expected: bytes,
+        old: Sequence[ChatMessage],
+        new: list[ChatMessage],
+        also_recorded: Sequence[ChatMessage] = (),
+    ) -> tuple[WritePlan, Script]:
+        """The compare-and-set of ``new`` over the value hashed ``expected`` that records what it appends."""
+        value = encode(new)
+        memory_key = self.key_of(memory_id)
+        plan = WritePlan(memory_key, expected, value, digest(value), self.ttl_ms, self._write_ids.next())
+        records = [dumps_message(message) for message in (*also_recorded, *history_appends(old, new))]
+        args = (*plan.script_args(), self._history_ttl_arg, *records)
+        keys = (memory_key, history_key(memory_key), write_ids_key(memory_key), legacy_history_key(memory_key))
+        script = Script(WRITE_HISTORY_SCRIPT, WRITE_HISTORY_SCRIPT_SHA, keys, args, Operation.WRITE, memory_id)
+        return plan, script
+
+    def pinning(self, operation: str) -> Callable[[object], LayoutWrite | None]:
+        """What to wait for among the commands of an operation (``operation``, for the errors).
+
+        The compare-and-set scripts (with and without history), the delete script, a history trim and the
+        plain ``SET`` of ``update_messages``, as :class:`~.commands.LayoutWrite` (see
+        :func:`chatmemory.stores.redis.operations.acknowledged`).
+        """
+        prefix = self.prefix
+
+        def pin(command: object) -> LayoutWrite | None:
+            if isinstance(command, Set):
+                return LayoutWrite(command, operation, memory_id_of(command.key, prefix) or "")
+            if not isinstance(command, Script) or command.sha not in _WAITED:
+                return None
+            found = command.keys[0]  # a trim's is the history's key, the others' the memory's
+            is_trim = command.sha == TRIM.sha
+            owner = memory_id_of_history_key(found, prefix) if is_trim else memory_id_of(found, prefix)
+            return LayoutWrite(command, operation, owner or "")
+
+        return pin
