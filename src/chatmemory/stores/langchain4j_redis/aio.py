@@ -24,9 +24,7 @@ from chatmemory.stores.redis.executor import DRIVER_ERRORS
 
 from chatmemory.stores.redis.aio import (  # isort: skip - imports redis
     GatedClient,
-    send_acknowledged_async,
-    send_async,
-    send_resending_async,
+    send_one_async,
 )
 from redis.asyncio import BlockingConnectionPool, Redis  # isort: skip
 from redis.asyncio.cluster import RedisCluster  # isort: skip
@@ -64,12 +62,8 @@ class AsyncLangChain4jExecutor(GatedClient):
             await asyncio.sleep(command.seconds)
             return None
         try:
-            if isinstance(command, Acknowledged):
-                return await send_acknowledged_async(client, command)
             if not isinstance(command, Scan):
-                if self._cluster:
-                    return await send_resending_async(client, command)
-                return await send_async(client, command)
+                return await send_one_async(client, self._cluster, command)
             pattern, kind = command.pattern, command.type
             if isinstance(client, RedisCluster):
                 found = client.scan_iter(match=pattern, count=1000, _type=kind, target_nodes=RedisCluster.PRIMARIES)

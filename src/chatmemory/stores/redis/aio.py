@@ -43,6 +43,7 @@ __all__ = [
     "admission_for",
     "send_acknowledged_async",
     "send_async",
+    "send_one_async",
     "send_pipelined_async",
     "send_resending_async",
 ]
@@ -277,6 +278,17 @@ async def send_acknowledged_async(client: Any, command: Acknowledged) -> tuple[o
             refresh = isinstance(step, Refresh)
 
 
+async def send_one_async(client: Any, cluster: bool, command: Request | Acknowledged) -> Any:
+    """Send ``command`` as both Redis layouts' asyncio executors do; its reply (see :func:`~.executor.send_one`).
+
+    A write with its ``WAIT`` (:func:`send_acknowledged_async`); else, on a cluster, sent again while its
+    slot migrates (:func:`send_resending_async`); else once (:func:`send_async`).
+    """
+    if isinstance(command, Acknowledged):
+        return await send_acknowledged_async(client, command)
+    return await (send_resending_async(client, command) if cluster else send_async(client, command))
+
+
 async def _cluster_attempt_async(
     cluster: Any, command: Acknowledged, asked: Any, refresh: bool
 ) -> tuple[tuple[object, int] | None, Exception | None]:
@@ -323,13 +335,9 @@ class AsyncRedisExecutor(GatedClient):
         if isinstance(command, Pipelined):  # a batch: one admission turn, one pipeline
             return await self._send_pipelined(client, command)
         try:
-            if isinstance(command, Acknowledged):
-                return await send_acknowledged_async(client, command)
             if isinstance(command, Scan):
                 return {key async for key in self._scan(client, command.pattern)}
-            if self._cluster:
-                return await send_resending_async(client, command)
-            return await send_async(client, command)
+            return await send_one_async(client, self._cluster, command)
         except DRIVER_ERRORS as exc:
             raise store_error(exc, command.operation, command.memory_id) from exc
 
