@@ -1,23 +1,28 @@
-"""How an operation's batches are taken apart for the executors (pure: no database)."""
+"""How an operation's batches are taken apart for the executors (pure: no database), and what names a failure."""
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from chatmemory.core.driving import Steps, drive
+from chatmemory.stores.base import Operation
+from chatmemory.stores.sql import SQLChatMemoryStore
 from chatmemory.stores.sql.commands import (
     COMMIT,
     RELEASE,
     ROLLBACK,
     Batch,
     Command,
+    Result,
     Statement,
     send_batch,
     send_in_order,
 )
+from chatmemory.stores.sql.outcomes import SQLFailure
 
 BEGIN = Statement("BEGIN")
 HEAD = Statement("UPDATE head", expect=1)
@@ -186,3 +191,26 @@ def test_in_order_sends_begin_and_the_statements_up_to_the_first_miss() -> None:
     sent.clear()
     assert send_in_order(batch, lambda statement: sent.append(statement.statement) or 1) == [1, 1]
     assert sent == ["BEGIN", "UPDATE head", "INSERT rows"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        Statement("SELECT * FROM no_such_table", None, Result.ROWS, Operation.READ, "m"),
+        Batch((Statement("DELETE FROM no_such_table"),), Statement("BEGIN"), None, Operation.READ, "m"),
+    ],
+    ids=["statement", "batch"],
+)
+def test_a_failure_carries_the_operation_and_memory_the_command_named(
+    tmp_path: pathlib.Path, command: Statement | Batch
+) -> None:
+    with SQLChatMemoryStore(f"sqlite:///{tmp_path / 'named.db'}") as store:
+        session = store._executor.session()
+        with pytest.raises(SQLFailure) as raised:
+            session.perform(command)
+        session.end(raised.value)
+    failure = raised.value
+    assert (failure.sent_operation, failure.sent_memory_id) == (Operation.READ, "m")
+    assert str(failure.error()).startswith(f"{Operation.READ} failed for memory 'm': (sqlite3.OperationalError)")
+    assert str(failure.error(Operation.WRITE, None)).startswith(f"{Operation.WRITE} failed: (sqlite3.OperationalError)")
+    assert failure.error().__cause__ is failure.__cause__

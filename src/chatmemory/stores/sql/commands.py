@@ -63,6 +63,8 @@ class Statement(NamedTuple):
             cursor when nothing listens to cursor events) or a SQLAlchemy executable.
         parameters: the driver's parameters (for driver SQL) or named values (for an executable).
         result: what to hand back.
+        operation: the store operation sending it (named by the error of a failure; ``None``: none).
+        memory_id: the memory it is sent for (``None``: several, or none).
         many: ``parameters`` is a list of rows (an ``executemany``).
         expect: in a :class:`Batch`, the result this statement must have for the batch to go on.
     """
@@ -70,6 +72,8 @@ class Statement(NamedTuple):
     statement: Any
     parameters: Any = None
     result: Result = Result.ROWCOUNT
+    operation: str | None = None
+    memory_id: str | None = None
     many: bool = False
     expect: int | None = None
 
@@ -96,6 +100,10 @@ class Batch(NamedTuple):
     operation then rolls back; its errors are not raised). Otherwise it sends ``begin`` and the
     statements one by one, stopping as :class:`Batch` says. ``COMMIT`` or ``ROLLBACK`` follows as for
     any transaction (:func:`send_batch`)."""
+    operation: str | None = None
+    """The store operation sending it (for the error of a failure, as :attr:`Statement.operation`)."""
+    memory_id: str | None = None
+    """The memory it is sent for (``None``: several, or none)."""
 
 
 class _Signal(enum.Enum):

@@ -217,7 +217,10 @@ class Session:
             else:  # pragma: no cover - every command is handled above
                 raise TypeError(f"not a command: {command!r}")
         except SQLAlchemyError as exc:
-            raise self._driver._failure(exc) from exc
+            failure = self._driver._failure(exc)
+            if type(command) is Statement or type(command) is Batch:
+                failure.sent(command.operation, command.memory_id)
+            raise failure from exc
         return None
 
     def send(self, command: Statement) -> Any:

@@ -116,9 +116,10 @@ def history_page(
     yield from ops.ready(Operation.READ, memory_id)
     statement = ops.statements.history_page(reverse, after is not None)
     try:
-        rows = yield Statement(statement, history_parameters(memory_id, query), Result.ROWS)
+        parameters = history_parameters(memory_id, query)
+        rows = yield Statement(statement, parameters, Result.ROWS, Operation.READ, memory_id)
     except SQLFailure as failure:
-        raise failure.error(Operation.READ, memory_id) from failure.__cause__
+        raise failure.error() from failure.__cause__
     return decode_history(memory_id, rows, query, ops.codec)
 
 
@@ -138,13 +139,13 @@ def trim(
     delete, unrecord = ops.statements.trim(memory_id is not None)
 
     def attempt() -> Steps[Command, int]:
-        now = clock_time((yield Statement(ops.statements.server_clock, None, Result.SCALAR)))
+        now = clock_time((yield Statement(ops.statements.server_clock, None, Result.SCALAR, Operation.TRIM, memory_id)))
         parameters: dict[str, Any] = {"p_cutoff": ops.dialect.stamp(trim_cutoff(older_than, now))}
         if memory_id is not None:
             parameters["p_id"] = memory_id
         # One transaction: delete the entries outside their window, then unrecord those left in it.
         batch = (Statement(delete, parameters), Statement(unrecord, parameters))
-        deleted, unrecorded = yield Batch(batch, ops.begin)
+        deleted, unrecorded = yield Batch(batch, ops.begin, None, Operation.TRIM, memory_id)
         return int(deleted) + int(unrecorded)
 
     return (yield from ops.retried(Operation.TRIM, memory_id, attempt))
@@ -330,20 +331,20 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     records: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
     strays: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
     try:
-        heads = yield Statement(statements.heads, {"p_ids": ids}, Result.ROWS)
+        heads = yield Statement(statements.heads, {"p_ids": ids}, Result.ROWS, Operation.READ)
         live_heads = {row[0]: row for row in heads if row[4] == 1}
         headless = sorted(set(ids) - {row[0] for row in heads})
         if live_heads:
             stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in live_heads}
-            rows = yield Statement(statements.rows, {"p_ids": list(live_heads)}, Result.RECORDS)
+            rows = yield Statement(statements.rows, {"p_ids": list(live_heads)}, Result.RECORDS, Operation.READ)
             for raw_id, seq, payload in rows:
                 records[stored_ids[bytes(raw_id)]].append((seq, bytes(payload)))
         if headless:
-            rows = yield Statement(statements.strays, {"p_ids": headless}, Result.ROWS)
+            rows = yield Statement(statements.strays, {"p_ids": headless}, Result.ROWS, Operation.READ)
             for memory_id, seq, payload in rows:
                 strays[memory_id].append((seq, bytes(payload)))
     except SQLFailure as failure:
-        raise failure.error(Operation.READ, None) from failure.__cause__
+        raise failure.error() from failure.__cause__
     found: list[StoredMemory | None] = []
     for memory_id in ids:
         if (head := live_heads.get(memory_id)) is not None:
@@ -409,13 +410,13 @@ def _create_together(
     statements = ops.statements.batch
     ids = sorted({request.memory_id for request in requests})
     expiries = [ops.dialect.expiry(memory.expires_at) if memory.sets_expiry else None for memory in memories]
-    heads = yield Statement(statements.create_heads, {"p_ids": ids}, Result.ROWS)
+    heads = yield Statement(statements.create_heads, {"p_ids": ids}, Result.ROWS, Operation.WRITE)
     present = {row[0]: bool(row[1]) for row in heads}
     headless = [memory_id for memory_id in ids if memory_id not in present]
     strays: set[str] = set()
     if headless:
-        strays = set((yield Statement(statements.create_strays, {"p_ids": headless}, Result.SCALARS)))
-    clock = yield Statement(ops.statements.server_clock, None, Result.SCALAR)
+        strays = set((yield Statement(statements.create_strays, {"p_ids": headless}, Result.SCALARS, Operation.WRITE)))
+    clock = yield Statement(ops.statements.server_clock, None, Result.SCALAR, Operation.WRITE)
     absent = LockedHead(False, 0, 0, 0, False, None, None, int(clock))
     versions: list[int | None] = []
     one_by_one: list[int] = []
@@ -445,10 +446,10 @@ def _create_together(
             }
             for index, decision in planned
         ]
-        yield Statement(statements.insert_heads, head_rows, many=True)
+        yield Statement(statements.insert_heads, head_rows, operation=Operation.WRITE, many=True)
         rows = [row for _, decision in planned for row in decision.rows]
         if rows:
-            yield Statement(statements.insert_messages, rows, many=True)
+            yield Statement(statements.insert_messages, rows, operation=Operation.WRITE, many=True)
         for index, decision in planned:
             versions[index] = decision.version
     return BatchCreate(versions, tuple(one_by_one))

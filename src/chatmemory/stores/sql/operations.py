@@ -44,14 +44,6 @@ Change = Callable[[list[ChatMessage]], Iterable[ChatMessage] | None]
 _Outcome: TypeAlias = outcomes.Written | outcomes.Conflict | outcomes.Corrupted
 
 
-class _Abort(Exception):
-    """Rolls a locked write's transaction back with an outcome (stray rows found)."""
-
-    def __init__(self, outcome: outcomes.Corrupted) -> None:
-        super().__init__(type(outcome).__name__)
-        self.outcome = outcome
-
-
 class Operations:
     """Every operation of a SQL store as a command generator (the executors run them).
 
@@ -153,15 +145,17 @@ class Operations:
         for attempt in ReadAttempts():
             cached = self.cache.get(memory_id) if attempt.use_cache else None
             try:
-                rows = yield Statement(read.sql, read.bind(plan.read_parameters(memory_id, cached)), Result.RECORDS)
+                parameters = read.bind(plan.read_parameters(memory_id, cached))
+                rows = yield Statement(read.sql, parameters, Result.RECORDS, Operation.READ, memory_id)
                 result = outcomes.decode_read(memory_id, rows, cached, self.codec)
                 if isinstance(result, outcomes.Headless):
                     strays = self.statements.fast_strays
-                    found = yield Statement(strays.sql, strays.bind({"p_id": memory_id}), Result.RECORDS)
+                    parameters = strays.bind({"p_id": memory_id})
+                    found = yield Statement(strays.sql, parameters, Result.RECORDS, Operation.READ, memory_id)
                     result = outcomes.absent_read(found)
             except SQLFailure as failure:
                 if not attempt.lost(failure):
-                    raise failure.error(Operation.READ, memory_id) from failure.__cause__
+                    raise failure.error() from failure.__cause__
                 yield RELEASE  # read again, on a new connection
                 continue
             if isinstance(result, outcomes.Corrupted):
@@ -180,14 +174,15 @@ class Operations:
         memory_id = validate_memory_id(memory_id)
         yield from self.ready(Operation.READ, memory_id)
         try:
-            rows = yield Statement(self.statements.read, plan.read_parameters(memory_id, None), Result.ROWS)
+            parameters = plan.read_parameters(memory_id, None)
+            rows = yield Statement(self.statements.read, parameters, Result.ROWS, Operation.READ, memory_id)
             records = outcomes.raw_records(rows)
             if isinstance(records, outcomes.Headless):  # what an operator inspects: the rows without a head
-                records = outcomes.stray_records(
-                    (yield Statement(self.statements.strays, {"p_id": memory_id}, Result.ROWS))
-                )
+                parameters = {"p_id": memory_id}
+                strays = yield Statement(self.statements.strays, parameters, Result.ROWS, Operation.READ, memory_id)
+                records = outcomes.stray_records(strays)
         except SQLFailure as failure:
-            raise failure.error(Operation.READ, memory_id) from failure.__cause__
+            raise failure.error() from failure.__cause__
         return records
 
     def reseal(self, memory_id: str) -> Steps[Command, Resealed]:
@@ -200,14 +195,15 @@ class Operations:
         yield from self.ready(Operation.WRITE, memory_id)
         statements = self.statements
         try:
-            rows = yield Statement(statements.payloads_of(memory_id), {}, Result.ROWS)
+            rows = yield Statement(statements.payloads_of(memory_id), {}, Result.ROWS, Operation.WRITE, memory_id)
             records = ((int(row.seq), bytes(row.payload)) for row in rows)
             changes, current = reseal_plan(codec, memory_id, records, positioned=True)
             done = 0
             for seq, old, new in changes:
-                done += yield Statement(statements.reseal_row(memory_id, seq, old, new), {}, Result.ROWCOUNT)
+                reseal = statements.reseal_row(memory_id, seq, old, new)
+                done += yield Statement(reseal, {}, Result.ROWCOUNT, Operation.WRITE, memory_id)
         except SQLFailure as failure:
-            raise failure.error(Operation.WRITE, memory_id) from failure.__cause__
+            raise failure.error() from failure.__cause__
         return Resealed(done, current, len(changes) - done)
 
     def memory_times(self, memory_id: str) -> Steps[Command, MemoryTimes | None]:
@@ -215,9 +211,9 @@ class Operations:
         memory_id = validate_memory_id(memory_id)
         yield from self.ready(Operation.READ, memory_id)
         try:
-            row = yield Statement(self.statements.times, {"p_id": memory_id}, Result.FIRST)
+            row = yield Statement(self.statements.times, {"p_id": memory_id}, Result.FIRST, Operation.READ, memory_id)
         except SQLFailure as failure:
-            raise failure.error(Operation.READ, memory_id) from failure.__cause__
+            raise failure.error() from failure.__cause__
         return times_of(row)
 
     # ------------------------------------------------------------------------------------------- writes
@@ -271,18 +267,20 @@ class Operations:
 
     def write_diff(self, diff: plan.DiffWrite) -> Steps[Command, outcomes.Written | outcomes.Conflict]:
         """A diffed write: one statement on PostgreSQL and MariaDB, else one batch (one string on MySQL)."""
-        self.check_payloads(diff.request.memory_id, diff.payloads)
+        memory_id = diff.request.memory_id
+        self.check_payloads(memory_id, diff.payloads)
         statements = self.statements
         if self.dialect.has_diff_statement:
             turn = statements.diff_postgresql(*diff.shape)
-            row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)
+            row = yield Statement(turn, diff.postgresql_parameters(), Result.FIRST, Operation.WRITE, memory_id)
             return plan.diff_outcome(diff, row is not None)
         joinable = self.dialect.joins_turns and diff.joinable(self.schema.max_allowed_packet)
         if joinable and statements.blocks_turns:
             block = statements.block_turn(diff.removal, len(diff.payloads), diff.request.recorded)
             if block is not None:  # MariaDB: one compound statement, a transaction of its own
                 try:
-                    yield Statement(block.sql, block.bind(diff.joined_parameters())[0])
+                    parameters = block.bind(diff.joined_parameters())[0]
+                    yield Statement(block.sql, parameters, Result.ROWCOUNT, Operation.WRITE, memory_id)
                 except SQLFailure as failure:
                     if failure.kind is not Failure.MISSED_BLOCK:
                         raise
@@ -300,7 +298,7 @@ class Operations:
             batch = self.diff_statements(diff)
             joined = None
         # One transaction; a head update that matched no row (a stale snapshot) rolls it back.
-        counts = yield Batch(tuple(batch), self.begin, joined)
+        counts = yield Batch(tuple(batch), self.begin, joined, Operation.WRITE, memory_id)
         return plan.diff_outcome(diff, counts[0] == 1)
 
     def diff_statements(self, diff: plan.DiffWrite) -> list[Statement]:
@@ -322,7 +320,8 @@ class Operations:
         yield from self.ready(Operation.DELETE, memory_id)
         statements, key = self.statements, {"p_id": memory_id}
         # The head row first: writers lock it before any message row, so this order cannot deadlock.
-        batch = Batch((Statement(statements.delete_head, key), Statement(statements.delete_all, key)), self.begin)
+        deletes = (Statement(statements.delete_head, key), Statement(statements.delete_all, key))
+        batch = Batch(deletes, self.begin, None, Operation.DELETE, memory_id)
 
         def attempt() -> Steps[Command, Any]:
             return (yield batch)
@@ -336,9 +335,9 @@ class Operations:
         parameters = {"p_id": memory_id, "p_expires_at": self.dialect.expiry(when)}
         yield from self.ready(Operation.WRITE, memory_id)
         try:
-            yield Statement(self.statements.set_expiry, parameters)
+            yield Statement(self.statements.set_expiry, parameters, Result.ROWCOUNT, Operation.WRITE, memory_id)
         except SQLFailure as failure:
-            raise failure.error(Operation.WRITE, memory_id) from failure.__cause__
+            raise failure.error() from failure.__cause__
         self.cache.forget(memory_id)
 
     # --------------------------------------------------------------------------------- under the lock
@@ -347,7 +346,7 @@ class Operations:
         """One attempt of a write under the head row's lock, in a transaction of its own."""
         try:
             return (yield from self.in_transaction(self._locked_write(request, cached)))
-        except _Abort as aborted:
+        except outcomes.Abort as aborted:
             return aborted.outcome
 
     def _locked_write(self, request: WriteRequest, cached: CachedSnapshot | None) -> Steps[Command, _Outcome]:
@@ -396,7 +395,7 @@ class Operations:
             yield Statement(statements.insert_head, decision.head)
             damage = outcomes.stray_rows(decision, (yield Statement(statements.delete_all, decision.head)))
             if damage is not None:
-                raise _Abort(damage)
+                raise outcomes.Abort(damage)
         else:
             if decision.delete_all:
                 yield Statement(statements.delete_all, decision.head)
@@ -469,7 +468,7 @@ class Operations:
         yield self.begin
         try:
             outcome, ended = yield from self._modify_locked(memory_id, change, cached)
-        except _Abort as aborted:
+        except outcomes.Abort as aborted:
             yield ROLLBACK
             return aborted.outcome
         except Exception:
@@ -510,7 +509,9 @@ class Operations:
         ended = False
         if self.dialect.has_diff_statement:
             turn = statements.diff_postgresql(*diff.shape)
-            matched = (yield Statement(turn, diff.postgresql_parameters(), Result.FIRST)) is not None
+            matched = (
+                yield Statement(turn, diff.postgresql_parameters(), Result.FIRST, Operation.WRITE, memory_id)
+            ) is not None
         else:
             batch = self.diff_statements(diff)
             joined = None
@@ -519,7 +520,7 @@ class Operations:
                 if rendered is not None:  # its parts without the BEGIN: the transaction is open
                     whole, _ = rendered.bind(diff.joined_parameters())
                     joined = Statement(statements.joined_parts(rendered).sql, whole)
-            counts = yield Batch(tuple(batch), None, joined)
+            counts = yield Batch(tuple(batch), None, joined, Operation.WRITE, memory_id)
             matched = bool(counts) and counts[0] == 1
             ended = joined is not None  # a joined batch ends with COMMIT, or ROLLBACK after a miss
         if not matched:
@@ -536,11 +537,11 @@ class Operations:
         begin, setup = self.dialect.snapshot if order == "newest" else (None, None)
         try:
             if setup is not None:
-                yield Statement(setup)
+                yield Statement(setup, None, Result.ROWCOUNT, Operation.LIST)
             if begin is not None:
-                yield Statement(begin)
+                yield Statement(begin, None, Result.ROWCOUNT, Operation.LIST)
         except SQLFailure as failure:
-            raise failure.error(Operation.LIST, None) from failure.__cause__
+            raise failure.error() from failure.__cause__
         try:
             after: tuple[Any, ...] | None = None
             while True:
@@ -548,9 +549,9 @@ class Operations:
                 statement = self.statements.list_page(order, after is not None, page_size)
                 parameters = {} if after is None else dict(zip(("p_after_id", "p_after_updated"), after, strict=True))
                 try:
-                    rows = yield Statement(statement, parameters, Result.ROWS)
+                    rows = yield Statement(statement, parameters, Result.ROWS, Operation.LIST)
                 except SQLFailure as failure:
-                    raise failure.error(Operation.LIST, None) from failure.__cause__
+                    raise failure.error() from failure.__cause__
                 if begin is None:
                     yield RELEASE
                 yield Emit(tuple(row.memory_id for row in rows))
@@ -580,12 +581,14 @@ class Operations:
 
     def _purge_batch(self, batch_size: int) -> Steps[Command, list[str]]:
         statements = self.statements
-        ids: list[str] = yield Statement(statements.lock_expired(batch_size), None, Result.SCALARS)
+        ids: list[str] = yield Statement(statements.lock_expired(batch_size), None, Result.SCALARS, Operation.PURGE)
         if ids:
             parameters = {"p_ids": ids}
-            yield Batch(
-                (Statement(statements.delete_heads, parameters), Statement(statements.delete_messages_of, parameters))
+            batch = (
+                Statement(statements.delete_heads, parameters),
+                Statement(statements.delete_messages_of, parameters),
             )
+            yield Batch(batch, None, None, Operation.PURGE)
         return ids
 
     # ------------------------------------------------------------------------ histories and batches

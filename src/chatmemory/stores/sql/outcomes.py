@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from chatmemory.stores.sql.plan import LockedWrite, WriteRequest
 
 __all__ = [
+    "Abort",
     "CachedSnapshot",
     "Conflict",
     "Corrupted",
@@ -73,24 +74,48 @@ class Failure(enum.Enum):
 class SQLFailure(StoreError):
     """A driver failure, as an executor raises it: its :attr:`kind` and message (the driver's exception the cause).
 
-    Operations branch on :attr:`kind`, and report it as their own operation with :meth:`error`.
+    Operations branch on :attr:`kind`, and report it as their own operation with :meth:`error`. The
+    executor fills in :attr:`sent_operation` and :attr:`sent_memory_id` from the command that failed.
     """
 
     def __init__(self, kind: Failure, detail: str) -> None:
         super().__init__("sending a SQL statement", None, detail)
         self.kind = kind
         self.detail = detail
+        self.sent_operation: str | None = None
+        """The operation the failed command named (``None``: it named none)."""
+        self.sent_memory_id: str | None = None
+        """The memory id the failed command named."""
+
+    def sent(self, operation: str | None, memory_id: str | None) -> SQLFailure:
+        """This failure, for a command that named ``operation`` and ``memory_id`` (the executor's)."""
+        self.sent_operation = operation
+        self.sent_memory_id = memory_id
+        return self
 
     @property
     def retryable(self) -> bool:
         """Whether another writer, or a deadlock, caused it (tried again within the retry budget)."""
         return self.kind is Failure.CONFLICT or self.kind is Failure.DEADLOCK
 
-    def error(self, operation: str, memory_id: str | None) -> StoreError:
-        """The error ``operation`` raises for ``memory_id``, the driver's exception still its cause."""
+    def error(self, operation: str | None = None, memory_id: str | None = None) -> StoreError:
+        """The error ``operation`` raises for ``memory_id``, the driver's exception still its cause.
+
+        Without ``operation``: the operation and memory id the failed command named.
+        """
+        if operation is None:
+            operation, memory_id = self.sent_operation or self.operation, self.sent_memory_id
         error = StoreError(operation, memory_id, self.detail)
         error.__cause__ = self.__cause__
         return error
+
+
+class Abort(Exception):
+    """Rolls a locked write's transaction back with an outcome (stray rows found)."""
+
+    def __init__(self, outcome: Corrupted) -> None:
+        super().__init__(type(outcome).__name__)
+        self.outcome = outcome
 
 
 # ------------------------------------------------------------------------------------------ state
