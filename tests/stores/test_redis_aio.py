@@ -18,7 +18,7 @@ from chatmemory.aio.stores.redis import RedisChatMemoryStore as AsyncStore
 from chatmemory.aio.stores.redis import RedisCluster as AsyncRedisCluster
 from chatmemory.core.messages import ChatMessage
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
-from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, redis_url
+from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, raw_client, redis_url
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,13 +34,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def sync_client(kind: str) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if kind == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
-    else:
-        made = Redis.from_url(redis_url())
-    yield made
-    made.close()
+    with raw_client(kind) as made:
+        yield made
 
 
 @pytest.fixture

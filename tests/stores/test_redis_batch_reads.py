@@ -17,7 +17,7 @@ from chatmemory.stores.redis.keys import KeySpace
 from chatmemory.stores.redis.outcomes import stored_of
 from chatmemory.stores.redis.plan import stored_call
 from chatmemory.stores.redis.scripts import STORED
-from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, redis_url
+from support.backends.redis import drop_prefix, fresh_prefix, raw_client
 
 WINDOW = [UserMessage("a"), UserMessage("b")]
 HOUR = datetime.timedelta(hours=1)
@@ -25,13 +25,8 @@ HOUR = datetime.timedelta(hours=1)
 
 @pytest.fixture(params=["server", pytest.param("cluster", marks=pytest.mark.redis_cluster)])
 def client(request: pytest.FixtureRequest) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if request.param == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
-    else:
-        made = Redis.from_url(redis_url())
-    yield made
-    made.close()
+    with raw_client(request.param) as made:
+        yield made
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from chatmemory.core.messages import ChatMessage
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
 from chatmemory.testing import ADVERSARIAL_IDS
-from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, private_server, redis_url
+from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, private_server, raw_client, redis_url
 
 UTC = datetime.timezone.utc
 
@@ -41,13 +41,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def client(kind: str) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if kind == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
-    else:
-        made = Redis.from_url(redis_url())
-    yield made
-    made.close()
+    with raw_client(kind) as made:
+        yield made
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from chatmemory.stores.redis import Redis, RedisChatMemoryStore, RedisCluster
 from chatmemory.stores.redis.outcomes import times_of
 from chatmemory.stores.redis.plan import times_call
 from chatmemory.stores.redis.scripts import TIMES
-from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, redis_url
+from support.backends.redis import cluster_url, drop_prefix, fresh_prefix, raw_client, redis_url
 
 WINDOW = [UserMessage("a"), UserMessage("b")]
 SECOND = datetime.timedelta(seconds=1)
@@ -23,13 +23,8 @@ SECOND = datetime.timedelta(seconds=1)
 
 @pytest.fixture(params=["server", pytest.param("cluster", marks=pytest.mark.redis_cluster)])
 def client(request: pytest.FixtureRequest) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if request.param == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
-    else:
-        made = Redis.from_url(redis_url())
-    yield made
-    made.close()
+    with raw_client(request.param) as made:
+        yield made
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ from chatmemory.stores.langchain4j_redis.plan import (
 )
 from chatmemory.stores.redis import Redis, RedisCluster
 from support.backends.langchain4j_redis import drop_prefix
-from support.backends.redis import cluster_url, redis_url
+from support.backends.redis import raw_client
 
 BRACES = st.sampled_from([b"{", b"}", b"{}", b"a", b":", b"\xff", b"x}y", b"{t}"])
 keys = st.lists(st.one_of(BRACES, st.binary(max_size=4)), max_size=8).map(b"".join)
@@ -77,13 +77,8 @@ def test_the_history_pattern_takes_the_prefix_literally() -> None:
 
 @pytest.fixture(params=["server", pytest.param("cluster", marks=pytest.mark.redis_cluster)])
 def client(request: pytest.FixtureRequest) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if request.param == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
-    else:
-        made = Redis.from_url(redis_url())
-    yield made
-    made.close()
+    with raw_client(request.param) as made:
+        yield made
 
 
 @pytest.fixture

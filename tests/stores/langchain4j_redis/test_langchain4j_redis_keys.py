@@ -36,7 +36,7 @@ from chatmemory.stores.langchain4j_redis.keys import (
 from chatmemory.stores.redis import Redis, RedisCluster
 from chatmemory.transfer.sources import LangChain4jRedisSource
 from support.backends.langchain4j_redis import drop_prefix
-from support.backends.redis import cluster_url, redis_url
+from support.backends.redis import cluster_url, raw_client, redis_url
 
 PIECES = st.sampled_from(
     [
@@ -120,13 +120,8 @@ def test_every_key_of_a_memory_is_in_its_slot_and_only_the_value_lists_as_a_memo
     params=[pytest.param("server", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis_cluster)],
 )
 def client(request: pytest.FixtureRequest) -> Iterator[Redis | RedisCluster]:
-    made: Redis | RedisCluster
-    if request.param == "cluster":
-        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
-    else:
-        made = Redis.from_url(redis_url())
-    yield made
-    made.close()
+    with raw_client(request.param) as made:
+        yield made
 
 
 @pytest.fixture

@@ -40,6 +40,20 @@ def cluster_url() -> str:
     return server_url("Redis Cluster", "CHATMEMORY_TEST_REDIS_CLUSTER_URL", CLUSTER_EXAMPLE)
 
 
+@contextlib.contextmanager
+def raw_client(kind: str) -> Iterator[Redis | RedisCluster]:
+    """A blocking client of the test server (``"server"``) or the test cluster (``"cluster"``), closed after."""
+    made: Redis | RedisCluster
+    if kind == "cluster":
+        made = RedisCluster.from_url(cluster_url().replace("+cluster", "", 1))
+    else:
+        made = Redis.from_url(redis_url())
+    try:
+        yield made
+    finally:
+        made.close()
+
+
 def fresh_prefix() -> str:
     """A key prefix no other test uses; its glob characters check that listing treats it literally."""
     return f"cmtest:{uuid.uuid4().hex[:12]}:*?[x]:"
