@@ -70,6 +70,7 @@ class Executor:
         "_check_schema",
         "_dbapi_error",
         "_engine",
+        "_execute_sql",
         "_failure",
         "_joined_results",
         "_keeping",
@@ -101,6 +102,9 @@ class Executor:
         self._pooled = connects_in_autocommit(autocommit)
         """Whether driver SQL may go on the pooled connection without a ``Connection`` around it."""
         self._joined_results = functools.partial(joined_results, dbapi_error=self._dbapi_error)
+        # psycopg (sync) sends the rows of a read in binary: a payload's bytes as they are, not hex to decode.
+        binary = engine.dialect.driver == "psycopg" and not engine.dialect.is_async
+        self._execute_sql = functools.partial(execute_driver_sql, binary_records=True) if binary else execute_driver_sql
         self._kept: list[PoolProxiedConnection] = []
         """The connection the last operation ended with, for the next (at most one)."""
         self._keeping = threading.Lock()
@@ -236,13 +240,13 @@ class Session:
         driver = self._driver
         sql = command.statement
         if type(sql) is str and self._on_pooled():
-            return self._on_cursor(execute_driver_sql, command, command)
+            return self._on_cursor(driver._execute_sql, command, command)
         connection = self.connection()
         if type(sql) is not str:
             return result_of(command.result, connection.execute(sql, command.parameters))
         if connection._has_events or driver._engine._has_events:
             return result_of(command.result, connection.exec_driver_sql(sql, command.parameters))
-        return self._on_cursor(execute_driver_sql, command, command)
+        return self._on_cursor(driver._execute_sql, command, command)
 
     def send_batch(self, batch: Batch) -> list[Any]:
         """Send ``batch`` as :func:`~chatmemory.stores.sql.commands.send_batch` says; return its results.
@@ -261,7 +265,7 @@ class Session:
         """Send one command of a batch on ``cursor``, the pooled connection's (until a ``Connection`` is needed)."""
         if self._connection is not None or type(command) is not Statement or type(command.statement) is not str:
             return self._send_part(command)
-        return self._run(cursor, execute_driver_sql, command, command)
+        return self._run(cursor, self._driver._execute_sql, command, command)
 
     def _send_part(self, command: Statement | Batch) -> Any:
         return self.send(command) if isinstance(command, Statement) else self.send_joined(command)
@@ -498,16 +502,21 @@ if hasattr(os, "register_at_fork"):  # POSIX; elsewhere a process has no fork to
     os.register_at_fork(after_in_child=_forget_kept_connections)
 
 
-def execute_driver_sql(cursor: Any, command: Statement) -> Any:
-    """Run ``command``'s driver SQL on a DBAPI ``cursor``; return its result (driver errors go through)."""
+def execute_driver_sql(cursor: Any, command: Statement, binary_records: bool = False) -> Any:
+    """Run ``command``'s driver SQL on a DBAPI ``cursor``; return its result (driver errors go through).
+
+    ``binary_records``: a psycopg cursor, asked for the rows of a :data:`Result.RECORDS` read in binary.
+    """
     parameters = command.parameters
+    kind = command.result
     if command.many:
         cursor.executemany(command.statement, parameters)
+    elif binary_records and kind is Result.RECORDS:
+        cursor.execute(command.statement, parameters, binary=True)
     elif parameters is None:
         cursor.execute(command.statement)
     else:
         cursor.execute(command.statement, parameters)
-    kind = command.result
     if kind is Result.ROWCOUNT:
         return int(cursor.rowcount)
     if kind is Result.RECORDS:

@@ -6,18 +6,34 @@ transaction of two statements. A restore runs in one transaction under the head 
 entries' rows go in with their own write time, marked ``evicted``; a memory without a live window, given
 one whose messages are restored entries, gets a head whose cover of those rows makes them the window
 (:func:`window_seqs`); any other window is written as a raw write writes records, moved past the restored
-rows (:func:`shifted`). A batch read is two statements (a third for ids without a head row); a batch
-create one transaction, whose memories go to ``save`` one by one when it cannot create them together.
+rows (:func:`shifted`). A batch read is two statements (a third for ids without a head row), a batch
+create one transaction (memories it cannot create together go to ``save`` one by one).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Insert,
+    Integer,
+    LargeBinary,
+    Select,
+    bindparam,
+    case,
+    insert,
+    literal_column,
+    select,
+    type_coerce,
+)
 
 from chatmemory.core.driving import Steps
 from chatmemory.core.history import (
@@ -36,8 +52,20 @@ from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql.commands import Batch, Command, Result, Statement
+from chatmemory.stores.sql.dialect import (
+    POSTGRESQL,
+    IdsIn,
+    MemoryIdType,
+    Rendered,
+    ServerExpiry,
+    ServerNow,
+    dialect_of,
+    live,
+    render,
+)
 from chatmemory.stores.sql.outcomes import LockedHead, SQLFailure, aware, stray_detail
 from chatmemory.stores.sql.plan import LockedWrite, WindowCover, WriteRequest, cover_window, plan_locked
+from chatmemory.stores.sql.statements import RestoreStatements, Statements, window_rows
 
 if TYPE_CHECKING:
     from chatmemory.stores.sql.dialect import SQLDialect
@@ -46,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HISTORY_OFFSET",
     "BatchCreate",
+    "BatchStatements",
     "covered_head",
     "create_batch",
     "decode_history",
@@ -168,7 +197,7 @@ def restore_history(
     records = None if messages is None else [encode(message, memory_id) for message in messages]
     ops.check_payloads(memory_id, [*payloads.values(), *(records or ())])
     yield from ops.ready(Operation.WRITE, memory_id)
-    statements = ops.statements.restore
+    statements = ops.statements.derived(RestoreStatements)
 
     def attempt() -> Steps[Command, int]:
         body = _restore_locked(ops, memory_id, restored, payloads, records, messages, statements)
@@ -326,19 +355,30 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     """
     ops.check_open(Operation.READ)
     ids = [validate_memory_id(memory_id) for memory_id in memory_ids]
-    statements = ops.statements.batch
+    if not ids:
+        return []
+    statements = ops.statements.derived(BatchStatements)
+    heads_read, rows_read, slots = statements.reads(len(ids))
+    values = id_values(ids, slots)
+    stamp = statements.stamp
     yield from ops.ready(Operation.READ)
-    records: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
+    stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in ids}
     strays: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
+    records: dict[bytes, list[tuple[int, bytes]]] = {}
     try:
-        heads = yield Statement(statements.heads, {"p_ids": ids}, Result.ROWS, Operation.READ)
-        live_heads = {row[0]: row for row in heads if row[4] == 1}
-        headless = sorted(set(ids) - {row[0] for row in heads})
+        heads = yield Statement(heads_read.sql, heads_read.bind(values), Result.RECORDS, Operation.READ)
+        live_heads = {stored_ids[bytes(row[0])]: row for row in heads if row[4] == 1}
+        headless = sorted(set(ids) - {stored_ids[bytes(row[0])] for row in heads})
         if live_heads:
-            stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in live_heads}
-            rows = yield Statement(statements.rows, {"p_ids": list(live_heads)}, Result.RECORDS, Operation.READ)
-            for raw_id, seq, payload in rows:
-                records[stored_ids[bytes(raw_id)]].append((seq, bytes(payload)))
+            live_values = id_values(list(live_heads), slots) if len(live_heads) < len(ids) else values
+            rows = yield Statement(rows_read.sql, rows_read.bind(live_values), Result.RECORDS, Operation.READ)
+            last: object = None
+            group: list[tuple[int, bytes]] = []
+            for raw_id, seq, payload in rows:  # a memory's rows mostly together: its id looked up once a run
+                if raw_id != last:
+                    last = raw_id
+                    group = records.setdefault(bytes(raw_id), [])
+                group.append((seq, payload))
         if headless:
             rows = yield Statement(statements.strays, {"p_ids": headless}, Result.ROWS, Operation.READ)
             for memory_id, seq, payload in rows:
@@ -348,8 +388,10 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     found: list[StoredMemory | None] = []
     for memory_id in ids:
         if (head := live_heads.get(memory_id)) is not None:
-            window = [payload for _, payload in sorted(records.get(memory_id, ()))]
-            found.append(StoredMemory(memory_id, window, head[1], MemoryTimes(aware(head[2]), aware(head[3]))))
+            written, expires = (head[2], head[3]) if stamp is None else (stamp(head[2]), stamp(head[3]))
+            times = MemoryTimes(aware(written), aware(expires))
+            window = sorted(records.get(bytes(head[0]), ()))  # in order already, but for the pinned run
+            found.append(StoredMemory(memory_id, [bytes(payload) for _, payload in window], head[1], times))
         elif memory_id in strays:
             stray = [payload for _, payload in sorted(strays[memory_id])]
             found.append(StoredMemory(memory_id, stray, 0, None, damage=stray_detail(len(stray))))
@@ -407,7 +449,7 @@ def _first_copies(requests: Sequence[WriteRequest]) -> tuple[int, ...]:
 def _create_together(
     ops: Operations, requests: Sequence[WriteRequest], memories: Sequence[NewMemory]
 ) -> Steps[Command, BatchCreate]:
-    statements = ops.statements.batch
+    statements = ops.statements.derived(BatchStatements)
     ids = sorted({request.memory_id for request in requests})
     expiries = [ops.dialect.expiry(memory.expires_at) if memory.sets_expiry else None for memory in memories]
     heads = yield Statement(statements.create_heads, {"p_ids": ids}, Result.ROWS, Operation.WRITE)
@@ -453,3 +495,105 @@ def _create_together(
         for index, decision in planned:
             versions[index] = decision.version
     return BatchCreate(versions, tuple(one_by_one))
+
+
+# ------------------------------------------------------------------------- batch and restore statements
+
+
+class BatchStatements:
+    """The statements of a batch read and a batch create on one store's tables (ids bound as ``p_ids``).
+
+    A store with a ttl gives a created memory that asks for no expiry its own. The batch read's head and
+    window-row reads are rendered for the driver (:meth:`reads`), once per size of batch.
+    """
+
+    def __init__(self, statements: Statements) -> None:
+        self._tables, self._dialect, expires = statements.tables, statements.dialect, statements.expires
+        memories, messages = self._tables.memories, self._tables.messages
+        stamp = memories.c.updated_at.type
+        self._is_live = is_live = live(memories.c.expires_at, stamp)
+        self.stamp = stamp.dialect_impl(self._dialect).result_processor(self._dialect, None)
+        """What a head row's time is made of as the driver gives it (``None``: it is a datetime already)."""
+        self._reads: dict[int, tuple[Rendered, Rendered]] = {}
+        self._reads_lock = threading.Lock()
+        head: Select[Any] = (
+            select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
+        )
+        self.strays: Select[Any] = select(messages.c.memory_id, messages.c.seq, messages.c.payload).where(
+            IdsIn(messages.c.memory_id), ~head.exists()
+        )
+        """The message rows of ids without a head row (damage)."""
+        ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
+        self.create_heads: Select[Any] = select(
+            memories.c.memory_id, case((is_live, literal_column("1")), else_=literal_column("0")).label("live")
+        ).where(memories.c.memory_id.in_(ids))
+        """A batch create's head rows, live or not."""
+        self.create_strays: Select[Any] = (
+            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
+        )
+        """The ids of the batch with message rows and no head row (damage)."""
+        now = ServerNow(stamp)
+        store_expiry: Any = ServerExpiry(stamp) if expires else literal_column("NULL")
+        # The memory's own expiry when it asks for one (NULL: never), else the store's, in the insert itself.
+        expiry = case(
+            (
+                bindparam("p_sets_expiry", type_=Integer()) == 1,
+                bindparam("p_expires_at", type_=memories.c.expires_at.type),
+            ),
+            else_=store_expiry,
+        )
+        named = ("version", "incarnation", "next_seq", "window_start", "pin_start", "pin_end")
+        self.insert_heads: Insert = insert(memories).values(
+            memory_id=bindparam("p_id"),
+            created_at=now,
+            updated_at=now,
+            expires_at=expiry,
+            recent_writes=bindparam("p_recent"),
+            **{name: bindparam(f"p_{name}") for name in named},
+        )
+        self.insert_messages: Insert = insert(messages)
+
+    def reads(self, count: int) -> tuple[Rendered, Rendered, int]:
+        """The batch read of ``count`` ids: ``(heads, rows, slots)``, rendered once per size.
+
+        Heads as ``(id as stored, version, updated_at, expires_at, live)``, the live ones' window rows as
+        ``(id as stored, seq, payload)`` in any order. PostgreSQL binds the ids as one array (``p_ids``,
+        ``slots`` 0); elsewhere ``slots`` values ``p_i0``…, ``count`` rounded up to a power of two.
+        """
+        postgres = dialect_of(self._dialect.name) is POSTGRESQL
+        slots = 0 if postgres else 1 << max(0, count - 1).bit_length()
+        found = self._reads.get(slots)
+        if found is None:
+            memories, messages = self._tables.memories, self._tables.messages
+
+            def among(column: ColumnElement[Any]) -> ColumnElement[bool]:
+                if postgres:
+                    return IdsIn(column)
+                return column.in_([bindparam(f"p_i{index}", type_=MemoryIdType()) for index in range(slots)])
+
+            heads = select(
+                type_coerce(memories.c.memory_id, LargeBinary()),
+                memories.c.version,
+                memories.c.updated_at,
+                memories.c.expires_at,
+                case((self._is_live, literal_column("1")), else_=literal_column("0")).label("live"),
+            ).where(among(memories.c.memory_id))
+            columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
+            window, pinned = window_rows(memories, messages, columns, among(memories.c.memory_id), self._is_live)
+            rows = window.union_all(pinned.where(memories.c.pin_start.is_not(None)))  # said: a plan filters first
+            found = (render(heads, self._dialect), render(rows, self._dialect))
+            if postgres and self._dialect.driver == "psycopg":  # the id array in binary: no text escaping per id
+                found = (_binary_ids(found[0]), _binary_ids(found[1]))
+            with self._reads_lock:
+                self._reads[slots] = found
+        return found[0], found[1], slots
+
+
+def _binary_ids(read: Rendered) -> Rendered:
+    return replace(read, sql=read.sql.replace("%(p_ids)s", "%(p_ids)b"))
+
+
+def id_values(ids: Sequence[str], slots: int) -> dict[str, Any]:
+    """The values binding ``ids`` to a batch read of ``slots``: the last id repeated (``IN`` takes it as once)."""
+    last = ids[-1]
+    return {f"p_i{i}": ids[i] if i < len(ids) else last for i in range(slots)} if slots else {"p_ids": list(ids)}

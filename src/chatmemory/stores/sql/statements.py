@@ -4,8 +4,8 @@ Parameters are named ``p_*``; times come from the server's clock (:mod:`~chatmem
 a store with a ``ttl`` passing it as ``p_ttl`` (and ``p_history_ttl``). The window is the rows its head
 row's ranges enclose that are not marked evicted; a store with history marks rows instead of deleting
 them and stamps those it adds with the head's write time. :class:`Statements` holds a store's reads and
-writes (the hot ones rendered once in the driver's SQL); :class:`BatchStatements` and
-:class:`RestoreStatements` those of operators' tools.
+writes (the hot ones rendered once in the driver's SQL); those of operators' tools are built from it
+where they are used (:meth:`Statements.derived`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     BigInteger,
-    BindParameter,
     ColumnElement,
     CompoundSelect,
     Delete,
@@ -45,7 +45,6 @@ from sqlalchemy import (
 
 from chatmemory.stores.sql.dialect import (
     POSTGRESQL,
-    IdsIn,
     Joined,
     MemoryIdType,
     Rendered,
@@ -60,12 +59,13 @@ from chatmemory.stores.sql.plan import RUN, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, SchemaTables
 
 __all__ = [
-    "BatchStatements",
     "RestoreStatements",
     "Statements",
     "stray_read",
     "window_read",
 ]
+
+_T = TypeVar("_T")
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
@@ -232,6 +232,7 @@ class Statements:
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
         self._removals: dict[int, Rendered] = {}
         self._joined: dict[tuple[int, int, bool, bool], Joined] = {}
+        self._derived: dict[Callable[[Statements], Any], Any] = {}
         self.blocks_mariadb_turns = True
         """Whether MariaDB's turns may go as compound statements (``False``: as MySQL's, in tests)."""
 
@@ -240,15 +241,23 @@ class Statements:
         """:attr:`lock_head`, rendered (at the store's first locked write)."""
         return render(self.lock_head, self._dialect)
 
-    @functools.cached_property
-    def batch(self) -> BatchStatements:
-        """The statements of a batch read or create."""
-        return BatchStatements(self._tables, expires=self._expires)
+    @property
+    def dialect(self) -> Dialect:
+        """The SQLAlchemy dialect the statements are rendered for."""
+        return self._dialect
 
-    @functools.cached_property
-    def restore(self) -> RestoreStatements:
-        """The statements of a history restore."""
-        return RestoreStatements(self._tables)
+    @property
+    def expires(self) -> bool:
+        """Whether the store has a ttl (writes set an expiry)."""
+        return self._expires
+
+    def derived(self, build: Callable[[Statements], _T]) -> _T:
+        """What ``build`` makes of these statements (a batch read's, a restore's), made once per store."""
+        found = self._derived.get(build)
+        if found is None:
+            with self._diffs_lock:
+                found = self._derived.setdefault(build, build(self))
+        return cast("_T", found)
 
     def payloads_of(self, memory_id: str) -> Select[Any]:
         """Every row of ``memory_id``, as ``(seq, payload)`` (a reseal's read)."""
@@ -274,8 +283,8 @@ class Statements:
         clone._diffs_lock = threading.Lock()
         clone._removals = {}
         clone._joined = {}
-        for cached in ("fast_lock_head", "batch", "restore"):
-            clone.__dict__.pop(cached, None)
+        clone._derived = {}
+        clone.__dict__.pop("fast_lock_head", None)
         return clone
 
     def removal(self, count: int) -> Rendered:
@@ -475,13 +484,13 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
     )
 
     payload = case((known, null()), else_=messages.c.payload).label("payload")
-    window, pinned = _window_rows(
+    window, pinned = window_rows(
         memories, messages, (messages.c.seq, payload), memories.c.memory_id == memory_id, is_live
     )
     return union_all(head, window, pinned)
 
 
-def _window_rows(memories: Any, messages: Any, columns: Any, *where: Any) -> tuple[Select[Any], Select[Any]]:
+def window_rows(memories: Any, messages: Any, columns: Any, *where: Any) -> tuple[Select[Any], Select[Any]]:
     """The window's rows from ``window_start`` on, and those of its pinned run: two ranges of the primary key."""
 
     def rows_in(cover: ColumnElement[bool]) -> Select[Any]:
@@ -509,77 +518,11 @@ def stray_read(tables: SchemaTables) -> Select[Any]:
     return select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id, ~head.exists())
 
 
-# ------------------------------------------------------------------ batches and restores (operators' tools)
-
-
-class BatchStatements:
-    """The statements of a batch read and a batch create on one store's tables (ids bound as ``p_ids``).
-
-    ``expires``: the store has a ttl, the expiry of a created memory that asks for none.
-    """
-
-    def __init__(self, tables: SchemaTables, *, expires: bool) -> None:
-        memories, messages = tables.memories, tables.messages
-        stamp = memories.c.updated_at.type
-        is_live = live(memories.c.expires_at, stamp)
-        self.heads: Select[Any] = select(
-            memories.c.memory_id,
-            memories.c.version,
-            memories.c.updated_at,
-            memories.c.expires_at,
-            case((is_live, literal_column("1")), else_=literal_column("0")).label("live"),
-        ).where(IdsIn(memories.c.memory_id))
-        """Every head row of the batch, live or not (one that is not is an absent memory, not damage)."""
-
-        # The id as stored (bytes): read_batch maps it back to the id it asked for, not a decode per row.
-        columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
-        window, pinned = _window_rows(memories, messages, columns, IdsIn(memories.c.memory_id), is_live)
-        # Only heads with a pinned range (few): said outright, so a plan filters the heads before the join.
-        self.rows = window.union_all(pinned.where(memories.c.pin_start.is_not(None)))
-        """The window's message rows of every live memory of the batch, in any order."""
-        head: Select[Any] = (
-            select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
-        )
-        self.strays: Select[Any] = select(messages.c.memory_id, messages.c.seq, messages.c.payload).where(
-            IdsIn(messages.c.memory_id), ~head.exists()
-        )
-        """The message rows of ids without a head row (damage)."""
-        ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
-        self.create_heads: Select[Any] = select(
-            memories.c.memory_id, case((is_live, literal_column("1")), else_=literal_column("0")).label("live")
-        ).where(memories.c.memory_id.in_(ids))
-        """A batch create's head rows, live or not."""
-        self.create_strays: Select[Any] = (
-            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
-        )
-        """The ids of the batch with message rows and no head row (damage)."""
-        now = ServerNow(stamp)
-        store_expiry: Any = ServerExpiry(stamp) if expires else literal_column("NULL")
-        # The memory's own expiry when it asks for one (NULL: never), else the store's, in the insert itself.
-        expiry = case(
-            (
-                bindparam("p_sets_expiry", type_=Integer()) == 1,
-                bindparam("p_expires_at", type_=memories.c.expires_at.type),
-            ),
-            else_=store_expiry,
-        )
-        named = ("version", "incarnation", "next_seq", "window_start", "pin_start", "pin_end")
-        self.insert_heads: Insert = insert(memories).values(
-            memory_id=bindparam("p_id"),
-            created_at=now,
-            updated_at=now,
-            expires_at=expiry,
-            recent_writes=bindparam("p_recent"),
-            **{name: bindparam(f"p_{name}") for name in named},
-        )
-        self.insert_messages: Insert = insert(messages)
-
-
 class RestoreStatements:
     """The statements of a history restore on one store's tables."""
 
-    def __init__(self, tables: SchemaTables) -> None:
-        memories, messages = tables.memories, tables.messages
+    def __init__(self, statements: Statements) -> None:
+        memories, messages = statements.tables.memories, statements.tables.messages
         self.present: Select[Any] = select(messages.c.seq, messages.c.written_at).where(
             messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
         )
