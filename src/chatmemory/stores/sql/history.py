@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import (
@@ -55,17 +54,14 @@ from chatmemory.stores.sql.commands import Batch, Command, Result, Statement
 from chatmemory.stores.sql.dialect import (
     POSTGRESQL,
     IdsIn,
-    MemoryIdType,
-    Rendered,
     ServerExpiry,
     ServerNow,
     dialect_of,
     live,
-    render,
 )
 from chatmemory.stores.sql.outcomes import LockedHead, SQLFailure, aware, stray_detail
 from chatmemory.stores.sql.plan import LockedWrite, WindowCover, WriteRequest, cover_window, plan_locked
-from chatmemory.stores.sql.statements import RestoreStatements, Statements, window_rows
+from chatmemory.stores.sql.statements import IDS_SLOT, IdsRead, RestoreStatements, Statements, window_rows
 
 if TYPE_CHECKING:
     from chatmemory.stores.sql.dialect import SQLDialect
@@ -358,20 +354,18 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     if not ids:
         return []
     statements = ops.statements.derived(BatchStatements)
-    heads_read, rows_read, slots = statements.reads(len(ids))
-    values = id_values(ids, slots)
+    heads_read, rows_read = statements.reads()
     stamp = statements.stamp
     yield from ops.ready(Operation.READ)
     stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in ids}
     strays: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
     records: dict[bytes, list[tuple[int, bytes]]] = {}
     try:
-        heads = yield Statement(heads_read.sql, heads_read.bind(values), Result.RECORDS, Operation.READ)
+        heads = yield Statement(*heads_read.bind(ids), Result.RECORDS, Operation.READ)
         live_heads = {stored_ids[bytes(row[0])]: row for row in heads if row[4] == 1}
         headless = sorted(set(ids) - {stored_ids[bytes(row[0])] for row in heads})
         if live_heads:
-            live_values = id_values(list(live_heads), slots) if len(live_heads) < len(ids) else values
-            rows = yield Statement(rows_read.sql, rows_read.bind(live_values), Result.RECORDS, Operation.READ)
+            rows = yield Statement(*rows_read.bind(list(live_heads)), Result.RECORDS, Operation.READ)
             last: object = None
             group: list[tuple[int, bytes]] = []
             for raw_id, seq, payload in rows:  # a memory's rows mostly together: its id looked up once a run
@@ -514,8 +508,7 @@ class BatchStatements:
         self._is_live = is_live = live(memories.c.expires_at, stamp)
         self.stamp = stamp.dialect_impl(self._dialect).result_processor(self._dialect, None)
         """What a head row's time is made of as the driver gives it (``None``: it is a datetime already)."""
-        self._reads: dict[int, tuple[Rendered, Rendered]] = {}
-        self._reads_lock = threading.Lock()
+        self._reads: tuple[IdsRead, IdsRead] | None = None
         head: Select[Any] = (
             select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
         )
@@ -553,23 +546,19 @@ class BatchStatements:
         )
         self.insert_messages: Insert = insert(messages)
 
-    def reads(self, count: int) -> tuple[Rendered, Rendered, int]:
-        """The batch read of ``count`` ids: ``(heads, rows, slots)``, rendered once per size.
+    def reads(self) -> tuple[IdsRead, IdsRead]:
+        """The batch read: its heads, its live memories' window rows (see :func:`read_batch`), rendered once.
 
-        Heads as ``(id as stored, version, updated_at, expires_at, live)``, the live ones' window rows as
-        ``(id as stored, seq, payload)`` in any order. PostgreSQL binds the ids as one array (``p_ids``,
-        ``slots`` 0); elsewhere ``slots`` values ``p_i0``…, ``count`` rounded up to a power of two.
+        Heads as ``(id as stored, version, updated_at, expires_at, live)``, rows as ``(id as stored, seq,
+        payload)`` in any order. PostgreSQL binds the ids as one array; other databases take a
+        placeholder per id, written into the rendered statement for each batch (:meth:`IdsRead.bind`).
         """
-        postgres = dialect_of(self._dialect.name) is POSTGRESQL
-        slots = 0 if postgres else 1 << max(0, count - 1).bit_length()
-        found = self._reads.get(slots)
-        if found is None:
+        if self._reads is None:
             memories, messages = self._tables.memories, self._tables.messages
+            postgres = dialect_of(self._dialect.name) is POSTGRESQL
 
             def among(column: ColumnElement[Any]) -> ColumnElement[bool]:
-                if postgres:
-                    return IdsIn(column)
-                return column.in_([bindparam(f"p_i{index}", type_=MemoryIdType()) for index in range(slots)])
+                return IdsIn(column) if postgres else column.op("IN")(literal_column(f"({IDS_SLOT})"))
 
             heads = select(
                 type_coerce(memories.c.memory_id, LargeBinary()),
@@ -581,19 +570,5 @@ class BatchStatements:
             columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
             window, pinned = window_rows(memories, messages, columns, among(memories.c.memory_id), self._is_live)
             rows = window.union_all(pinned.where(memories.c.pin_start.is_not(None)))  # said: a plan filters first
-            found = (render(heads, self._dialect), render(rows, self._dialect))
-            if postgres and self._dialect.driver == "psycopg":  # the id array in binary: no text escaping per id
-                found = (_binary_ids(found[0]), _binary_ids(found[1]))
-            with self._reads_lock:
-                self._reads[slots] = found
-        return found[0], found[1], slots
-
-
-def _binary_ids(read: Rendered) -> Rendered:
-    return replace(read, sql=read.sql.replace("%(p_ids)s", "%(p_ids)b"))
-
-
-def id_values(ids: Sequence[str], slots: int) -> dict[str, Any]:
-    """The values binding ``ids`` to a batch read of ``slots``: the last id repeated (``IN`` takes it as once)."""
-    last = ids[-1]
-    return {f"p_i{i}": ids[i] if i < len(ids) else last for i in range(slots)} if slots else {"p_ids": list(ids)}
+            self._reads = (IdsRead.of(heads, self._dialect, postgres), IdsRead.of(rows, self._dialect, postgres))
+        return self._reads

@@ -13,7 +13,8 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
@@ -59,6 +60,8 @@ from chatmemory.stores.sql.plan import RUN, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, SchemaTables
 
 __all__ = [
+    "IDS_SLOT",
+    "IdsRead",
     "RestoreStatements",
     "Statements",
     "stray_read",
@@ -539,3 +542,44 @@ class RestoreStatements:
             )
         )
         """A new version, and ``next_seq`` at least ``p_next_seq``."""
+
+
+IDS_SLOT = "<chatmemory batch ids>"
+"""Where a batch read's statement takes its ids, a placeholder each (not an identifier: no table prefix holds it)."""
+
+
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%(p_i{})s", "named": ":p_i{}"}
+"""The placeholder of each id by the driver's paramstyle (a named one numbers them ``p_i0``…)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdsRead:
+    """A batch read's statement in the driver's SQL, for any number of ids.
+
+    ``mark``: the driver's placeholder of an id (:data:`_MARKS`), written once per id where the statement
+    says :data:`IDS_SLOT` (``count`` times); with ``array``, the ids are one array (``p_ids``).
+    """
+
+    sql: str
+    mark: str = ""
+    count: int = 0
+    array: Rendered | None = None
+
+    @classmethod
+    def of(cls, statement: Select[Any] | CompoundSelect[Any], dialect: Dialect, postgres: bool) -> IdsRead:
+        """``statement`` rendered for ``dialect`` (``postgres``: its ids as an array; it binds nothing else)."""
+        rendered = render(statement, dialect)
+        if postgres:  # psycopg takes the array in binary: no text escaping of each id
+            binary = rendered.sql.replace("%(p_ids)s", "%(p_ids)b") if dialect.driver == "psycopg" else rendered.sql
+            return cls(binary, array=rendered)
+        return cls(rendered.sql, _MARKS[dialect.paramstyle], rendered.sql.count(IDS_SLOT))
+
+    def bind(self, ids: Sequence[str]) -> tuple[str, Any]:
+        """The driver SQL and parameters reading ``ids``."""
+        if self.array is not None:
+            return self.sql, self.array.bind({"p_ids": list(ids)})
+        stored = [memory_id.encode("utf-8", "surrogatepass") for memory_id in ids]
+        if "{}" in self.mark:  # named: one name per id, wherever the ids come
+            marks = ", ".join(self.mark.format(index) for index in range(len(ids)))
+            return self.sql.replace(IDS_SLOT, marks), {f"p_i{index}": value for index, value in enumerate(stored)}
+        return self.sql.replace(IDS_SLOT, ", ".join([self.mark] * len(ids))), tuple(stored) * self.count
