@@ -19,7 +19,10 @@ beside a raw-driver loop doing the same work, on the same server, in the same ru
 * ``open``: a store built from the URL, one read of one memory, closed, beside the driver's own connect,
   the same read on its layout (SQL: the head row and the message rows of one id, in the floor's tables;
   the first statement on a new SQLite connection reads the file's schema and opens its WAL), and close
-  (a CLI command or a short-lived worker pays this on every start).
+  (a CLI command or a short-lived worker pays this on every start). SQL also prints ``open: SQLAlchemy
+  alone``: the same connect, read and close through a SQLAlchemy engine made for it, with no chatmemory
+  code (``create_engine``, its first connect, ``dispose``), beside the same raw side: the floor under
+  any store that builds an engine from a URL.
 
 Sides alternate from run to run (and open by open), so drift on a shared machine weighs on both alike;
 garbage is collected before each side, and the benchmark's own data is kept out of full collections.
@@ -207,6 +210,23 @@ class SQLFloor:
         cursor.close()
         connection.commit()
         connection.close()
+
+    def engine_connect_and_read(self, url: str) -> None:
+        """:meth:`connect_and_read` through a SQLAlchemy engine made for it (no chatmemory code): its floor."""
+        from sqlalchemy import create_engine
+
+        engine = create_engine(url)
+        connection = engine.raw_connection()
+        cursor = connection.cursor()
+        mark = self.mark
+        cursor.execute(f"SELECT expires_at FROM {self.prefix}heads WHERE memory_id = {mark}", ("open-probe",))
+        cursor.fetchall()
+        cursor.execute(f"SELECT data FROM {self.prefix}rows WHERE memory_id = {mark} ORDER BY seq", ("open-probe",))
+        cursor.fetchall()
+        cursor.close()
+        connection.commit()
+        connection.close()
+        engine.dispose()
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[Any]:
@@ -419,7 +439,7 @@ def bench_url(url: str, count: int, runs: int, opens: int) -> list[tuple[str, fl
     exported = memories(count)
     kind = kind_of(url)
     results: dict[str, tuple[list[float], list[float]]] = {
-        name: ([], []) for name in ("import", "re-import", "ls", "stats", "open")
+        name: ([], []) for name in ("import", "re-import", "ls", "stats", "open", "open: SQLAlchemy alone")
     }
     with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as handle:
         for memory in exported:
@@ -467,16 +487,27 @@ def bench_url(url: str, count: int, runs: int, opens: int) -> list[tuple[str, fl
                 def floor_open() -> None:
                     opener.connect_and_read(url)
 
-                pair = (store_open, floor_open) if index % 2 == 0 else (floor_open, store_open)
-                a, b = timed(pair[0]), timed(pair[1])
-                results["open"][0].append(a if index % 2 == 0 else b)
-                results["open"][1].append(b if index % 2 == 0 else a)
+                def engine_open() -> None:
+                    opener.engine_connect_and_read(url)
+
+                sides = [("store", store_open), ("raw", floor_open)]
+                if kind == "sql":
+                    sides.append(("engine", engine_open))
+                shift = index % len(sides)  # each side in each place in turn
+                took = {name: timed(side) for name, side in sides[shift:] + sides[:shift]}
+                results["open"][0].append(took["store"])
+                results["open"][1].append(took["raw"])
+                if kind == "sql":
+                    results["open: SQLAlchemy alone"][0].append(took["engine"])
+                    results["open: SQLAlchemy alone"][1].append(took["raw"])
         finally:
             opener.drop()
             drop_store(url, options)
     finally:
         os.unlink(path)
-    return [(name, statistics.median(store), statistics.median(floor)) for name, (store, floor) in results.items()]
+    return [
+        (name, statistics.median(store), statistics.median(floor)) for name, (store, floor) in results.items() if store
+    ]
 
 
 def main() -> None:
@@ -491,9 +522,9 @@ def main() -> None:
         name = url.split("://", 1)[0]
         print(f"{name}: {args.memories} memories, {args.runs} runs, {args.opens} opens", flush=True)
         table.extend((name, *row) for row in bench_url(url, args.memories, args.runs, args.opens))
-    print(f"\n{'backend':<22}{'what':<11}{'store s':>10}{'raw s':>10}{'x':>7}")
+    print(f"\n{'backend':<22}{'what':<24}{'store s':>10}{'raw s':>10}{'x':>7}")
     for name, what, store, floor in table:
-        print(f"{name:<22}{what:<11}{store:10.4f}{floor:10.4f}{store / floor:7.1f}")
+        print(f"{name:<22}{what:<24}{store:10.4f}{floor:10.4f}{store / floor:7.1f}")
 
 
 if __name__ == "__main__":

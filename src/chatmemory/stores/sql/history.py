@@ -17,6 +17,8 @@ import datetime
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import (
@@ -343,6 +345,9 @@ def shifted(decision: LockedWrite, first_free: int) -> LockedWrite:
 # ------------------------------------------------------------------------------------------ batches
 
 
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
 def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, list[StoredMemory | None]]:
     """Read ``memory_ids``: a :class:`StoredMemory` per id, ``None`` for an absent (or expired) one.
 
@@ -359,20 +364,15 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     yield from ops.ready(Operation.READ)
     stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in ids}
     strays: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
-    records: dict[bytes, list[tuple[int, bytes]]] = {}
+    records: dict[bytes, list[Any]] = {}
     try:
         heads = yield Statement(*heads_read.bind(ids), Result.RECORDS, Operation.READ)
         live_heads = {stored_ids[bytes(row[0])]: row for row in heads if row[4] == 1}
         headless = sorted(set(ids) - {stored_ids[bytes(row[0])] for row in heads})
         if live_heads:
             rows = yield Statement(*rows_read.bind(list(live_heads)), Result.RECORDS, Operation.READ)
-            last: object = None
-            group: list[tuple[int, bytes]] = []
-            for raw_id, seq, payload in rows:  # a memory's rows mostly together: its id looked up once a run
-                if raw_id != last:
-                    last = raw_id
-                    group = records.setdefault(bytes(raw_id), [])
-                group.append((seq, payload))
+            for raw_id, run in groupby(rows, _FIRST):  # a memory's rows mostly come together
+                records.setdefault(bytes(raw_id), []).extend(run)
         if headless:
             rows = yield Statement(statements.strays, {"p_ids": headless}, Result.ROWS, Operation.READ)
             for memory_id, seq, payload in rows:
@@ -384,8 +384,9 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
         if (head := live_heads.get(memory_id)) is not None:
             written, expires = (head[2], head[3]) if stamp is None else (stamp(head[2]), stamp(head[3]))
             times = MemoryTimes(aware(written), aware(expires))
-            window = sorted(records.get(bytes(head[0]), ()))  # in order already, but for the pinned run
-            found.append(StoredMemory(memory_id, [bytes(payload) for _, payload in window], head[1], times))
+            window = records.get(bytes(head[0]), [])
+            window.sort(key=_SECOND)  # by seq: in order already, but for the pinned run
+            found.append(StoredMemory(memory_id, list(map(_THIRD, window)), head[1], times))
         elif memory_id in strays:
             stray = [payload for _, payload in sorted(strays[memory_id])]
             found.append(StoredMemory(memory_id, stray, 0, None, damage=stray_detail(len(stray))))
