@@ -1,5 +1,6 @@
 """Engines for the SQL store from URLs, their connect hooks and driver facts; SQLite's queue of writers.
 
+:class:`IdsRead` is a read rendered once whose ids are written in per call, in the driver's placeholders.
 :func:`normalize_url` checks a store URL and gives it the driver chatmemory's extras install
 (``postgresql://``: psycopg 3, in its async mode on asyncio; ``mysql://`` and ``mariadb://``: PyMySQL,
 asyncmy on asyncio; ``sqlite://``: ``sqlite3``, aiosqlite on asyncio). Every engine a store uses runs its
@@ -20,23 +21,27 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import CompoundSelect, Dialect, Engine, Select, create_engine, event, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import PoolResetState
 
 from chatmemory.core.errors import MissingDependencyError
-from chatmemory.stores.sql.dialect import dialect_family
+from chatmemory.stores.sql.dialect import Rendered, dialect_family, render
 
 __all__ = [
     "AUTOCOMMIT",
+    "IDS_SLOT",
     "CONNECT_TIMEOUT_SECONDS",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "STOP_CHECK_SECONDS",
     "FileTurn",
+    "IdsRead",
     "TurnAbandoned",
     "WriterQueue",
     "autocommit_options",
@@ -475,3 +480,46 @@ def _renew_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork to inherit a held lock through
     os.register_at_fork(after_in_child=_renew_after_fork)
+
+
+# ------------------------------------------------------------------ reads of any number of ids
+
+IDS_SLOT = "<chatmemory batch ids>"
+"""Where a batch read's statement takes its ids, a placeholder each (not an identifier: no table prefix holds it)."""
+
+
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%(p_i{})s", "named": ":p_i{}"}
+"""The placeholder of each id by the driver's paramstyle (a named one numbers them ``p_i0``…)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdsRead:
+    """A batch read's statement in the driver's SQL, for any number of ids.
+
+    ``mark``: the driver's placeholder of an id (:data:`_MARKS`), written once per id where the statement
+    says :data:`IDS_SLOT` (``count`` times); with ``array``, the ids are one array (``p_ids``).
+    """
+
+    sql: str
+    mark: str = ""
+    count: int = 0
+    array: Rendered | None = None
+
+    @classmethod
+    def of(cls, statement: Select[Any] | CompoundSelect[Any], dialect: Dialect, postgres: bool) -> IdsRead:
+        """``statement`` rendered for ``dialect`` (``postgres``: its ids as an array; it binds nothing else)."""
+        rendered = render(statement, dialect)
+        if postgres:  # psycopg takes the array in binary: no text escaping of each id
+            binary = rendered.sql.replace("%(p_ids)s", "%(p_ids)b") if dialect.driver == "psycopg" else rendered.sql
+            return cls(binary, array=rendered)
+        return cls(rendered.sql, _MARKS[dialect.paramstyle], rendered.sql.count(IDS_SLOT))
+
+    def bind(self, ids: Sequence[str]) -> tuple[str, Any]:
+        """The driver SQL and parameters reading ``ids``."""
+        if self.array is not None:
+            return self.sql, self.array.bind({"p_ids": list(ids)})
+        stored = [memory_id.encode("utf-8", "surrogatepass") for memory_id in ids]
+        if "{}" in self.mark:  # named: one name per id, wherever the ids come
+            marks = ", ".join(self.mark.format(index) for index in range(len(ids)))
+            return self.sql.replace(IDS_SLOT, marks), {f"p_i{index}": value for index, value in enumerate(stored)}
+        return self.sql.replace(IDS_SLOT, ", ".join([self.mark] * len(ids))), tuple(stored) * self.count

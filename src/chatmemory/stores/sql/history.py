@@ -21,21 +21,6 @@ from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import (
-    BindParameter,
-    ColumnElement,
-    Insert,
-    Integer,
-    LargeBinary,
-    Select,
-    bindparam,
-    case,
-    insert,
-    literal_column,
-    select,
-    type_coerce,
-)
-
 from chatmemory.core.driving import Steps
 from chatmemory.core.history import (
     HistoryEntry,
@@ -53,17 +38,8 @@ from chatmemory.serialization.records import PLAIN, RecordCodec
 from chatmemory.stored_memories import NewMemory, StoredMemory
 from chatmemory.stores.base import Operation
 from chatmemory.stores.sql.commands import Batch, Command, Result, Statement
-from chatmemory.stores.sql.dialect import (
-    POSTGRESQL,
-    IdsIn,
-    ServerExpiry,
-    ServerNow,
-    dialect_of,
-    live,
-)
 from chatmemory.stores.sql.outcomes import LockedHead, SQLFailure, aware, stray_detail
 from chatmemory.stores.sql.plan import LockedWrite, WindowCover, WriteRequest, cover_window, plan_locked
-from chatmemory.stores.sql.statements import IDS_SLOT, IdsRead, RestoreStatements, Statements, window_rows
 
 if TYPE_CHECKING:
     from chatmemory.stores.sql.dialect import SQLDialect
@@ -72,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HISTORY_OFFSET",
     "BatchCreate",
-    "BatchStatements",
     "covered_head",
     "create_batch",
     "decode_history",
@@ -195,7 +170,7 @@ def restore_history(
     records = None if messages is None else [encode(message, memory_id) for message in messages]
     ops.check_payloads(memory_id, [*payloads.values(), *(records or ())])
     yield from ops.ready(Operation.WRITE, memory_id)
-    statements = ops.statements.derived(RestoreStatements)
+    statements = ops.statements.restore
 
     def attempt() -> Steps[Command, int]:
         body = _restore_locked(ops, memory_id, restored, payloads, records, messages, statements)
@@ -358,19 +333,18 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     ids = [validate_memory_id(memory_id) for memory_id in memory_ids]
     if not ids:
         return []
-    statements = ops.statements.derived(BatchStatements)
-    heads_read, rows_read = statements.reads()
+    statements = ops.statements.batch
     stamp = statements.stamp
     yield from ops.ready(Operation.READ)
     stored_ids = {memory_id.encode("utf-8", "surrogatepass"): memory_id for memory_id in ids}
     strays: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
     records: dict[bytes, list[Any]] = {}
     try:
-        heads = yield Statement(*heads_read.bind(ids), Result.RECORDS, Operation.READ)
+        heads = yield Statement(*statements.heads.bind(ids), Result.RECORDS, Operation.READ)
         live_heads = {stored_ids[bytes(row[0])]: row for row in heads if row[4] == 1}
         headless = sorted(set(ids) - {stored_ids[bytes(row[0])] for row in heads})
         if live_heads:
-            rows = yield Statement(*rows_read.bind(list(live_heads)), Result.RECORDS, Operation.READ)
+            rows = yield Statement(*statements.rows.bind(list(live_heads)), Result.RECORDS, Operation.READ)
             for raw_id, run in groupby(rows, _FIRST):  # a memory's rows mostly come together
                 records.setdefault(bytes(raw_id), []).extend(run)
         if headless:
@@ -444,7 +418,7 @@ def _first_copies(requests: Sequence[WriteRequest]) -> tuple[int, ...]:
 def _create_together(
     ops: Operations, requests: Sequence[WriteRequest], memories: Sequence[NewMemory]
 ) -> Steps[Command, BatchCreate]:
-    statements = ops.statements.derived(BatchStatements)
+    statements = ops.statements.batch
     ids = sorted({request.memory_id for request in requests})
     expiries = [ops.dialect.expiry(memory.expires_at) if memory.sets_expiry else None for memory in memories]
     heads = yield Statement(statements.create_heads, {"p_ids": ids}, Result.ROWS, Operation.WRITE)
@@ -490,86 +464,3 @@ def _create_together(
         for index, decision in planned:
             versions[index] = decision.version
     return BatchCreate(versions, tuple(one_by_one))
-
-
-# ------------------------------------------------------------------------- batch and restore statements
-
-
-class BatchStatements:
-    """The statements of a batch read and a batch create on one store's tables (ids bound as ``p_ids``).
-
-    A store with a ttl gives a created memory that asks for no expiry its own. The batch read's head and
-    window-row reads are rendered for the driver (:meth:`reads`), once per size of batch.
-    """
-
-    def __init__(self, statements: Statements) -> None:
-        self._tables, self._dialect, expires = statements.tables, statements.dialect, statements.expires
-        memories, messages = self._tables.memories, self._tables.messages
-        stamp = memories.c.updated_at.type
-        self._is_live = is_live = live(memories.c.expires_at, stamp)
-        self.stamp = stamp.dialect_impl(self._dialect).result_processor(self._dialect, None)
-        """What a head row's time is made of as the driver gives it (``None``: it is a datetime already)."""
-        self._reads: tuple[IdsRead, IdsRead] | None = None
-        head: Select[Any] = (
-            select(literal_column("1")).select_from(memories).where(memories.c.memory_id == messages.c.memory_id)
-        )
-        self.strays: Select[Any] = select(messages.c.memory_id, messages.c.seq, messages.c.payload).where(
-            IdsIn(messages.c.memory_id), ~head.exists()
-        )
-        """The message rows of ids without a head row (damage)."""
-        ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
-        self.create_heads: Select[Any] = select(
-            memories.c.memory_id, case((is_live, literal_column("1")), else_=literal_column("0")).label("live")
-        ).where(memories.c.memory_id.in_(ids))
-        """A batch create's head rows, live or not."""
-        self.create_strays: Select[Any] = (
-            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
-        )
-        """The ids of the batch with message rows and no head row (damage)."""
-        now = ServerNow(stamp)
-        store_expiry: Any = ServerExpiry(stamp) if expires else literal_column("NULL")
-        # The memory's own expiry when it asks for one (NULL: never), else the store's, in the insert itself.
-        expiry = case(
-            (
-                bindparam("p_sets_expiry", type_=Integer()) == 1,
-                bindparam("p_expires_at", type_=memories.c.expires_at.type),
-            ),
-            else_=store_expiry,
-        )
-        named = ("version", "incarnation", "next_seq", "window_start", "pin_start", "pin_end")
-        self.insert_heads: Insert = insert(memories).values(
-            memory_id=bindparam("p_id"),
-            created_at=now,
-            updated_at=now,
-            expires_at=expiry,
-            recent_writes=bindparam("p_recent"),
-            **{name: bindparam(f"p_{name}") for name in named},
-        )
-        self.insert_messages: Insert = insert(messages)
-
-    def reads(self) -> tuple[IdsRead, IdsRead]:
-        """The batch read: its heads, its live memories' window rows (see :func:`read_batch`), rendered once.
-
-        Heads as ``(id as stored, version, updated_at, expires_at, live)``, rows as ``(id as stored, seq,
-        payload)`` in any order. PostgreSQL binds the ids as one array; other databases take a
-        placeholder per id, written into the rendered statement for each batch (:meth:`IdsRead.bind`).
-        """
-        if self._reads is None:
-            memories, messages = self._tables.memories, self._tables.messages
-            postgres = dialect_of(self._dialect.name) is POSTGRESQL
-
-            def among(column: ColumnElement[Any]) -> ColumnElement[bool]:
-                return IdsIn(column) if postgres else column.op("IN")(literal_column(f"({IDS_SLOT})"))
-
-            heads = select(
-                type_coerce(memories.c.memory_id, LargeBinary()),
-                memories.c.version,
-                memories.c.updated_at,
-                memories.c.expires_at,
-                case((self._is_live, literal_column("1")), else_=literal_column("0")).label("live"),
-            ).where(among(memories.c.memory_id))
-            columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
-            window, pinned = window_rows(memories, messages, columns, among(memories.c.memory_id), self._is_live)
-            rows = window.union_all(pinned.where(memories.c.pin_start.is_not(None)))  # said: a plan filters first
-            self._reads = (IdsRead.of(heads, self._dialect, postgres), IdsRead.of(rows, self._dialect, postgres))
-        return self._reads

@@ -4,8 +4,8 @@ Parameters are named ``p_*``; times come from the server's clock (:mod:`~chatmem
 a store with a ``ttl`` passing it as ``p_ttl`` (and ``p_history_ttl``). The window is the rows its head
 row's ranges enclose that are not marked evicted; a store with history marks rows instead of deleting
 them and stamps those it adds with the head's write time. :class:`Statements` holds a store's reads and
-writes (the hot ones rendered once in the driver's SQL); those of operators' tools are built from it
-where they are used (:meth:`Statements.derived`).
+writes (the hot ones rendered once in the driver's SQL); :class:`BatchStatements` and
+:class:`RestoreStatements` those of operators' tools.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
     CompoundSelect,
     Delete,
@@ -46,6 +45,7 @@ from sqlalchemy import (
 
 from chatmemory.stores.sql.dialect import (
     POSTGRESQL,
+    IdsIn,
     Joined,
     MemoryIdType,
     Rendered,
@@ -56,19 +56,17 @@ from chatmemory.stores.sql.dialect import (
     live,
     render,
 )
+from chatmemory.stores.sql.engine import IDS_SLOT, IdsRead
 from chatmemory.stores.sql.plan import RUN, SCALAR_DIFF_LIMIT
 from chatmemory.stores.sql.schema import RECENT_WRITES_LENGTH, SchemaTables
 
 __all__ = [
-    "IDS_SLOT",
-    "IdsRead",
+    "BatchStatements",
     "RestoreStatements",
     "Statements",
     "stray_read",
     "window_read",
 ]
-
-_T = TypeVar("_T")
 
 _ENTRY = 32
 """Characters of one ``recent_writes`` entry."""
@@ -235,7 +233,6 @@ class Statements:
         self.fast_insert_history = render(self.insert_history, dialect, row_columns)
         self._removals: dict[int, Rendered] = {}
         self._joined: dict[tuple[int, int, bool, bool], Joined] = {}
-        self._derived: dict[Callable[[Statements], Any], Any] = {}
         self.blocks_mariadb_turns = True
         """Whether MariaDB's turns may go as compound statements (``False``: as MySQL's, in tests)."""
 
@@ -254,13 +251,15 @@ class Statements:
         """Whether the store has a ttl (writes set an expiry)."""
         return self._expires
 
-    def derived(self, build: Callable[[Statements], _T]) -> _T:
-        """What ``build`` makes of these statements (a batch read's, a restore's), made once per store."""
-        found = self._derived.get(build)
-        if found is None:
-            with self._diffs_lock:
-                found = self._derived.setdefault(build, build(self))
-        return cast("_T", found)
+    @functools.cached_property
+    def batch(self) -> BatchStatements:
+        """The statements of a batch read or create (at the store's first)."""
+        return BatchStatements(self)
+
+    @functools.cached_property
+    def restore(self) -> RestoreStatements:
+        """The statements of a history restore (at the store's first)."""
+        return RestoreStatements(self)
 
     def payloads_of(self, memory_id: str) -> Select[Any]:
         """Every row of ``memory_id``, as ``(seq, payload)`` (a reseal's read)."""
@@ -286,8 +285,8 @@ class Statements:
         clone._diffs_lock = threading.Lock()
         clone._removals = {}
         clone._joined = {}
-        clone._derived = {}
-        clone.__dict__.pop("fast_lock_head", None)
+        for cached in ("fast_lock_head", "batch", "restore"):
+            clone.__dict__.pop(cached, None)
         return clone
 
     def removal(self, count: int) -> Rendered:
@@ -466,10 +465,9 @@ def window_read(tables: SchemaTables, dialect: Dialect) -> CompoundSelect[Any]:
     One ``UNION ALL``, so the head and its rows are one snapshot: the head row (``seq`` ``NULL``, its
     fields packed in ``payload``: :class:`~chatmemory.stores.sql.outcomes.ReadHead`); then, if it is live,
     the rows from ``window_start`` on and those of its pinned run, two ranges of the primary key rather
-    than one ``OR``. A row the store decoded already comes without its payload (within one incarnation,
-    every row below the next sequence number it saw: ``p_known_incarnation``, ``p_known_next``). Rows
-    without a head row are left to :func:`stray_read` (a probe here cost every read 11-34 µs). No ``ORDER
-    BY``: it made MariaDB sort in a temporary table on disk; the decoder sorts rows out of order.
+    than one ``OR``. A row the store decoded already comes without its payload (below the next sequence
+    number it saw, in the same incarnation). Rows without a head row are left to :func:`stray_read` (a
+    probe here cost every read 11-34 µs). No ``ORDER BY``: it made MariaDB sort in a temporary table on disk.
     """
     memories, messages = tables.memories.alias("h"), tables.messages.alias("m")
     stamp = memories.c.updated_at.type
@@ -521,6 +519,62 @@ def stray_read(tables: SchemaTables) -> Select[Any]:
     return select(messages.c.seq, messages.c.payload).where(messages.c.memory_id == memory_id, ~head.exists())
 
 
+class BatchStatements:
+    """A batch read's and a batch create's statements on one store's tables (a create binds ids as ``p_ids``).
+
+    :attr:`heads` and :attr:`rows`: the batch read, rendered once: heads as ``(id as stored, version,
+    updated_at, expires_at, live)``, the live ones' window rows as ``(id as stored, seq, payload)`` in any
+    order. A store with a ttl gives a created memory that asks for no expiry its own.
+    """
+
+    def __init__(self, statements: Statements) -> None:
+        memories, messages, dialect = statements.tables.memories, statements.tables.messages, statements.dialect
+        stamp = memories.c.updated_at.type
+        is_live = live(memories.c.expires_at, stamp)
+        live_flag = case((is_live, literal_column("1")), else_=literal_column("0")).label("live")
+        self.stamp = stamp.dialect_impl(dialect).result_processor(dialect, None)
+        """What a head row's time is made of as the driver gives it (``None``: it is a datetime already)."""
+        postgres = dialect_of(dialect.name) is POSTGRESQL
+
+        def among(column: ColumnElement[Any]) -> ColumnElement[bool]:
+            return IdsIn(column) if postgres else column.op("IN")(literal_column(f"({IDS_SLOT})"))
+
+        stored_id = type_coerce(memories.c.memory_id, LargeBinary())
+        heads = select(stored_id, memories.c.version, memories.c.updated_at, memories.c.expires_at, live_flag)
+        self.heads = IdsRead.of(heads.where(among(memories.c.memory_id)), dialect, postgres)
+        columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
+        window, pinned = window_rows(memories, messages, columns, among(memories.c.memory_id), is_live)
+        # Only heads with a pinned range (few), said outright: a plan filters the heads before the join.
+        self.rows = IdsRead.of(window.union_all(pinned.where(memories.c.pin_start.is_not(None))), dialect, postgres)
+        head: Select[Any] = select(literal_column("1")).where(memories.c.memory_id == messages.c.memory_id)
+        self.strays: Select[Any] = select(messages.c.memory_id, messages.c.seq, messages.c.payload).where(
+            IdsIn(messages.c.memory_id), ~head.exists()
+        )
+        """The message rows of ids without a head row (damage)."""
+        ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
+        self.create_heads: Select[Any] = select(memories.c.memory_id, live_flag).where(memories.c.memory_id.in_(ids))
+        """A batch create's head rows, live or not."""
+        self.create_strays: Select[Any] = (
+            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
+        )
+        """The ids of the batch with message rows and no head row (damage)."""
+        now = ServerNow(stamp)
+        store_expiry: Any = ServerExpiry(stamp) if statements.expires else literal_column("NULL")
+        # The memory's own expiry when it asks for one (NULL: never), else the store's, in the insert itself.
+        asks = bindparam("p_sets_expiry", type_=Integer()) == 1
+        expiry = case((asks, bindparam("p_expires_at", type_=memories.c.expires_at.type)), else_=store_expiry)
+        named = ("version", "incarnation", "next_seq", "window_start", "pin_start", "pin_end")
+        self.insert_heads: Insert = insert(memories).values(
+            memory_id=bindparam("p_id"),
+            created_at=now,
+            updated_at=now,
+            expires_at=expiry,
+            recent_writes=bindparam("p_recent"),
+            **{name: bindparam(f"p_{name}") for name in named},
+        )
+        self.insert_messages: Insert = insert(messages)
+
+
 class RestoreStatements:
     """The statements of a history restore on one store's tables."""
 
@@ -542,44 +596,3 @@ class RestoreStatements:
             )
         )
         """A new version, and ``next_seq`` at least ``p_next_seq``."""
-
-
-IDS_SLOT = "<chatmemory batch ids>"
-"""Where a batch read's statement takes its ids, a placeholder each (not an identifier: no table prefix holds it)."""
-
-
-_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%(p_i{})s", "named": ":p_i{}"}
-"""The placeholder of each id by the driver's paramstyle (a named one numbers them ``p_i0``…)."""
-
-
-@dataclass(frozen=True, slots=True)
-class IdsRead:
-    """A batch read's statement in the driver's SQL, for any number of ids.
-
-    ``mark``: the driver's placeholder of an id (:data:`_MARKS`), written once per id where the statement
-    says :data:`IDS_SLOT` (``count`` times); with ``array``, the ids are one array (``p_ids``).
-    """
-
-    sql: str
-    mark: str = ""
-    count: int = 0
-    array: Rendered | None = None
-
-    @classmethod
-    def of(cls, statement: Select[Any] | CompoundSelect[Any], dialect: Dialect, postgres: bool) -> IdsRead:
-        """``statement`` rendered for ``dialect`` (``postgres``: its ids as an array; it binds nothing else)."""
-        rendered = render(statement, dialect)
-        if postgres:  # psycopg takes the array in binary: no text escaping of each id
-            binary = rendered.sql.replace("%(p_ids)s", "%(p_ids)b") if dialect.driver == "psycopg" else rendered.sql
-            return cls(binary, array=rendered)
-        return cls(rendered.sql, _MARKS[dialect.paramstyle], rendered.sql.count(IDS_SLOT))
-
-    def bind(self, ids: Sequence[str]) -> tuple[str, Any]:
-        """The driver SQL and parameters reading ``ids``."""
-        if self.array is not None:
-            return self.sql, self.array.bind({"p_ids": list(ids)})
-        stored = [memory_id.encode("utf-8", "surrogatepass") for memory_id in ids]
-        if "{}" in self.mark:  # named: one name per id, wherever the ids come
-            marks = ", ".join(self.mark.format(index) for index in range(len(ids)))
-            return self.sql.replace(IDS_SLOT, marks), {f"p_i{index}": value for index, value in enumerate(stored)}
-        return self.sql.replace(IDS_SLOT, ", ".join([self.mark] * len(ids))), tuple(stored) * self.count
