@@ -90,7 +90,7 @@ class MemorySummary:
         expires_at: when it expires, ``None`` for never or when the store does not tell (see ``times_known``).
         times_known: whether the store told ``last_write`` and ``expires_at``.
         error: why it does not decode, or ``None``.
-        roles: message count per role.
+        roles: message count per role (empty when the caller did not ask for it: ``roles=False``).
     """
 
     memory_id: str
@@ -135,11 +135,14 @@ def summarize(store: ChatMemoryStore, memory_id: str) -> MemorySummary | None:
     return MemorySummary(memory_id, len(messages), size, last_write, expires_at, known, roles=roles)
 
 
-def summarize_stored(stored: StoredMemory, *, times_known: bool = True, codec: RecordCodec = PLAIN) -> MemorySummary:
+def summarize_stored(
+    stored: StoredMemory, *, times_known: bool = True, codec: RecordCodec = PLAIN, roles: bool = True
+) -> MemorySummary:
     """Sum up a memory read by :meth:`~chatmemory.stored_memories.SupportsBatchReads.read_batch`.
 
     Its records are decoded one by one, as a read decodes them; one that does not decode (or a damaged
-    memory) gives a summary with ``error`` saying why, its record count and size as stored.
+    memory) gives a summary with ``error`` saying why, its record count and size as stored. ``roles=False``
+    leaves the count per role empty (``ls`` shows none).
     """
     times = stored.times
     last_write = times.last_write if times else None
@@ -153,18 +156,19 @@ def summarize_stored(stored: StoredMemory, *, times_known: bool = True, codec: R
     except SerializationError as exc:
         count = len(stored.records)
         return MemorySummary(stored.memory_id, count, size, last_write, expires_at, times_known, error=str(exc))
-    roles = _roles(messages)
-    return MemorySummary(stored.memory_id, len(messages), size, last_write, expires_at, times_known, roles=roles)
+    counted = _roles(messages) if roles else Counter()
+    return MemorySummary(stored.memory_id, len(messages), size, last_write, expires_at, times_known, roles=counted)
 
 
 def summarize_many(
-    store: ChatMemoryStore, memory_ids: Sequence[str], *, batch: int = SUMMARY_BATCH
+    store: ChatMemoryStore, memory_ids: Sequence[str], *, batch: int = SUMMARY_BATCH, roles: bool = True
 ) -> Iterator[tuple[str, MemorySummary | None]]:
     """``(id, summary)`` for each of ``memory_ids`` in order, the summary ``None`` when it does not exist.
 
     A store with batch reads is read ``batch`` memories per round trip; any other one memory at a time
     (:func:`summarize`). A batch that raises a :class:`~chatmemory.SerializationError` (a memory too
     damaged for the batch read) is read again one memory at a time, so every memory is still summed up.
+    ``roles=False``: batch-read summaries leave the count per role empty (see :func:`summarize_stored`).
 
     Raises:
         StoreError: the store failed.
@@ -184,7 +188,8 @@ def summarize_many(
                 yield memory_id, summarize(store, memory_id)
             continue
         for memory_id, stored in zip(ids, found, strict=True):
-            yield memory_id, None if stored is None else summarize_stored(stored, times_known=known, codec=codec)
+            summary = None if stored is None else summarize_stored(stored, times_known=known, codec=codec, roles=roles)
+            yield memory_id, summary
 
 
 @dataclass(frozen=True, slots=True)

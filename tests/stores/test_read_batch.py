@@ -8,6 +8,7 @@ a read (a Redis list without its metadata, SQL rows without their head row, a Mo
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -111,6 +112,19 @@ def test_summaries_from_batches_are_the_one_memory_summaries(batch_store: Any) -
     store.expire_at(ids[2], datetime.datetime.now(UTC) + HOUR)
     batched = list(summarize_many(store, [*ids, "absent"], batch=3))
     assert batched == [(memory_id, summarize(store, memory_id)) for memory_id in [*ids, "absent"]]
+
+
+def test_summaries_without_roles_differ_only_in_roles(batch_store: Any) -> None:
+    store = batch_store
+    ids = [f"r-{n}" for n in range(5)]
+    for n, memory_id in enumerate(ids):
+        store.update_messages(memory_id, window(n + 1))
+    counted = dict(summarize_many(store, ids, batch=2))
+    for memory_id, summary in summarize_many(store, ids, batch=2, roles=False):
+        full = counted[memory_id]
+        assert summary is not None and full is not None and full.roles
+        assert not summary.roles
+        assert dataclasses.replace(summary, roles=full.roles) == full
 
 
 def test_a_window_with_a_pinned_run_is_read_whole(backend: Backend) -> None:

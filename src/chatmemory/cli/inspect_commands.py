@@ -59,11 +59,11 @@ def _memory_id(value: str) -> str:
         raise click.BadParameter(str(exc), param_hint="ID") from exc
 
 
-def _summaries(store: ChatMemoryStore, ids: list[str], reporter: Reporter) -> list[MemorySummary]:
+def _summaries(store: ChatMemoryStore, ids: list[str], reporter: Reporter, *, roles: bool) -> list[MemorySummary]:
     found: list[MemorySummary] = []
     with reporter.progress("reading", len(ids)) as bar:
         done = 0
-        for _, summary in summarize_many(store, ids):  # a batch per round trip where the store reads batches
+        for _, summary in summarize_many(store, ids, roles=roles):  # a batch per round trip where the store has them
             done += 1
             if done == SUMMARY_BATCH:  # the bar moves a batch at a time, as the reads come
                 bar.advance(done)
@@ -93,7 +93,7 @@ def ls(url: str, prefix: str, as_json: bool, quiet: bool, **namespace: str | Non
             return EXIT_USAGE
         with telemetry.operation(backend=store_kind(url), name="cli.ls") as op:
             ids = sorted(StoreSource(store, id_prefix=prefix).memory_ids())
-            summaries = _summaries(store, ids, reporter)
+            summaries = _summaries(store, ids, reporter, roles=False)  # ls shows no roles
             op.record(items=len(summaries))
         broken = [summary for summary in summaries if summary.error is not None]
         if as_json:
@@ -240,7 +240,7 @@ def stats(url: str, as_json: bool, quiet: bool, **namespace: str | None) -> int:
             reporter.error(f"{type(store).__name__} cannot list its memories")
             return EXIT_USAGE
         with telemetry.operation(backend=store_kind(url), name="cli.stats") as op:
-            summaries = _summaries(store, sorted(store.memory_ids()), reporter)
+            summaries = _summaries(store, sorted(store.memory_ids()), reporter, roles=True)
             op.record(items=len(summaries))
         roles: Counter[str] = Counter()
         for summary in summaries:
