@@ -200,23 +200,18 @@ class SQLFloor:
 
     def connect_and_read(self, url: str) -> None:
         """Connect, read one memory from this floor's tables (its head row, then its rows), close."""
-        connection = self.connect(url)
-        cursor = connection.cursor()
-        mark = self.mark
-        cursor.execute(f"SELECT expires_at FROM {self.prefix}heads WHERE memory_id = {mark}", ("open-probe",))
-        cursor.fetchall()
-        cursor.execute(f"SELECT data FROM {self.prefix}rows WHERE memory_id = {mark} ORDER BY seq", ("open-probe",))
-        cursor.fetchall()
-        cursor.close()
-        connection.commit()
-        connection.close()
+        self.read_probe(self.connect(url))
 
     def engine_connect_and_read(self, url: str) -> None:
         """:meth:`connect_and_read` through a SQLAlchemy engine made for it (no chatmemory code): its floor."""
         from sqlalchemy import create_engine
 
         engine = create_engine(url)
-        connection = engine.raw_connection()
+        self.read_probe(engine.raw_connection())
+        engine.dispose()
+
+    def read_probe(self, connection: Any) -> None:
+        """On a new DBAPI ``connection``: the head row and the rows of one memory, then close it."""
         cursor = connection.cursor()
         mark = self.mark
         cursor.execute(f"SELECT expires_at FROM {self.prefix}heads WHERE memory_id = {mark}", ("open-probe",))
@@ -226,7 +221,6 @@ class SQLFloor:
         cursor.close()
         connection.commit()
         connection.close()
-        engine.dispose()
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[Any]:
