@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import column, literal_column, select, table
+from sqlalchemy.dialects import sqlite
 
 from chatmemory.core.driving import Steps, drive
 from chatmemory.stores.base import Operation
@@ -22,6 +24,7 @@ from chatmemory.stores.sql.commands import (
     send_batch,
     send_in_order,
 )
+from chatmemory.stores.sql.engine import IDS_SLOT, IdsRead
 from chatmemory.stores.sql.outcomes import SQLFailure
 
 BEGIN = Statement("BEGIN")
@@ -214,3 +217,37 @@ def test_a_failure_carries_the_operation_and_memory_the_command_named(
     assert str(failure.error()).startswith(f"{Operation.READ} failed for memory 'm': (sqlite3.OperationalError)")
     assert str(failure.error(Operation.WRITE, None)).startswith(f"{Operation.WRITE} failed: (sqlite3.OperationalError)")
     assert failure.error().__cause__ is failure.__cause__
+
+
+# ------------------------------------------------------------------------ a batch read's ids, per driver
+
+
+def _batch_read(dialect: Any) -> Any:
+    ids = literal_column(f"({IDS_SLOT})")
+    memory_id = table("t", column("memory_id")).c.memory_id
+    statement = (
+        select(memory_id).where(memory_id.op("IN")(ids)).union_all(select(memory_id).where(memory_id.op("IN")(ids)))
+    )
+    return IdsRead.of(statement, dialect, postgres=False)
+
+
+@pytest.mark.parametrize(
+    ("paramstyle", "marks", "parameters"),
+    [
+        ("qmark", "?, ?", (b"a", b"\xc3\xa9") * 2),
+        ("format", "%s, %s", (b"a", b"\xc3\xa9") * 2),
+        ("pyformat", "%(p_i0)s, %(p_i1)s", {"p_i0": b"a", "p_i1": b"\xc3\xa9"}),
+    ],
+)
+def test_a_batch_read_writes_a_placeholder_per_id_wherever_its_ids_go(
+    paramstyle: str, marks: str, parameters: Any
+) -> None:
+    dialect = sqlite.dialect(paramstyle=paramstyle)
+    sql, bound = _batch_read(dialect).bind(["a", "é"])
+    assert sql.count(f"IN ({marks})") == 2
+    assert bound == parameters
+
+
+def test_a_batch_read_names_a_paramstyle_it_cannot_write() -> None:
+    with pytest.raises(ValueError, match="'named'"):
+        _batch_read(sqlite.dialect(paramstyle="named"))

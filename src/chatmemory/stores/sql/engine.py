@@ -488,8 +488,8 @@ IDS_SLOT = "<chatmemory batch ids>"
 """Where a batch read's statement takes its ids, a placeholder each (not an identifier: no table prefix holds it)."""
 
 
-_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%(p_i{})s", "named": ":p_i{}"}
-"""The placeholder of each id by the driver's paramstyle (a named one numbers them ``p_i0``…)."""
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%(p_i{})s"}
+"""The placeholder of each id by the paramstyle of the drivers of SQLite and MySQL (pyformat: ``p_i0``…)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,7 +512,10 @@ class IdsRead:
         if postgres:  # psycopg takes the array in binary: no text escaping of each id
             binary = rendered.sql.replace("%(p_ids)s", "%(p_ids)b") if dialect.driver == "psycopg" else rendered.sql
             return cls(binary, array=rendered)
-        return cls(rendered.sql, _MARKS[dialect.paramstyle], rendered.sql.count(IDS_SLOT))
+        mark = _MARKS.get(dialect.paramstyle)
+        if mark is None:
+            raise ValueError(f"a batch read takes ids in the paramstyles {sorted(_MARKS)}, not {dialect.paramstyle!r}")
+        return cls(rendered.sql, mark, rendered.sql.count(IDS_SLOT))
 
     def bind(self, ids: Sequence[str]) -> tuple[str, Any]:
         """The driver SQL and parameters reading ``ids``."""
