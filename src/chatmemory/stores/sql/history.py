@@ -341,8 +341,9 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     records: dict[bytes, list[Any]] = {}
     try:
         heads = yield Statement(*statements.heads.bind(ids), Result.RECORDS, Operation.READ)
-        live_heads = {stored_ids[bytes(row[0])]: row for row in heads if row[4] == 1}
-        headless = sorted(set(ids) - {stored_ids[bytes(row[0])] for row in heads})
+        headed = {stored_ids[bytes(row[0])]: row for row in heads}
+        live_heads = {memory_id: row for memory_id, row in headed.items() if row[4] == 1}
+        headless = sorted(set(ids) - headed.keys())
         if live_heads:
             rows = yield Statement(*statements.rows.bind(list(live_heads)), Result.RECORDS, Operation.READ)
             for raw_id, run in groupby(rows, _FIRST):  # a memory's rows mostly come together
