@@ -63,6 +63,18 @@ def test_snapshot_cache_keeps_the_newest_state_of_an_incarnation() -> None:
     assert cache.get("m") is None
 
 
+def test_snapshot_cache_is_bounded_and_drops_the_least_recently_used() -> None:
+    cache: SnapshotCache[State] = SnapshotCache(2)
+    cache.put("a", State(1, 1))
+    cache.put("b", State(1, 1))
+    assert cache.get("a") == State(1, 1)  # "a" is now the most recent
+    cache.put("c", State(1, 1))
+    assert (cache.get("a"), cache.get("b"), cache.get("c"), len(cache)) == (State(1, 1), None, State(1, 1), 2)
+    nothing: SnapshotCache[State] = SnapshotCache(0)
+    nothing.put("a", State(1, 1))
+    assert (nothing.get("a"), len(nothing)) == (None, 0)
+
+
 def test_snapshot_cache_size_is_validated_at_construction() -> None:
     with pytest.raises(ValueError, match="snapshot_cache_size must be >= 0"):
         SnapshotCache(-1)

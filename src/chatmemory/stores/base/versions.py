@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from chatmemory.core.lru import LRU
 from chatmemory.stores.base.options import validate_snapshot_cache_size
@@ -53,36 +53,38 @@ class CachedState(Protocol):
 S = TypeVar("S", bound=CachedState)
 
 
-class SnapshotCache(Generic[S]):
+class SnapshotCache(LRU[str, S]):
     """A thread-safe, bounded (least recently used) map of memory id to a backend's cached state.
 
     Args:
         size: how many memories to remember (``0``: none; every write then sends the whole list).
     """
 
-    get: Callable[[str], S | None]
-    """The remembered state of a memory id, if any (the LRU's own method: read on every operation)."""
-
     def __init__(self, size: int) -> None:
-        self._entries: LRU[str, S] = LRU(validate_snapshot_cache_size(size))
-        self.get = self._entries.get
+        super().__init__(validate_snapshot_cache_size(size))
 
-    def put(self, memory_id: str, state: S) -> None:
+    def put(self, memory_id: str, state: S, *, unless: Callable[[S], bool] | None = None) -> None:
         """Remember ``state`` unless a newer state of the same incarnation is remembered already.
 
-        Threads sharing a store race here after their writes; the newest state wins.
+        Threads sharing a store race here after their writes; the newest state wins (``unless``, a
+        further condition, as :meth:`LRU.put` takes it).
         """
-        self._entries.put(
-            memory_id,
-            state,
-            unless=lambda current: current.incarnation == state.incarnation and current.version > state.version,
-        )
+        if self._size == 0:
+            return
+        entries = self._entries
+        with self._lock:
+            current = entries.get(memory_id)
+            if current is not None and (
+                (current.incarnation == state.incarnation and current.version > state.version)
+                or (unless is not None and unless(current))
+            ):
+                return
+            entries[memory_id] = state
+            entries.move_to_end(memory_id)
+            if self._size is not None and len(entries) > self._size:
+                entries.popitem(last=False)
 
     def forget(self, *memory_ids: str) -> None:
         """Drop what is remembered of ``memory_ids``."""
         for memory_id in memory_ids:
-            self._entries.pop(memory_id)
-
-    def clear(self) -> None:
-        """Drop everything."""
-        self._entries.clear()
+            self.pop(memory_id)

@@ -2,13 +2,12 @@
 
 :class:`Operations` holds the store's planner, statements, schema checks, dialect and snapshot cache; each
 method (``load``, ``save``, ``modify``, ``delete`` ...) yields :mod:`~chatmemory.stores.sql.commands` and
-receives their results, so a decision here is made once for the blocking and the asyncio executors. A
-driver failure comes back in at the ``yield`` as a :class:`~chatmemory.stores.sql.outcomes.SQLFailure`,
-which the operation retries (a lost connection once, conflicts and deadlocks within the retry budget:
-:class:`~chatmemory.stores.sql.outcomes.WriteLoop`) or reports as its own ``StoreError``. A read is one
-statement; a diffed turn is one statement on PostgreSQL and MariaDB, elsewhere one batch that is a
-transaction of its own; any other write goes under the head row's lock. Histories, restores and batch
-reads and creates are in :mod:`~chatmemory.stores.sql.history`.
+receives their results (one decision for both executors). A driver failure comes back in at the ``yield``
+as a :class:`~chatmemory.stores.sql.outcomes.SQLFailure`, retried (a lost connection once, conflicts and
+deadlocks within the retry budget: :class:`~chatmemory.stores.sql.outcomes.WriteLoop`) or reported as the
+operation's ``StoreError``. A read is one statement; a diffed turn is one statement on PostgreSQL and
+MariaDB, elsewhere one batch that is a transaction of its own; any other write goes under the head row's
+lock. Histories, restores and batch reads and creates are in :mod:`~chatmemory.stores.sql.history`.
 """
 
 from __future__ import annotations
@@ -130,8 +129,9 @@ class Operations:
             raise HistoryNotEnabledError(self.name())
 
     def check_payloads(self, memory_id: str, payloads: Iterable[bytes]) -> None:
-        """Refuse, before sending, a message larger than MySQL's ``max_allowed_packet``."""
-        self.schema.check_payloads(memory_id, payloads)
+        """Refuse, before sending, a message larger than MySQL's ``max_allowed_packet`` (None elsewhere)."""
+        if self.schema.max_allowed_packet is not None:
+            self.schema.check_payloads(memory_id, payloads)
 
     # -------------------------------------------------------------------------------------------- reads
 

@@ -14,6 +14,7 @@ import enum
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import gt, itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -558,18 +559,14 @@ class ReadAttempts:
 
     def __init__(self) -> None:
         self._disconnects = 0
-        self._stale = False
-
-    @property
-    def use_cache(self) -> bool:
-        """Whether this attempt may leave out the payloads of cached messages."""
-        return not self._stale
+        self.use_cache = True
+        """Whether this attempt may leave out the payloads of cached messages (an attribute: read per attempt)."""
 
     def stale(self) -> None:
         """The rows named a message the cache does not hold: read everything next time."""
-        if self._stale:
+        if not self.use_cache:
             raise AssertionError("a read without the cache cannot find the cache stale")
-        self._stale = True
+        self.use_cache = False
         telemetry.retried()
 
     def lost(self, failure: SQLFailure) -> bool:
@@ -581,7 +578,5 @@ class ReadAttempts:
         return True
 
     def __iter__(self) -> Iterator[ReadAttempts]:
-        """Yield this object once per attempt allowed."""
-        # At most: a lost connection, a stale cache, and the read that answers.
-        for _ in range(_DISCONNECT_RETRIES + 2):
-            yield self
+        """This object once per attempt allowed: at most a lost connection, a stale cache, and the read."""
+        return repeat(self, _DISCONNECT_RETRIES + 2)

@@ -397,7 +397,8 @@ class SchemaAdmin:
         assert family is not None, "the store checks its database first"
         self._family = family
         self._partitions = partitions
-        self._checked = False
+        self.checked = False
+        """Whether the tables were found at the required revision (read by every operation: an attribute)."""
         self._lock = threading.Lock()
         self.max_allowed_packet: int | None = None
         """MySQL/MariaDB: the server's largest statement in bytes (read with the schema check)."""
@@ -407,11 +408,6 @@ class SchemaAdmin:
         """The engine in autocommit, made at first use (a store whose quick check passes never needs it)."""
         engine = self._base_engine
         return engine.execution_options(isolation_level="AUTOCOMMIT") if engine is not None else None
-
-    @property
-    def checked(self) -> bool:
-        """Whether the tables were found at the required revision."""
-        return self._checked
 
     # ----------------------------------------------------------------------------- on a connection
 
@@ -446,7 +442,7 @@ class SchemaAdmin:
             raise self.version_error(found)
         if self._dialect == "mysql":
             self.max_allowed_packet = int(rows[0][1])
-        self._checked = True
+        self.checked = True
 
     def check_on(self, connection: Connection) -> None:
         """Raise :class:`~chatmemory.SchemaVersionError` naming the command to run unless at the revision."""
@@ -455,7 +451,7 @@ class SchemaAdmin:
             raise self.version_error(found)
         if self._dialect == "mysql":
             self.max_allowed_packet = int(connection.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
-        self._checked = True
+        self.checked = True
 
     def version_error(self, found: str | None) -> SchemaVersionError:
         """The error for tables at ``found``: the command to run."""
@@ -485,14 +481,14 @@ class SchemaAdmin:
         if found not in (None, REQUIRED_SCHEMA_REVISION):
             # Existing tables are upgraded by the migrations (which the store never imports).
             raise self.version_error(found)
-        self._checked = False
+        self.checked = False
 
     def drop_on(self, connection: Connection) -> None:
         """Drop the tables of the prefix and its version table (the data is gone)."""
         with schema_lock(connection, self._prefix):
             build_tables(self._prefix).metadata.drop_all(connection)
             version_table(self._prefix).drop(connection, checkfirst=True)
-        self._checked = False
+        self.checked = False
 
     # ------------------------------------------------------------------------------------- sync
 
@@ -507,10 +503,10 @@ class SchemaAdmin:
         ``None`` if it failed there: the quick check then costs no checkout of its own (a store opened for
         one call pays it at every start); a failure is answered on a connection of its own, as before.
         """
-        if self._checked:
+        if self.checked:
             return
         with self._lock:
-            if not self._checked:
+            if not self.checked:
                 base = self._base_engine
                 assert base is not None, "the asyncio store passes its own connections"
                 with self._wrapped(Operation.SCHEMA):
