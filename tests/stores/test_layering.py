@@ -43,11 +43,10 @@ DRIVER_MODULES = {
     "chatmemory.stores.redis.executor",
     "chatmemory.stores.redis.aio",
     "chatmemory.stores.redis.store",
-    # The LangChain4j layout: its two executors, the facade, and the base that builds clients.
+    # The LangChain4j layout: its two executors (which build its clients) and the facade.
     "chatmemory.stores.langchain4j_redis.executor",
     "chatmemory.stores.langchain4j_redis.aio",
     "chatmemory.stores.langchain4j_redis.store",
-    "chatmemory.stores.langchain4j_redis.base",
     # MongoDB: the two executors, the facade, and the base that builds clients.
     "chatmemory.stores.mongodb.store",
     "chatmemory.stores.mongodb.base",

@@ -17,7 +17,7 @@ from chatmemory.core.driving import Sleep, Steps, drive_async
 from chatmemory.core.errors import Operation, StoreError
 from chatmemory.stores.base.turns import AsyncLocalTurns
 from chatmemory.stores.langchain4j_redis.commands import Command, Scan
-from chatmemory.stores.langchain4j_redis.executor import layout_error
+from chatmemory.stores.langchain4j_redis.executor import client_from_url, layout_error
 from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of
 from chatmemory.stores.redis.commands import Acknowledged, Replication
 from chatmemory.stores.redis.executor import DRIVER_ERRORS
@@ -47,11 +47,10 @@ class AsyncLangChain4jExecutor(GatedClient):
 
         def _acknowledged(self, operation: str, step: Steps[Command, _T]) -> Steps[Command | Acknowledged, _T]: ...
 
-    @classmethod
-    def _standalone_from_url(cls, url: str) -> Redis:
+    def _client_from_url(self, url: str) -> Any:
         # A blocking pool, as the native asyncio store's: a command waits for a free connection instead of
         # failing with "Too many connections"; ``max_connections`` and ``timeout`` in the URL's query apply.
-        return Redis.from_pool(BlockingConnectionPool.from_url(url))
+        return client_from_url(url, lambda url: Redis.from_pool(BlockingConnectionPool.from_url(url)), RedisCluster)
 
     def _started(self) -> None:
         super()._started()

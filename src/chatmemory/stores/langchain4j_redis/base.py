@@ -3,19 +3,17 @@
 :class:`LangChain4jStoreBase` checks the constructor's options, builds or adopts the client and holds the
 planner (:class:`~chatmemory.stores.langchain4j_redis.plan.Planner`) and the operations
 (:class:`~chatmemory.stores.langchain4j_redis.operations.Operations`, with the version book and the known
-values); the executors (:mod:`.executor`, :mod:`.aio`) build on it. This module imports redis-py's
-exceptions (a client built from a URL may fail), never sends anything.
+values); the executors (:mod:`.executor`, :mod:`.aio`) build on it and build its clients from URLs. No driver
+here: nothing is sent.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Generator
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from chatmemory.core.driving import Steps
-from chatmemory.core.errors import Operation, StoreError
-from chatmemory.core.optional import require
 from chatmemory.core.store import validate_memory_id
 from chatmemory.stores.base.options import TTL, history_ttl_seconds, ttl_seconds, validate_prefix
 from chatmemory.stores.base.turns import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_WAIT, LockOptions
@@ -27,17 +25,11 @@ from chatmemory.stores.redis.base import DEFAULT_REPLICAS_TIMEOUT, ClientHolder,
 from chatmemory.stores.redis.commands import Acknowledged, Replication
 from chatmemory.stores.redis.operations import acknowledged
 
-require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
-
-from redis.exceptions import RedisClusterException, RedisError  # noqa: E402 - only once the extra is known
-
 __all__ = ["LangChain4jStoreBase"]
 
 _Client = TypeVar("_Client")
 _T = TypeVar("_T")
 _Store = TypeVar("_Store", bound="LangChain4jStoreBase[Any]")
-
-_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 class LangChain4jStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
@@ -89,24 +81,9 @@ class LangChain4jStoreBase(ClientHolder[_Client], HistoryArguments[Command]):
     def _check(self, client: Any) -> None:
         check_client(client, self._owns_client, type(self).__name__)
 
-    @classmethod
-    def _client_from_url(cls, url: str) -> Any:
-        scheme, separator, rest = url.partition("://")
-        if not separator:
-            raise ValueError(f"{url!r} is not a Redis URL (e.g. redis://localhost:6379/0)")
-        base = _CLUSTER_SCHEMES.get(scheme.lower())
-        cluster = cls._client_types[1]
-        try:
-            if base is not None:
-                return cluster.from_url(f"{base}://{rest}")
-            return cls._standalone_from_url(url)
-        except (RedisError, RedisClusterException) as exc:
-            raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
+    if TYPE_CHECKING:  # the executors build clients
 
-    @classmethod
-    def _standalone_from_url(cls, url: str) -> Any:
-        """A standalone client for ``url`` (the asyncio store's waits for a free connection)."""
-        return cls._client_types[0].from_url(url)
+        def _client_from_url(self, url: str) -> Any: ...
 
     @classmethod
     def from_url(cls: type[_Store], url: str, **options: Any) -> _Store:

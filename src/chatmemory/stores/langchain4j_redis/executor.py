@@ -10,24 +10,44 @@ executor half of the blocking store.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatmemory.core.driving import Sleep, Steps, drive
 from chatmemory.core.errors import Operation, StoreError
+from chatmemory.core.optional import require
 from chatmemory.stores.base.turns import LocalTurns
 from chatmemory.stores.langchain4j_redis.commands import Command, LayoutWrite, Scan
 from chatmemory.stores.langchain4j_redis.keys import glob_literal, memory_id_of
 from chatmemory.stores.langchain4j_redis.outcomes import ReplyError
-from chatmemory.stores.redis.commands import Acknowledged, Replication
-from chatmemory.stores.redis.executor import DRIVER_ERRORS, send_one
+from chatmemory.stores.redis.base import ClientTarget
 
-from redis.cluster import RedisCluster  # isort: skip - after redis.executor checked that the extra is installed
-from redis.exceptions import ResponseError  # isort: skip
+require("redis", feature="LangChain4jRedisChatMemoryStore", extra="redis")
 
-__all__ = ["LangChain4jExecutor", "layout_error"]
+from chatmemory.stores.redis.commands import Acknowledged, Replication  # noqa: E402 - once the extra is known
+from chatmemory.stores.redis.executor import DRIVER_ERRORS, send_one  # noqa: E402
+
+from redis import Redis  # noqa: E402  # isort: skip
+from redis.cluster import RedisCluster  # noqa: E402  # isort: skip
+from redis.exceptions import ResponseError  # noqa: E402  # isort: skip
+
+__all__ = ["LangChain4jExecutor", "client_from_url", "layout_error"]
 
 _T = TypeVar("_T")
+
+
+def client_from_url(url: str, standalone: Callable[[str], Any], cluster: Any) -> Any:
+    """A client for ``url``: ``cluster.from_url`` for ``redis[s]+cluster://``, else ``standalone(url)``.
+
+    Raises:
+        ValueError: ``url`` is not a Redis URL.
+        StoreError: a cluster whose nodes cannot be reached (the blocking client looks for them at once).
+    """
+    target = ClientTarget.parse(url)
+    try:
+        return cluster.from_url(target.url) if target.cluster else standalone(target.url)
+    except DRIVER_ERRORS as exc:
+        raise StoreError(Operation.CONNECT, detail=str(exc)) from exc
 
 
 def layout_error(exc: BaseException, command: Command | Acknowledged) -> StoreError:
@@ -58,6 +78,9 @@ class LangChain4jExecutor:
         def _check_open(self, operation: str, memory_id: str | None = None) -> None: ...
 
         def _acknowledged(self, operation: str, step: Steps[Command, _T]) -> Steps[Command | Acknowledged, _T]: ...
+
+    def _client_from_url(self, url: str) -> Any:
+        return client_from_url(url, Redis.from_url, RedisCluster)
 
     def _discard(self, client: Any) -> None:
         if self._owns_client:
