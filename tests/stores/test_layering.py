@@ -47,9 +47,8 @@ DRIVER_MODULES = {
     "chatmemory.stores.langchain4j_redis.executor",
     "chatmemory.stores.langchain4j_redis.aio",
     "chatmemory.stores.langchain4j_redis.store",
-    # MongoDB: the two executors, the facade, and the base that builds clients.
+    # MongoDB: the two executors (the blocking one builds the clients of both) and the facade.
     "chatmemory.stores.mongodb.store",
-    "chatmemory.stores.mongodb.base",
     "chatmemory.stores.mongodb.executor",
     "chatmemory.stores.mongodb.aio",
     # SQL: the two executors, the facade and the base that builds engines, and the modules that are

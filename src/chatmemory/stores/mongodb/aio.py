@@ -23,9 +23,8 @@ from chatmemory.stores.base.aio import Admission, PerLoop
 
 require("pymongo", feature="MongoChatMemoryStore", extra="mongodb")
 
-from chatmemory.stores.mongodb.base import Collections  # noqa: E402 - imported once the driver is known
-from chatmemory.stores.mongodb.commands import Command, Result, Step, result_of  # noqa: E402
-from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, failure  # noqa: E402
+from chatmemory.stores.mongodb.commands import Command, Result, Step, result_of  # noqa: E402 - the driver is known
+from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, Collections, failure  # noqa: E402
 
 __all__ = ["OTHER_LOOP", "AsyncExecutor", "OnLoop", "other_loop_advice"]
 

@@ -33,7 +33,7 @@ from pymongo import MongoClient  # noqa: E402 - imported once the driver is know
 
 from chatmemory.stores.mongodb.base import MongoStoreBase  # noqa: E402
 from chatmemory.stores.mongodb.commands import Step  # noqa: E402
-from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, Executor, describe  # noqa: E402
+from chatmemory.stores.mongodb.executor import DRIVER_ERRORS, Executor, MongoClients, describe  # noqa: E402
 from chatmemory.stores.mongodb.layout import EXPIRY_INDEX, Document, MemoryState  # noqa: E402
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ _traced = StoreTelemetry("mongodb", __name__)
 _T = TypeVar("_T")
 
 
-class MongoChatMemoryStore(StoreLifecycle, MongoStoreBase[MongoClient[Any]]):
+class MongoChatMemoryStore(MongoClients, StoreLifecycle, MongoStoreBase[MongoClient[Any]]):
     """A store in a MongoDB collection; supports versioning, locked updates, listing, TTL and raw records.
 
     Writers of one memory that conflict take turns in :meth:`modify`: threads (or, for the asyncio store,
@@ -81,7 +81,7 @@ class MongoChatMemoryStore(StoreLifecycle, MongoStoreBase[MongoClient[Any]]):
             is resent; its write id makes a resend apply at most once.
         client_options: keyword arguments for the client the store builds from a URL. Unless these or the
             URL set them, the store uses ``serverSelectionTimeoutMS=5000``, ``connectTimeoutMS=5000`` and
-            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.base.DEFAULT_TIMEOUTS_MS`).
+            ``socketTimeoutMS=30000`` (see :data:`~chatmemory.stores.mongodb.executor.DEFAULT_TIMEOUTS_MS`).
         history: keep every message ever added to a memory in ``<collection>_history`` (see
             :mod:`chatmemory.stores.mongodb.history`); read it with :meth:`history`.
         history_ttl: seconds (or a ``timedelta``) a history lives after the memory's last write (at least
