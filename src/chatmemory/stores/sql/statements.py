@@ -99,17 +99,9 @@ class Statements:
         """What differs on this database (how a diffed turn goes, how transactions begin)."""
         memories, messages = tables.memories, tables.messages
         stamp = memories.c.updated_at.type
-        memory_id = memories.c.memory_id == bindparam("p_id")
         self._live = live(memories.c.expires_at, stamp)
         self._now = ServerNow(stamp)
         self._expiry: ColumnElement[Any] = ServerExpiry(stamp) if expires else null()
-        cover: dict[str, Any] = {
-            "window_start": bindparam("p_window_start", type_=BigInteger()),
-            "pin_start": bindparam("p_pin_start", type_=BigInteger()),
-            "pin_end": bindparam("p_pin_end", type_=BigInteger()),
-        }
-        if history_expires:
-            cover["history_expires_at"] = ServerExpiry(stamp, "p_history_ttl")
         # A row is in the window if the head's ranges enclose it and it is not marked evicted.
         self._in_window = and_(
             or_(
@@ -118,110 +110,13 @@ class Statements:
             ),
             messages.c.evicted.is_(None),
         )
-        history_kept = and_(memories.c.history_expires_at.is_not(None), memories.c.history_expires_at > self._now)
-        self._history_live = or_(self._live, history_kept)
-        # Newest entry first; the oldest falls off the end.
-        self._recent_writes = bindparam("p_entry", type_=String()) + func.substr(
-            func.coalesce(memories.c.recent_writes, literal_column("''")),
-            literal_column("1"),
-            literal_column(str(RECENT_WRITES_LENGTH - _ENTRY)),
-        )
-
-        head_live = case((self._live, literal_column("1")), else_=literal_column("0"))
+        self._history_kept = and_(memories.c.history_expires_at.is_not(None), memories.c.history_expires_at > self._now)
+        self._history_live = or_(self._live, self._history_kept)
         self.read: CompoundSelect[Any] = window_read(tables, dialect)
         self.strays: Select[Any] = stray_read(tables)
-
-        max_seq = select(func.max(messages.c.seq)).where(messages.c.memory_id == bindparam("p_id")).scalar_subquery()
-        self.lock_head: Select[Any] = (
-            select(
-                memories.c.version,
-                memories.c.incarnation,
-                memories.c.next_seq,
-                head_live.label("live"),
-                memories.c.recent_writes,
-                max_seq.label("max_seq"),
-                ServerClockMicros().label("clock"),
-                case((history_kept, literal_column("1")), else_=literal_column("0")).label("history_live"),
-            )
-            .where(memory_id)
-            .with_for_update()
-        )
-        """The head row, locked until the transaction ends, with the server's clock and the highest seq."""
-
-        self.bump_head: Update = (
-            update(memories)
-            .where(
-                memory_id,
-                memories.c.version == bindparam("p_expected"),
-                memories.c.incarnation == bindparam("p_incarnation"),
-                self._live,
-            )
-            .values(
-                version=memories.c.version + literal_column("1"),
-                next_seq=bindparam("p_next_seq"),
-                updated_at=self._now,
-                expires_at=self._expiry,
-                recent_writes=self._recent_writes,
-                **cover,
-            )
-        )
-        """The conditional write of a diff: matches one row only at the expected version and incarnation."""
-        self.insert_head: Insert = insert(memories).values(
-            memory_id=bindparam("p_id"),
-            version=bindparam("p_version"),
-            incarnation=bindparam("p_incarnation"),
-            next_seq=bindparam("p_next_seq"),
-            created_at=self._now,
-            updated_at=self._now,
-            expires_at=self._expiry,
-            recent_writes=bindparam("p_recent"),
-            **cover,
-        )
-        self.rewrite_head: Update = (
-            update(memories)
-            .where(memory_id)
-            .values(
-                version=bindparam("p_version"),
-                incarnation=bindparam("p_incarnation"),
-                next_seq=bindparam("p_next_seq"),
-                updated_at=self._now,
-                expires_at=self._expiry,
-                created_at=case((bindparam("p_fresh", type_=Integer()) == 1, self._now), else_=memories.c.created_at),
-                recent_writes=bindparam("p_recent"),
-                **cover,
-            )
-        )
-        self.times: Select[Any] = select(memories.c.updated_at, memories.c.expires_at).where(memory_id, self._live)
-        """A live memory's last write time and expiry (no row when it is absent or expired)."""
-        self.set_expiry: Update = (
-            update(memories)
-            .where(memory_id, self._live)
-            .values(expires_at=bindparam("p_expires_at", type_=memories.c.expires_at.type))
-        )
-        """Set a live memory's expiry (``NULL``: never); an absent or expired memory is left as it is."""
-        self.delete_head: Delete = delete(memories).where(memory_id)
-        self.delete_all: Delete = delete(messages).where(messages.c.memory_id == bindparam("p_id"))
-        self.delete_seqs: Delete = delete(messages).where(
-            messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True))
-        )
-        self.insert_messages: Insert = insert(messages)
-        self.insert_history: Insert = insert(messages).values(
-            written_at=select(memories.c.updated_at)
-            .where(memories.c.memory_id == bindparam("p_head", type_=MemoryIdType()))
-            .scalar_subquery()
-        )
-        """Rows that are history entries: stamped with their head row's write time (set earlier in the write)."""
-        self.flag_seqs: Update = (
-            update(messages)
-            .where(messages.c.memory_id == bindparam("p_id"), messages.c.seq.in_(bindparam("p_seqs", expanding=True)))
-            .values(evicted=literal_column("1"))
-        )
-        """Mark rows that left the window but lie in its ranges (a store with history)."""
+        self._build_heads(history_expires)
+        self._build_rows()
         self.server_clock: Select[Any] = select(ServerClockMicros().label("clock"))
-        self.delete_heads: Delete = delete(memories).where(memories.c.memory_id.in_(bindparam("p_ids", expanding=True)))
-        self.delete_messages_of: Delete = delete(messages).where(
-            messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
-        )
         self._diffs: dict[tuple[int, int], str] = {}
         self._diffs_lock = threading.Lock()
         # The statements of a steady-state turn and read, rendered once (rows: memory_id, seq, payload).
@@ -235,6 +130,102 @@ class Statements:
         self._joined: dict[tuple[int, int, bool, bool], Joined] = {}
         self.blocks_mariadb_turns = True
         """Whether MariaDB's turns may go as compound statements (``False``: as MySQL's, in tests)."""
+
+    def _build_heads(self, history_expires: bool) -> None:
+        """The statements of the head rows (``memories``): lock, conditional bump, insert, rewrite, expiry."""
+        memories, messages = self._tables.memories, self._tables.messages
+        memory_id = memories.c.memory_id == bindparam("p_id")
+        cover: dict[str, Any] = {
+            "window_start": bindparam("p_window_start", type_=BigInteger()),
+            "pin_start": bindparam("p_pin_start", type_=BigInteger()),
+            "pin_end": bindparam("p_pin_end", type_=BigInteger()),
+        }
+        if history_expires:
+            cover["history_expires_at"] = ServerExpiry(memories.c.updated_at.type, "p_history_ttl")
+        one: ColumnElement[Any] = literal_column("1")
+        zero: ColumnElement[Any] = literal_column("0")
+        max_seq = select(func.max(messages.c.seq)).where(messages.c.memory_id == bindparam("p_id")).scalar_subquery()
+        self.lock_head: Select[Any] = (
+            select(
+                memories.c.version,
+                memories.c.incarnation,
+                memories.c.next_seq,
+                case((self._live, one), else_=zero).label("live"),
+                memories.c.recent_writes,
+                max_seq.label("max_seq"),
+                ServerClockMicros().label("clock"),
+                case((self._history_kept, one), else_=zero).label("history_live"),
+            )
+            .where(memory_id)
+            .with_for_update()
+        )
+        """The head row, locked until the transaction ends, with the server's clock and the highest seq."""
+        # Newest entry first; the oldest falls off the end.
+        recent_writes = bindparam("p_entry", type_=String()) + func.substr(
+            func.coalesce(memories.c.recent_writes, literal_column("''")),
+            literal_column("1"),
+            literal_column(str(RECENT_WRITES_LENGTH - _ENTRY)),
+        )
+        expected = (memories.c.version == bindparam("p_expected"), memories.c.incarnation == bindparam("p_incarnation"))
+        self.bump_head: Update = (
+            update(memories)
+            .where(memory_id, *expected, self._live)
+            .values(
+                version=memories.c.version + literal_column("1"),
+                next_seq=bindparam("p_next_seq"),
+                updated_at=self._now,
+                expires_at=self._expiry,
+                recent_writes=recent_writes,
+                **cover,
+            )
+        )
+        """The conditional write of a diff: matches one row only at the expected version and incarnation."""
+        whole = {
+            "version": bindparam("p_version"),
+            "incarnation": bindparam("p_incarnation"),
+            "next_seq": bindparam("p_next_seq"),
+            "updated_at": self._now,
+            "expires_at": self._expiry,
+            "recent_writes": bindparam("p_recent"),
+            **cover,
+        }
+        self.insert_head: Insert = insert(memories).values(memory_id=bindparam("p_id"), created_at=self._now, **whole)
+        fresh = bindparam("p_fresh", type_=Integer()) == 1
+        self.rewrite_head: Update = (
+            update(memories)
+            .where(memory_id)
+            .values(created_at=case((fresh, self._now), else_=memories.c.created_at), **whole)
+        )
+        self.times: Select[Any] = select(memories.c.updated_at, memories.c.expires_at).where(memory_id, self._live)
+        """A live memory's last write time and expiry (no row when it is absent or expired)."""
+        self.set_expiry: Update = (
+            update(memories)
+            .where(memory_id, self._live)
+            .values(expires_at=bindparam("p_expires_at", type_=memories.c.expires_at.type))
+        )
+        """Set a live memory's expiry (``NULL``: never); an absent or expired memory is left as it is."""
+        self.delete_head: Delete = delete(memories).where(memory_id)
+        self.delete_heads: Delete = delete(memories).where(memories.c.memory_id.in_(bindparam("p_ids", expanding=True)))
+
+    def _build_rows(self) -> None:
+        """The statements of the message rows (``messages``): insert, history insert, delete, mark."""
+        memories, messages = self._tables.memories, self._tables.messages
+        of_memory = messages.c.memory_id == bindparam("p_id")
+        seqs = messages.c.seq.in_(bindparam("p_seqs", expanding=True))
+        self.delete_all: Delete = delete(messages).where(of_memory)
+        self.delete_seqs: Delete = delete(messages).where(of_memory, seqs)
+        self.insert_messages: Insert = insert(messages)
+        self.insert_history: Insert = insert(messages).values(
+            written_at=select(memories.c.updated_at)
+            .where(memories.c.memory_id == bindparam("p_head", type_=MemoryIdType()))
+            .scalar_subquery()
+        )
+        """Rows that are history entries: stamped with their head row's write time (set earlier in the write)."""
+        self.flag_seqs: Update = update(messages).where(of_memory, seqs).values(evicted=literal_column("1"))
+        """Mark rows that left the window but lie in its ranges (a store with history)."""
+        self.delete_messages_of: Delete = delete(messages).where(
+            messages.c.memory_id.in_(bindparam("p_ids", expanding=True))
+        )
 
     @functools.cached_property
     def fast_lock_head(self) -> Rendered:
