@@ -537,7 +537,7 @@ class Statements:
 async def test_a_batch_goes_in_the_statements_the_blocking_store_sends(
     make: Make, kind: str, sync_client: Engine
 ) -> None:
-    """A batch read is a ``SELECT`` of the head rows and one of their rows, a batch create one transaction
+    """A batch read is one ``SELECT`` of the head rows and their rows, a batch create one transaction
     of the lookups and one ``executemany`` each of head and message rows: from the asyncio store as from
     the blocking one, on each driver."""
     at = datetime.datetime.now(UTC) + HOUR
@@ -564,7 +564,7 @@ async def test_a_batch_goes_in_the_statements_the_blocking_store_sends(
     assert created == [[version is None for version in value] for value, _ in blocked[1:3]]
     assert created == [[False, False], [True, False]]  # versions are the database's clock: they differ
     assert sum(many for _, many in awaited[1][1]) == 2  # the head rows and the message rows, each in one
-    assert len(awaited[3][1]) == 3  # heads, their rows, and the stray rows of the absent id
+    assert len(awaited[3][1]) == 2  # heads with their rows (one state each), and the stray rows of the absent id
     read = awaited[3][0]
     assert [stored is None for stored in read] == [False, False, False, False, True]
     assert read[1].times is not None and close_to(read[1].times.expires_at, at)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import threading
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from chatmemory.inspection import summarize, summarize_many
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stored_memories import SupportsBatchReads
 from support.backends import Backend
+from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
 
 UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
@@ -146,3 +148,97 @@ def test_a_window_with_a_pinned_run_is_read_whole(backend: Backend) -> None:
         assert plain is not None and plain.records == store.read_raw("plain")
     finally:
         backend.close_store(store)
+
+
+# --------------------------------------------------------------- a peer writing while a batch reads
+
+PEERS = [name for name in SHARED_BETWEEN_PROCESSES if name != "langchain4j_redis"]  # the layout has no batch reads
+
+
+@pytest.fixture(params=[pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in PEERS])
+def peer_recipe(request: pytest.FixtureRequest) -> Any:
+    made = recipe(request.param)
+    made.open().close()  # the tables, once
+    yield made
+    made.cleanup()
+
+
+def test_each_entry_is_one_state_of_its_memory_while_a_peer_writes(peer_recipe: Recipe) -> None:
+    # A peer (its own store, as another process has) slides the windows of three memories while a batch
+    # reads them again and again: every entry read must be one state the peer left, its version with
+    # that version's records, never a version with records of the write after it.
+    reader, writer = peer_recipe.open(), peer_recipe.open()
+    ids = ["peer-a", "peer-b", "peer-c"]
+    states: dict[tuple[str, int], list[bytes]] = {}
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for turn in range(WRITES):
+                memory_id = ids[turn % len(ids)]
+                said = [UserMessage(f"{memory_id} turn {n}: " + "words " * 30) for n in range(turn + 1)]
+                version = writer.save(memory_id, said[-4:], writer.load(memory_id).version)
+                states[(memory_id, version)] = writer.read_raw(memory_id)  # the only writer: still this state
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            done.set()
+
+    try:
+        for memory_id in ids:
+            version = writer.save(memory_id, [UserMessage(f"{memory_id} first")], 0)
+            states[(memory_id, version)] = writer.read_raw(memory_id)
+        peer = threading.Thread(target=write)
+        peer.start()
+        read: list[Any] = []
+        while not done.is_set():
+            read.extend(entry for entry in reader.read_batch(ids) if entry is not None)
+        peer.join()
+        assert failures == []
+        assert len(read) > 10
+        mixed = [(e.memory_id, e.version) for e in read if states.get((e.memory_id, e.version)) != e.records]
+        assert mixed == []
+    finally:
+        reader.close()
+        writer.close()
+
+
+WRITES = 150
+"""The peer's writes in the test above (bounded for CI; each a load and a save)."""
+
+
+@pytest.mark.sqlite
+def test_a_write_between_two_statements_of_a_sql_batch_read_cannot_mix_states(tmp_path: Any) -> None:
+    # The interleaving the test above finds by chance, made to happen: a peer writes just before each
+    # statement of the batch read after its first. One statement reads heads and rows together.
+    from sqlalchemy import create_engine, event
+
+    from chatmemory.stores.sql import SQLChatMemoryStore
+
+    url = f"sqlite:///{tmp_path / 'peer.db'}"
+    engine = create_engine(url)
+    reader, writer = SQLChatMemoryStore(engine), SQLChatMemoryStore(url)
+    reader.create_schema()
+    try:
+        first = writer.save("m", [UserMessage("one")], 0)
+        assert reader.read_batch(["m"])[0] is not None  # the reader's schema check is behind it
+        sent: list[str] = []
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def peer_writes(*args: Any) -> None:
+            sent.append(args[2])
+            if len(sent) == 2:
+                writer.save("m", [UserMessage("one"), AiMessage("two")], first)
+
+        (entry,) = reader.read_batch(["m"])
+        assert entry is not None and sent
+        assert (entry.version, entry.records) in ((first, [dumps_message(UserMessage("one"))]), _now(writer, "m"))
+    finally:
+        reader.close()
+        writer.close()
+        engine.dispose()
+
+
+def _now(store: Any, memory_id: str) -> tuple[int, list[bytes]]:
+    return store.load(memory_id).version, store.read_raw(memory_id)

@@ -326,8 +326,9 @@ _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, list[StoredMemory | None]]:
     """Read ``memory_ids``: a :class:`StoredMemory` per id, ``None`` for an absent (or expired) one.
 
-    One ``SELECT`` of their head rows and one of their window's rows (the ids as one array on
-    PostgreSQL, ``IN`` elsewhere); only ids without a head row take a third, of their stray rows (damage).
+    One ``SELECT`` of their head rows and their window's rows together (so each memory is read as one
+    state; the ids as one array on PostgreSQL, ``IN`` elsewhere); only ids without a head row take a
+    second, of their stray rows (damage).
     """
     ops.check_open(Operation.READ)
     ids = [validate_memory_id(memory_id) for memory_id in memory_ids]
@@ -340,28 +341,27 @@ def read_batch(ops: Operations, memory_ids: Sequence[str]) -> Steps[Command, lis
     strays: defaultdict[str, list[tuple[int, bytes]]] = defaultdict(list)
     records: dict[bytes, list[Any]] = {}
     try:
-        heads = yield Statement(*statements.heads.bind(ids), Result.RECORDS, Operation.READ)
-        headed = {stored_ids[bytes(row[0])]: row for row in heads}
-        live_heads = {memory_id: row for memory_id, row in headed.items() if row[4] == 1}
+        rows = yield Statement(*statements.read.bind(ids), Result.RECORDS, Operation.READ)
+        for raw_id, run in groupby(rows, _FIRST):  # a memory's rows mostly come together
+            records.setdefault(bytes(raw_id), []).extend(run)
+        for run_of_id in records.values():
+            run_of_id.sort(key=_SECOND)  # by seq, the head row (seq -1) first
+        headed = {stored_ids[raw_id]: window for raw_id, window in records.items()}
         headless = sorted(set(ids) - headed.keys())
-        if live_heads:
-            rows = yield Statement(*statements.rows.bind(list(live_heads)), Result.RECORDS, Operation.READ)
-            for raw_id, run in groupby(rows, _FIRST):  # a memory's rows mostly come together
-                records.setdefault(bytes(raw_id), []).extend(run)
         if headless:
-            rows = yield Statement(statements.strays, {"p_ids": headless}, Result.ROWS, Operation.READ)
-            for memory_id, seq, payload in rows:
+            found_strays = yield Statement(statements.strays, {"p_ids": headless}, Result.ROWS, Operation.READ)
+            for memory_id, seq, payload in found_strays:
                 strays[memory_id].append((seq, bytes(payload)))
     except SQLFailure as failure:
         raise failure.error() from failure.__cause__
     found: list[StoredMemory | None] = []
     for memory_id in ids:
-        if (head := live_heads.get(memory_id)) is not None:
-            written, expires = (head[2], head[3]) if stamp is None else (stamp(head[2]), stamp(head[3]))
+        window = headed.get(memory_id)
+        if window is not None and window[0][6] == 1:  # the head row (seqs start at 0), live
+            head = window[0]
+            written, expires = (head[4], head[5]) if stamp is None else (stamp(head[4]), stamp(head[5]))
             times = MemoryTimes(aware(written), aware(expires))
-            window = records.get(bytes(head[0]), [])
-            window.sort(key=_SECOND)  # by seq: in order already, but for the pinned run
-            found.append(StoredMemory(memory_id, list(map(_THIRD, window)), head[1], times))
+            found.append(StoredMemory(memory_id, list(map(_THIRD, window[1:])), head[3], times))
         elif memory_id in strays:
             stray = [payload for _, payload in sorted(strays[memory_id])]
             found.append(StoredMemory(memory_id, stray, 0, None, damage=stray_detail(len(stray))))

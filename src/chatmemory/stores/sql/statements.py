@@ -513,9 +513,10 @@ def stray_read(tables: SchemaTables) -> Select[Any]:
 class BatchStatements:
     """A batch read's and a batch create's statements on one store's tables (a create binds ids as ``p_ids``).
 
-    :attr:`heads` and :attr:`rows`: the batch read, rendered once: heads as ``(id as stored, version,
-    updated_at, expires_at, live)``, the live ones' window rows as ``(id as stored, seq, payload)`` in any
-    order. A store with a ttl gives a created memory that asks for no expiry its own.
+    :attr:`read`: the batch read, rendered once, one statement (so each memory's head and rows are one
+    state): heads as ``(id as stored, -1, NULL, version, updated_at, expires_at, live)`` and the live
+    ones' window rows as ``(id as stored, seq, payload, NULL…)``, in any order. A store with a ttl gives a
+    created memory that asks for no expiry its own.
     """
 
     def __init__(self, statements: Statements) -> None:
@@ -531,22 +532,27 @@ class BatchStatements:
             return IdsIn(column) if postgres else column.op("IN")(literal_column(f"({IDS_SLOT})"))
 
         stored_id = type_coerce(memories.c.memory_id, LargeBinary())
-        heads = select(stored_id, memories.c.version, memories.c.updated_at, memories.c.expires_at, live_flag)
-        self.heads = IdsRead.of(heads.where(among(memories.c.memory_id)), dialect, postgres)
-        columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload)
+        head: list[Any] = [stored_id, literal_column("-1"), type_coerce(null(), LargeBinary()), memories.c.version]
+        heads = select(*head, memories.c.updated_at, memories.c.expires_at, live_flag).where(
+            among(memories.c.memory_id)
+        )
+        nothing = (null(), null(), null(), null())
+        columns = (type_coerce(messages.c.memory_id, LargeBinary()), messages.c.seq, messages.c.payload, *nothing)
         window, pinned = window_rows(memories, messages, columns, among(memories.c.memory_id), is_live)
         # Only heads with a pinned range (few), said outright: a plan filters the heads before the join.
-        self.rows = IdsRead.of(window.union_all(pinned.where(memories.c.pin_start.is_not(None))), dialect, postgres)
-        head: Select[Any] = select(literal_column("1")).where(memories.c.memory_id == messages.c.memory_id)
+        self.read = IdsRead.of(
+            union_all(heads, window, pinned.where(memories.c.pin_start.is_not(None))), dialect, postgres
+        )
+        headed: Select[Any] = select(literal_column("1")).where(memories.c.memory_id == messages.c.memory_id)
         self.strays: Select[Any] = select(messages.c.memory_id, messages.c.seq, messages.c.payload).where(
-            IdsIn(messages.c.memory_id), ~head.exists()
+            IdsIn(messages.c.memory_id), ~headed.exists()
         )
         """The message rows of ids without a head row (damage)."""
         ids: BindParameter[Any] = bindparam("p_ids", expanding=True)
         self.create_heads: Select[Any] = select(memories.c.memory_id, live_flag).where(memories.c.memory_id.in_(ids))
         """A batch create's head rows, live or not."""
         self.create_strays: Select[Any] = (
-            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~head.exists()).distinct()
+            select(messages.c.memory_id).where(messages.c.memory_id.in_(ids), ~headed.exists()).distinct()
         )
         """The ids of the batch with message rows and no head row (damage)."""
         now = ServerNow(stamp)
