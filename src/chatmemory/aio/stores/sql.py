@@ -350,9 +350,9 @@ class SQLChatMemoryStore(AsyncStoreLifecycle, SQLStoreBase[AsyncEngine]):
 
     @_traced.coroutine("read_batch")
     async def read_batch(self, memory_ids: Sequence[str]) -> list[StoredMemory | None]:
-        """``memory_ids`` as stored (records, version, times) in two statements; ``None`` for an absent one.
+        """``memory_ids`` as stored (records, version, times) in one statement; ``None`` for an absent one.
 
-        See :class:`chatmemory.stored_memories.SupportsBatchReads`; ids without a head row take a third
+        See :class:`chatmemory.stored_memories.SupportsBatchReads`; ids without a head row take a second
         statement, which shows their stray rows as damage.
         """
         return await self._run(self._operations.read_batch(memory_ids))

@@ -6,7 +6,7 @@ transaction of two statements. A restore runs in one transaction under the head 
 entries' rows go in with their own write time, marked ``evicted``; a memory without a live window, given
 one whose messages are restored entries, gets a head whose cover of those rows makes them the window
 (:func:`window_seqs`); any other window is written as a raw write writes records, moved past the restored
-rows (:func:`shifted`). A batch read is two statements (a third for ids without a head row), a batch
+rows (:func:`shifted`). A batch read is one statement (a second for ids without a head row), a batch
 create one transaction (memories it cannot create together go to ``save`` one by one).
 """
 
