@@ -153,6 +153,10 @@ def test_a_window_with_a_pinned_run_is_read_whole(backend: Backend) -> None:
 # --------------------------------------------------------------- a peer writing while a batch reads
 
 PEERS = [name for name in SHARED_BETWEEN_PROCESSES if name != "langchain4j_redis"]  # the layout has no batch reads
+WRITES = 150
+"""The peer's writes in the test below (bounded for CI; each a load and a save)."""
+DEADLINE = 60.0
+"""Seconds the test below waits for its peer (a hang is a failure, not a stuck run)."""
 
 
 @pytest.fixture(params=[pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in PEERS])
@@ -170,11 +174,12 @@ def test_each_entry_is_one_state_of_its_memory_while_a_peer_writes(peer_recipe: 
     reader, writer = peer_recipe.open(), peer_recipe.open()
     ids = ["peer-a", "peer-b", "peer-c"]
     states: dict[tuple[str, int], list[bytes]] = {}
-    done = threading.Event()
+    reading, done = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
     def write() -> None:
         try:
+            reading.wait(DEADLINE)
             for turn in range(WRITES):
                 memory_id = ids[turn % len(ids)]
                 said = [UserMessage(f"{memory_id} turn {n}: " + "words " * 30) for n in range(turn + 1)]
@@ -194,18 +199,15 @@ def test_each_entry_is_one_state_of_its_memory_while_a_peer_writes(peer_recipe: 
         read: list[Any] = []
         while not done.is_set():
             read.extend(entry for entry in reader.read_batch(ids) if entry is not None)
-        peer.join()
-        assert failures == []
-        assert len(read) > 10
+            reading.set()
+        peer.join(DEADLINE)
+        assert failures == [] and not peer.is_alive()
+        assert len(read) >= len(ids)
         mixed = [(e.memory_id, e.version) for e in read if states.get((e.memory_id, e.version)) != e.records]
         assert mixed == []
     finally:
         reader.close()
         writer.close()
-
-
-WRITES = 150
-"""The peer's writes in the test above (bounded for CI; each a load and a save)."""
 
 
 @pytest.mark.sqlite
