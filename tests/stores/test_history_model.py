@@ -8,16 +8,19 @@ store's own diff and its window/history bookkeeping can disagree.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatmemory import ChatMemoryStore, ConcurrentUpdateError, SupportsVersioning, UserMessage
+from chatmemory import ChatMemoryStore, ConcurrentUpdateError, MessageWindowChatMemory, SupportsVersioning, UserMessage
 from chatmemory.core.history import SupportsHistory, history_appends
 from support.backends import Backend
+from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
 
 POOL = [UserMessage(f"m{index}") for index in range(6)]
 
@@ -71,3 +74,75 @@ def test_history_follows_the_model(history_store: ChatMemoryStore, steps: list[t
     assert page.messages == history
     sequences = [entry.sequence for entry in page.entries]
     assert sequences == sorted(set(sequences))
+
+
+# ------------------------------------------------------------------ paging while a peer writes
+
+HISTORY_PEERS = list(SHARED_BETWEEN_PROCESSES)
+MARKS = {"langchain4j_redis": "redis"}
+PEER_ADDS = 120
+"""The peer's adds in the test below (bounded for CI)."""
+DEADLINE = 60.0
+"""Seconds the test below waits for its peer (a hang is a failure, not a stuck run)."""
+
+
+@pytest.fixture(
+    params=[pytest.param(name, id=name, marks=getattr(pytest.mark, MARKS.get(name, name))) for name in HISTORY_PEERS]
+)
+def history_recipe(request: pytest.FixtureRequest) -> Iterator[Recipe]:
+    made = recipe(request.param)
+    made.open(history=True).close()  # the tables, once
+    yield made
+    made.cleanup()
+
+
+def test_paging_a_history_while_a_peer_writes_gives_each_entry_once_in_order(history_recipe: Recipe) -> None:
+    # A peer (its own store, as another process has) adds to a window memory whose window keeps evicting;
+    # meanwhile a reader pages through the history from its start again and again. Every pass must be a
+    # prefix of what the peer added: in order, each entry once, none skipped, whatever the peer did
+    # between two pages.
+    reader, writer = history_recipe.open(history=True), history_recipe.open(history=True)
+    memory_id = f"paged-{uuid.uuid4().hex[:8]}"
+    reading, done = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            reading.wait(DEADLINE)
+            memory = MessageWindowChatMemory(memory_id, max_messages=4, store=writer)
+            for turn in range(PEER_ADDS):
+                memory.add(UserMessage(f"turn {turn}"))
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            done.set()
+
+    def one_pass() -> list[Any]:
+        entries: list[Any] = []
+        after = None
+        while True:
+            page = reader.history(memory_id, after=after, limit=7)
+            entries.extend(page.entries)
+            if page.next_after is None:
+                return entries
+            after = page.next_after
+
+    try:
+        peer = threading.Thread(target=add)
+        peer.start()
+        passes: list[list[Any]] = []
+        while not done.is_set():
+            passes.append(one_pass())
+            reading.set()
+        peer.join(DEADLINE)
+        assert failures == [] and not peer.is_alive()
+        passes.append(one_pass())
+        said = [UserMessage(f"turn {turn}") for turn in range(PEER_ADDS)]
+        assert [entry.message for entry in passes[-1]] == said
+        for entries in passes:
+            sequences = [entry.sequence for entry in entries]
+            assert sequences == sorted(set(sequences))
+            assert [entry.message for entry in entries] == said[: len(entries)]
+    finally:
+        reader.close()
+        writer.close()
