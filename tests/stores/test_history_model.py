@@ -8,6 +8,7 @@ store's own diff and its window/history bookkeeping can disagree.
 
 from __future__ import annotations
 
+import datetime
 import threading
 import uuid
 from collections.abc import Iterator
@@ -143,6 +144,46 @@ def test_paging_a_history_while_a_peer_writes_gives_each_entry_once_in_order(his
             sequences = [entry.sequence for entry in entries]
             assert sequences == sorted(set(sequences))
             assert [entry.message for entry in entries] == said[: len(entries)]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_trimming_a_history_while_a_peer_writes_never_changes_its_window(history_recipe: Recipe) -> None:
+    # The peer's window memory keeps its last four turns; the reader trims the history to nothing, again
+    # and again, between and during the peer's writes. Every window read is four consecutive turns, and
+    # the last one the peer's last four.
+    reader, writer = history_recipe.open(history=True), history_recipe.open(history=True)
+    memory_id = f"trimmed-{uuid.uuid4().hex[:8]}"
+    reading, done = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            reading.wait(DEADLINE)
+            memory = MessageWindowChatMemory(memory_id, max_messages=4, store=writer)
+            for turn in range(PEER_ADDS):
+                memory.add(UserMessage(f"turn {turn}"))
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            done.set()
+
+    try:
+        writer.update_messages(memory_id, [UserMessage(f"early {n}") for n in range(4)])
+        peer = threading.Thread(target=add)
+        peer.start()
+        windows: list[tuple[Any, ...]] = []
+        while not done.is_set():
+            reader.trim_history(older_than=datetime.timedelta(0), memory_id=memory_id)
+            windows.append(tuple(reader.get_messages(memory_id)))
+            reading.set()
+        peer.join(DEADLINE)
+        assert failures == [] and not peer.is_alive()
+        turns = [UserMessage(f"early {n}") for n in range(4)] + [UserMessage(f"turn {n}") for n in range(PEER_ADDS)]
+        runs = {tuple(turns[start : start + 4]) for start in range(len(turns) - 3)}
+        assert [window for window in windows if window not in runs] == []
+        assert writer.get_messages(memory_id) == turns[-4:]
     finally:
         reader.close()
         writer.close()
