@@ -28,6 +28,8 @@ DEADLINE = 120.0
 """Seconds a test waits for its writers before it fails (a hang is a failure, not a stuck run)."""
 
 THREADS, PROCESSES, ADDS_EACH = 4, 4, 25
+DELETE_RACE_ADDS = 80
+"""A peer's adds while another store deletes the memory again and again."""
 
 
 def _params() -> list[Any]:
@@ -194,3 +196,44 @@ def test_locked_updates_of_stores_that_share_nothing_never_overlap(shared: Recip
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_delete_is_never_undone_by_a_peer_that_read_before_it(shared: Recipe) -> None:
+    # A peer's window memory adds turn after turn while this process deletes the memory again and again.
+    # An add that read the memory before a delete and writes after it must not put the deleted turns back:
+    # a window read after a delete holds only turns whose add ended after that delete began.
+    deleter, writer = shared.open(), shared.open(**_lease_options(shared))
+    memory_id = f"deleted-{uuid.uuid4().hex[:8]}"
+    ended: dict[str, float] = {}  # the text of each added turn: when its add returned
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            memory = MessageWindowChatMemory(memory_id, max_messages=6, store=writer)
+            for turn in range(DELETE_RACE_ADDS):
+                memory.add(UserMessage(f"turn {turn}"))
+                ended[f"turn {turn}"] = time.monotonic()
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            done.set()
+
+    try:
+        peer = threading.Thread(target=add)
+        peer.start()
+        resurrected: list[str] = []
+        while not done.is_set():
+            began = time.monotonic()
+            deleter.delete_messages(memory_id)
+            for message in deleter.get_messages(memory_id):
+                text = str(message.text)  # type: ignore[union-attr]
+                if text in ended and ended[text] < began:  # ended before the delete began: deleted
+                    resurrected.append(text)
+            time.sleep(0.003)
+        peer.join(DEADLINE)
+        assert failures == [] and not peer.is_alive()
+        assert resurrected == []
+    finally:
+        deleter.close()
+        writer.close()
