@@ -7,15 +7,19 @@ exists comes back as ``None`` and is not touched, and so does a second copy of a
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import threading
 from typing import Any
 
 import pytest
 
+from chatmemory import UserMessage
 from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.stored_memories import NewMemory, SupportsBatchCreates
 from support.backends import Backend
 from support.batches import close_to, window
+from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
 
 UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
@@ -112,3 +116,65 @@ def test_a_batch_run_again_creates_only_what_is_missing(store: Any) -> None:
     assert again[:3] == [None, None, None] and all(version is not None for version in again[3:])
     for memory, version in zip(memories, [*first, *again[3:]], strict=True):
         assert store.load(memory.memory_id).version == version
+
+
+# ------------------------------------------------------------------ a peer creating the same ids
+
+CREATE_PEERS = [name for name in SHARED_BETWEEN_PROCESSES if name != "langchain4j_redis"]  # no batch creates
+RACES, BATCH = 6, 40
+"""Batches raced (each of ``BATCH`` ids a peer creates too, one by one, at the same time)."""
+DEADLINE = 60.0
+"""Seconds the test waits for its peer (a hang is a failure, not a stuck run)."""
+
+
+@pytest.fixture(params=[pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in CREATE_PEERS])
+def peer_recipe(request: pytest.FixtureRequest) -> Any:
+    made = recipe(request.param)
+    made.open().close()  # the tables, once
+    yield made
+    made.cleanup()
+
+
+def test_a_batch_and_a_peer_creating_the_same_ids_each_create_an_id_once(peer_recipe: Recipe) -> None:
+    # The batch and a peer (its own store) create the same ids at the same time: for each id one of them
+    # creates it and says so, the other says it existed, and what is stored is what the winner wrote.
+    batcher, peer = creating(peer_recipe.open()), peer_recipe.open()
+    try:
+        for race in range(RACES):
+            _race(batcher, peer, [f"race-{race}-{n:02d}" for n in range(BATCH)])
+    finally:
+        batcher.close()
+        peer.close()
+
+
+def _race(batcher: Any, peer: Any, ids: list[str]) -> None:
+    theirs: dict[str, int] = {}
+    failures: list[BaseException] = []
+    started = threading.Barrier(2)
+
+    def create(memory_id: str) -> None:
+        with contextlib.suppress(ConcurrentUpdateError):  # the batch created it first
+            theirs[memory_id] = peer.save(memory_id, [UserMessage(f"peer {memory_id}")], 0)
+
+    def create_one_by_one() -> None:
+        try:
+            started.wait(DEADLINE)
+            for memory_id in reversed(ids):  # meets the batch midway
+                create(memory_id)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+
+    other = threading.Thread(target=create_one_by_one)
+    other.start()
+    started.wait(DEADLINE)
+    versions = batcher.create_batch([NewMemory(memory_id, [UserMessage(f"batch {memory_id}")]) for memory_id in ids])
+    other.join(DEADLINE)
+    assert failures == [] and not other.is_alive()
+    for memory_id, version in zip(ids, versions, strict=True):
+        stored = peer.load(memory_id)
+        if version is not None:
+            assert memory_id not in theirs, memory_id
+            assert (stored.version, stored.messages) == (version, [UserMessage(f"batch {memory_id}")])
+        else:
+            assert stored.version == theirs[memory_id], memory_id
+            assert stored.messages == [UserMessage(f"peer {memory_id}")]
