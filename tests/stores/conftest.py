@@ -6,7 +6,21 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
 from support.tcp_proxy import TcpProxy
+
+_MARKS = {"langchain4j_redis": "redis"}
+
+
+@pytest.fixture(
+    params=[pytest.param(n, id=n, marks=getattr(pytest.mark, _MARKS.get(n, n))) for n in SHARED_BETWEEN_PROCESSES]
+)
+def peer_recipe(request: pytest.FixtureRequest) -> Iterator[Recipe]:
+    """A fresh namespace of each backend a peer can share (see ``support/peers.py``), its tables made."""
+    made = recipe(request.param)
+    made.open().close()
+    yield made
+    made.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import threading
 from typing import Any
 
 import pytest
@@ -19,7 +18,8 @@ from chatmemory.core.errors import ConcurrentUpdateError
 from chatmemory.stored_memories import NewMemory, SupportsBatchCreates
 from support.backends import Backend
 from support.batches import close_to, window
-from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
+from support.peers import Peer
+from support.recipes import Recipe
 
 UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
@@ -120,26 +120,16 @@ def test_a_batch_run_again_creates_only_what_is_missing(store: Any) -> None:
 
 # ------------------------------------------------------------------ a peer creating the same ids
 
-CREATE_PEERS = [name for name in SHARED_BETWEEN_PROCESSES if name != "langchain4j_redis"]  # no batch creates
 RACES, BATCH = 6, 40
 """Batches raced (each of ``BATCH`` ids a peer creates too, one by one, at the same time)."""
-DEADLINE = 60.0
-"""Seconds the test waits for its peer (a hang is a failure, not a stuck run)."""
-
-
-@pytest.fixture(params=[pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in CREATE_PEERS])
-def peer_recipe(request: pytest.FixtureRequest) -> Any:
-    made = recipe(request.param)
-    made.open().close()  # the tables, once
-    yield made
-    made.cleanup()
 
 
 def test_a_batch_and_a_peer_creating_the_same_ids_each_create_an_id_once(peer_recipe: Recipe) -> None:
     # The batch and a peer (its own store) create the same ids at the same time: for each id one of them
     # creates it and says so, the other says it existed, and what is stored is what the winner wrote.
-    batcher, peer = creating(peer_recipe.open()), peer_recipe.open()
+    batcher, peer = peer_recipe.open(), peer_recipe.open()
     try:
+        creating(batcher)
         for race in range(RACES):
             _race(batcher, peer, [f"race-{race}-{n:02d}" for n in range(BATCH)])
     finally:
@@ -149,27 +139,20 @@ def test_a_batch_and_a_peer_creating_the_same_ids_each_create_an_id_once(peer_re
 
 def _race(batcher: Any, peer: Any, ids: list[str]) -> None:
     theirs: dict[str, int] = {}
-    failures: list[BaseException] = []
-    started = threading.Barrier(2)
 
     def create(memory_id: str) -> None:
         with contextlib.suppress(ConcurrentUpdateError):  # the batch created it first
             theirs[memory_id] = peer.save(memory_id, [UserMessage(f"peer {memory_id}")], 0)
 
     def create_one_by_one() -> None:
-        try:
-            started.wait(DEADLINE)
-            for memory_id in reversed(ids):  # meets the batch midway
-                create(memory_id)
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
+        for memory_id in reversed(ids):  # meets the batch midway
+            create(memory_id)
 
-    other = threading.Thread(target=create_one_by_one)
-    other.start()
-    started.wait(DEADLINE)
-    versions = batcher.create_batch([NewMemory(memory_id, [UserMessage(f"batch {memory_id}")]) for memory_id in ids])
-    other.join(DEADLINE)
-    assert failures == [] and not other.is_alive()
+    with Peer(create_one_by_one) as racing:
+        racing.writing()
+        versions = batcher.create_batch(
+            [NewMemory(memory_id, [UserMessage(f"batch {memory_id}")]) for memory_id in ids]
+        )
     for memory_id, version in zip(ids, versions, strict=True):
         stored = peer.load(memory_id)
         if version is not None:

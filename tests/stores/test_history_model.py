@@ -9,9 +9,8 @@ store's own diff and its window/history bookkeeping can disagree.
 from __future__ import annotations
 
 import datetime
-import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,8 @@ from hypothesis import strategies as st
 from chatmemory import ChatMemoryStore, ConcurrentUpdateError, MessageWindowChatMemory, SupportsVersioning, UserMessage
 from chatmemory.core.history import SupportsHistory, history_appends
 from support.backends import Backend
-from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
+from support.peers import Peer
+from support.recipes import Recipe
 
 POOL = [UserMessage(f"m{index}") for index in range(6)]
 
@@ -77,66 +77,45 @@ def test_history_follows_the_model(history_store: ChatMemoryStore, steps: list[t
     assert sequences == sorted(set(sequences))
 
 
-# ------------------------------------------------------------------ paging while a peer writes
+# ------------------------------------------------------------------ a peer writing meanwhile
 
-HISTORY_PEERS = list(SHARED_BETWEEN_PROCESSES)
-MARKS = {"langchain4j_redis": "redis"}
 PEER_ADDS = 120
-"""The peer's adds in the test below (bounded for CI)."""
-DEADLINE = 60.0
-"""Seconds the test below waits for its peer (a hang is a failure, not a stuck run)."""
+"""The peer's adds in the tests below (bounded for CI)."""
 
 
-@pytest.fixture(
-    params=[pytest.param(name, id=name, marks=getattr(pytest.mark, MARKS.get(name, name))) for name in HISTORY_PEERS]
-)
-def history_recipe(request: pytest.FixtureRequest) -> Iterator[Recipe]:
-    made = recipe(request.param)
-    made.open(history=True).close()  # the tables, once
-    yield made
-    made.cleanup()
-
-
-def test_paging_a_history_while_a_peer_writes_gives_each_entry_once_in_order(history_recipe: Recipe) -> None:
-    # A peer (its own store, as another process has) adds to a window memory whose window keeps evicting;
-    # meanwhile a reader pages through the history from its start again and again. Every pass must be a
-    # prefix of what the peer added: in order, each entry once, none skipped, whatever the peer did
-    # between two pages.
-    reader, writer = history_recipe.open(history=True), history_recipe.open(history=True)
-    memory_id = f"paged-{uuid.uuid4().hex[:8]}"
-    reading, done = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
+def _adding(store: ChatMemoryStore, memory_id: str) -> Callable[[], None]:
+    """A peer's work: a window memory of four adding turn after turn (each add evicts one turn)."""
 
     def add() -> None:
-        try:
-            reading.wait(DEADLINE)
-            memory = MessageWindowChatMemory(memory_id, max_messages=4, store=writer)
-            for turn in range(PEER_ADDS):
-                memory.add(UserMessage(f"turn {turn}"))
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
-        finally:
-            done.set()
+        memory = MessageWindowChatMemory(memory_id, max_messages=4, store=store)
+        for turn in range(PEER_ADDS):
+            memory.add(UserMessage(f"turn {turn}"))
+
+    return add
+
+
+def test_paging_a_history_while_a_peer_writes_gives_each_entry_once_in_order(peer_recipe: Recipe) -> None:
+    # Meanwhile a reader pages through the history from its start again and again. Every pass must be a
+    # prefix of what the peer added: in order, each entry once, none skipped, whatever the peer did
+    # between two pages.
+    reader, writer = peer_recipe.open(history=True), peer_recipe.open(history=True)
+    memory_id = f"paged-{uuid.uuid4().hex[:8]}"
 
     def one_pass() -> list[Any]:
         entries: list[Any] = []
         after = None
         while True:
-            page = reader.history(memory_id, after=after, limit=7)
+            page = reader.history(memory_id, after=after, limit=7)  # type: ignore[attr-defined]
             entries.extend(page.entries)
             if page.next_after is None:
                 return entries
             after = page.next_after
 
     try:
-        peer = threading.Thread(target=add)
-        peer.start()
         passes: list[list[Any]] = []
-        while not done.is_set():
-            passes.append(one_pass())
-            reading.set()
-        peer.join(DEADLINE)
-        assert failures == [] and not peer.is_alive()
+        with Peer(_adding(writer, memory_id)) as peer:
+            while peer.writing():
+                passes.append(one_pass())
         passes.append(one_pass())
         said = [UserMessage(f"turn {turn}") for turn in range(PEER_ADDS)]
         assert [entry.message for entry in passes[-1]] == said
@@ -149,37 +128,18 @@ def test_paging_a_history_while_a_peer_writes_gives_each_entry_once_in_order(his
         writer.close()
 
 
-def test_trimming_a_history_while_a_peer_writes_never_changes_its_window(history_recipe: Recipe) -> None:
-    # The peer's window memory keeps its last four turns; the reader trims the history to nothing, again
-    # and again, between and during the peer's writes. Every window read is four consecutive turns, and
-    # the last one the peer's last four.
-    reader, writer = history_recipe.open(history=True), history_recipe.open(history=True)
+def test_trimming_a_history_while_a_peer_writes_never_changes_its_window(peer_recipe: Recipe) -> None:
+    # Meanwhile a reader trims the history to nothing, again and again. Every window read is four
+    # consecutive turns, and the last one the peer's last four.
+    reader, writer = peer_recipe.open(history=True), peer_recipe.open(history=True)
     memory_id = f"trimmed-{uuid.uuid4().hex[:8]}"
-    reading, done = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
-
-    def add() -> None:
-        try:
-            reading.wait(DEADLINE)
-            memory = MessageWindowChatMemory(memory_id, max_messages=4, store=writer)
-            for turn in range(PEER_ADDS):
-                memory.add(UserMessage(f"turn {turn}"))
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
-        finally:
-            done.set()
-
     try:
         writer.update_messages(memory_id, [UserMessage(f"early {n}") for n in range(4)])
-        peer = threading.Thread(target=add)
-        peer.start()
         windows: list[tuple[Any, ...]] = []
-        while not done.is_set():
-            reader.trim_history(older_than=datetime.timedelta(0), memory_id=memory_id)
-            windows.append(tuple(reader.get_messages(memory_id)))
-            reading.set()
-        peer.join(DEADLINE)
-        assert failures == [] and not peer.is_alive()
+        with Peer(_adding(writer, memory_id)) as peer:
+            while peer.writing():
+                reader.trim_history(older_than=datetime.timedelta(0), memory_id=memory_id)  # type: ignore[attr-defined]
+                windows.append(tuple(reader.get_messages(memory_id)))
         turns = [UserMessage(f"early {n}") for n in range(4)] + [UserMessage(f"turn {n}") for n in range(PEER_ADDS)]
         runs = {tuple(turns[start : start + 4]) for start in range(len(turns) - 3)}
         assert [window for window in windows if window not in runs] == []

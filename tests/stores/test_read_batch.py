@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import threading
 from typing import Any
 
 import pytest
@@ -21,7 +20,8 @@ from chatmemory.inspection import summarize, summarize_many
 from chatmemory.serialization.native import dumps_message
 from chatmemory.stored_memories import SupportsBatchReads
 from support.backends import Backend
-from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
+from support.peers import Peer
+from support.recipes import Recipe
 
 UTC = datetime.timezone.utc
 HOUR = datetime.timedelta(hours=1)
@@ -152,19 +152,8 @@ def test_a_window_with_a_pinned_run_is_read_whole(backend: Backend) -> None:
 
 # --------------------------------------------------------------- a peer writing while a batch reads
 
-PEERS = [name for name in SHARED_BETWEEN_PROCESSES if name != "langchain4j_redis"]  # the layout has no batch reads
 WRITES = 150
 """The peer's writes in the test below (bounded for CI; each a load and a save)."""
-DEADLINE = 60.0
-"""Seconds the test below waits for its peer (a hang is a failure, not a stuck run)."""
-
-
-@pytest.fixture(params=[pytest.param(name, id=name, marks=getattr(pytest.mark, name)) for name in PEERS])
-def peer_recipe(request: pytest.FixtureRequest) -> Any:
-    made = recipe(request.param)
-    made.open().close()  # the tables, once
-    yield made
-    made.cleanup()
 
 
 def test_each_entry_is_one_state_of_its_memory_while_a_peer_writes(peer_recipe: Recipe) -> None:
@@ -174,34 +163,24 @@ def test_each_entry_is_one_state_of_its_memory_while_a_peer_writes(peer_recipe: 
     reader, writer = peer_recipe.open(), peer_recipe.open()
     ids = ["peer-a", "peer-b", "peer-c"]
     states: dict[tuple[str, int], list[bytes]] = {}
-    reading, done = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
 
     def write() -> None:
-        try:
-            reading.wait(DEADLINE)
-            for turn in range(WRITES):
-                memory_id = ids[turn % len(ids)]
-                said = [UserMessage(f"{memory_id} turn {n}: " + "words " * 30) for n in range(turn + 1)]
-                version = writer.save(memory_id, said[-4:], writer.load(memory_id).version)
-                states[(memory_id, version)] = writer.read_raw(memory_id)  # the only writer: still this state
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
-        finally:
-            done.set()
+        for turn in range(WRITES):
+            memory_id = ids[turn % len(ids)]
+            said = [UserMessage(f"{memory_id} turn {n}: " + "words " * 30) for n in range(turn + 1)]
+            version = writer.save(memory_id, said[-4:], writer.load(memory_id).version)
+            states[(memory_id, version)] = writer.read_raw(memory_id)  # the only writer: still this state
 
     try:
+        if not isinstance(reader, SupportsBatchReads):
+            pytest.skip(f"{type(reader).__name__} has no batch reads")
         for memory_id in ids:
             version = writer.save(memory_id, [UserMessage(f"{memory_id} first")], 0)
             states[(memory_id, version)] = writer.read_raw(memory_id)
-        peer = threading.Thread(target=write)
-        peer.start()
         read: list[Any] = []
-        while not done.is_set():
-            read.extend(entry for entry in reader.read_batch(ids) if entry is not None)
-            reading.set()
-        peer.join(DEADLINE)
-        assert failures == [] and not peer.is_alive()
+        with Peer(write) as peer:
+            while peer.writing():
+                read.extend(entry for entry in reader.read_batch(ids) if entry is not None)
         assert len(read) >= len(ids)
         mixed = [(e.memory_id, e.version) for e in read if states.get((e.memory_id, e.version)) != e.records]
         assert mixed == []

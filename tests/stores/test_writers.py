@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from chatmemory import MessageWindowChatMemory, SupportsLockedUpdate, UserMessage
+from support.peers import Peer
 from support.recipes import SHARED_BETWEEN_PROCESSES, Recipe, recipe
 
 MARKS = {"langchain4j_redis": "redis"}
@@ -205,34 +206,24 @@ def test_a_delete_is_never_undone_by_a_peer_that_read_before_it(shared: Recipe) 
     deleter, writer = shared.open(), shared.open(**_lease_options(shared))
     memory_id = f"deleted-{uuid.uuid4().hex[:8]}"
     ended: dict[str, float] = {}  # the text of each added turn: when its add returned
-    done = threading.Event()
-    failures: list[BaseException] = []
 
     def add() -> None:
-        try:
-            memory = MessageWindowChatMemory(memory_id, max_messages=6, store=writer)
-            for turn in range(DELETE_RACE_ADDS):
-                memory.add(UserMessage(f"turn {turn}"))
-                ended[f"turn {turn}"] = time.monotonic()
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
-        finally:
-            done.set()
+        memory = MessageWindowChatMemory(memory_id, max_messages=6, store=writer)
+        for turn in range(DELETE_RACE_ADDS):
+            memory.add(UserMessage(f"turn {turn}"))
+            ended[f"turn {turn}"] = time.monotonic()
 
     try:
-        peer = threading.Thread(target=add)
-        peer.start()
         resurrected: list[str] = []
-        while not done.is_set():
-            began = time.monotonic()
-            deleter.delete_messages(memory_id)
-            for message in deleter.get_messages(memory_id):
-                text = str(message.text)  # type: ignore[union-attr]
-                if text in ended and ended[text] < began:  # ended before the delete began: deleted
-                    resurrected.append(text)
-            time.sleep(0.003)
-        peer.join(DEADLINE)
-        assert failures == [] and not peer.is_alive()
+        with Peer(add) as peer:
+            while peer.writing():
+                began = time.monotonic()
+                deleter.delete_messages(memory_id)
+                for message in deleter.get_messages(memory_id):
+                    text = str(message.text)  # type: ignore[union-attr]
+                    if text in ended and ended[text] < began:  # ended before the delete began: deleted
+                        resurrected.append(text)
+                time.sleep(0.003)
         assert resurrected == []
     finally:
         deleter.close()
