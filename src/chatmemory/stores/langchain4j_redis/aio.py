@@ -34,6 +34,10 @@ __all__ = ["AsyncLangChain4jExecutor"]
 _T = TypeVar("_T")
 
 
+def _blocking_pool_client(url: str) -> Redis:
+    return Redis.from_pool(BlockingConnectionPool.from_url(url))
+
+
 class AsyncLangChain4jExecutor(GatedClient):
     """The asyncio LangChain4j-layout store's executor half: sends its operations' commands on each loop."""
 
@@ -50,7 +54,7 @@ class AsyncLangChain4jExecutor(GatedClient):
     def _client_from_url(self, url: str) -> Any:
         # A blocking pool, as the native asyncio store's: a command waits for a free connection instead of
         # failing with "Too many connections"; ``max_connections`` and ``timeout`` in the URL's query apply.
-        return client_from_url(url, lambda url: Redis.from_pool(BlockingConnectionPool.from_url(url)), RedisCluster)
+        return client_from_url(url, _blocking_pool_client, RedisCluster)
 
     def _started(self) -> None:
         super()._started()

@@ -296,6 +296,7 @@ class MongoClients:
     _client: Any
     _client_type: type[Any]
     _history: Any
+    _on: Collections
     _write_concern: WriteConcern | None
 
     _write_concern_of = staticmethod(write_concern_of)
@@ -311,8 +312,7 @@ class MongoClients:
     def _client_maker(self, url_or_client: Any, options: dict[str, Any] | None) -> Callable[[], Collections] | None:
         if not isinstance(url_or_client, str):
             return None
-        first: Collections = self._on  # type: ignore[attr-defined]
         history = self._history is not None
         return client_maker(
-            url_or_client, self._client_type, options, first, history=history, write_concern=self._write_concern
+            url_or_client, self._client_type, options, self._on, history=history, write_concern=self._write_concern
         )
